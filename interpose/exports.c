@@ -1,0 +1,31 @@
+/* The exported definitions: one function per name in hooks.h, each handing
+ * its arguments and its own slot to the body in shim/. cuda.h is read in its
+ * internal mode, which declares every ABI form (_v1 under the bare name,
+ * _v2, _ptsz ...), so each definition below is checked against the driver's
+ * own prototype. */
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+
+#include "signatures.h"
+#include "symbols.h"
+
+/* drk_export_<name> is hidden and is what hook tables point at, so lookups
+ * inside drk never resolve to another object's definition; <name> is its
+ * exported alias. */
+#define DRK_EXPORT_DEF_(name, body, params, args)                              \
+    CUresult drk_export_##name params;                                        \
+    CUresult drk_export_##name params                                         \
+    {                                                                          \
+        return drk_body_##body(DRK_SYM_##name, DRK_UNPAREN args);             \
+    }                                                                          \
+    extern __typeof__(drk_export_##name) name                                 \
+        __attribute__((alias("drk_export_" #name), visibility("default")));
+#define DRK_EXPORT_HOOK_(name, body, family) DRK_SIG_##body(DRK_EXPORT_DEF_, name, body)
+DRK_HOOKS(DRK_EXPORT_HOOK_)
+#undef DRK_EXPORT_HOOK_
+
+void *const drk_sym_hook[DRK_SYM_COUNT] = {
+#define DRK_HOOK_PTR_(name, body, family) (void *)drk_export_##name,
+    DRK_HOOKS(DRK_HOOK_PTR_)
+#undef DRK_HOOK_PTR_
+};

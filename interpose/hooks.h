@@ -1,0 +1,73 @@
+/* The one list of hooked driver entry points: every ABI form the driver
+ * exports of every function drk watches. From it come the exported
+ * definitions (exports.c), the names that dlsym answers with a hook, and the
+ * pointer map behind cuGetProcAddress (routes.c).
+ *
+ * Adding a hook is one line: X(exported name, body, family). Forms that share
+ * a signature share a body; a new body needs its signature in signatures.h
+ * and its definition in shim/. The family only groups calls in the report.
+ *
+ * Macros expanding this list must use `name` only with # or ##: in files that
+ * include cuda.h normally, cuMemAlloc etc. are themselves macros. */
+#ifndef DRK_INTERPOSE_HOOKS_H
+#define DRK_INTERPOSE_HOOKS_H
+
+#define DRK_HOOKS(X)                                                         \
+    X(cuLaunchKernel,                   launch_kernel,          launch)      \
+    X(cuLaunchKernel_ptsz,              launch_kernel,          launch)      \
+    X(cuLaunchKernelEx,                 launch_kernel_ex,       launch)      \
+    X(cuLaunchKernelEx_ptsz,            launch_kernel_ex,       launch)      \
+    X(cuLaunchCooperativeKernel,        launch_kernel_coop,     launch)      \
+    X(cuLaunchCooperativeKernel_ptsz,   launch_kernel_coop,     launch)      \
+    X(cuGraphLaunch,                    graph_launch,           graph)       \
+    X(cuGraphLaunch_ptsz,               graph_launch,           graph)       \
+    X(cuModuleLoad,                     module_load,            module)      \
+    X(cuModuleLoadData,                 module_load_data,       module)      \
+    X(cuModuleLoadDataEx,               module_load_data_ex,    module)      \
+    X(cuModuleLoadFatBinary,            module_load_data,       module)      \
+    X(cuLibraryLoadData,                library_load_data,      module)      \
+    X(cuLibraryLoadFromFile,            library_load_file,      module)      \
+    X(cuModuleGetFunction,              module_get_function,    module)      \
+    X(cuLibraryGetKernel,               library_get_kernel,     module)      \
+    X(cuKernelGetFunction,              kernel_get_function,    module)      \
+    X(cuModuleUnload,                   module_unload,          module)      \
+    X(cuLibraryUnload,                  library_unload,         module)      \
+    X(cuMemAlloc,                       mem_alloc_v1,           memory)      \
+    X(cuMemAlloc_v2,                    mem_alloc,              memory)      \
+    X(cuMemAllocPitch,                  mem_alloc_pitch_v1,     memory)      \
+    X(cuMemAllocPitch_v2,               mem_alloc_pitch,        memory)      \
+    X(cuMemFree,                        mem_free_v1,            memory)      \
+    X(cuMemFree_v2,                     mem_free,               memory)      \
+    X(cuMemAllocAsync,                  mem_alloc_async,        memory)      \
+    X(cuMemAllocAsync_ptsz,             mem_alloc_async,        memory)      \
+    X(cuMemAllocFromPoolAsync,          mem_alloc_pool_async,   memory)      \
+    X(cuMemAllocFromPoolAsync_ptsz,     mem_alloc_pool_async,   memory)      \
+    X(cuMemFreeAsync,                   mem_free_async,         memory)      \
+    X(cuMemFreeAsync_ptsz,              mem_free_async,         memory)      \
+    X(cuMemGetInfo,                     mem_get_info_v1,        memory)      \
+    X(cuMemGetInfo_v2,                  mem_get_info,           memory)      \
+    X(cuMemGetAddressRange,             mem_get_range_v1,       memory)      \
+    X(cuMemGetAddressRange_v2,          mem_get_range,          memory)      \
+    X(cuPointerGetAttribute,            pointer_get_attribute,  memory)      \
+    X(cuPointerGetAttributes,           pointer_get_attributes, memory)      \
+    X(cuIpcGetMemHandle,                ipc_get_mem_handle,     memory)      \
+    X(cuMemHostAlloc,                   mem_host_alloc,         host_memory) \
+    X(cuMemAllocHost,                   mem_alloc_host_v1,      host_memory) \
+    X(cuMemAllocHost_v2,                mem_alloc_host,         host_memory) \
+    X(cuMemFreeHost,                    mem_free_host,          host_memory) \
+    X(cuStreamCreate,                   stream_create,          stream)      \
+    X(cuStreamCreateWithPriority,       stream_create_priority, stream)      \
+    X(cuStreamDestroy,                  stream_destroy,         stream)      \
+    X(cuStreamDestroy_v2,               stream_destroy,         stream)      \
+    X(cuGetProcAddress,                 get_proc_address_v1,    entry)       \
+    X(cuGetProcAddress_v2,              get_proc_address,       entry)
+
+/* One slot per exported name, in list order. */
+typedef enum drk_sym {
+#define DRK_SYM_ENUM_(name, body, family) DRK_SYM_##name,
+    DRK_HOOKS(DRK_SYM_ENUM_)
+#undef DRK_SYM_ENUM_
+    DRK_SYM_COUNT
+} drk_sym;
+
+#endif

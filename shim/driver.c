@@ -1,0 +1,32 @@
+#include "driver.h"
+
+#include <stdatomic.h>
+
+#include "../interpose/driver.h"
+
+static drk_driver table;
+static atomic_int table_state; /* 0 empty, 1 being filled, 2 full */
+static __thread drk_driver own_copy;
+
+static void fill(drk_driver *t)
+{
+    t->func_get_name = (CUresult(*)(const char **, CUfunction))drk_driver_sym("cuFuncGetName");
+    t->kernel_get_name = (CUresult(*)(const char **, CUkernel))drk_driver_sym("cuKernelGetName");
+    t->driver_get_version = (CUresult(*)(int *))drk_driver_sym("cuDriverGetVersion");
+}
+
+const drk_driver *drk_driver_table(void)
+{
+    if (atomic_load_explicit(&table_state, memory_order_acquire) == 2)
+        return &table;
+    int expected = 0;
+    if (atomic_compare_exchange_strong(&table_state, &expected, 1)) {
+        fill(&table);
+        atomic_store_explicit(&table_state, 2, memory_order_release);
+        return &table;
+    }
+    /* Another thread is filling it, perhaps waiting on the loader lock this
+     * thread holds: never wait, fill a private copy. */
+    fill(&own_copy);
+    return &own_copy;
+}

@@ -1,0 +1,18 @@
+/* The driver table: the real driver entry points that alloc/ and evolve/ may
+ * call. shim/ fills it and hands it to them, so they never reach the driver
+ * another way and run on the CPU against any table a test gives them. */
+#ifndef DRK_SHIM_DRIVER_H
+#define DRK_SHIM_DRIVER_H
+
+#include <cuda.h>
+
+typedef struct drk_driver {
+    CUresult (*func_get_name)(const char **name, CUfunction fn);
+    CUresult (*kernel_get_name)(const char **name, CUkernel kernel);
+    CUresult (*driver_get_version)(int *version);
+} drk_driver;
+
+/* The process's table; members the driver lacks are NULL. */
+const drk_driver *drk_driver_table(void);
+
+#endif

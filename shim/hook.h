@@ -1,0 +1,30 @@
+/* What every hook body shares: its driver function, the mode, the counters. */
+#ifndef DRK_SHIM_HOOK_H
+#define DRK_SHIM_HOOK_H
+
+#include "../interpose/driver.h"
+#include "../interpose/signatures.h"
+#include "state.h"
+#include "stats.h"
+
+/* The driver's function behind this hook's slot, typed for its body. */
+#define DRK_REAL(body) ((drk_fn_##body)drk_real(sym))
+
+/* What a hook returns when the driver lacks its function: the driver could
+ * not be opened, or it does not export this name. Logged once elsewhere. */
+CUresult drk_missing(drk_sym sym);
+
+/* A body that only counts its calls and forwards. */
+#define DRK_FORWARD_(body, params, args)                                       \
+    CUresult drk_body_##body(drk_sym sym, DRK_UNPAREN params)                  \
+    {                                                                          \
+        drk_fn_##body real = DRK_REAL(body);                                   \
+        if (__builtin_expect(real == NULL, 0))                                 \
+            return drk_missing(sym);                                           \
+        if (drk_observing())                                                   \
+            drk_count_call(sym);                                               \
+        return real args;                                                      \
+    }
+#define DRK_FORWARD_BODY(body) DRK_SIG_##body(DRK_FORWARD_, body)
+
+#endif

@@ -1,0 +1,32 @@
+/* cuGetProcAddress: the driver resolves; drk swaps in the hook of the exact
+ * name the driver chose, so _v2/_ptsz forms keep their ABI and stream. */
+#include "../interpose/routes.h"
+#include "hook.h"
+
+CUresult drk_body_get_proc_address(drk_sym sym, const char *symbol, void **pfn, int version,
+                                   cuuint64_t flags, CUdriverProcAddressQueryResult *status)
+{
+    drk_fn_get_proc_address real = DRK_REAL(get_proc_address);
+    if (!real)
+        return drk_missing(sym);
+    CUresult r = real(symbol, pfn, version, flags, status);
+    if (r == CUDA_SUCCESS && pfn && *pfn && symbol)
+        *pfn = drk_route_proc(symbol, *pfn);
+    if (drk_observing())
+        drk_count_call(sym);
+    return r;
+}
+
+CUresult drk_body_get_proc_address_v1(drk_sym sym, const char *symbol, void **pfn, int version,
+                                      cuuint64_t flags)
+{
+    drk_fn_get_proc_address_v1 real = DRK_REAL(get_proc_address_v1);
+    if (!real)
+        return drk_missing(sym);
+    CUresult r = real(symbol, pfn, version, flags);
+    if (r == CUDA_SUCCESS && pfn && *pfn && symbol)
+        *pfn = drk_route_proc(symbol, *pfn);
+    if (drk_observing())
+        drk_count_call(sym);
+    return r;
+}

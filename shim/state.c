@@ -1,0 +1,72 @@
+/* The per-process life of drk: the mode, the exit report, fork. There are no
+ * constructors: the first call into drk starts it. */
+#define _GNU_SOURCE
+#include "state.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../alloc/stats.h"
+#include "../evolve/registry.h"
+#include "../interpose/routes.h"
+#include "log.h"
+#include "options.h"
+#include "report.h"
+#include "stats.h"
+
+atomic_int drk_mode_now;
+
+static long long start_ns;
+static int forked_from;
+
+static long long now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+long long drk_process_start_ns(void) { return start_ns; }
+int drk_process_forked_from(void) { return forked_from; }
+
+static void at_exit(void) { drk_report_at_exit(); }
+
+static int fork_parent_pid;
+static void before_fork(void) { fork_parent_pid = (int)getpid(); }
+
+/* The child is a new process with its own report: it starts counting from
+ * zero and names the parent it came from. */
+static void after_fork_child(void)
+{
+    drk_settings_after_fork_child();
+    drk_stats_reset();
+    drk_alloc_stats_reset();
+    drk_registry_reset_counts();
+    drk_report_after_fork_child();
+    forked_from = fork_parent_pid;
+    start_ns = now_ns();
+}
+
+drk_mode drk_mode_start(void)
+{
+    drk_mode m = drk_opt_num(DRK_OPT_DISABLE)   ? DRK_MODE_OFF
+                 : drk_opt_num(DRK_OPT_OBSERVE) ? DRK_MODE_OBSERVE
+                                                : DRK_MODE_FORWARD;
+    int expected = DRK_MODE_UNSET;
+    if (!atomic_compare_exchange_strong(&drk_mode_now, &expected, (int)m))
+        return (drk_mode)expected;
+    if (m == DRK_MODE_OFF)
+        return m;
+    start_ns = now_ns();
+    if (atexit(at_exit) != 0 || pthread_atfork(before_fork, NULL, after_fork_child) != 0)
+        drk_log(DRK_LOG_WARN, "cannot register exit and fork handlers; no report will be written");
+    const char *report = drk_opt_str(DRK_OPT_REPORT);
+    drk_log(DRK_LOG_INFO, "drk %s active (%s)%s%s", DRK_VERSION,
+            m == DRK_MODE_OBSERVE ? "observing" : "forwarding only", *report ? ", report to " : "",
+            report);
+    return m;
+}
+
+int drk_routes_active(void) { return drk_current_mode() != DRK_MODE_OFF; }

@@ -1,0 +1,30 @@
+/* What drk is doing in this process: decided once, from the options, on the
+ * first entry into drk, and read on every hook as one cached integer. */
+#ifndef DRK_SHIM_STATE_H
+#define DRK_SHIM_STATE_H
+
+#include <stdatomic.h>
+
+typedef enum drk_mode {
+    DRK_MODE_UNSET,   /* options not read yet */
+    DRK_MODE_OFF,     /* DRK_DISABLE=1: driver's own pointers, nothing else */
+    DRK_MODE_FORWARD, /* DRK_OBSERVE=0: hooks forward without bookkeeping */
+    DRK_MODE_OBSERVE, /* count and record everything */
+} drk_mode;
+
+extern atomic_int drk_mode_now;
+drk_mode drk_mode_start(void);
+
+static inline drk_mode drk_current_mode(void)
+{
+    int m = atomic_load_explicit(&drk_mode_now, memory_order_relaxed);
+    return __builtin_expect(m != DRK_MODE_UNSET, 1) ? (drk_mode)m : drk_mode_start();
+}
+
+static inline int drk_observing(void) { return drk_current_mode() == DRK_MODE_OBSERVE; }
+
+/* Process facts for the report. */
+long long drk_process_start_ns(void);
+int drk_process_forked_from(void);
+
+#endif

@@ -1,0 +1,36 @@
+#include "stats.h"
+
+drk_call_shard drk_call_shards[DRK_SHARDS];
+__thread unsigned drk_thread_shard __attribute__((tls_model("initial-exec")));
+static atomic_uint next_shard;
+
+unsigned drk_shard_assign(void)
+{
+    drk_thread_shard = atomic_fetch_add_explicit(&next_shard, 1, memory_order_relaxed) % DRK_SHARDS + 1;
+    return drk_thread_shard;
+}
+
+uint64_t drk_calls(drk_sym sym)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < DRK_SHARDS; i++)
+        n += atomic_load_explicit(&drk_call_shards[i].calls[sym], memory_order_relaxed);
+    return n;
+}
+
+uint64_t drk_failed_launches(void)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < DRK_SHARDS; i++)
+        n += atomic_load_explicit(&drk_call_shards[i].failed_launches, memory_order_relaxed);
+    return n;
+}
+
+void drk_stats_reset(void)
+{
+    for (int i = 0; i < DRK_SHARDS; i++) {
+        for (int s = 0; s < DRK_SYM_COUNT; s++)
+            atomic_store_explicit(&drk_call_shards[i].calls[s], 0, memory_order_relaxed);
+        atomic_store_explicit(&drk_call_shards[i].failed_launches, 0, memory_order_relaxed);
+    }
+}

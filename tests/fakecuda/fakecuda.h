@@ -1,0 +1,163 @@
+/* fakecuda: a stand-in CUDA driver (libcuda.so.1) for drk's CPU tests.
+ *
+ * The library exports driver entry points under their real names and ABI
+ * forms (legacy, _v2, _ptsz/_ptds ...), runs "kernels" as host functions and
+ * hands out host memory as device memory. It is a test fixture: never
+ * installed, never shipped. This header is what test programs use to steer
+ * and observe it; the cu* functions themselves are declared by cuda.h.
+ *
+ * Behaviour in brief (the driver's own semantics unless noted):
+ *  - One device (ordinal 0, "sm_90", 132 SMs), driver version 13000. Every
+ *    cu* call but cuDriverGetVersion, cuGetErrorName/String and
+ *    cuGetProcAddress(_v2) returns CUDA_ERROR_NOT_INITIALIZED before cuInit(0).
+ *  - Contexts exist (primary context, cuCtxCreate_v4) but memory, module and
+ *    launch calls do not require a current one (deviation: the driver would
+ *    return CUDA_ERROR_INVALID_CONTEXT). cuCtxGetDevice/cuCtxSynchronize do.
+ *  - Handles (context, module, function, library, kernel, stream) are checked
+ *    against a table of live objects, never dereferenced blindly: stale,
+ *    foreign, NULL or wrong-type handles give CUDA_ERROR_INVALID_HANDLE
+ *    (CUDA_ERROR_INVALID_CONTEXT for contexts). Each load makes fresh objects,
+ *    so a handle value may come back after an unload, as with the driver.
+ *  - Device memory is host memory from mmap. _v2 and async allocations lie
+ *    anywhere in the address space; the legacy 32-bit forms (cuMemAlloc,
+ *    cuMemAllocPitch) use MAP_32BIT so their pointers fit in 32 bits. Total
+ *    memory is 1 GiB (settable); free = total - live requested bytes;
+ *    exceeding it gives CUDA_ERROR_OUT_OF_MEMORY. Pitch is width rounded up
+ *    to 512. cuMemGetAddressRange and the pointer attributes accept interior
+ *    pointers; frees need the base pointer.
+ *  - cuPointerGetAttribute writes booleans (IS_MANAGED, MAPPED,
+ *    IS_LEGACY_CUDA_IPC_CAPABLE, SYNC_MEMOPS) as unsigned int, MEMORY_TYPE as
+ *    unsigned int, DEVICE_ORDINAL as int, BUFFER_ID as unsigned long long,
+ *    RANGE_SIZE as size_t. Other attributes: CUDA_ERROR_INVALID_VALUE.
+ *    cuPointerGetAttributes on an unknown pointer writes zero/NULL for every
+ *    attribute and returns CUDA_SUCCESS, as the driver documents.
+ *  - cuGetProcAddress_v2 follows cuda.h: newest form whose version <=
+ *    cudaVersion; the _ptsz/_ptds form with
+ *    CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM; cudaVersion > 13000 ->
+ *    CUDA_ERROR_INVALID_VALUE; unknown symbol or too old a version ->
+ *    CUDA_SUCCESS, *pfn = NULL and the status (symbolStatus may be NULL).
+ *    The legacy 4-argument cuGetProcAddress keeps the CUDA 11.x contract it
+ *    was introduced with: in those two cases it returns CUDA_ERROR_NOT_FOUND
+ *    (with *pfn = NULL). Each answer is the address of this library's own
+ *    exported function of that exact name (same as dlsym).
+ *  - Module/library images are text: the first line "DRKFAKE1", then one
+ *    registered kernel name per line (blank lines ignored). A wrong header,
+ *    an unknown or repeated name gives CUDA_ERROR_INVALID_IMAGE; a missing
+ *    file CUDA_ERROR_FILE_NOT_FOUND. Every module/library load call, including
+ *    cuModuleLoadFatBinary, accepts that text.
+ *  - Launches run the kernel synchronously on the calling thread, once per
+ *    (block, thread), blocks in x-fastest order. A CUfunction or a CUkernel
+ *    may be launched. Streams are only validated: NULL, CU_STREAM_LEGACY,
+ *    CU_STREAM_PER_THREAD or a live created stream.
+ *  - Every exported cu* function counts its calls under its exact exported
+ *    name, whatever the outcome (also when it fails).
+ *  - Thread-safe: many threads may allocate, load and launch at once.
+ */
+#ifndef FAKECUDA_H
+#define FAKECUDA_H
+
+#include <stddef.h>
+#include <cuda.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- kernels -------------------------------------------------------------- */
+
+typedef struct fakecuda_dim3 {
+    unsigned int x, y, z;
+} fakecuda_dim3;
+
+/* What a kernel sees for one (block, thread). params is the launch's
+ * kernelParams array: params[i] points at the value of argument i (for
+ * vec_add, *(float **)t->params[0] is a). When the launch passed its
+ * arguments through `extra` (CU_LAUNCH_PARAM_BUFFER_POINTER), params points
+ * into that buffer at the offsets of the kernel's registered layout.
+ * nparams is the registered parameter count, or 0 when the kernel was
+ * registered without a layout. shared is the block's dynamic shared memory
+ * (sharedMemBytes bytes, zeroed at launch, shared by all threads of a block;
+ * threads run one after another, so there is no __syncthreads). */
+typedef struct fakecuda_thread {
+    fakecuda_dim3 blockIdx, threadIdx, gridDim, blockDim;
+    void **params;
+    unsigned int nparams;
+    void *shared;
+    unsigned int sharedMemBytes;
+} fakecuda_thread;
+
+typedef void (*fakecuda_kernel_fn)(const fakecuda_thread *t);
+
+/* Built-in kernels (1-D: i = blockIdx.x * blockDim.x + threadIdx.x, i < n):
+ *   vec_add(float *a, float *b, float *c, int n)   c[i] = a[i] + b[i]
+ *   scale(float *x, float s, int n)                x[i] *= s
+ *   fill(float *x, float v, int n)                 x[i] = v
+ *   empty()                                        nothing
+ * All have registered layouts (8-byte pointers, 4-byte float/int). */
+
+/* Registers (or replaces) kernel `name` (at most 127 bytes). Images loaded
+ * later may list it. Without a layout the kernel cannot be launched through
+ * `extra` (CUDA_ERROR_INVALID_VALUE) and cuFuncGetParamInfo reports no
+ * parameters. Returns 0, or -1 for a NULL/too long name, NULL fn or a full
+ * table (256 kernels). Safe before cuInit and from any thread. */
+int fakecuda_register_kernel(const char *name, fakecuda_kernel_fn fn);
+
+/* Same, with a parameter layout: nparams sizes in bytes (at most 64). Each
+ * parameter is aligned to the largest power of two <= 16 that divides its
+ * size (pointers 8, float/int 4, float4 16, float3 4), as nvcc lays them out
+ * for the common types. */
+int fakecuda_register_kernel_params(const char *name, fakecuda_kernel_fn fn, unsigned int nparams,
+                                    const size_t *param_sizes);
+
+/* How many launches of kernel `name` completed (any launch API). */
+unsigned long long fakecuda_kernel_launches(const char *name);
+
+/* ---- call counting -------------------------------------------------------- */
+
+/* Calls so far of the exported function named exactly exported_name
+ * ("cuMemAlloc_v2", "cuLaunchKernel_ptsz", ...); 0 for a name the library
+ * does not export. */
+unsigned long long fakecuda_calls(const char *exported_name);
+void fakecuda_reset_calls(void);
+
+/* ---- fault injection ------------------------------------------------------ */
+
+/* The next `count` calls of exported_name return `result` and do nothing
+ * else (they are still counted). result == CUDA_SUCCESS or count == 0 clears
+ * it. Returns 0, or -1 for a name the library does not export. */
+int fakecuda_inject_error(const char *exported_name, CUresult result, unsigned int count);
+
+/* ---- memory --------------------------------------------------------------- */
+
+/* Live device allocations (all cuMemAlloc* forms, including async) and their
+ * requested bytes; live pinned host allocations. For leak checks. */
+unsigned long long fakecuda_live_device_allocations(void);
+size_t fakecuda_live_device_bytes(void);
+unsigned long long fakecuda_live_host_allocations(void);
+
+/* Total device memory reported by cuMemGetInfo/cuDeviceTotalMem and the
+ * limit allocations are held to (default 1 GiB). For out-of-memory tests. */
+void fakecuda_set_total_memory(size_t bytes);
+
+/* Function pointer types, for programs that reach the fake only through drk
+ * (DRK_CUDA_LIBRARY) and look the helpers up with dlsym on FAKECUDA_LIBRARY
+ * (a compile definition that CMake target fakecuda_headers provides). */
+typedef int (*fakecuda_register_kernel_fn)(const char *, fakecuda_kernel_fn);
+typedef int (*fakecuda_register_kernel_params_fn)(const char *, fakecuda_kernel_fn, unsigned int, const size_t *);
+typedef unsigned long long (*fakecuda_kernel_launches_fn)(const char *);
+typedef unsigned long long (*fakecuda_calls_fn)(const char *);
+typedef void (*fakecuda_reset_calls_fn)(void);
+typedef int (*fakecuda_inject_error_fn)(const char *, CUresult, unsigned int);
+typedef unsigned long long (*fakecuda_live_device_allocations_fn)(void);
+typedef size_t (*fakecuda_live_device_bytes_fn)(void);
+typedef unsigned long long (*fakecuda_live_host_allocations_fn)(void);
+typedef void (*fakecuda_set_total_memory_fn)(size_t);
+
+#define FAKECUDA_IMAGE_MAGIC "DRKFAKE1"
+#define FAKECUDA_DRIVER_VERSION 13000
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,1060 @@
+/* The stand-in driver's own test: links libcuda.so.1 (the fake) directly, no
+ * drk, and checks what drk's tests will rely on: every hooked name exported
+ * and counted under its own name, cuGetProcAddress's version and per-thread
+ * choices, handles, memory, kernels computing the right results, bad inputs,
+ * and many threads at once. Prints one line per failed check; exits 1 if any. */
+#define _GNU_SOURCE
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+
+#include "fakecuda.h"
+#include "hooks.h" /* interpose/: the names drk hooks, which the fake must export */
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int failures;
+
+#define CHECK(cond, ...)                                                       \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);   \
+            fprintf(stderr, __VA_ARGS__);                                      \
+            fputc('\n', stderr);                                               \
+            failures++;                                                        \
+        }                                                                      \
+    } while (0)
+
+#define EXPECT(call, want)                                                     \
+    do {                                                                       \
+        CUresult got_ = (call);                                                \
+        if (got_ != (want)) {                                                  \
+            fprintf(stderr, "FAIL %s:%d: %s returned %d, expected %s (%d)\n",  \
+                    __FILE__, __LINE__, #call, (int)got_, #want, (int)(want)); \
+            failures++;                                                        \
+        }                                                                      \
+    } while (0)
+
+#define OK(call) EXPECT(call, CUDA_SUCCESS)
+
+static void *g_lib; /* this process's handle on the fake */
+
+static void *sym(const char *name) { return dlsym(g_lib, name); }
+
+static const char *const hook_names[] = {
+#define HOOK_NAME_(name, body, family) #name,
+    DRK_HOOKS(HOOK_NAME_)
+#undef HOOK_NAME_
+};
+#define NHOOKS (sizeof hook_names / sizeof *hook_names)
+
+static unsigned long long hook_calls_total(void)
+{
+    unsigned long long n = 0;
+    for (size_t i = 0; i < NHOOKS; i++)
+        n += fakecuda_calls(hook_names[i]);
+    return n;
+}
+
+/* ------------------------------------------------------------------------ */
+
+static void test_before_init(void)
+{
+    int n = -1;
+    EXPECT(cuDeviceGetCount(&n), CUDA_ERROR_NOT_INITIALIZED);
+    CUdeviceptr p;
+    EXPECT(cuMemAlloc_v2(&p, 64), CUDA_ERROR_NOT_INITIALIZED);
+    CUstream s;
+    EXPECT(cuStreamCreate(&s, 0), CUDA_ERROR_NOT_INITIALIZED);
+    int v = 0;
+    OK(cuDriverGetVersion(&v));
+    CHECK(v == 13000, "driver version %d", v);
+    /* cudart resolves cuInit itself through cuGetProcAddress before cuInit. */
+    void *fn = NULL;
+    OK(cuGetProcAddress_v2("cuInit", &fn, 2000, 0, NULL));
+    CHECK(fn == sym("cuInit"), "cuInit pointer before init");
+    const char *name = NULL;
+    OK(cuGetErrorName(CUDA_ERROR_NOT_INITIALIZED, &name));
+    CHECK(name && strcmp(name, "CUDA_ERROR_NOT_INITIALIZED") == 0, "error name %s", name ? name : "(null)");
+    EXPECT(cuInit(1), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuDeviceGetCount(&n), CUDA_ERROR_NOT_INITIALIZED);
+    OK(cuInit(0));
+    OK(cuInit(0));
+    OK(cuDeviceGetCount(&n));
+    CHECK(n == 1, "device count %d", n);
+}
+
+/* Every name drk hooks is exported and known to the call counter. */
+static void test_exports(void)
+{
+    for (size_t i = 0; i < NHOOKS; i++) {
+        CHECK(sym(hook_names[i]) != NULL, "%s not exported", hook_names[i]);
+        CHECK(fakecuda_inject_error(hook_names[i], CUDA_SUCCESS, 0) == 0, "%s not counted", hook_names[i]);
+    }
+    CHECK(fakecuda_inject_error("cuNoSuchFunction", CUDA_SUCCESS, 0) == -1, "unknown name accepted");
+    CHECK(fakecuda_calls("cuNoSuchFunction") == 0, "unknown name counted");
+    /* Helpers are exported under fakecuda_ names only. */
+    CHECK(sym("fakecuda_calls") != NULL && sym("fakecuda_reset_calls") != NULL, "helpers not exported");
+}
+
+/* Each hooked form, called once with arguments it must refuse, counts
+ * under its own exact name and nothing else. */
+static CUgraphExec no_graph;
+
+#define BAD_CALLS(X)                                                                                     \
+    X(cuLaunchKernel, CUDA_ERROR_INVALID_HANDLE, NULL, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL)            \
+    X(cuLaunchKernel_ptsz, CUDA_ERROR_INVALID_HANDLE, NULL, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL)       \
+    X(cuLaunchKernelEx, CUDA_ERROR_INVALID_VALUE, NULL, NULL, NULL, NULL)                                \
+    X(cuLaunchKernelEx_ptsz, CUDA_ERROR_INVALID_VALUE, NULL, NULL, NULL, NULL)                           \
+    X(cuLaunchCooperativeKernel, CUDA_ERROR_INVALID_HANDLE, NULL, 1, 1, 1, 1, 1, 1, 0, NULL, NULL)       \
+    X(cuLaunchCooperativeKernel_ptsz, CUDA_ERROR_INVALID_HANDLE, NULL, 1, 1, 1, 1, 1, 1, 0, NULL, NULL)  \
+    X(cuGraphLaunch, CUDA_ERROR_INVALID_VALUE, no_graph, NULL)                                           \
+    X(cuGraphLaunch_ptsz, CUDA_ERROR_INVALID_VALUE, no_graph, NULL)                                      \
+    X(cuModuleLoad, CUDA_ERROR_INVALID_VALUE, NULL, NULL)                                                \
+    X(cuModuleLoadData, CUDA_ERROR_INVALID_VALUE, NULL, NULL)                                            \
+    X(cuModuleLoadDataEx, CUDA_ERROR_INVALID_VALUE, NULL, NULL, 0, NULL, NULL)                           \
+    X(cuModuleLoadFatBinary, CUDA_ERROR_INVALID_VALUE, NULL, NULL)                                       \
+    X(cuLibraryLoadData, CUDA_ERROR_INVALID_VALUE, NULL, NULL, NULL, NULL, 0, NULL, NULL, 0)             \
+    X(cuLibraryLoadFromFile, CUDA_ERROR_INVALID_VALUE, NULL, NULL, NULL, NULL, 0, NULL, NULL, 0)         \
+    X(cuModuleGetFunction, CUDA_ERROR_INVALID_VALUE, NULL, NULL, NULL)                                   \
+    X(cuLibraryGetKernel, CUDA_ERROR_INVALID_VALUE, NULL, NULL, NULL)                                    \
+    X(cuKernelGetFunction, CUDA_ERROR_INVALID_VALUE, NULL, NULL)                                         \
+    X(cuModuleUnload, CUDA_ERROR_INVALID_HANDLE, NULL)                                                   \
+    X(cuLibraryUnload, CUDA_ERROR_INVALID_HANDLE, NULL)                                                  \
+    X(cuMemAlloc, CUDA_ERROR_INVALID_VALUE, NULL, 0)                                                     \
+    X(cuMemAlloc_v2, CUDA_ERROR_INVALID_VALUE, NULL, 0)                                                  \
+    X(cuMemAllocPitch, CUDA_ERROR_INVALID_VALUE, NULL, NULL, 0, 0, 0)                                    \
+    X(cuMemAllocPitch_v2, CUDA_ERROR_INVALID_VALUE, NULL, NULL, 0, 0, 0)                                 \
+    X(cuMemFree, CUDA_ERROR_INVALID_VALUE, 0)                                                            \
+    X(cuMemFree_v2, CUDA_ERROR_INVALID_VALUE, 0)                                                         \
+    X(cuMemAllocAsync, CUDA_ERROR_INVALID_VALUE, NULL, 0, NULL)                                          \
+    X(cuMemAllocAsync_ptsz, CUDA_ERROR_INVALID_VALUE, NULL, 0, NULL)                                     \
+    X(cuMemAllocFromPoolAsync, CUDA_ERROR_INVALID_VALUE, NULL, 0, NULL, NULL)                            \
+    X(cuMemAllocFromPoolAsync_ptsz, CUDA_ERROR_INVALID_VALUE, NULL, 0, NULL, NULL)                       \
+    X(cuMemFreeAsync, CUDA_ERROR_INVALID_VALUE, 0, NULL)                                                 \
+    X(cuMemFreeAsync_ptsz, CUDA_ERROR_INVALID_VALUE, 0, NULL)                                            \
+    X(cuMemGetInfo, CUDA_ERROR_INVALID_VALUE, NULL, NULL)                                                \
+    X(cuMemGetInfo_v2, CUDA_ERROR_INVALID_VALUE, NULL, NULL)                                             \
+    X(cuMemGetAddressRange, CUDA_ERROR_NOT_FOUND, NULL, NULL, 0)                                         \
+    X(cuMemGetAddressRange_v2, CUDA_ERROR_NOT_FOUND, NULL, NULL, 0)                                      \
+    X(cuPointerGetAttribute, CUDA_ERROR_INVALID_VALUE, NULL, CU_POINTER_ATTRIBUTE_CONTEXT, 0)            \
+    X(cuPointerGetAttributes, CUDA_ERROR_INVALID_VALUE, 0, NULL, NULL, 0)                                \
+    X(cuIpcGetMemHandle, CUDA_ERROR_INVALID_VALUE, NULL, 0)                                              \
+    X(cuMemHostAlloc, CUDA_ERROR_INVALID_VALUE, NULL, 0, 0)                                              \
+    X(cuMemAllocHost, CUDA_ERROR_INVALID_VALUE, NULL, 0)                                                 \
+    X(cuMemAllocHost_v2, CUDA_ERROR_INVALID_VALUE, NULL, 0)                                              \
+    X(cuMemFreeHost, CUDA_ERROR_INVALID_VALUE, NULL)                                                     \
+    X(cuStreamCreate, CUDA_ERROR_INVALID_VALUE, NULL, 0)                                                 \
+    X(cuStreamCreateWithPriority, CUDA_ERROR_INVALID_VALUE, NULL, 0, 0)                                  \
+    X(cuStreamDestroy, CUDA_ERROR_INVALID_HANDLE, NULL)                                                  \
+    X(cuStreamDestroy_v2, CUDA_ERROR_INVALID_HANDLE, NULL)                                               \
+    X(cuGetProcAddress, CUDA_ERROR_INVALID_VALUE, NULL, NULL, 0, 0)                                      \
+    X(cuGetProcAddress_v2, CUDA_ERROR_INVALID_VALUE, NULL, NULL, 0, 0, NULL)
+
+#define BAD_CALL_FN_(name, want, ...) static CUresult bad_##name(void) { return name(__VA_ARGS__); }
+BAD_CALLS(BAD_CALL_FN_)
+#undef BAD_CALL_FN_
+
+static const struct {
+    const char *name;
+    CUresult (*call)(void);
+    CUresult want;
+} bad_calls[] = {
+#define BAD_CALL_ROW_(name, want, ...) {#name, bad_##name, want},
+    BAD_CALLS(BAD_CALL_ROW_)
+#undef BAD_CALL_ROW_
+};
+
+static void test_each_hook_counts_itself(void)
+{
+    for (size_t i = 0; i < sizeof bad_calls / sizeof *bad_calls; i++) {
+        fakecuda_reset_calls();
+        CUresult rc = bad_calls[i].call();
+        CHECK(rc == bad_calls[i].want, "%s returned %d, expected %d", bad_calls[i].name, (int)rc,
+              (int)bad_calls[i].want);
+        CHECK(fakecuda_calls(bad_calls[i].name) == 1, "%s counted %llu", bad_calls[i].name,
+              fakecuda_calls(bad_calls[i].name));
+        CHECK(hook_calls_total() == 1, "%s: %llu hooked calls counted in all", bad_calls[i].name,
+              hook_calls_total());
+    }
+    /* Every hooked name is covered above. */
+    for (size_t h = 0; h < NHOOKS; h++) {
+        int seen = 0;
+        for (size_t i = 0; i < sizeof bad_calls / sizeof *bad_calls; i++)
+            seen |= strcmp(bad_calls[i].name, hook_names[h]) == 0;
+        CHECK(seen, "hook %s has no call in the count test", hook_names[h]);
+    }
+    fakecuda_reset_calls();
+    CHECK(fakecuda_calls("cuMemAlloc_v2") == 0, "reset");
+}
+
+/* ------------------------------------------------------------------------ */
+
+#define PT CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+#define LEG CU_GET_PROC_ADDRESS_LEGACY_STREAM
+
+static const struct {
+    const char *symbol;
+    int version;
+    cuuint64_t flags;
+    const char *expect; /* NULL: *pfn must be NULL */
+    CUdriverProcAddressQueryResult status;
+} proc_cases[] = {
+    {"cuInit", 2000, 0, "cuInit", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuDriverGetVersion", 2020, 0, "cuDriverGetVersion", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuMemAlloc", 1000, 0, NULL, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT},
+    {"cuMemAlloc", 2000, 0, "cuMemAlloc", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuMemAlloc", 3010, 0, "cuMemAlloc", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuMemAlloc", 3020, 0, "cuMemAlloc_v2", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuMemAlloc", 13000, PT, "cuMemAlloc_v2", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuMemFree", 2000, 0, "cuMemFree", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuMemFree", 12000, 0, "cuMemFree_v2", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuMemAllocPitch", 2000, 0, "cuMemAllocPitch", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuMemAllocPitch", 3020, 0, "cuMemAllocPitch_v2", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuMemGetInfo", 2000, 0, "cuMemGetInfo", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuMemGetInfo", 3020, 0, "cuMemGetInfo_v2", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuMemGetAddressRange", 2000, 0, "cuMemGetAddressRange", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuMemGetAddressRange", 3020, 0, "cuMemGetAddressRange_v2", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuMemAllocHost", 2000, 0, "cuMemAllocHost", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuMemAllocHost", 3020, 0, "cuMemAllocHost_v2", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuMemHostAlloc", 2020, 0, "cuMemHostAlloc", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuMemHostAlloc", 2010, 0, NULL, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT},
+    {"cuMemFreeHost", 2000, 0, "cuMemFreeHost", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuStreamDestroy", 2000, 0, "cuStreamDestroy", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuStreamDestroy", 3020, 0, "cuStreamDestroy", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuStreamDestroy", 4000, 0, "cuStreamDestroy_v2", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuStreamCreate", 2000, 0, "cuStreamCreate", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuStreamCreateWithPriority", 5050, 0, "cuStreamCreateWithPriority", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuStreamCreateWithPriority", 5000, 0, NULL, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT},
+    {"cuLaunchKernel", 3020, 0, NULL, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT},
+    {"cuLaunchKernel", 4000, 0, "cuLaunchKernel", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuLaunchKernel", 4000, PT, "cuLaunchKernel", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuLaunchKernel", 7000, PT, "cuLaunchKernel_ptsz", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuLaunchKernel", 13000, 0, "cuLaunchKernel", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuLaunchKernel", 13000, LEG, "cuLaunchKernel", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuLaunchKernel", 13000, PT, "cuLaunchKernel_ptsz", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuLaunchKernelEx", 11050, 0, NULL, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT},
+    {"cuLaunchKernelEx", 11060, 0, "cuLaunchKernelEx", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuLaunchKernelEx", 12000, PT, "cuLaunchKernelEx_ptsz", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuLaunchCooperativeKernel", 8000, 0, NULL, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT},
+    {"cuLaunchCooperativeKernel", 9000, 0, "cuLaunchCooperativeKernel", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuLaunchCooperativeKernel", 9000, PT, "cuLaunchCooperativeKernel_ptsz", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuGraphLaunch", 10000, 0, "cuGraphLaunch", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuGraphLaunch", 10000, PT, "cuGraphLaunch_ptsz", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuGraphLaunch", 9020, PT, NULL, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT},
+    {"cuMemAllocAsync", 11010, 0, NULL, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT},
+    {"cuMemAllocAsync", 11020, 0, "cuMemAllocAsync", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuMemAllocAsync", 11020, PT, "cuMemAllocAsync_ptsz", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuMemFreeAsync", 11020, 0, "cuMemFreeAsync", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuMemFreeAsync", 12000, PT, "cuMemFreeAsync_ptsz", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuMemAllocFromPoolAsync", 11020, 0, "cuMemAllocFromPoolAsync", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuMemAllocFromPoolAsync", 11020, PT, "cuMemAllocFromPoolAsync_ptsz", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuModuleLoad", 2000, 0, "cuModuleLoad", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuModuleLoadData", 2000, 0, "cuModuleLoadData", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuModuleLoadDataEx", 2000, 0, NULL, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT},
+    {"cuModuleLoadDataEx", 2010, 0, "cuModuleLoadDataEx", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuModuleLoadFatBinary", 2000, 0, "cuModuleLoadFatBinary", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuModuleGetFunction", 12000, PT, "cuModuleGetFunction", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuModuleUnload", 2000, 0, "cuModuleUnload", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuLibraryLoadData", 11080, 0, NULL, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT},
+    {"cuLibraryLoadData", 12000, 0, "cuLibraryLoadData", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuLibraryLoadFromFile", 12000, 0, "cuLibraryLoadFromFile", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuLibraryGetKernel", 12000, 0, "cuLibraryGetKernel", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuLibraryUnload", 12000, 0, "cuLibraryUnload", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuKernelGetFunction", 12000, 0, "cuKernelGetFunction", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuPointerGetAttribute", 4000, 0, "cuPointerGetAttribute", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuPointerGetAttributes", 6050, 0, NULL, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT},
+    {"cuPointerGetAttributes", 7000, 0, "cuPointerGetAttributes", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuIpcGetMemHandle", 4010, 0, "cuIpcGetMemHandle", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuGetProcAddress", 11020, 0, NULL, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT},
+    {"cuGetProcAddress", 11030, 0, "cuGetProcAddress", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuGetProcAddress", 12000, 0, "cuGetProcAddress_v2", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuCtxGetDevice", 12080, 0, "cuCtxGetDevice", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuMemcpyHtoD", 12000, PT, "cuMemcpyHtoD_v2_ptds", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuMemcpyHtoD", 12000, 0, "cuMemcpyHtoD_v2", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuStreamSynchronize", 12000, PT, "cuStreamSynchronize_ptsz", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuMemAlloc_v2", 12000, 0, NULL, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND}, /* base names only */
+    {"cuNoSuchFunction", 12000, 0, NULL, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND},
+};
+
+static void test_proc_address(void)
+{
+    static const char *seen[256];
+    size_t nseen = 0;
+    for (size_t i = 0; i < sizeof proc_cases / sizeof *proc_cases; i++) {
+        void *fn = (void *)&test_proc_address; /* must be overwritten */
+        CUdriverProcAddressQueryResult st = (CUdriverProcAddressQueryResult)99;
+        CUresult rc = cuGetProcAddress_v2(proc_cases[i].symbol, &fn, proc_cases[i].version, proc_cases[i].flags,
+                                          &st);
+        void *want = proc_cases[i].expect ? sym(proc_cases[i].expect) : NULL;
+        CHECK(rc == CUDA_SUCCESS, "%s@%d: rc %d", proc_cases[i].symbol, proc_cases[i].version, (int)rc);
+        CHECK(fn == want && (!proc_cases[i].expect || want), "%s@%d flags %llu: got %p, expected %s (%p)",
+              proc_cases[i].symbol, proc_cases[i].version, (unsigned long long)proc_cases[i].flags, fn,
+              proc_cases[i].expect ? proc_cases[i].expect : "NULL", want);
+        CHECK(st == proc_cases[i].status, "%s@%d: status %d, expected %d", proc_cases[i].symbol,
+              proc_cases[i].version, (int)st, (int)proc_cases[i].status);
+        /* The same answer without a status pointer. */
+        void *fn2 = (void *)&test_proc_address;
+        OK(cuGetProcAddress_v2(proc_cases[i].symbol, &fn2, proc_cases[i].version, proc_cases[i].flags, NULL));
+        CHECK(fn2 == fn, "%s: NULL symbolStatus changed the answer", proc_cases[i].symbol);
+        /* The legacy 4-argument form: same pointer, CUDA_ERROR_NOT_FOUND on a miss. */
+        void *fn3 = (void *)&test_proc_address;
+        rc = cuGetProcAddress(proc_cases[i].symbol, &fn3, proc_cases[i].version, proc_cases[i].flags);
+        CHECK(rc == (want ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND) && fn3 == want, "legacy %s@%d: rc %d fn %p",
+              proc_cases[i].symbol, proc_cases[i].version, (int)rc, fn3);
+        if (proc_cases[i].expect && nseen < 256)
+            seen[nseen++] = proc_cases[i].expect;
+    }
+    /* Every hooked form is reachable through cuGetProcAddress. */
+    for (size_t h = 0; h < NHOOKS; h++) {
+        int found = 0;
+        for (size_t i = 0; i < nseen; i++)
+            found |= strcmp(seen[i], hook_names[h]) == 0;
+        CHECK(found, "hooked %s not reached by any cuGetProcAddress case", hook_names[h]);
+    }
+
+    void *fn = (void *)&test_proc_address;
+    CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SUCCESS;
+    EXPECT(cuGetProcAddress_v2("cuLaunchKernel", &fn, 13010, 0, &st), CUDA_ERROR_INVALID_VALUE);
+    CHECK(fn == NULL, "pfn not cleared on a too-new version");
+    EXPECT(cuGetProcAddress("cuLaunchKernel", &fn, 13010, 0), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuGetProcAddress_v2("cuLaunchKernel", NULL, 12000, 0, &st), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuGetProcAddress_v2(NULL, &fn, 12000, 0, &st), CUDA_ERROR_INVALID_VALUE);
+
+    /* The pointer handed out is the exact form: calling it counts that name. */
+    fakecuda_reset_calls();
+    OK(cuGetProcAddress_v2("cuLaunchKernel", &fn, 12000, PT, NULL));
+    CUresult (*launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+                       void **, void **) = (CUresult(*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                                        unsigned, unsigned, CUstream, void **, void **))fn;
+    EXPECT(launch(NULL, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL), CUDA_ERROR_INVALID_HANDLE);
+    CHECK(fakecuda_calls("cuLaunchKernel_ptsz") == 1 && fakecuda_calls("cuLaunchKernel") == 0,
+          "ptsz pointer counted %llu/%llu", fakecuda_calls("cuLaunchKernel_ptsz"), fakecuda_calls("cuLaunchKernel"));
+    CHECK(fakecuda_calls("cuGetProcAddress_v2") == 1, "cuGetProcAddress_v2 counted %llu",
+          fakecuda_calls("cuGetProcAddress_v2"));
+    OK(cuGetProcAddress_v2("cuMemAlloc", &fn, 3020, 0, NULL));
+    CUresult (*alloc_v2)(CUdeviceptr *, size_t) = (CUresult(*)(CUdeviceptr *, size_t))fn;
+    CUdeviceptr p = 0;
+    OK(alloc_v2(&p, 100));
+    CHECK(fakecuda_calls("cuMemAlloc_v2") == 1 && fakecuda_calls("cuMemAlloc") == 0, "_v2 pointer counted");
+    OK(cuMemFree_v2(p));
+}
+
+/* ------------------------------------------------------------------------ */
+
+static void test_memory(void)
+{
+    size_t free0, total;
+    OK(cuMemGetInfo_v2(&free0, &total));
+    CHECK(total == (size_t)1 << 30, "total %zu", total);
+    CHECK(free0 == total, "free %zu at start", free0);
+
+    CUdeviceptr a = 0, b = 0;
+    OK(cuMemAlloc_v2(&a, 1000));
+    OK(cuMemAlloc_v2(&b, 3));
+    CHECK(a % 256 == 0 && b % 256 == 0, "alignment %llx %llx", a, b);
+    CHECK(a > UINT32_MAX, "_v2 pointers are not confined to 32 bits (%llx)", a);
+    size_t fr;
+    OK(cuMemGetInfo_v2(&fr, &total));
+    CHECK(fr == total - 1003, "free %zu after 1003 bytes", fr);
+    CHECK(fakecuda_live_device_allocations() == 2 && fakecuda_live_device_bytes() == 1003, "live counters");
+
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    OK(cuMemGetAddressRange_v2(&base, &size, a + 999));
+    CHECK(base == a && size == 1000, "range of interior pointer: %llx %zu", base, size);
+    OK(cuMemGetAddressRange_v2(NULL, &size, a));
+    EXPECT(cuMemGetAddressRange_v2(&base, &size, a + 1000), CUDA_ERROR_NOT_FOUND);
+    EXPECT(cuMemAlloc_v2(&base, 0), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuMemAlloc_v2(&base, (size_t)2 << 30), CUDA_ERROR_OUT_OF_MEMORY);
+
+    /* Interior, unknown and double frees are refused without harm. */
+    EXPECT(cuMemFree_v2(a + 8), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuMemFree_v2(0x1234), CUDA_ERROR_INVALID_VALUE);
+    OK(cuMemFree_v2(b));
+    EXPECT(cuMemFree_v2(b), CUDA_ERROR_INVALID_VALUE);
+    OK(cuMemGetAddressRange_v2(&base, &size, a));
+    CHECK(base == a, "a survived the bad frees");
+
+    /* Copies and sets, bounds-checked. */
+    float host[250], back[250];
+    for (int i = 0; i < 250; i++)
+        host[i] = (float)i;
+    OK(cuMemcpyHtoD_v2(a, host, sizeof host));
+    memset(back, 0, sizeof back);
+    OK(cuMemcpyDtoH_v2(back, a, sizeof back));
+    CHECK(memcmp(host, back, sizeof host) == 0, "HtoD/DtoH round trip");
+    EXPECT(cuMemcpyHtoD_v2(a + 8, host, sizeof host), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuMemcpyDtoH_v2(back, 0x1000, 4), CUDA_ERROR_INVALID_VALUE);
+    CUdeviceptr c;
+    OK(cuMemAlloc_v2(&c, 1000));
+    OK(cuMemcpyDtoD_v2(c, a, 1000));
+    OK(cuMemcpyDtoH_v2_ptds(back, c, sizeof back));
+    CHECK(memcmp(host, back, sizeof host) == 0, "DtoD copy");
+    OK(cuMemsetD32_v2(c, 0x3f800000u, 250)); /* 1.0f */
+    OK(cuMemcpyDtoH_v2(back, c, sizeof back));
+    CHECK(back[0] == 1.0f && back[249] == 1.0f, "memsetD32");
+    EXPECT(cuMemsetD32_v2(c + 2, 0, 1), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuMemsetD32_v2(c, 0, 251), CUDA_ERROR_INVALID_VALUE);
+    OK(cuMemsetD8_v2(c, 0, 1000));
+    OK(cuMemcpyDtoH_v2(back, c, 4));
+    CHECK(back[0] == 0.0f, "memsetD8");
+
+    /* Pointer attributes. */
+    CUcontext ctx = (CUcontext)1;
+    unsigned int mt = 0, flag = 7;
+    CUdeviceptr dp = 0, start = 0;
+    unsigned long long id_a = 0, id_c = 0;
+    int ordinal = -1;
+    size_t rsize = 0;
+    void *hp = (void *)1;
+    OK(cuPointerGetAttribute(&ctx, CU_POINTER_ATTRIBUTE_CONTEXT, a + 5));
+    CHECK(ctx != NULL, "context attribute");
+    OK(cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, a + 5));
+    CHECK(mt == CU_MEMORYTYPE_DEVICE, "memory type %u", mt);
+    OK(cuPointerGetAttribute(&dp, CU_POINTER_ATTRIBUTE_DEVICE_POINTER, a + 5));
+    CHECK(dp == a + 5, "device pointer");
+    OK(cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, a + 5));
+    OK(cuPointerGetAttribute(&rsize, CU_POINTER_ATTRIBUTE_RANGE_SIZE, a + 5));
+    CHECK(start == a && rsize == 1000, "range attributes %llx %zu", start, rsize);
+    OK(cuPointerGetAttribute(&id_a, CU_POINTER_ATTRIBUTE_BUFFER_ID, a));
+    OK(cuPointerGetAttribute(&id_c, CU_POINTER_ATTRIBUTE_BUFFER_ID, c));
+    CHECK(id_a && id_c && id_a != id_c, "buffer ids %llu %llu", id_a, id_c);
+    OK(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, a));
+    CHECK(ordinal == 0, "ordinal");
+    OK(cuPointerGetAttribute(&flag, CU_POINTER_ATTRIBUTE_IS_MANAGED, a));
+    CHECK(flag == 0, "is_managed");
+    OK(cuPointerGetAttribute(&flag, CU_POINTER_ATTRIBUTE_MAPPED, a));
+    CHECK(flag == 1, "mapped");
+    EXPECT(cuPointerGetAttribute(&hp, CU_POINTER_ATTRIBUTE_HOST_POINTER, a), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, 0x1000), CUDA_ERROR_INVALID_VALUE);
+
+    CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_BUFFER_ID,
+                                   CU_POINTER_ATTRIBUTE_HOST_POINTER, CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+    mt = 99, id_a = 99, hp = (void *)1, rsize = 99;
+    void *data[] = {&mt, &id_a, &hp, &rsize};
+    OK(cuPointerGetAttributes(4, attrs, data, 0x1000)); /* unknown: defaults, success */
+    CHECK(mt == 0 && id_a == 0 && hp == NULL && rsize == 0, "defaults for an unknown pointer");
+    OK(cuPointerGetAttributes(4, attrs, data, c + 1));
+    CHECK(mt == CU_MEMORYTYPE_DEVICE && id_a == id_c && hp == NULL && rsize == 1000, "attributes of c");
+
+    /* IPC handles carry the allocation's base. */
+    CUipcMemHandle ipc;
+    OK(cuIpcGetMemHandle(&ipc, c + 10));
+    unsigned long long ipc_base;
+    memcpy(&ipc_base, ipc.reserved, sizeof ipc_base);
+    CHECK(ipc_base == c, "ipc handle base %llx", ipc_base);
+    EXPECT(cuIpcGetMemHandle(&ipc, 0x1000), CUDA_ERROR_INVALID_VALUE);
+
+    OK(cuMemFree_v2(a));
+    OK(cuMemFree_v2(c));
+    EXPECT(cuMemGetAddressRange_v2(&base, &size, a), CUDA_ERROR_NOT_FOUND);
+    EXPECT(cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, a), CUDA_ERROR_INVALID_VALUE);
+
+    /* The legacy 32-bit forms really work. */
+    CUdeviceptr_v1 l = 0, lbase = 0;
+    unsigned int lsize = 0, lfree = 0, ltotal = 0;
+    OK(cuMemAlloc(&l, 4096));
+    CHECK(l != 0 && l % 256 == 0, "legacy pointer %x", l);
+    memset((void *)(uintptr_t)l, 0xab, 4096); /* the 32-bit value is the address */
+    OK(cuMemGetAddressRange(&lbase, &lsize, l + 100));
+    CHECK(lbase == l && lsize == 4096, "legacy range %x %u", lbase, lsize);
+    OK(cuMemGetInfo(&lfree, &ltotal));
+    CHECK(ltotal == 1u << 30 && lfree == ltotal - 4096, "legacy info %u %u", lfree, ltotal);
+    unsigned char byte = 0;
+    OK(cuMemcpyDtoH(&byte, l + 7, 1));
+    CHECK(byte == 0xab, "legacy copy");
+    OK(cuMemFree(l));
+    EXPECT(cuMemFree(l), CUDA_ERROR_INVALID_VALUE);
+
+    unsigned int lpitch = 0;
+    OK(cuMemAllocPitch(&l, &lpitch, 100, 3, 4));
+    CHECK(lpitch == 512, "legacy pitch %u", lpitch);
+    OK(cuMemGetAddressRange(NULL, &lsize, l));
+    CHECK(lsize == 512 * 3, "pitched size %u", lsize);
+    OK(cuMemFree(l));
+    CUdeviceptr pp;
+    size_t pitch = 0;
+    OK(cuMemAllocPitch_v2(&pp, &pitch, 513, 2, 16));
+    CHECK(pitch == 1024, "pitch %zu", pitch);
+    OK(cuMemFree_v2(pp));
+    EXPECT(cuMemAllocPitch_v2(&pp, &pitch, 100, 2, 3), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuMemAllocPitch_v2(&pp, &pitch, 0, 2, 4), CUDA_ERROR_INVALID_VALUE);
+
+    /* Stream-ordered allocation validates the stream and the pool. */
+    CUstream s;
+    OK(cuStreamCreate(&s, 0));
+    OK(cuMemAllocAsync(&a, 64, s));
+    OK(cuMemAllocAsync_ptsz(&b, 64, CU_STREAM_PER_THREAD));
+    EXPECT(cuMemAllocAsync(&c, 64, (CUstream)&s), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT(cuMemAllocFromPoolAsync(&c, 64, NULL, s), CUDA_ERROR_INVALID_VALUE);
+    OK(cuMemAllocFromPoolAsync_ptsz(&c, 64, (CUmemoryPool)&s, NULL));
+    OK(cuMemFreeAsync(c, CU_STREAM_LEGACY));
+    OK(cuMemFreeAsync_ptsz(b, NULL));
+    OK(cuStreamDestroy_v2(s));
+    EXPECT(cuMemFreeAsync(a, s), CUDA_ERROR_INVALID_HANDLE);
+    OK(cuMemFreeAsync(a, NULL));
+
+    /* Out of memory on demand. */
+    fakecuda_set_total_memory(4096);
+    EXPECT(cuMemAlloc_v2(&a, 4097), CUDA_ERROR_OUT_OF_MEMORY);
+    OK(cuMemAlloc_v2(&a, 4096));
+    EXPECT(cuMemAlloc_v2(&b, 1), CUDA_ERROR_OUT_OF_MEMORY);
+    OK(cuMemFree_v2(a));
+    fakecuda_set_total_memory((size_t)1 << 30);
+
+    /* Pinned host memory. */
+    void *h1 = NULL, *h2 = NULL, *h3 = NULL;
+    OK(cuMemHostAlloc(&h1, 100, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP));
+    OK(cuMemAllocHost(&h2, 100));
+    OK(cuMemAllocHost_v2(&h3, 100));
+    CHECK(h1 && h2 && h3, "host pointers");
+    memset(h1, 1, 100);
+    EXPECT(cuMemHostAlloc(&h1, 100, 0x80), CUDA_ERROR_INVALID_VALUE);
+    CHECK(fakecuda_live_host_allocations() == 3, "live host %llu", fakecuda_live_host_allocations());
+    OK(cuPointerGetAttribute(&mt, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)h2 + 3));
+    CHECK(mt == CU_MEMORYTYPE_HOST, "host memory type %u", mt);
+    OK(cuPointerGetAttribute(&hp, CU_POINTER_ATTRIBUTE_HOST_POINTER, (CUdeviceptr)(uintptr_t)h2));
+    CHECK(hp == h2, "host pointer attribute");
+    EXPECT(cuMemFree_v2((CUdeviceptr)(uintptr_t)h1), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuMemFreeHost(&hp), CUDA_ERROR_INVALID_VALUE);
+    OK(cuMemAlloc_v2(&a, 16));
+    EXPECT(cuMemFreeHost((void *)(uintptr_t)a), CUDA_ERROR_INVALID_VALUE);
+    OK(cuMemFree_v2(a));
+    OK(cuMemFreeHost(h1));
+    OK(cuMemFreeHost(h2));
+    OK(cuMemFreeHost(h3));
+    EXPECT(cuMemFreeHost(h3), CUDA_ERROR_INVALID_VALUE);
+
+    CHECK(fakecuda_live_device_allocations() == 0 && fakecuda_live_device_bytes() == 0 &&
+              fakecuda_live_host_allocations() == 0,
+          "leaks: %llu device, %zu bytes, %llu host", fakecuda_live_device_allocations(),
+          fakecuda_live_device_bytes(), fakecuda_live_host_allocations());
+    OK(cuMemGetInfo_v2(&fr, &total));
+    CHECK(fr == total, "free %zu at end", fr);
+}
+
+/* ------------------------------------------------------------------------ */
+
+/* Writes 1 + its linear (block, thread) index into out[], counting visits. */
+static void k_index3d(const fakecuda_thread *t)
+{
+    unsigned int *out = *(unsigned int **)t->params[0];
+    unsigned long long block = t->blockIdx.x + (unsigned long long)t->gridDim.x * (t->blockIdx.y + (unsigned long long)t->gridDim.y * t->blockIdx.z);
+    unsigned long long thread = t->threadIdx.x + (unsigned long long)t->blockDim.x * (t->threadIdx.y + (unsigned long long)t->blockDim.y * t->threadIdx.z);
+    unsigned long long per_block = (unsigned long long)t->blockDim.x * t->blockDim.y * t->blockDim.z;
+    out[block * per_block + thread] += 1;
+    /* Dynamic shared memory is per launch and writable. */
+    if (t->shared)
+        ((unsigned char *)t->shared)[thread % t->sharedMemBytes] = 1;
+}
+
+/* Sums its three layout-checked arguments: (char c, float4-like v, double d). */
+struct f4 {
+    float x, y, z, w;
+} __attribute__((aligned(16)));
+
+static void k_layout(const fakecuda_thread *t)
+{
+    char c = *(char *)t->params[0];
+    struct f4 v = *(struct f4 *)t->params[1];
+    double *out = *(double **)t->params[2];
+    *out = c + v.x + v.y + v.z + v.w;
+}
+
+static void k_nolayout(const fakecuda_thread *t)
+{
+    if (t->params && t->nparams == 0)
+        (**(int **)t->params[0])++;
+}
+
+static const char image[] = "DRKFAKE1\nvec_add\n\n  scale  \r\nfill\nempty\n";
+
+static void run_vec_add(CUfunction f, int n)
+{
+    size_t bytes = (size_t)n * sizeof(float);
+    float *ha = malloc(bytes), *hb = malloc(bytes), *hc = malloc(bytes);
+    for (int i = 0; i < n; i++)
+        ha[i] = (float)i, hb[i] = 2.0f * (float)i, hc[i] = -1.0f;
+    CUdeviceptr da, db, dc;
+    OK(cuMemAlloc_v2(&da, bytes));
+    OK(cuMemAlloc_v2(&db, bytes));
+    OK(cuMemAlloc_v2(&dc, bytes));
+    OK(cuMemcpyHtoD_v2(da, ha, bytes));
+    OK(cuMemcpyHtoD_v2(db, hb, bytes));
+    void *args[] = {&da, &db, &dc, &n};
+    unsigned int blocks = (unsigned int)(n + 127) / 128;
+    OK(cuLaunchKernel(f, blocks, 1, 1, 128, 1, 1, 0, NULL, args, NULL));
+    OK(cuMemcpyDtoH_v2(hc, dc, bytes));
+    int bad = 0;
+    for (int i = 0; i < n; i++)
+        bad += hc[i] != 3.0f * (float)i;
+    CHECK(bad == 0, "vec_add: %d wrong of %d", bad, n);
+    OK(cuMemFree_v2(da));
+    OK(cuMemFree_v2(db));
+    OK(cuMemFree_v2(dc));
+    free(ha), free(hb), free(hc);
+}
+
+static void test_modules(void)
+{
+    CUmodule m;
+    OK(cuModuleLoadData(&m, image));
+    CUfunction f, f2, fs;
+    OK(cuModuleGetFunction(&f, m, "vec_add"));
+    OK(cuModuleGetFunction(&f2, m, "vec_add"));
+    CHECK(f == f2, "same function twice");
+    OK(cuModuleGetFunction(&fs, m, "scale"));
+    EXPECT(cuModuleGetFunction(&f2, m, "nope"), CUDA_ERROR_NOT_FOUND);
+    EXPECT(cuModuleGetFunction(&f2, NULL, "vec_add"), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT(cuModuleGetFunction(&f2, (CUmodule)f, "vec_add"), CUDA_ERROR_INVALID_HANDLE);
+    const char *name = NULL;
+    OK(cuFuncGetName(&name, f));
+    CHECK(name && strcmp(name, "vec_add") == 0, "function name");
+    EXPECT(cuKernelGetName(&name, (CUkernel)f), CUDA_ERROR_INVALID_HANDLE);
+    run_vec_add(f, 1000);
+    run_vec_add(f, 1);
+
+    /* Bad images. */
+    CUmodule bad;
+    EXPECT(cuModuleLoadData(&bad, "DRKFAKE2\nvec_add\n"), CUDA_ERROR_INVALID_IMAGE);
+    EXPECT(cuModuleLoadData(&bad, "DRKFAKE1\nno_such_kernel\n"), CUDA_ERROR_INVALID_IMAGE);
+    EXPECT(cuModuleLoadData(&bad, "DRKFAKE1\nvec_add\nvec_add\n"), CUDA_ERROR_INVALID_IMAGE);
+    EXPECT(cuModuleLoadData(&bad, "\x7f" "ELF"), CUDA_ERROR_INVALID_IMAGE);
+    CUmodule empty_mod;
+    OK(cuModuleLoadData(&empty_mod, "DRKFAKE1"));
+    OK(cuModuleUnload(empty_mod));
+    EXPECT(cuModuleLoad(&bad, "/nonexistent/drk/fake.img"), CUDA_ERROR_FILE_NOT_FOUND);
+
+    /* Every load form takes the same text. */
+    char path[] = "/tmp/fakecuda_selftest_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0, "mkstemp");
+    if (fd >= 0) {
+        CHECK(write(fd, image, sizeof image - 1) == (ssize_t)(sizeof image - 1), "write image");
+        close(fd);
+        CUmodule mf;
+        OK(cuModuleLoad(&mf, path));
+        CUfunction ff;
+        OK(cuModuleGetFunction(&ff, mf, "fill"));
+        CHECK(ff != f, "fresh objects per load");
+        OK(cuModuleUnload(mf));
+        CUlibrary lf;
+        OK(cuLibraryLoadFromFile(&lf, path, NULL, NULL, 0, NULL, NULL, 0));
+        OK(cuLibraryUnload(lf));
+        unlink(path);
+    }
+    EXPECT(cuLibraryLoadFromFile(&(CUlibrary){0}, "/nonexistent/x", NULL, NULL, 0, NULL, NULL, 0),
+           CUDA_ERROR_FILE_NOT_FOUND);
+    CUmodule mfat, mex;
+    OK(cuModuleLoadFatBinary(&mfat, image));
+    CUjit_option opt = CU_JIT_OPTIMIZATION_LEVEL;
+    void *optval = (void *)(uintptr_t)3;
+    OK(cuModuleLoadDataEx(&mex, image, 1, &opt, &optval));
+    EXPECT(cuModuleLoadDataEx(&bad, image, 1, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+    OK(cuModuleUnload(mfat));
+    OK(cuModuleUnload(mex));
+
+    /* Libraries and kernels: distinct handle types. */
+    CUlibrary lib;
+    OK(cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0));
+    CUkernel k, k2;
+    OK(cuLibraryGetKernel(&k, lib, "vec_add"));
+    OK(cuLibraryGetKernel(&k2, lib, "vec_add"));
+    CHECK(k == k2, "same kernel twice");
+    EXPECT(cuLibraryGetKernel(&k2, lib, "nope"), CUDA_ERROR_NOT_FOUND);
+    EXPECT(cuLibraryGetKernel(&k2, (CUlibrary)m, "vec_add"), CUDA_ERROR_INVALID_HANDLE);
+    OK(cuKernelGetName(&name, k));
+    CHECK(name && strcmp(name, "vec_add") == 0, "kernel name");
+    EXPECT(cuFuncGetName(&name, (CUfunction)k), CUDA_ERROR_INVALID_HANDLE);
+    CUfunction kf, kf2;
+    OK(cuKernelGetFunction(&kf, k));
+    OK(cuKernelGetFunction(&kf2, k));
+    CHECK(kf == kf2 && (void *)kf != (void *)k, "kernel's function");
+    OK(cuFuncGetName(&name, kf));
+    CHECK(name && strcmp(name, "vec_add") == 0, "kernel function name");
+    EXPECT(cuKernelGetFunction(&kf2, (CUkernel)f), CUDA_ERROR_INVALID_HANDLE);
+    run_vec_add(kf, 300);
+    run_vec_add((CUfunction)k, 300); /* a CUkernel launches as a CUfunction */
+
+    /* Parameter layouts and attributes. */
+    size_t off = 99, sz = 99;
+    OK(cuFuncGetParamInfo(f, 3, &off, &sz));
+    CHECK(off == 24 && sz == 4, "vec_add param 3: %zu %zu", off, sz);
+    EXPECT(cuFuncGetParamInfo(f, 4, &off, &sz), CUDA_ERROR_INVALID_VALUE);
+    OK(cuKernelGetParamInfo(k, 1, &off, &sz));
+    CHECK(off == 8 && sz == 8, "kernel param 1: %zu %zu", off, sz);
+    EXPECT(cuKernelGetParamInfo((CUkernel)f, 1, &off, &sz), CUDA_ERROR_INVALID_HANDLE);
+    int attr = 0;
+    OK(cuFuncGetAttribute(&attr, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f));
+    CHECK(attr == 1024, "max threads %d", attr);
+    OK(cuKernelGetAttribute(&attr, CU_FUNC_ATTRIBUTE_NUM_REGS, k, 0));
+    EXPECT(cuFuncGetAttribute(&attr, CU_FUNC_ATTRIBUTE_NUM_REGS, (CUfunction)k), CUDA_ERROR_INVALID_HANDLE);
+
+    /* Launch validation. */
+    float *buf;
+    CUdeviceptr dbuf;
+    OK(cuMemAlloc_v2(&dbuf, 64 * sizeof(float)));
+    buf = (float *)(uintptr_t)dbuf;
+    float v = 5.0f;
+    int n = 64;
+    void *fill_args[] = {&dbuf, &v, &n};
+    CUfunction ffill;
+    OK(cuModuleGetFunction(&ffill, m, "fill"));
+    EXPECT(cuLaunchKernel(ffill, 0, 1, 1, 64, 1, 1, 0, NULL, fill_args, NULL), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuLaunchKernel(ffill, 1, 1, 1, 64, 0, 1, 0, NULL, fill_args, NULL), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuLaunchKernel(ffill, 1, 1, 1, 1025, 1, 1, 0, NULL, fill_args, NULL), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuLaunchKernel(ffill, 1, 1, 1, 32, 32, 2, 0, NULL, fill_args, NULL), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuLaunchKernel(ffill, 1, 1, 1, 64, 1, 1, 0, (CUstream)&v, fill_args, NULL), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT(cuLaunchKernel((CUfunction)&v, 1, 1, 1, 64, 1, 1, 0, NULL, fill_args, NULL), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT(cuLaunchKernel((CUfunction)m, 1, 1, 1, 64, 1, 1, 0, NULL, fill_args, NULL), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT(cuLaunchKernel(ffill, 1, 1, 1, 64, 1, 1, 0, NULL, NULL, NULL), CUDA_ERROR_INVALID_VALUE);
+    CHECK(buf[0] == 0.0f, "refused launches ran nothing");
+    OK(cuLaunchKernel(ffill, 1, 1, 1, 64, 1, 1, 0, CU_STREAM_LEGACY, fill_args, NULL));
+    CHECK(buf[0] == 5.0f && buf[63] == 5.0f, "fill");
+
+    /* Arguments through `extra`, packed as nvcc lays them out. */
+    struct {
+        CUdeviceptr x;
+        float s;
+        int n;
+    } packed = {dbuf, 3.0f, 64};
+    size_t packed_size = sizeof packed;
+    void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &packed, CU_LAUNCH_PARAM_BUFFER_SIZE, &packed_size,
+                     CU_LAUNCH_PARAM_END};
+    OK(cuLaunchKernel(fs, 2, 1, 1, 32, 1, 1, 0, NULL, NULL, extra));
+    CHECK(buf[0] == 15.0f && buf[63] == 15.0f, "scale through extra: %f", buf[0]);
+    EXPECT(cuLaunchKernel(fs, 2, 1, 1, 32, 1, 1, 0, NULL, fill_args, extra), CUDA_ERROR_INVALID_VALUE);
+    size_t small = 8;
+    void *short_extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &packed, CU_LAUNCH_PARAM_BUFFER_SIZE, &small,
+                           CU_LAUNCH_PARAM_END};
+    EXPECT(cuLaunchKernel(fs, 2, 1, 1, 32, 1, 1, 0, NULL, NULL, short_extra), CUDA_ERROR_INVALID_VALUE);
+
+    /* cuLaunchKernelEx and the per-thread and cooperative forms. */
+    float s2 = 2.0f;
+    void *scale_args[] = {&dbuf, &s2, &n};
+    CUlaunchConfig cfg = {.gridDimX = 1, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 64, .blockDimY = 1,
+                          .blockDimZ = 1, .hStream = CU_STREAM_PER_THREAD};
+    OK(cuLaunchKernelEx(&cfg, fs, scale_args, NULL));
+    OK(cuLaunchKernelEx_ptsz(&cfg, fs, scale_args, NULL));
+    CHECK(buf[5] == 60.0f, "scale via Ex: %f", buf[5]);
+    cfg.blockDimX = 0;
+    EXPECT(cuLaunchKernelEx(&cfg, fs, scale_args, NULL), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuLaunchKernelEx(NULL, fs, scale_args, NULL), CUDA_ERROR_INVALID_VALUE);
+    cfg.blockDimX = 64;
+    cfg.numAttrs = 1;
+    EXPECT(cuLaunchKernelEx(&cfg, fs, scale_args, NULL), CUDA_ERROR_INVALID_VALUE); /* attrs NULL */
+    CUlaunchAttribute coop = {.id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE, .value.cooperative = 1};
+    cfg.attrs = &coop;
+    cfg.gridDimX = 100000;
+    EXPECT(cuLaunchKernelEx(&cfg, fs, scale_args, NULL), CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE);
+    OK(cuLaunchCooperativeKernel(ffill, 1, 1, 1, 64, 1, 1, 0, NULL, fill_args));
+    OK(cuLaunchCooperativeKernel_ptsz(ffill, 132, 1, 1, 1024, 1, 1, 0, NULL, fill_args));
+    EXPECT(cuLaunchCooperativeKernel(ffill, 265, 1, 1, 1024, 1, 1, 0, NULL, fill_args),
+           CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE);
+    OK(cuLaunchKernel_ptsz(ffill, 1, 1, 1, 64, 1, 1, 0, CU_STREAM_PER_THREAD, fill_args, NULL));
+    CUfunction fe;
+    OK(cuModuleGetFunction(&fe, m, "empty"));
+    OK(cuLaunchKernel(fe, 4, 4, 4, 8, 8, 8, 0, NULL, NULL, NULL));
+
+    /* A registered kernel sees every (block, thread) of a 3-D grid once. */
+    static const size_t one_ptr[] = {8};
+    CHECK(fakecuda_register_kernel_params("index3d", k_index3d, 1, one_ptr) == 0, "register index3d");
+    CHECK(fakecuda_register_kernel(NULL, k_index3d) == -1, "NULL name refused");
+    CHECK(fakecuda_register_kernel("x", NULL) == -1, "NULL fn refused");
+    static const size_t layout[] = {1, 16, 8};
+    CHECK(fakecuda_register_kernel_params("layout", k_layout, 3, layout) == 0, "register layout");
+    CUmodule mi;
+    OK(cuModuleLoadData(&mi, "DRKFAKE1\nindex3d\nlayout\n"));
+    CUfunction fi, fl;
+    OK(cuModuleGetFunction(&fi, mi, "index3d"));
+    unsigned int gx = 3, gy = 2, gz = 2, bx = 4, by = 3, bz = 2;
+    size_t cells = (size_t)gx * gy * gz * bx * by * bz;
+    CUdeviceptr dout;
+    OK(cuMemAlloc_v2(&dout, cells * sizeof(unsigned int)));
+    OK(cuMemsetD32_v2(dout, 0, cells));
+    void *iargs[] = {&dout};
+    unsigned long long before = fakecuda_kernel_launches("index3d");
+    OK(cuLaunchKernel(fi, gx, gy, gz, bx, by, bz, 100, NULL, iargs, NULL));
+    CHECK(fakecuda_kernel_launches("index3d") == before + 1, "kernel launch count");
+    unsigned int *out = (unsigned int *)(uintptr_t)dout;
+    int wrong = 0;
+    for (size_t i = 0; i < cells; i++)
+        wrong += out[i] != 1;
+    CHECK(wrong == 0, "index3d: %d cells not visited exactly once", wrong);
+    OK(cuMemFree_v2(dout));
+    OK(cuModuleGetFunction(&fl, mi, "layout"));
+    OK(cuFuncGetParamInfo(fl, 1, &off, &sz));
+    CHECK(off == 16 && sz == 16, "float4 param at %zu", off);
+    OK(cuFuncGetParamInfo(fl, 2, &off, &sz));
+    CHECK(off == 32 && sz == 8, "double* param at %zu", off);
+    double result = 0;
+    double *presult = &result;
+    struct {
+        char c;
+        struct f4 v;
+        double *out;
+    } lp = {1, {2, 3, 4, 5}, presult};
+    size_t lps = sizeof lp;
+    void *lextra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &lp, CU_LAUNCH_PARAM_BUFFER_SIZE, &lps, CU_LAUNCH_PARAM_END};
+    OK(cuLaunchKernel(fl, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, lextra));
+    CHECK(result == 15.0, "layout kernel through extra: %f", result);
+    /* Without a layout, `extra` cannot be unpacked; kernelParams pass through. */
+    CHECK(fakecuda_register_kernel("nolayout", k_nolayout) == 0, "register nolayout");
+    CUmodule mn;
+    OK(cuModuleLoadData(&mn, "DRKFAKE1\nnolayout\n"));
+    CUfunction fn;
+    OK(cuModuleGetFunction(&fn, mn, "nolayout"));
+    EXPECT(cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, lextra), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuFuncGetParamInfo(fn, 0, &off, &sz), CUDA_ERROR_INVALID_VALUE);
+    int hits = 0;
+    int *phits = &hits;
+    void *nargs[] = {&phits};
+    OK(cuLaunchKernel(fn, 2, 1, 1, 3, 1, 1, 0, NULL, nargs, NULL));
+    CHECK(hits == 6, "nolayout kernel ran %d times", hits);
+    OK(cuModuleUnload(mn));
+
+    /* Unloading invalidates functions and kernels; handles never crash. */
+    OK(cuModuleUnload(m));
+    EXPECT(cuModuleUnload(m), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT(cuLaunchKernel(ffill, 1, 1, 1, 64, 1, 1, 0, NULL, fill_args, NULL), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT(cuFuncGetName(&name, f), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT(cuModuleGetFunction(&f2, m, "vec_add"), CUDA_ERROR_INVALID_HANDLE);
+    OK(cuLibraryUnload(lib));
+    EXPECT(cuLibraryUnload(lib), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT(cuLaunchKernel((CUfunction)k, 1, 1, 1, 1, 1, 1, 0, NULL, fill_args, NULL), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT(cuLaunchKernel(kf, 1, 1, 1, 1, 1, 1, 0, NULL, fill_args, NULL), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT(cuKernelGetName(&name, k), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT(cuKernelGetFunction(&kf2, k), CUDA_ERROR_INVALID_HANDLE);
+    OK(cuModuleUnload(mi));
+    OK(cuMemFree_v2(dbuf));
+}
+
+/* ------------------------------------------------------------------------ */
+
+static void test_streams_contexts(void)
+{
+    CUstream s, s2;
+    EXPECT(cuStreamCreate(&s, 4), CUDA_ERROR_INVALID_VALUE);
+    OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    OK(cuStreamCreateWithPriority(&s2, 0, -3));
+    OK(cuStreamSynchronize(s));
+    OK(cuStreamSynchronize_ptsz(CU_STREAM_PER_THREAD));
+    OK(cuStreamQuery(CU_STREAM_LEGACY));
+    EXPECT(cuStreamSynchronize((CUstream)&s), CUDA_ERROR_INVALID_HANDLE);
+    OK(cuGraphLaunch((CUgraphExec)&s, s));
+    OK(cuGraphLaunch_ptsz((CUgraphExec)&s, NULL));
+    EXPECT(cuGraphLaunch(NULL, s), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuGraphLaunch((CUgraphExec)&s, (CUstream)&s), CUDA_ERROR_INVALID_HANDLE);
+    OK(cuStreamDestroy(s));
+    EXPECT(cuStreamDestroy(s), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT(cuStreamSynchronize(s), CUDA_ERROR_INVALID_HANDLE);
+    OK(cuStreamDestroy_v2(s2));
+    EXPECT(cuStreamDestroy_v2(s2), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT(cuStreamDestroy_v2(CU_STREAM_LEGACY), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT(cuStreamDestroy_v2(NULL), CUDA_ERROR_INVALID_HANDLE);
+
+    /* Device queries. */
+    CUdevice dev = -1;
+    OK(cuDeviceGet(&dev, 0));
+    CHECK(dev == 0, "device");
+    EXPECT(cuDeviceGet(&dev, 1), CUDA_ERROR_INVALID_DEVICE);
+    char name[128] = "";
+    OK(cuDeviceGetName(name, sizeof name, 0));
+    CHECK(strstr(name, "fakecuda") != NULL, "device name %s", name);
+    int v = 0;
+    OK(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0));
+    CHECK(v == 132, "SMs %d", v);
+    OK(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0));
+    CHECK(v == 9, "cc major %d", v);
+    EXPECT(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MAX, 0), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_WARP_SIZE, 3), CUDA_ERROR_INVALID_DEVICE);
+    size_t total = 0;
+    OK(cuDeviceTotalMem_v2(&total, 0));
+    CHECK(total == (size_t)1 << 30, "total mem");
+
+    /* Contexts. */
+    CUcontext cur = (CUcontext)1, primary, created;
+    OK(cuCtxGetCurrent(&cur));
+    CHECK(cur == NULL, "no context at start");
+    EXPECT(cuCtxGetDevice(&dev), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT(cuCtxSynchronize(), CUDA_ERROR_INVALID_CONTEXT);
+    OK(cuDevicePrimaryCtxRetain(&primary, 0));
+    OK(cuCtxSetCurrent(primary));
+    OK(cuCtxGetCurrent(&cur));
+    CHECK(cur == primary, "primary current");
+    OK(cuCtxGetDevice(&dev));
+    OK(cuCtxGetDevice_v2(&dev, primary));
+    OK(cuCtxSynchronize());
+    OK(cuCtxSynchronize_v2(NULL));
+    EXPECT(cuCtxSetCurrent((CUcontext)&v), CUDA_ERROR_INVALID_CONTEXT);
+    OK(cuCtxCreate_v4(&created, NULL, 0, 0));
+    OK(cuCtxGetCurrent(&cur));
+    CHECK(cur == created && created != primary, "created context current");
+    CUdeviceptr p;
+    OK(cuMemAlloc_v2(&p, 8));
+    OK(cuPointerGetAttribute(&cur, CU_POINTER_ATTRIBUTE_CONTEXT, p));
+    CHECK(cur == created, "allocation records its context");
+    OK(cuMemFree_v2(p));
+    EXPECT(cuCtxDestroy_v2(primary), CUDA_ERROR_INVALID_CONTEXT);
+    OK(cuCtxDestroy_v2(created));
+    EXPECT(cuCtxDestroy_v2(created), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT(cuCtxSetCurrent(created), CUDA_ERROR_INVALID_CONTEXT);
+    OK(cuCtxGetCurrent(&cur));
+    CHECK(cur == NULL, "destroyed context no longer current");
+    OK(cuCtxSetCurrent(primary));
+    OK(cuDevicePrimaryCtxRelease_v2(0));
+    OK(cuDevicePrimaryCtxRelease(0));
+
+    /* Errors. */
+    const char *s_name = NULL, *s_str = NULL;
+    OK(cuGetErrorName(CUDA_ERROR_INVALID_HANDLE, &s_name));
+    OK(cuGetErrorString(CUDA_ERROR_INVALID_HANDLE, &s_str));
+    CHECK(s_name && strcmp(s_name, "CUDA_ERROR_INVALID_HANDLE") == 0, "error name");
+    CHECK(s_str && strcmp(s_str, "invalid resource handle") == 0, "error string");
+    EXPECT(cuGetErrorName((CUresult)12345, &s_name), CUDA_ERROR_INVALID_VALUE);
+    CHECK(s_name == NULL, "unknown code gives NULL");
+}
+
+/* ------------------------------------------------------------------------ */
+
+static void test_inject(void)
+{
+    fakecuda_reset_calls();
+    CHECK(fakecuda_inject_error("cuMemAlloc_v2", CUDA_ERROR_OUT_OF_MEMORY, 2) == 0, "inject");
+    CUdeviceptr p;
+    EXPECT(cuMemAlloc_v2(&p, 16), CUDA_ERROR_OUT_OF_MEMORY);
+    EXPECT(cuMemAlloc_v2(&p, 16), CUDA_ERROR_OUT_OF_MEMORY);
+    OK(cuMemAlloc_v2(&p, 16));
+    OK(cuMemFree_v2(p));
+    CHECK(fakecuda_calls("cuMemAlloc_v2") == 3, "injected calls still counted");
+    CHECK(fakecuda_live_device_allocations() == 0, "injected failures allocated nothing");
+}
+
+/* ------------------------------------------------------------------------ */
+
+#define NTHREADS 8
+#define NITER 200
+
+static CUmodule g_shared_mod;
+static int thread_errors[NTHREADS];
+
+static void *worker(void *arg)
+{
+    int id = (int)(intptr_t)arg;
+    CUfunction f;
+    if (cuModuleGetFunction(&f, g_shared_mod, "vec_add") != CUDA_SUCCESS) {
+        thread_errors[id]++;
+        return NULL;
+    }
+    CUstream s;
+    if (cuStreamCreate(&s, 0) != CUDA_SUCCESS) {
+        thread_errors[id]++;
+        return NULL;
+    }
+    int n = 257 + id;
+    size_t bytes = (size_t)n * sizeof(float);
+    float *h = malloc(bytes), *r = malloc(bytes);
+    for (int i = 0; i < n; i++)
+        h[i] = (float)(i + id);
+    for (int it = 0; it < NITER; it++) {
+        CUdeviceptr a, b, c;
+        int e = 0;
+        e |= cuMemAlloc_v2(&a, bytes) != CUDA_SUCCESS;
+        e |= cuMemAllocAsync_ptsz(&b, bytes, s) != CUDA_SUCCESS;
+        e |= cuMemAlloc_v2(&c, bytes) != CUDA_SUCCESS;
+        if (e) {
+            thread_errors[id]++;
+            continue;
+        }
+        e |= cuMemcpyHtoD_v2(a, h, bytes) != CUDA_SUCCESS;
+        e |= cuMemcpyHtoD_v2(b, h, bytes) != CUDA_SUCCESS;
+        void *args[] = {&a, &b, &c, &n};
+        e |= cuLaunchKernel_ptsz(f, (unsigned int)(n + 63) / 64, 1, 1, 64, 1, 1, 0, s, args, NULL) != CUDA_SUCCESS;
+        e |= cuMemcpyDtoH_v2(r, c, bytes) != CUDA_SUCCESS;
+        for (int i = 0; i < n; i++)
+            e |= r[i] != 2.0f * h[i];
+        e |= cuMemFree_v2(a) != CUDA_SUCCESS;
+        e |= cuMemFreeAsync_ptsz(b, s) != CUDA_SUCCESS;
+        e |= cuMemFree_v2(c) != CUDA_SUCCESS;
+        thread_errors[id] += e;
+    }
+    free(h), free(r);
+    if (cuStreamDestroy_v2(s) != CUDA_SUCCESS)
+        thread_errors[id]++;
+    return NULL;
+}
+
+/* Loads and unloads modules while the workers launch from another one. */
+static atomic_int churn_stop;
+static int churn_errors;
+
+static void *churn(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&churn_stop)) {
+        CUmodule m;
+        CUfunction f;
+        if (cuModuleLoadData(&m, image) != CUDA_SUCCESS || cuModuleGetFunction(&f, m, "empty") != CUDA_SUCCESS ||
+            cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL) != CUDA_SUCCESS ||
+            cuModuleUnload(m) != CUDA_SUCCESS) {
+            churn_errors++;
+            break;
+        }
+    }
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    OK(cuModuleLoadData(&g_shared_mod, image));
+    fakecuda_reset_calls();
+    pthread_t t[NTHREADS], c;
+    pthread_create(&c, NULL, churn, NULL);
+    for (int i = 0; i < NTHREADS; i++)
+        pthread_create(&t[i], NULL, worker, (void *)(intptr_t)i);
+    for (int i = 0; i < NTHREADS; i++)
+        pthread_join(t[i], NULL);
+    atomic_store(&churn_stop, 1);
+    pthread_join(c, NULL);
+    for (int i = 0; i < NTHREADS; i++)
+        CHECK(thread_errors[i] == 0, "thread %d: %d errors", i, thread_errors[i]);
+    CHECK(churn_errors == 0, "module churn errors");
+    CHECK(fakecuda_calls("cuLaunchKernel_ptsz") == NTHREADS * NITER, "ptsz launches %llu",
+          fakecuda_calls("cuLaunchKernel_ptsz"));
+    CHECK(fakecuda_calls("cuMemAlloc_v2") == 2 * NTHREADS * NITER, "allocs %llu", fakecuda_calls("cuMemAlloc_v2"));
+    CHECK(fakecuda_calls("cuMemAllocAsync_ptsz") == NTHREADS * NITER, "async allocs");
+    CHECK(fakecuda_calls("cuMemAlloc") == 0 && fakecuda_calls("cuMemAllocAsync") == 0, "no other forms counted");
+    CHECK(fakecuda_live_device_allocations() == 0, "leaked %llu allocations", fakecuda_live_device_allocations());
+    OK(cuModuleUnload(g_shared_mod));
+}
+
+int main(void)
+{
+    Dl_info info;
+    if (!dladdr((void *)&cuInit, &info) || !(g_lib = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD))) {
+        fprintf(stderr, "FAIL: cannot find the loaded fake driver\n");
+        return 1;
+    }
+    test_before_init();
+    test_exports();
+    test_each_hook_counts_itself();
+    test_proc_address();
+    test_memory();
+    test_modules();
+    test_streams_contexts();
+    test_inject();
+    test_threads();
+    if (failures) {
+        fprintf(stderr, "fakecuda_selftest: %d check(s) failed\n", failures);
+        return 1;
+    }
+    printf("fakecuda_selftest: all checks passed (%s)\n", info.dli_fname);
+    return 0;
+}

@@ -1,0 +1,222 @@
+#!/usr/bin/env bash
+# The GPU suite: real CUDA programs run natively, under drk, and under drk with
+# DRK_DISABLE=1, each counted independently by a CUPTI injection library;
+# check.py then holds drk's report against CUPTI, the programs' own counts and
+# the native run. Run from the repository root on a machine with a GPU:
+#
+#   tests/gpu/run.sh [BUILD_DIR] [WORKLOAD...]
+#
+# BUILD_DIR (default: build) holds lib/libdrk_shim.so and tests/gpu/ (the
+# programs and libdrk_test_cupti_count.so). WORKLOADs (default: all) are among
+# rt_vecadd drv_vecadd routes triton_add cupy_ops jax_jit ppo.
+#
+# Every check prints one PASS/FAIL line; the last line is "N passed, M failed"
+# and the exit status is non-zero when M > 0. With $OUT set, the logs, CUPTI
+# counts and drk reports go to $OUT/gpu-suite.tar.gz and the printed lines to
+# $OUT/gpu-suite-summary.txt.
+#
+# Environment: PYTHON (default python3); DRK_GPU_TIMEOUT (seconds one Python
+# run may take, default 180); DRK_GPU_BUDGET (seconds for the whole suite,
+# default 540: later workloads are failed as skipped rather than overrun);
+# DRK_GPU_CUPTI_LIB (the libcupti.so.13 to use instead of searching for one).
+set -u -o pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+PY=${PYTHON:-python3}
+py_limit=${DRK_GPU_TIMEOUT:-180}
+budget=${DRK_GPU_BUDGET:-540}
+all_workloads=(rt_vecadd drv_vecadd routes triton_add cupy_ops jax_jit ppo)
+
+build_arg=${1:-build}
+[ $# -gt 0 ] && shift
+if [ $# -gt 0 ]; then workloads=("$@"); else workloads=("${all_workloads[@]}"); fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/drk-gpu-suite.XXXXXX") || { echo "0 passed, 1 failed"; exit 1; }
+summary=$work/summary.txt
+pass=0
+fail=0
+start_s=$(date +%s)
+
+say() { printf '%s\n' "$*" | tee -a "$summary"; }
+
+# Tally lines that start with PASS or FAIL; print everything.
+record() {
+    local line seen=0
+    while IFS= read -r line; do
+        [ -z "$line" ] && continue
+        say "$line"
+        case $line in
+        PASS*) pass=$((pass + 1)) seen=1 ;;
+        FAIL*) fail=$((fail + 1)) seen=1 ;;
+        esac
+    done <<<"$1"
+    return $((1 - seen))
+}
+
+verdict() { # ok scope check detail
+    if [ "$1" = 1 ]; then record "PASS $2: $3: $4"; else record "FAIL $2: $3: $4"; fi
+}
+
+finish() {
+    local final="$pass passed, $fail failed"
+    say "logs: $work"
+    echo "$final" >>"$summary"
+    if [ -n "${OUT:-}" ]; then
+        mkdir -p "$OUT" && cp "$summary" "$OUT/gpu-suite-summary.txt" &&
+            tar -czf "$OUT/gpu-suite.tar.gz" -C "$(dirname "$work")" "$(basename "$work")" ||
+            echo "could not write the logs to \$OUT=$OUT"
+    fi
+    echo "$final"
+    [ "$fail" -eq 0 ]
+    exit
+}
+
+# --- what is needed ---------------------------------------------------------
+if ! build=$(cd "$build_arg" 2>/dev/null && pwd); then
+    verdict 0 preflight "build directory" "$build_arg not found (build here first: cmake -S . -B build && cmake --build build)"
+    finish
+fi
+shim=$build/lib/libdrk_shim.so
+progs=$build/tests/gpu
+counter=$progs/libdrk_test_cupti_count.so
+if [ -f "$shim" ]; then
+    verdict 1 preflight "drk library" "$shim"
+else
+    verdict 0 preflight "drk library" "$shim missing"
+    finish
+fi
+if command -v nvidia-smi >/dev/null 2>&1; then
+    say "gpu: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 | head -n 1)"
+fi
+
+# libcupti.so.13: the copy the Python frameworks use first (their nvidia
+# wheels), then the toolkit's, then the loader's cache. Only libcupti and its
+# helpers are linked into a private directory put on LD_LIBRARY_PATH, so no
+# other CUDA library changes for the programs.
+find_cupti() {
+    "$PY" - <<'EOF' 2>/dev/null
+import glob, os, site, sys
+roots = []
+for get in (site.getsitepackages, site.getusersitepackages):
+    try:
+        r = get()
+        roots += r if isinstance(r, list) else [r]
+    except Exception:
+        pass
+roots += [p for p in sys.path if p]
+for r in dict.fromkeys(roots):
+    for pat in ("nvidia/cuda_cupti/lib", "nvidia/cu13/lib", "nvidia/*/lib", "nvidia/*/*/lib"):
+        for d in sorted(glob.glob(os.path.join(r, pat))):
+            if os.path.exists(os.path.join(d, "libcupti.so.13")):
+                print(os.path.join(d, "libcupti.so.13"))
+EOF
+    local f
+    for f in /usr/local/cuda*/extras/CUPTI/lib64/libcupti.so.13 /usr/local/cuda*/lib64/libcupti.so.13 \
+        /usr/local/cuda*/targets/x86_64-linux/lib/libcupti.so.13; do
+        [ -e "$f" ] && echo "$f"
+    done
+    if command -v ldconfig >/dev/null 2>&1; then
+        ldconfig -p 2>/dev/null | while read -r name _ _ path; do
+            [ "$name" = libcupti.so.13 ] && echo "${path#=> }"
+        done
+    fi
+}
+
+cupti_missing=""
+cupti_libdir=""
+if [ ! -f "$counter" ]; then
+    cupti_missing="$counter was not built (CUPTI not found at build time)"
+else
+    cupti_lib=${DRK_GPU_CUPTI_LIB:-$(find_cupti | head -n 1)}
+    if [ -z "$cupti_lib" ] || [ ! -e "$cupti_lib" ]; then
+        cupti_missing="libcupti.so.13 not found (searched the nvidia wheels, /usr/local/cuda*/{extras/CUPTI/lib64,lib64,targets/x86_64-linux/lib}, ldconfig -p)"
+    else
+        cupti_libdir=$work/cupti-lib
+        mkdir -p "$cupti_libdir"
+        src_dir=$(dirname "$cupti_lib")
+        ln -sf "$cupti_lib" "$cupti_libdir/libcupti.so.13"
+        for helper in libnvperf_host.so libnvperf_target.so libcheckpoint.so libpcsamplingutil.so; do
+            [ -e "$src_dir/$helper" ] && ln -sf "$src_dir/$helper" "$cupti_libdir/$helper"
+        done
+    fi
+fi
+if [ -z "$cupti_missing" ]; then
+    verdict 1 preflight "CUPTI counter" "$counter with $cupti_lib"
+else
+    verdict 0 preflight "CUPTI counter" "$cupti_missing; every CUPTI check fails"
+fi
+
+# --- running ------------------------------------------------------------------
+# run_mode WORKLOAD MODE LIMIT COUNTED CMD...: one run, its outputs in
+# $work/WORKLOAD/MODE/ (see check.py for the layout).
+run_mode() {
+    local w=$1 mode=$2 limit=$3 counted=$4
+    shift 4
+    local d=$work/$w/$mode
+    mkdir -p "$d"
+    local left=$((budget - ($(date +%s) - start_s)))
+    [ "$left" -lt "$limit" ] && limit=$((left > 1 ? left : 1))
+    echo "$limit" >"$d/timeout"
+    if [ ! -x "$1" ] && ! command -v "$1" >/dev/null 2>&1; then
+        echo "not built or not found: $1" >"$d/stderr"
+        : >"$d/stdout"
+        echo 127 >"$d/rc"
+        return
+    fi
+    local -a env_args=(-u DRK_DISABLE -u DRK_REPORT -u CUDA_INJECTION64_PATH -u DRK_TEST_CUPTI_OUT
+        DRK_TEST_COUNTS="$d/counts.json")
+    if [ "$counted" = 1 ] && [ -z "$cupti_missing" ]; then
+        env_args+=(CUDA_INJECTION64_PATH="$counter" DRK_TEST_CUPTI_OUT="$d/cupti-%p.json"
+            LD_LIBRARY_PATH="$cupti_libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+    fi
+    case $mode in
+    native) env_args=(-u LD_PRELOAD "${env_args[@]}") ;;
+    drk) env_args+=(LD_PRELOAD="$shim" DRK_REPORT="$d/reports/") ;;
+    disabled) env_args+=(LD_PRELOAD="$shim" DRK_REPORT="$d/reports/" DRK_DISABLE=1) ;;
+    esac
+    local t0 t1 ms
+    t0=$(date +%s%N)
+    env "${env_args[@]}" timeout -k 10 "$limit" "$@" >"$d/stdout" 2>"$d/stderr" </dev/null
+    echo $? >"$d/rc"
+    t1=$(date +%s%N)
+    ms=$(((t1 - t0) / 1000000))
+    printf '%d.%03d\n' $((ms / 1000)) $((ms % 1000)) >"$d/wall"
+}
+
+# run_workload NAME LIMIT COUNTED CHECK_ARGS -- CMD...
+run_workload() {
+    local w=$1 limit=$2 counted=$3 check_args=$4
+    shift 5
+    say "== $w: $*"
+    if [ $(($(date +%s) - start_s)) -ge "$budget" ]; then
+        verdict 0 "$w" skipped "the suite's time budget (${budget} s) is spent"
+        return
+    fi
+    local mode
+    for mode in native drk disabled; do
+        run_mode "$w" "$mode" "$limit" "$counted" "$@"
+    done
+    local out
+    if [ "$w" = routes ]; then
+        out=$("$PY" "$here/check.py" routes "$work/$w" 2>"$work/$w/check.stderr")
+    else
+        # shellcheck disable=SC2086 # check_args is a list of flags
+        out=$("$PY" "$here/check.py" workload "$work/$w" --name "$w" $check_args \
+            --cupti-missing "$cupti_missing" 2>"$work/$w/check.stderr")
+    fi
+    record "$out" || verdict 0 "$w" check.py "printed no verdict: $(tail -n 3 "$work/$w/check.stderr" | tr '\n' ' ')"
+}
+
+for w in "${workloads[@]}"; do
+    case $w in
+    rt_vecadd) run_workload "$w" 60 1 "" -- "$progs/rt_vecadd" 2000 1000 ;;
+    drv_vecadd) run_workload "$w" 60 1 "" -- "$progs/drv_vecadd" 1000 500 100 100 ;;
+    routes) run_workload "$w" 60 0 "" -- "$PY" "$here/workloads/routes_probe.py" ;;
+    triton_add) run_workload "$w" "$py_limit" 1 "" -- "$PY" "$here/workloads/triton_add.py" --n 500 ;;
+    cupy_ops) run_workload "$w" "$py_limit" 1 "" -- "$PY" "$here/workloads/cupy_ops.py" --n 300 ;;
+    jax_jit) run_workload "$w" "$py_limit" 1 "" -- "$PY" "$here/workloads/jax_jit.py" --n 200 ;;
+    ppo) run_workload "$w" "$py_limit" 1 "--losses" -- "$PY" "$here/workloads/ppo.py" --steps 50 ;;
+    *) verdict 0 "$w" workload "unknown (known: ${all_workloads[*]})" ;;
+    esac
+done
+finish

@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+"""Runs a test program against the stand-in driver natively and under drk,
+and checks that drk changed nothing and counted everything.
+
+Usage: check_route.py --shim LIB --driver DIR MODE PROGRAM [ARGS...]
+ARGS may contain {counts}, replaced by a file the program writes its own
+counts to (the workload's JSON format)."""
+import argparse
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+FAILURES = []
+
+
+def fail(msg):
+    FAILURES.append(msg)
+    print("FAIL:", msg)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+    return cond
+
+
+class Runner:
+    def __init__(self, shim, driver, program, args, before=(), after=()):
+        self.shim, self.driver, self.program, self.args = shim, driver, program, args
+        self.before, self.after = list(before), list(after)
+        self.tmp = tempfile.mkdtemp(prefix="drk-route-")
+        self.n = 0
+
+    def run(self, drk, env_extra=None, expect_rc=0):
+        """One run; returns (stdout, stderr, counts, reports dir)."""
+        self.n += 1
+        d = os.path.join(self.tmp, f"run{self.n}")
+        os.makedirs(d)
+        counts = os.path.join(d, "counts.json")
+        reports = os.path.join(d, "reports")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DRK_") and k != "LD_PRELOAD"}
+        env["LD_LIBRARY_PATH"] = self.driver
+        preload = self.before + ([self.shim] if drk else []) + self.after
+        if drk:
+            env["DRK_CUDA_LIBRARY"] = os.path.join(self.driver, "libcuda.so.1")
+            env["DRK_REPORT"] = reports + "/"
+        if preload:
+            env["LD_PRELOAD"] = " ".join(preload)
+        env.update(env_extra or {})
+        argv = [self.program] + [a.replace("{counts}", counts) for a in self.args]
+        p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+        label = f"{os.path.basename(self.program)} ({'drk' if drk else 'native'}{', ' + str(env_extra) if env_extra else ''})"
+        if not check(p.returncode == expect_rc, f"{label} exited {p.returncode}, expected {expect_rc}\n{p.stdout}{p.stderr}"):
+            pass
+        c = None
+        if os.path.exists(counts):
+            with open(counts) as f:
+                c = json.load(f)
+        return p.stdout, p.stderr, c, reports
+
+    def reports(self, d):
+        out = []
+        for path in sorted(glob.glob(os.path.join(d, "*.json"))):
+            with open(path) as f:
+                out.append(json.load(f))
+        return out
+
+
+def drk_lines(stderr):
+    return [l for l in stderr.splitlines() if l.startswith("drk[")]
+
+
+def compare_report(rep, counts, label):
+    """Every count the program made must equal the report's."""
+    check(rep.get("schema") == "drk-report" and rep.get("version") == 1, f"{label}: schema/version {rep.get('schema')} {rep.get('version')}")
+    by_name = {}
+    for fam, data in rep["calls"].items():
+        check(data["total"] == sum(data["by_name"].values()), f"{label}: family {fam} total {data['total']} != sum of names")
+        for name, n in data["by_name"].items():
+            check(name not in by_name, f"{label}: {name} in two families")
+            by_name[name] = n
+    for name, n in counts["calls"].items():
+        if name in by_name:
+            check(by_name[name] == n, f"{label}: report counts {by_name[name]} calls of {name}, program made {n}")
+    for name, n in by_name.items():
+        if name not in counts["calls"]:
+            check(n == 0, f"{label}: report counts {n} calls of {name}, program made none")
+    k = rep["kernels"]
+    listed = {e["name"]: e for e in k["list"]}
+    for name, n in counts["kernels"].items():
+        got = listed.get(name, {}).get("launches", 0)
+        check(got == n, f"{label}: report has {got} launches of kernel {name}, program made {n}")
+        e = listed.get(name)
+        if e:
+            check(sum(s["launches"] for s in e["shapes"]) + e["other_shape_launches"] == e["launches"],
+                  f"{label}: shapes of {name} do not add up")
+    check(k["launches"] == sum(counts["kernels"].values()), f"{label}: kernels.launches {k['launches']} != {sum(counts['kernels'].values())}")
+    check(k["launches"] == sum(e["launches"] for e in k["list"]) + k["untracked_launches"], f"{label}: kernel list does not add up")
+    check(k["failed_launches"] == counts["failed_launches"], f"{label}: failed launches {k['failed_launches']} != {counts['failed_launches']}")
+    for kind, want in counts["memory"].items():
+        got = rep["memory"][kind]
+        for key in ("allocs", "bytes", "frees", "failed_frees"):
+            check(got[key] == want[key], f"{label}: memory.{kind}.{key} is {got[key]}, program says {want[key]}")
+
+
+def one_report(r, d, label):
+    reps = r.reports(d)
+    check(len(reps) == 1, f"{label}: {len(reps)} reports in {d}, expected 1")
+    return reps[0] if reps else None
+
+
+def mode_workload(r, owners):
+    out0, err0, counts0, _ = r.run(False)
+    check(counts0 is not None, "native run wrote no counts")
+    env = {"ROUTE_EXPECT_OWNER": "drk"} if owners else None
+    out1, err1, counts1, rep_dir = r.run(True, env)
+    check(out1 == out0, f"output under drk differs from native:\n--- native\n{out0}--- drk\n{out1}")
+    check(counts1 == counts0, "the program's own counts differ under drk")
+    check(not drk_lines(err1), f"drk logged at the default level: {drk_lines(err1)}")
+    rep = one_report(r, rep_dir, "drk")
+    if rep and counts1:
+        compare_report(rep, counts1, "drk")
+        check(rep["process"]["forked_from"] == 0, "forked_from set in a process that did not fork")
+        check(rep["driver"]["path"] and rep["driver"]["path"].endswith("libcuda.so.1"), f"driver path {rep['driver']['path']}")
+    env = {"DRK_DISABLE": "1"}
+    if owners:
+        env["ROUTE_EXPECT_OWNER"] = "driver"
+    out2, err2, _, rep_dir2 = r.run(True, env)
+    check(out2 == out0, f"output under DRK_DISABLE=1 differs from native:\n{out2}")
+    check(not os.path.exists(rep_dir2) or not os.listdir(rep_dir2), "DRK_DISABLE=1 wrote a report")
+    check(not drk_lines(err2), f"DRK_DISABLE=1 logged: {drk_lines(err2)}")
+    # Hooks that only forward (DRK_OBSERVE=0): same results, a report with zero counts.
+    out3, _, _, rep_dir3 = r.run(True, {"DRK_OBSERVE": "0"})
+    check(out3 == out0, "output under DRK_OBSERVE=0 differs from native")
+    rep3 = one_report(r, rep_dir3, "observe=0")
+    if rep3:
+        check(all(f["total"] == 0 for f in rep3["calls"].values()) and rep3["kernels"]["launches"] == 0,
+              "DRK_OBSERVE=0 still counted calls")
+
+
+def mode_counts(r):
+    out0, _, counts0, _ = r.run(False)
+    out1, err1, counts1, rep_dir = r.run(True)
+    check(out1 == out0, f"output under drk differs:\n{out0}\n{out1}")
+    check(not drk_lines(err1), f"drk logged: {drk_lines(err1)}")
+    rep = one_report(r, rep_dir, "drk")
+    if rep and counts1:
+        compare_report(rep, counts1, "drk")
+
+
+def mode_fork(r):
+    out, _, _, rep_dir = r.run(True)
+    m = re.search(r"parent (\d+) child (\d+) launches (\d+) (\d+)", out)
+    if not check(m, f"unexpected output {out!r}"):
+        return
+    parent, child, n_parent, n_child = map(int, m.groups())
+    reps = {rep["process"]["pid"]: rep for rep in r.reports(rep_dir)}
+    check(set(reps) == {parent, child}, f"reports for pids {sorted(reps)}, expected {parent} and {child}")
+    if parent in reps:
+        check(reps[parent]["kernels"]["launches"] == n_parent, f"parent report: {reps[parent]['kernels']['launches']} launches, expected {n_parent}")
+        check(reps[parent]["process"]["forked_from"] == 0, "parent has forked_from set")
+    if child in reps:
+        check(reps[child]["kernels"]["launches"] == n_child, f"child report: {reps[child]['kernels']['launches']} launches, expected {n_child}")
+        check(reps[child]["process"]["forked_from"] == parent, f"child forked_from {reps[child]['process']['forked_from']}, expected {parent}")
+
+
+def mode_badopts(r):
+    out0, _, counts0, _ = r.run(False)
+    bad = {"DRK_LOG_LEVEL": "loud", "DRK_OBSERVE": "maybe", "DRK_DISABLE": "perhaps"}
+    out1, err1, _, rep_dir = r.run(True, bad)
+    check(out1 == out0, "bad option values changed the program's output")
+    lines = drk_lines(err1)
+    for var, val in bad.items():
+        hits = [l for l in lines if f"{var}={val}" in l]
+        check(len(hits) == 1, f"expected one warning naming {var}={val}, got {hits}")
+        if hits:
+            check(re.match(r"drk\[\d+:\d+\] warn: ", hits[0]) and "using" in hits[0], f"warning badly formed: {hits[0]}")
+    rep = one_report(r, rep_dir, "bad options")
+    if rep and counts0:
+        compare_report(rep, counts0, "bad options")
+        check(rep["options"]["DRK_LOG_LEVEL"] == "warn" and rep["options"]["DRK_OBSERVE"] == "1", f"options used: {rep['options']}")
+    # A log file, at info level: lines go there, not to stderr.
+    log = os.path.join(r.tmp, "drk.log")
+    _, err2, _, _ = r.run(True, {"DRK_LOG_FILE": log, "DRK_LOG_LEVEL": "info"})
+    check(not drk_lines(err2), f"DRK_LOG_FILE set, yet drk wrote to stderr: {drk_lines(err2)}")
+    text = open(log).read() if os.path.exists(log) else ""
+    check(re.search(r"^drk\[\d+:\d+\] info: .*report written to ", text, re.M), f"log file lacks the report line:\n{text}")
+
+
+def mode_same(r, expect, launches):
+    """The program's output is the same natively and under drk, and matches;
+    with `launches`, the report counts that many."""
+    out0, err0, _, _ = r.run(False)
+    out1, err1, _, rep_dir = r.run(True)
+    check(out1 == out0, f"output differs: native {out0!r} drk {out1!r}\n{err1}")
+    check(re.search(expect, out1), f"output {out1!r} does not match {expect!r}")
+    if launches is not None:
+        rep = one_report(r, rep_dir, "drk")
+        if rep:
+            check(rep["kernels"]["launches"] == launches, f"report has {rep['kernels']['launches']} launches, expected {launches}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shim", required=True)
+    ap.add_argument("--driver", required=True)
+    ap.add_argument("--owners", action="store_true", help="check which object each resolved pointer is in")
+    ap.add_argument("--preload-before", action="append", default=[], help="preloaded before drk (and natively)")
+    ap.add_argument("--preload-after", action="append", default=[], help="preloaded after drk (and natively)")
+    ap.add_argument("--expect", default="ok", help="same mode: a regex the output must match")
+    ap.add_argument("--launches", type=int, help="same mode: launches the report must count")
+    ap.add_argument("mode", choices=["workload", "counts", "fork", "badopts", "same"])
+    ap.add_argument("program")
+    ap.add_argument("args", nargs="*")
+    a = ap.parse_args()
+    r = Runner(a.shim, a.driver, a.program, a.args, a.preload_before, a.preload_after)
+    {"workload": lambda: mode_workload(r, a.owners), "counts": lambda: mode_counts(r), "fork": lambda: mode_fork(r),
+     "badopts": lambda: mode_badopts(r), "same": lambda: mode_same(r, a.expect, a.launches)}[a.mode]()
+    print(f"{'FAILED' if FAILURES else 'passed'}: {a.mode} {os.path.basename(a.program)}")
+    sys.exit(1 if FAILURES else 0)
+
+
+if __name__ == "__main__":
+    main()

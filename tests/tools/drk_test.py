@@ -1,0 +1,503 @@
+#!/usr/bin/env python3
+"""CPU tests of the drk command (tools/): one named case per ctest test.
+
+    drk_test.py --drk BIN --shim LIB --version V --rel-libdir=DIR \
+                --options-source shim/options.c --fixtures DIR CASE
+
+A case passes by returning; any failed check raises and exits non-zero.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+
+ARGS = None
+
+
+def drk(*argv, env=None, cwd=None, drk_bin=None, extra_env=None):
+    """Run drk; returns the CompletedProcess (text, both streams captured)."""
+    e = dict(os.environ if env is None else env)
+    # A DRK_SANITIZE build preloads an ASan library into programs that are
+    # not: let ASan start anyway instead of refusing the link order.
+    e.setdefault("ASAN_OPTIONS", "verify_asan_link_order=0:detect_leaks=0")
+    e.update(extra_env or {})
+    return subprocess.run([drk_bin or ARGS.drk, *argv], env=e, cwd=cwd, capture_output=True,
+                          text=True, errors="replace", timeout=60)
+
+
+def check(cond, what, proc=None):
+    if not cond:
+        detail = ""
+        if proc is not None:
+            detail = f"\n--- rc {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
+        raise AssertionError(what + detail)
+
+
+def env_of(proc):
+    """`env` output as a dict."""
+    out = {}
+    for line in proc.stdout.splitlines():
+        k, sep, v = line.partition("=")
+        if sep:
+            out[k] = v
+    return out
+
+
+def clean_env(**overrides):
+    """The environment without any DRK_* or LD_PRELOAD, plus overrides."""
+    e = {k: v for k, v in os.environ.items() if not k.startswith("DRK_") and k != "LD_PRELOAD"}
+    e.update(overrides)
+    return e
+
+
+def shim():
+    return os.path.realpath(ARGS.shim)
+
+
+def fixture(*parts):
+    return os.path.join(ARGS.fixtures, *parts)
+
+
+def option_table():
+    """(name, type, default) of every entry of drk_option_table, from the source."""
+    src = open(ARGS.options_source).read()
+    rows = re.findall(r'\[DRK_OPT_\w+\]\s*=\s*\{\s*"(DRK_\w+)"\s*,\s*DRK_OPTION_(\w+)\s*,\s*"([^"]*)"', src)
+    hdr = open(os.path.join(os.path.dirname(ARGS.options_source), "options.h")).read()
+    enum = re.search(r"typedef enum drk_option_id \{(.*?)DRK_OPT_COUNT", hdr, re.S).group(1)
+    ids = re.findall(r"DRK_OPT_\w+", enum)
+    check(len(rows) == len(ids) and rows, f"parsed {len(rows)} table rows for {len(ids)} option ids")
+    return [(n, t.lower(), d) for n, t, d in rows]
+
+
+# ---------------------------------------------------------------- commands
+
+def case_version():
+    p = drk("--version")
+    check(p.returncode == 0 and p.stdout == f"drk {ARGS.version}\n", "drk --version", p)
+
+
+def case_help():
+    for argv in (["--help"], ["-h"], ["help"]):
+        p = drk(*argv)
+        check(p.returncode == 0, f"drk {argv} exits 0", p)
+        for word in ("run", "report", "options", "--version"):
+            check(word in p.stdout, f"drk {argv} mentions {word}", p)
+    for cmd, word in (("run", "--library"), ("report", "--top"), ("options", "DRK_")):
+        for argv in ([cmd, "--help"], ["help", cmd]):
+            p = drk(*argv)
+            check(p.returncode == 0 and word in p.stdout and f"usage: drk {cmd}" in p.stdout,
+                  f"drk {argv} prints {cmd}'s usage", p)
+    p = drk("frobnicate")
+    check(p.returncode == 2 and "unknown command 'frobnicate'" in p.stderr and "usage: drk" in p.stderr
+          and not p.stdout, "an unknown command is a usage error on stderr", p)
+    p = drk()
+    check(p.returncode == 2 and "usage: drk" in p.stderr, "drk alone prints usage, exit 2", p)
+    p = drk("help", "frobnicate")
+    check(p.returncode == 2, "help for an unknown command", p)
+
+
+def case_options():
+    table = option_table()
+    p = drk("options", env=clean_env())
+    check(p.returncode == 0, "drk options exits 0", p)
+    for name, typ, default in table:
+        row = re.search(rf"^{name}\s+{typ}\s+(\S+)", p.stdout, re.M)
+        check(row is not None, f"drk options lists {name} as {typ}", p)
+        check(row.group(1) == (default or "(empty)"), f"{name}'s default shows as {default!r}", p)
+    check("(no DRK_* variables)" in p.stdout, "nothing set in a clean environment", p)
+
+    p = drk("options", env=clean_env(DRK_LOG_LEVEL="loud", DRK_DISABLE="yes", DRK_TYPO="1"))
+    check(p.returncode == 0, "drk options with variables set", p)
+    check(re.search(r"DRK_LOG_LEVEL=loud\n\s+refused: not a log level.*default 'warn'", p.stdout),
+          "a refused value is shown with the default used instead", p)
+    check(re.search(r"DRK_DISABLE=yes\n\s+accepted, as 1", p.stdout), "an accepted value", p)
+    check(re.search(r"DRK_TYPO=1\n\s+unknown", p.stdout), "an unknown DRK_ variable is pointed out", p)
+
+
+# ---------------------------------------------------------------- drk run
+
+def case_run_env():
+    with tempfile.TemporaryDirectory() as tmp:
+        old = "/nonexistent/drk-test-a.so other-b.so"
+        p = drk("run", "--report", "reports/", "--disable", "--set", "log_level=debug", "--set",
+                "DRK_OBSERVE=0", "--set=CUDA_LIBRARY=libcuda.so.1", "--", "/usr/bin/env",
+                env=clean_env(LD_PRELOAD=old), cwd=tmp)
+        check(p.returncode == 0, "drk run -- env exits 0", p)
+        e = env_of(p)
+        check(e.get("LD_PRELOAD") == f"{shim()}:{old}",
+              "the shim beside drk comes first in LD_PRELOAD and the old entries stay", p)
+        check(e.get("DRK_REPORT") == os.path.join(os.path.realpath(tmp), "reports/")
+              or e.get("DRK_REPORT") == os.path.join(tmp, "reports/"),
+              "--report is made absolute and keeps its trailing /", p)
+        check(e.get("DRK_DISABLE") == "1", "--disable sets DRK_DISABLE=1", p)
+        check(e.get("DRK_LOG_LEVEL") == "debug", "--set log_level=debug sets DRK_LOG_LEVEL", p)
+        check(e.get("DRK_OBSERVE") == "0", "--set DRK_OBSERVE=0 (with prefix)", p)
+        check(e.get("DRK_CUDA_LIBRARY") == "libcuda.so.1", "--set=KEY=VALUE form", p)
+
+        p = drk("run", "--report", "/abs/r-%p.json", "--", "/usr/bin/env", env=clean_env())
+        e = env_of(p)
+        check(p.returncode == 0 and e.get("LD_PRELOAD") == shim(), "no LD_PRELOAD before: the shim alone", p)
+        check(e.get("DRK_REPORT") == "/abs/r-%p.json", "an absolute --report is kept as given", p)
+        check("DRK_DISABLE" not in e, "no --disable, no DRK_DISABLE", p)
+
+        p = drk("run", "/usr/bin/env", env=clean_env(LD_PRELOAD="  "))
+        check(p.returncode == 0 and env_of(p).get("LD_PRELOAD") == shim(),
+              "the program may follow the options without '--'; blank LD_PRELOAD replaced", p)
+
+
+def case_run_preload_order():
+    for old in (f"{shim()}:/nonexistent/x.so", f" {shim()} /nonexistent/x.so", shim()):
+        p = drk("run", "--", "/usr/bin/env", env=clean_env(LD_PRELOAD=old))
+        check(p.returncode == 0 and env_of(p).get("LD_PRELOAD") == old,
+              f"already first in {old!r}: LD_PRELOAD unchanged", p)
+    old = f"/nonexistent/x.so:{shim()}"
+    p = drk("run", "--", "/usr/bin/env", env=clean_env(LD_PRELOAD=old))
+    check(env_of(p).get("LD_PRELOAD") == f"{shim()}:{old}", "present but not first: put first", p)
+
+
+def case_run_library():
+    with tempfile.TemporaryDirectory() as tmp:
+        lib = os.path.join(tmp, "copy.so")
+        shutil.copy(ARGS.shim, lib)
+        p = drk("run", "--library", lib, "--", "/usr/bin/env", env=clean_env())
+        check(p.returncode == 0 and env_of(p).get("LD_PRELOAD") == os.path.realpath(lib),
+              "--library overrides the shim beside drk", p)
+        marker = os.path.join(tmp, "ran")
+        for bad in (os.path.join(tmp, "missing.so"), tmp):
+            p = drk("run", "--library", bad, "--", "sh", "-c", f"touch {marker}", env=clean_env())
+            check(p.returncode == 2 and bad in p.stderr and not os.path.exists(marker),
+                  f"--library {bad}: error, nothing runs", p)
+        spaced = os.path.join(tmp, "a b.so")
+        shutil.copy(ARGS.shim, spaced)
+        p = drk("run", "--library", spaced, "--", "sh", "-c", f"touch {marker}", env=clean_env())
+        check(p.returncode == 2 and "space or colon" in p.stderr and not os.path.exists(marker),
+              "a library path LD_PRELOAD cannot hold is refused", p)
+
+
+def case_run_layout():
+    """drk finds the shim in an install tree and in a build tree, by itself."""
+    with tempfile.TemporaryDirectory() as tmp:
+        def layout(name, libdir):
+            bindir = os.path.join(tmp, name, "bin")
+            os.makedirs(bindir)
+            exe = os.path.join(bindir, "drk")
+            shutil.copy(ARGS.drk, exe)
+            if libdir is None:
+                return exe, None
+            d = os.path.normpath(os.path.join(bindir, libdir))
+            os.makedirs(d, exist_ok=True)
+            lib = os.path.join(d, "libdrk_shim.so")
+            shutil.copy(ARGS.shim, lib)
+            return exe, os.path.realpath(lib)
+
+        exe, lib = layout("install", ARGS.rel_libdir or ".")
+        p = drk("run", "--", "/usr/bin/env", env=clean_env(), drk_bin=exe)
+        check(p.returncode == 0 and env_of(p).get("LD_PRELOAD") == lib,
+              f"install layout: bin/{ARGS.rel_libdir}/libdrk_shim.so", p)
+
+        exe, lib = layout("build", "../lib")
+        p = drk("run", "--", "/usr/bin/env", env=clean_env(), drk_bin=exe)
+        check(p.returncode == 0 and env_of(p).get("LD_PRELOAD") == lib, "build layout: bin/../lib", p)
+
+        exe, _ = layout("none", None)
+        marker = os.path.join(tmp, "ran")
+        p = drk("run", "--", "sh", "-c", f"touch {marker}", env=clean_env(), drk_bin=exe)
+        check(p.returncode == 2 and "cannot find libdrk_shim.so" in p.stderr and "--library" in p.stderr
+              and not os.path.exists(marker), "no shim anywhere: a clear error, nothing runs", p)
+
+
+def case_run_bad_set():
+    names = [n for n, _, _ in option_table()]
+    with tempfile.TemporaryDirectory() as tmp:
+        marker = os.path.join(tmp, "ran")
+        prog = ["--", "sh", "-c", f"touch {marker}"]
+        p = drk("run", "--set", "NOPE=1", *prog, env=clean_env())
+        check(p.returncode == 2 and "NOPE" in p.stderr, "an unknown key is an error naming it", p)
+        for n in names:
+            check(n in p.stderr, f"the error lists valid option {n}", p)
+        for arg, key in (("LOG_LEVEL=loud", "DRK_LOG_LEVEL"), ("DRK_DISABLE=maybe", "DRK_DISABLE"),
+                         ("observe=2", "DRK_OBSERVE")):
+            p = drk("run", "--set", arg, *prog, env=clean_env())
+            check(p.returncode == 2 and key in p.stderr and "bad value" in p.stderr,
+                  f"--set {arg}: a refused value is an error naming {key}", p)
+        for argv in (["--set", "DISABLE", *prog], ["--set", "=1", *prog], ["--bogus", *prog], ["--set"],
+                     ["--report"], ["--library"]):
+            p = drk("run", *argv, env=clean_env())
+            check(p.returncode == 2 and "usage: drk run" in p.stderr, f"drk run {argv}: usage error", p)
+        p = drk("run", env=clean_env())
+        check(p.returncode == 2 and "no program" in p.stderr, "no program: usage error", p)
+        check(not os.path.exists(marker), "nothing ran after any of these errors")
+
+
+def case_run_status():
+    p = drk("run", "--", "sh", "-c", "exit 3", env=clean_env())
+    check(p.returncode == 3, "the program's exit status is drk run's", p)
+    p = drk("run", "--", "sh", "-c", "kill -TERM $$", env=clean_env())
+    check(p.returncode == -signal.SIGTERM, "a program killed by SIGTERM: drk's process dies the same way", p)
+    p = drk("run", "--", "sh", "-c", "echo out; echo err >&2; exit 0", env=clean_env())
+    check(p.returncode == 0 and p.stdout == "out\n" and "err" in p.stderr, "the program's output passes", p)
+    p = drk("run", "--", "sh", "-c", 'printf "%s|" "$@"', "sh", "a b", "--set", "--", env=clean_env())
+    check(p.stdout == "a b|--set|--|", "arguments after the program reach it untouched", p)
+
+
+def case_run_exec_fail():
+    with tempfile.TemporaryDirectory() as tmp:
+        p = drk("run", "--", "drk-test-no-such-command", env=clean_env())
+        check(p.returncode == 127 and "drk-test-no-such-command" in p.stderr, "command not found: 127", p)
+        p = drk("run", "--", os.path.join(tmp, "missing"), env=clean_env())
+        check(p.returncode == 127 and "No such file" in p.stderr, "missing path: 127", p)
+        plain = os.path.join(tmp, "plain")
+        open(plain, "w").write("not a program\n")
+        os.chmod(plain, 0o644)
+        p = drk("run", "--", plain, env=clean_env())  # root too: exec needs an x bit
+        check(p.returncode == 126 and plain in p.stderr, "not executable: 126", p)
+        p = drk("run", "--", tmp, env=clean_env())
+        check(p.returncode == 126, "a directory: 126", p)
+
+
+# ---------------------------------------------------------------- drk report
+
+LONG = ("_ZN7cutlass7Kernel2I61cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_128x2_tn_align8"
+        "EEvNT_6ParamsE_")
+
+
+def row(out, *cells):
+    """A table row holding these cells in order, separated by blanks."""
+    pat = r"^\s*" + r"\s+".join(re.escape(c) for c in cells) + r"\s*$"
+    return re.search(pat, out, re.M) is not None
+
+
+def case_report_single():
+    p = drk("report", fixture("single.json"))
+    o = p.stdout
+    check(p.returncode == 0 and not p.stderr, "drk report on one file", p)
+    check("== python3 (pid 4242) ==" in o, "process header", p)
+    check("libcuda.so.580.65.06, version 13000 (CUDA 13.0)" in o, "driver path and version", p)
+    check(re.search(r"duration\s+12\.345 s", o), "duration", p)
+    check("kernels: 27000 launches (2 failed, 0 untracked), 5 distinct" in o, "kernel totals", p)
+    names = [l.split()[0] for l in o.splitlines() if re.match(r"  \S+\s+\d+\s+[\d.]+\s+\d+\s+\d+\+?\s", l)]
+    check(names[:2] == ["_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFu...",
+                        "ampere_sgemm_128x64_tn"], f"most launched first, names cut to 64 columns: {names}", p)
+    check(row(o, "ampere_sgemm_128x64_tn", "8000", "29.6", "1", "1", "8x16x1 / 256x1x1 / 32768"),
+          "a kernel row: launches, %, handles, shapes, top shape", p)
+    check(row(o, names[0], "12000", "44.4", "2", "2", "1024x1x1 / 128x1x1 / 0"), "top shape of a two-shape kernel",
+          p)
+    check(LONG[:40] in o and LONG not in o, "a long name is truncated", p)
+    check(re.search(re.escape(LONG[:61]) + r"\.\.\.\s+5000\s+18\.5\s+1\s+8\+\s", o),
+          "with an ellipsis; '8+' marks shapes beyond those recorded", p)
+    check("kernel_caf\u00e9_\U0001F680" in o, "\\u escapes and surrogate pairs decoded to UTF-8", p)
+    check(row(o, "launch", "27002") and row(o, "cuLaunchKernel", "25200") and row(o, "cuLaunchKernelEx", "1802"),
+          "calls by family and name", p)
+    check(row(o, "graph", "0") and row(o, "entry", "412") and row(o, "cuGetProcAddress_v2", "412"),
+          "every family, zero ones too", p)
+    check("cuLaunchKernel_ptsz" not in o and "cuGraphLaunch" not in o, "names with no calls are left out", p)
+    check(row(o, "device", "12", "1", "1.50 GiB", "10") and row(o, "host", "2", "0", "8.00 MiB", "2")
+          and row(o, "pitch", "0", "0", "0 B", "0"), "allocations by kind, bytes human-readable", p)
+    check("combined" not in o, "one file: no combined section", p)
+
+
+def case_report_top():
+    p = drk("report", "--top", "2", fixture("single.json"))
+    check(p.returncode == 0 and "ampere_sgemm_128x64_tn" in p.stdout and "triton_poi_fused_add_0" not in p.stdout,
+          "--top 2 lists two kernels", p)
+    check("... 3 more kernels, 7000 launches" in p.stdout, "and sums the rest", p)
+    p = drk("report", "--top=0", fixture("single.json"))
+    check(p.returncode == 0 and "kernel_caf" in p.stdout and "more kernels" not in p.stdout, "--top=0: all", p)
+    single = fixture("single.json")
+    for bad in (["--top", "x", single], ["--top", "-1", single], ["--frob", single], [single, "--top"], []):
+        p = drk("report", *bad)
+        check(p.returncode == 2 and "usage: drk report" in p.stderr, f"drk report {bad}: usage error", p)
+    p = drk("report", fixture("single.json"), fixture("future.json"))
+    check(p.returncode == 2, "two paths: usage error", p)
+
+
+def case_report_dir():
+    p = drk("report", fixture("dir"))
+    o = p.stdout
+    check(p.returncode == 0, "drk report on a directory", p)
+    check("skipping" in p.stderr and "notes.json" in p.stderr, "a JSON file of another schema is skipped", p)
+    i_parent = o.find("== python (pid 5000) ==")
+    i_child = o.find("== python (pid 5001, forked from 5000) ==")
+    i_all = o.find("== combined: 2 processes ==")
+    check(0 <= i_parent < i_child < i_all, "parent, forked child, then combined", p)
+    child, combined = o[i_child:i_all], o[i_all:]
+    check("driver    (not opened), version unknown" in child, "a null driver path and version", p)
+    check("kernels: 310 launches (2 failed, 3 untracked), 2 distinct" in child, "the child's totals", p)
+    check("kernels: 460 launches (2 failed, 3 untracked), 3 distinct" in combined, "combined totals", p)
+    check(row(combined, "k_shared", "400", "87.0", "2", "2", "10x1x1 / 32x1x1 / 0"),
+          "kernels merged by name across processes: launches, handles, shapes", p)
+    check(row(combined, "launch", "462") and row(combined, "cuLaunchKernel", "150")
+          and row(combined, "cuLaunchKernel_ptsz", "312"), "calls summed", p)
+    check(row(combined, "device", "5", "0", "1.00 MiB", "4") and row(combined, "async", "10", "0", "10.0 KiB", "0"),
+          "memory summed", p)
+    check(re.search(r"span\s+5\.000 s", combined), "the combined span", p)
+
+
+def case_report_json():
+    p = drk("report", "--json", fixture("dir"))
+    check(p.returncode == 0, "drk report --json", p)
+    d = json.loads(p.stdout)
+    check(d["schema"] == "drk-report-summary" and d["version"] == 1, "summary schema", p)
+    check([(x["pid"], x["forked_from"]) for x in d["processes"]] == [(5000, 0), (5001, 5000)], "processes", p)
+    k = d["kernels"]
+    check((k["launches"], k["failed_launches"], k["untracked_launches"], k["distinct"]) == (460, 2, 3, 3),
+          "kernel totals", p)
+    check([x["name"] for x in k["list"]] == ["k_shared", "k_parent_only", "k_child_only"], "all kernels, in order", p)
+    ks = k["list"][0]
+    check((ks["launches"], ks["handles"]) == (400, 2), "merged kernel", p)
+    check(ks["shapes"] == [{"grid": [10, 1, 1], "block": [32, 1, 1], "shared_bytes": 0, "launches": 300},
+                           {"grid": [20, 1, 1], "block": [32, 1, 1], "shared_bytes": 0, "launches": 100}],
+          "shapes merged by grid/block/shared", p)
+    check(d["calls"]["launch"]["total"] == 462 and d["calls"]["launch"]["by_name"]["cuLaunchKernel_ptsz"] == 312,
+          "calls", p)
+    check(d["memory"]["device"] == {"allocs": 5, "failed": 0, "bytes": 1052672, "frees": 4, "failed_frees": 0},
+          "memory", p)
+    p = drk("report", "--json", "--top", "1", fixture("dir"))
+    d = json.loads(p.stdout)
+    check(len(d["kernels"]["list"]) == 1 and d["kernels"]["distinct"] == 3, "--json --top 1", p)
+    p = drk("report", "--json", fixture("single.json"))
+    d = json.loads(p.stdout)
+    check(d["kernels"]["launches"] == 27000 and len(d["kernels"]["list"]) == 5
+          and d["kernels"]["list"][4]["name"] == "kernel_caf\u00e9_\U0001F680", "--json on one file", p)
+
+
+def case_report_errors():
+    p = drk("report", fixture("malformed.json"))
+    check(p.returncode == 1 and "malformed.json:5:3: malformed JSON" in p.stderr and not p.stdout,
+          "malformed JSON: exit 1, with line and column", p)
+    p = drk("report", fixture("future.json"))
+    check(p.returncode == 1 and "version 2 is newer" in p.stderr and "version 1" in p.stderr,
+          "a newer version is refused as newer", p)
+    p = drk("report", fixture("dir", "notes.json"))
+    check(p.returncode == 1 and "not a drk report" in p.stderr, "a file of another schema: exit 1", p)
+    p = drk("report", fixture("no-such.json"))
+    check(p.returncode == 1 and "No such file" in p.stderr, "a missing file: exit 1", p)
+    p = drk("report", "/dev/null")
+    check(p.returncode == 1 and "unexpected end of input" in p.stderr, "an empty file", p)
+    with tempfile.TemporaryDirectory() as tmp:
+        p = drk("report", tmp)
+        check(p.returncode == 1 and "no drk reports" in p.stderr, "an empty directory: exit 1", p)
+        shutil.copy(fixture("dir", "notes.json"), tmp)
+        p = drk("report", tmp)
+        check(p.returncode == 1 and "no drk reports" in p.stderr, "a directory of other JSON: exit 1", p)
+        shutil.copy(fixture("single.json"), tmp)
+        shutil.copy(fixture("malformed.json"), tmp)
+        p = drk("report", tmp)
+        check(p.returncode == 1 and "malformed.json:5:3" in p.stderr, "one bad report fails the directory", p)
+        os.unlink(os.path.join(tmp, "malformed.json"))
+        shutil.copy(fixture("future.json"), tmp)
+        p = drk("report", tmp)
+        check(p.returncode == 1 and "version 2" in p.stderr, "a newer report fails the directory", p)
+        if os.geteuid() != 0:  # root reads anything
+            os.unlink(os.path.join(tmp, "future.json"))
+            locked = os.path.join(tmp, "locked.json")
+            shutil.copy(fixture("single.json"), locked)
+            os.chmod(locked, 0)
+            p = drk("report", locked)
+            check(p.returncode == 1 and "cannot open" in p.stderr, "an unreadable file: exit 1", p)
+
+
+def case_report_parser():
+    """The JSON reader, through reports written here."""
+    base = json.load(open(fixture("single.json")))
+    with tempfile.TemporaryDirectory() as tmp:
+        def write(text, name="r.json"):
+            path = os.path.join(tmp, name)
+            with open(path, "w", encoding="utf-8", newline="") as f:
+                f.write(text)
+            return path
+
+        def variant(edit):
+            d = json.loads(json.dumps(base))
+            edit(d)
+            return write(json.dumps(d, indent=2))
+
+        # Escapes of every kind survive the trip through drk's reader and writer.
+        odd = 'q"b\\s/\b\f\n\r\t\x01\u00e9\u20ac\U0001F680'
+        def rename(d):
+            d["kernels"]["list"][0]["name"] = odd
+        p = drk("report", "--json", variant(rename))
+        check(p.returncode == 0 and json.loads(p.stdout)["kernels"]["list"][0]["name"] == odd,
+              "string escapes and \\u (incl. surrogate pairs) round-trip", p)
+
+        # Counters are exact 64-bit integers, beyond what a double holds.
+        def big(d):
+            d["memory"]["device"]["bytes"] = 2**64 - 1
+            d["memory"]["device"]["allocs"] = 2**53 + 1
+            d["kernels"]["failed_launches"] = 2.0e1
+        p = drk("report", "--json", variant(big))
+        m = json.loads(p.stdout)["memory"]["device"] if p.returncode == 0 else {}
+        check(m.get("bytes") == 2**64 - 1 and m.get("allocs") == 2**53 + 1, "exact uint64 counters", p)
+        check(json.loads(p.stdout)["kernels"]["failed_launches"] == 20, "an integral 2.0e1 reads as 20", p)
+        p = drk("report", variant(big))
+        check(row(p.stdout, "device", str(2**53 + 1), "1", "16.0 EiB", "10"), "16 EiB in the table", p)
+
+        def fail(path, *words):
+            p = drk("report", path)
+            check(p.returncode == 1 and all(w in p.stderr for w in words) and "Traceback" not in p.stderr,
+                  f"refused with {words}", p)
+
+        fail(write("[" * 100000 + "]" * 100000), "nested deeper than")
+        fail(write('{"schema": "drk-report", "version": 1, "x": "\\ud800"}'), ":1:", "surrogate")
+        fail(write('{"schema": "drk-report", "version": 1, "x": "\\udc00\\ud800"}'), "surrogate")
+        fail(write('{"schema": "drk-report", "x": "\\q"}'), ":1:", "invalid escape")
+        fail(write('{"schema": "drk-report", "x": "a\nb"}'), ":1:", "control character")
+        fail(write('{"schema": "drk-report", "x": "abc'), ":1:", "unterminated string")
+        fail(write('{"schema": "drk-report", "x": 01}'), ":1:")
+        fail(write('{"schema": "drk-report", "x": -}'), ":1:", "invalid number")
+        fail(write('{"schema": "drk-report", "x": 1.}'), ":1:", "invalid number")
+        fail(write('{"schema": "drk-report", "x": tru}'), ":1:", "invalid literal")
+        fail(write('{"schema": "drk-report",\n  "x": [1, 2,]}'), ":2:", "expected a value")
+        fail(write('{"schema": "drk-report"} x'), ":1:26:", "after the document")
+        fail(write('{"schema": "drk-report", "a": 1'), "unterminated object")
+        fail(write('{"schema": "drk-report", "version": "1"}'), "version")
+        fail(write('{"schema": "drk-report", "version": 0}'), "version")
+        fail(write('{"schema": "drk-report"}'), "missing \"version\"")
+
+        def drop(d):
+            del d["kernels"]["list"][1]["launches"]
+        fail(variant(drop), "kernels.list[1]", "launches")
+        def negative(d):
+            d["memory"]["host"]["bytes"] = -5
+        fail(variant(negative), "memory.host.bytes", "non-negative integer")
+        def bad_grid(d):
+            d["kernels"]["list"][0]["shapes"][1]["grid"] = [1, 2]
+        fail(variant(bad_grid), "kernels.list[0].shapes[1].grid")
+        def no_calls(d):
+            d["calls"] = []
+        fail(variant(no_calls), "calls", "object")
+
+        # Whitespace and a byte-order mark are fine; unknown fields are ignored.
+        def extra(d):
+            d["future_field"] = {"x": [None, True, False, 1.5e-3, -2]}
+        path = variant(extra)
+        text = "\ufeff\r\n\t " + open(path, encoding="utf-8").read() + "\n\n"
+        p = drk("report", write(text, "bom.json"))
+        check(p.returncode == 0 and "27000 launches" in p.stdout, "BOM, whitespace, unknown fields", p)
+
+
+CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
+
+
+def main():
+    global ARGS
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--drk", required=True)
+    ap.add_argument("--shim", required=True)
+    ap.add_argument("--version", required=True)
+    ap.add_argument("--rel-libdir", default="")
+    ap.add_argument("--options-source", required=True)
+    ap.add_argument("--fixtures", required=True)
+    ap.add_argument("case", choices=sorted(CASES))
+    ARGS = ap.parse_args()
+    CASES[ARGS.case]()
+    print(f"ok: {ARGS.case}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+/* The option parser: every type, good and bad values, names with and
+ * without the prefix. */
+#include <string.h>
+
+#include "../../shim/log.h"
+#include "../../shim/options.h"
+#include "check.h"
+
+static int parses(drk_option_id id, const char *text, long *num, char *canon)
+{
+    drk_option_value v;
+    char why[96];
+    if (drk_option_parse(id, text, &v, why, sizeof why) != 0) {
+        CHECK(why[0] != '\0');
+        return 0;
+    }
+    if (num)
+        *num = v.num;
+    if (canon)
+        strcpy(canon, v.text);
+    return 1;
+}
+
+int main(void)
+{
+    long n;
+    char t[DRK_OPTION_PATH_MAX];
+    static const char *const yes[] = {"1", "true", "TRUE", "yes", "On"};
+    static const char *const no[] = {"0", "false", "no", "OFF"};
+    for (int i = 0; i < 5; i++)
+        CHECK(parses(DRK_OPT_DISABLE, yes[i], &n, t) && n == 1 && strcmp(t, "1") == 0);
+    for (int i = 0; i < 4; i++)
+        CHECK(parses(DRK_OPT_DISABLE, no[i], &n, NULL) && n == 0);
+    CHECK(!parses(DRK_OPT_DISABLE, "2", NULL, NULL));
+    CHECK(!parses(DRK_OPT_DISABLE, "", NULL, NULL));
+    CHECK(!parses(DRK_OPT_OBSERVE, "maybe", NULL, NULL));
+
+    CHECK(parses(DRK_OPT_LOG_LEVEL, "debug", &n, t) && n == DRK_LOG_DEBUG && strcmp(t, "debug") == 0);
+    CHECK(parses(DRK_OPT_LOG_LEVEL, "ERROR", &n, t) && n == DRK_LOG_ERROR && strcmp(t, "error") == 0);
+    CHECK(parses(DRK_OPT_LOG_LEVEL, "2", &n, t) && n == DRK_LOG_INFO && strcmp(t, "info") == 0);
+    CHECK(!parses(DRK_OPT_LOG_LEVEL, "loud", NULL, NULL));
+    CHECK(!parses(DRK_OPT_LOG_LEVEL, "4", NULL, NULL));
+
+    CHECK(parses(DRK_OPT_REPORT, "/tmp/r/", NULL, t) && strcmp(t, "/tmp/r/") == 0);
+    char longpath[DRK_OPTION_PATH_MAX + 10];
+    memset(longpath, 'a', sizeof longpath - 1);
+    longpath[sizeof longpath - 1] = '\0';
+    CHECK(!parses(DRK_OPT_REPORT, longpath, NULL, NULL));
+
+    /* Every default parses, and every option has a name and a doc. */
+    for (int i = 0; i < DRK_OPT_COUNT; i++) {
+        CHECK(parses((drk_option_id)i, drk_option_table[i].fallback, NULL, NULL));
+        CHECK(strncmp(drk_option_table[i].name, "DRK_", 4) == 0 && strlen(drk_option_table[i].doc) > 10);
+        CHECK(drk_option_find(drk_option_table[i].name) == i);
+        CHECK(drk_option_find(drk_option_table[i].name + 4) == i);
+    }
+    CHECK(drk_option_find("DRK_NOPE") == -1 && drk_option_find("") == -1 && drk_option_find("DRK_") == -1);
+    return CHECK_DONE();
+}

@@ -1,0 +1,20 @@
+/* The drk command's subcommands. Each takes its own argv (argv[0] is the
+ * subcommand's name) and returns the process's exit status; `run` returns
+ * only when it could not start the program. */
+#ifndef DRK_TOOLS_COMMANDS_H
+#define DRK_TOOLS_COMMANDS_H
+
+#include <stdio.h>
+
+int cmd_run(int argc, char **argv);
+int cmd_report(int argc, char **argv);
+int cmd_options(int argc, char **argv);
+
+void usage_run(FILE *f);
+void usage_report(FILE *f);
+void usage_options(FILE *f);
+
+/* Exit status for a command line drk cannot use: nothing was run. */
+#define EXIT_USAGE 2
+
+#endif

@@ -1,0 +1,210 @@
+/* Adding up reports: kernels by name, shapes by (grid, block, shared
+ * bytes), call names and memory kinds by name. Counters saturate rather
+ * than wrap, so an absurd sum never prints as a small one. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "report.h"
+
+static uint64_t add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
+static int kernel_ptr_by_name(const void *a, const void *b)
+{
+    return strcmp((*(const rep_kernel *const *)a)->name, (*(const rep_kernel *const *)b)->name);
+}
+
+static int kernel_by_launches_desc(const void *a, const void *b)
+{
+    const rep_kernel *x = a, *y = b;
+    if (x->launches != y->launches)
+        return x->launches < y->launches ? 1 : -1;
+    return strcmp(x->name, y->name);
+}
+
+static int shape_key_cmp(const rep_shape *x, const rep_shape *y)
+{
+    for (int d = 0; d < 3; d++) {
+        if (x->grid[d] != y->grid[d])
+            return x->grid[d] < y->grid[d] ? -1 : 1;
+        if (x->block[d] != y->block[d])
+            return x->block[d] < y->block[d] ? -1 : 1;
+    }
+    if (x->shared_bytes != y->shared_bytes)
+        return x->shared_bytes < y->shared_bytes ? -1 : 1;
+    return 0;
+}
+
+static int shape_by_key(const void *a, const void *b) { return shape_key_cmp(a, b); }
+
+static int shape_by_launches_desc(const void *a, const void *b)
+{
+    const rep_shape *x = a, *y = b;
+    if (x->launches != y->launches)
+        return x->launches < y->launches ? 1 : -1;
+    return shape_key_cmp(x, y);
+}
+
+/* One kernel from the `count` same-named ones at `group`. */
+static int merge_kernel(const rep_kernel *const *group, size_t count, rep_kernel *out)
+{
+    size_t ns = 0;
+    for (size_t i = 0; i < count; i++)
+        ns += group[i]->nshapes;
+    out->name = group[0]->name;
+    out->shapes = malloc((ns + 1) * sizeof *out->shapes);
+    if (!out->shapes)
+        return -1;
+    for (size_t i = 0; i < count; i++) {
+        const rep_kernel *k = group[i];
+        out->handles = add(out->handles, k->handles);
+        out->launches = add(out->launches, k->launches);
+        out->other_shape_launches = add(out->other_shape_launches, k->other_shape_launches);
+        memcpy(out->shapes + out->nshapes, k->shapes, k->nshapes * sizeof *k->shapes);
+        out->nshapes += k->nshapes;
+    }
+    if (out->nshapes > 1) {
+        qsort(out->shapes, out->nshapes, sizeof *out->shapes, shape_by_key);
+        size_t u = 0;
+        for (size_t i = 0; i < out->nshapes; i++) {
+            if (u && shape_key_cmp(&out->shapes[u - 1], &out->shapes[i]) == 0)
+                out->shapes[u - 1].launches = add(out->shapes[u - 1].launches, out->shapes[i].launches);
+            else
+                out->shapes[u++] = out->shapes[i];
+        }
+        out->nshapes = u;
+        qsort(out->shapes, out->nshapes, sizeof *out->shapes, shape_by_launches_desc);
+    }
+    return 0;
+}
+
+static int merge_kernels(const rep_totals *const *parts, size_t n, rep_totals *out)
+{
+    size_t total = 0;
+    for (size_t p = 0; p < n; p++)
+        total += parts[p]->nkernels;
+    const rep_kernel **all = malloc((total + 1) * sizeof *all);
+    out->kernels = calloc(total + 1, sizeof *out->kernels);
+    if (!all || !out->kernels) {
+        free(all);
+        return -1;
+    }
+    size_t k = 0;
+    for (size_t p = 0; p < n; p++)
+        for (size_t i = 0; i < parts[p]->nkernels; i++)
+            all[k++] = &parts[p]->kernels[i];
+    if (total > 1)
+        qsort(all, total, sizeof *all, kernel_ptr_by_name);
+    for (size_t i = 0; i < total;) {
+        size_t j = i + 1;
+        while (j < total && strcmp(all[j]->name, all[i]->name) == 0)
+            j++;
+        if (merge_kernel(all + i, j - i, &out->kernels[out->nkernels++]) != 0) {
+            free(all);
+            return -1;
+        }
+        i = j;
+    }
+    free(all);
+    if (out->nkernels > 1)
+        qsort(out->kernels, out->nkernels, sizeof *out->kernels, kernel_by_launches_desc);
+    return 0;
+}
+
+/* Families, their names and memory kinds are few (tens): a linear search
+ * keeps the first report's order, which is the order the shim writes. */
+static int add_count(rep_family *f, const rep_count *c)
+{
+    for (size_t i = 0; i < f->nnames; i++)
+        if (strcmp(f->names[i].name, c->name) == 0) {
+            f->names[i].calls = add(f->names[i].calls, c->calls);
+            return 0;
+        }
+    rep_count *n = realloc(f->names, (f->nnames + 1) * sizeof *n);
+    if (!n)
+        return -1;
+    f->names = n;
+    f->names[f->nnames++] = *c;
+    return 0;
+}
+
+static int merge_families(const rep_totals *const *parts, size_t n, rep_totals *out)
+{
+    size_t total = 0;
+    for (size_t p = 0; p < n; p++)
+        total += parts[p]->nfamilies;
+    out->families = calloc(total + 1, sizeof *out->families);
+    if (!out->families)
+        return -1;
+    for (size_t p = 0; p < n; p++)
+        for (size_t i = 0; i < parts[p]->nfamilies; i++) {
+            const rep_family *src = &parts[p]->families[i];
+            rep_family *f = NULL;
+            for (size_t j = 0; j < out->nfamilies && !f; j++)
+                if (strcmp(out->families[j].name, src->name) == 0)
+                    f = &out->families[j];
+            if (!f) {
+                f = &out->families[out->nfamilies++];
+                f->name = src->name;
+            }
+            f->total = add(f->total, src->total);
+            for (size_t j = 0; j < src->nnames; j++)
+                if (add_count(f, &src->names[j]) != 0)
+                    return -1;
+        }
+    return 0;
+}
+
+static int merge_memory(const rep_totals *const *parts, size_t n, rep_totals *out)
+{
+    size_t total = 0;
+    for (size_t p = 0; p < n; p++)
+        total += parts[p]->nmemory;
+    out->memory = calloc(total + 1, sizeof *out->memory);
+    if (!out->memory)
+        return -1;
+    for (size_t p = 0; p < n; p++)
+        for (size_t i = 0; i < parts[p]->nmemory; i++) {
+            const rep_memkind *src = &parts[p]->memory[i];
+            rep_memkind *k = NULL;
+            for (size_t j = 0; j < out->nmemory && !k; j++)
+                if (strcmp(out->memory[j].name, src->name) == 0)
+                    k = &out->memory[j];
+            if (!k) {
+                k = &out->memory[out->nmemory++];
+                k->name = src->name;
+            }
+            k->allocs = add(k->allocs, src->allocs);
+            k->failed = add(k->failed, src->failed);
+            k->bytes = add(k->bytes, src->bytes);
+            k->frees = add(k->frees, src->frees);
+            k->failed_frees = add(k->failed_frees, src->failed_frees);
+        }
+    return 0;
+}
+
+int totals_merge(const rep_totals *const *parts, size_t n, rep_totals *out)
+{
+    memset(out, 0, sizeof *out);
+    for (size_t p = 0; p < n; p++) {
+        out->launches = add(out->launches, parts[p]->launches);
+        out->failed_launches = add(out->failed_launches, parts[p]->failed_launches);
+        out->untracked_launches = add(out->untracked_launches, parts[p]->untracked_launches);
+    }
+    if (merge_kernels(parts, n, out) != 0 || merge_families(parts, n, out) != 0 || merge_memory(parts, n, out) != 0) {
+        totals_release(out);
+        return -1;
+    }
+    return 0;
+}
+
+void totals_release(rep_totals *t)
+{
+    for (size_t i = 0; i < t->nkernels; i++)
+        free(t->kernels[i].shapes);
+    for (size_t i = 0; i < t->nfamilies; i++)
+        free(t->families[i].names);
+    free(t->kernels);
+    free(t->families);
+    free(t->memory);
+    memset(t, 0, sizeof *t);
+}

@@ -1,0 +1,333 @@
+/* What `drk report` prints: a section per process (header, kernels, calls,
+ * memory), a combined section, or the combined numbers as JSON. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report.h"
+#include "table.h"
+
+/* Kernel names wider than this are cut (mangled names run to hundreds of
+ * characters; the start says which kernel it is). */
+#define NAME_COLUMN 64
+
+static const char *u64s(uint64_t v, char *buf, size_t n)
+{
+    snprintf(buf, n, "%" PRIu64, v);
+    return buf;
+}
+
+/* 1536 -> "1.50 KiB": three significant digits, binary units. */
+static const char *human_bytes(uint64_t b, char *buf, size_t n)
+{
+    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    if (b < 1024) {
+        snprintf(buf, n, "%" PRIu64 " B", b);
+        return buf;
+    }
+    double v = (double)b / 1024;
+    int u = 0;
+    while (v >= 1024 && u < 5)
+        v /= 1024, u++;
+    snprintf(buf, n, v < 10 ? "%.2f %s" : v < 100 ? "%.1f %s" : "%.0f %s", v, units[u]);
+    return buf;
+}
+
+static void shape_text(const rep_shape *s, char *buf, size_t n)
+{
+    snprintf(buf, n, "%" PRIu64 "x%" PRIu64 "x%" PRIu64 " / %" PRIu64 "x%" PRIu64 "x%" PRIu64 " / %" PRIu64,
+             s->grid[0], s->grid[1], s->grid[2], s->block[0], s->block[1], s->block[2], s->shared_bytes);
+}
+
+static void print_kernels(FILE *f, const rep_totals *t, size_t top)
+{
+    char a[32], b[32], c[32];
+    fprintf(f, "kernels: %s launches (%s failed, %s untracked), %zu distinct\n", u64s(t->launches, a, sizeof a),
+            u64s(t->failed_launches, b, sizeof b), u64s(t->untracked_launches, c, sizeof c), t->nkernels);
+    if (!t->nkernels) {
+        fputc('\n', f);
+        return;
+    }
+    size_t shown = top && top < t->nkernels ? top : t->nkernels;
+    table tb;
+    table_init(&tb, "lrrrrl");
+    table_row(&tb, (const char *const[]){"kernel", "launches", "%", "handles", "shapes", "top shape: grid / block / shared"});
+    for (size_t i = 0; i < shown; i++) {
+        const rep_kernel *k = &t->kernels[i];
+        char name[4 * NAME_COLUMN + 1], launches[32], pct[32], handles[32], shapes[40], shape[256];
+        text_fit(k->name, NAME_COLUMN, name, sizeof name);
+        if (t->launches)
+            snprintf(pct, sizeof pct, "%.1f", 100.0 * (double)k->launches / (double)t->launches);
+        else
+            snprintf(pct, sizeof pct, "-");
+        /* "8+": more shapes were launched than the shim kept. */
+        snprintf(shapes, sizeof shapes, "%zu%s", k->nshapes, k->other_shape_launches ? "+" : "");
+        if (k->nshapes)
+            shape_text(&k->shapes[0], shape, sizeof shape);
+        else
+            snprintf(shape, sizeof shape, "-");
+        table_row(&tb, (const char *const[]){name, u64s(k->launches, launches, sizeof launches), pct,
+                                             u64s(k->handles, handles, sizeof handles), shapes, shape});
+    }
+    table_print(&tb, f, "  ");
+    table_free(&tb);
+    if (shown < t->nkernels) {
+        uint64_t rest = 0;
+        for (size_t i = shown; i < t->nkernels; i++)
+            rest += t->kernels[i].launches;
+        fprintf(f, "  ... %zu more kernels, %s launches\n", t->nkernels - shown, u64s(rest, a, sizeof a));
+    }
+    fputc('\n', f);
+}
+
+static void print_calls(FILE *f, const rep_totals *t)
+{
+    fprintf(f, "calls by family:\n");
+    table tb;
+    table_init(&tb, "lr");
+    table_row(&tb, (const char *const[]){"family / name", "calls"});
+    for (size_t i = 0; i < t->nfamilies; i++) {
+        const rep_family *fam = &t->families[i];
+        char n[32];
+        table_row(&tb, (const char *const[]){fam->name, u64s(fam->total, n, sizeof n)});
+        for (size_t j = 0; j < fam->nnames; j++) {
+            if (!fam->names[j].calls)
+                continue;
+            char name[512];
+            snprintf(name, sizeof name, "  %s", fam->names[j].name);
+            table_row(&tb, (const char *const[]){name, u64s(fam->names[j].calls, n, sizeof n)});
+        }
+    }
+    table_print(&tb, f, "  ");
+    table_free(&tb);
+    fputc('\n', f);
+}
+
+static void print_memory(FILE *f, const rep_totals *t)
+{
+    fprintf(f, "allocations by kind:\n");
+    table tb;
+    table_init(&tb, "lrrrr");
+    table_row(&tb, (const char *const[]){"kind", "allocs", "failed", "bytes", "frees"});
+    for (size_t i = 0; i < t->nmemory; i++) {
+        const rep_memkind *k = &t->memory[i];
+        char allocs[32], failed[32], bytes[32], frees[32];
+        table_row(&tb, (const char *const[]){k->name, u64s(k->allocs, allocs, sizeof allocs),
+                                             u64s(k->failed, failed, sizeof failed),
+                                             human_bytes(k->bytes, bytes, sizeof bytes),
+                                             u64s(k->frees, frees, sizeof frees)});
+    }
+    table_print(&tb, f, "  ");
+    table_free(&tb);
+}
+
+static void print_totals(FILE *f, const rep_totals *t, size_t top)
+{
+    print_kernels(f, t, top);
+    print_calls(f, t);
+    print_memory(f, t);
+}
+
+static void print_duration(FILE *f, const char *label, uint64_t start, uint64_t end)
+{
+    if (end >= start)
+        fprintf(f, "  %-9s %.3f s\n", label, (double)(end - start) / 1e9);
+    else
+        fprintf(f, "  %-9s ? (ends before it starts)\n", label);
+}
+
+void print_process(FILE *f, const rep_process *p, size_t top)
+{
+    char a[32], b[32];
+    fprintf(f, "== %s (pid %s", p->program, u64s(p->pid, a, sizeof a));
+    if (p->forked_from)
+        fprintf(f, ", forked from %s", u64s(p->forked_from, b, sizeof b));
+    fprintf(f, ") ==\n");
+    fprintf(f, "  report    %s\n", p->path);
+    fprintf(f, "  exe       %s\n", p->exe);
+    fprintf(f, "  driver    %s", p->driver_path ? p->driver_path : "(not opened)");
+    if (p->has_driver_version)
+        fprintf(f, ", version %" PRId64 " (CUDA %" PRId64 ".%" PRId64 ")", p->driver_version,
+                p->driver_version / 1000, p->driver_version % 1000 / 10);
+    else
+        fprintf(f, ", version unknown");
+    if (strcmp(p->driver_library, "libcuda.so.1") != 0)
+        fprintf(f, " [DRK_CUDA_LIBRARY=%s]", p->driver_library);
+    fputc('\n', f);
+    print_duration(f, "duration", p->start_ns, p->end_ns);
+    fprintf(f, "  drk       %s\n\n", p->drk_version);
+    print_totals(f, &p->t, top);
+}
+
+void print_combined(FILE *f, const rep_process *const *procs, size_t n, const rep_totals *t, size_t top)
+{
+    fprintf(f, "== combined: %zu processes ==\n", n);
+    fprintf(f, "  processes ");
+    size_t listed = n < 8 ? n : 8;
+    uint64_t start = UINT64_MAX, end = 0;
+    for (size_t i = 0; i < n; i++) {
+        char a[32];
+        if (i < listed)
+            fprintf(f, "%s%s %s", i ? ", " : "", procs[i]->program, u64s(procs[i]->pid, a, sizeof a));
+        if (procs[i]->start_ns < start)
+            start = procs[i]->start_ns;
+        if (procs[i]->end_ns > end)
+            end = procs[i]->end_ns;
+    }
+    if (listed < n)
+        fprintf(f, ", and %zu more", n - listed);
+    fputc('\n', f);
+    print_duration(f, "span", start, end);
+    fputc('\n', f);
+    print_totals(f, t, top);
+}
+
+/* A small JSON writer: two-space indentation, strings escaped as the shim
+ * does (quote, backslash and control characters; other bytes as they are). */
+typedef struct jw {
+    FILE *f;
+    int depth;
+    unsigned char has[16];
+} jw;
+
+static void jw_string(jw *w, const char *s)
+{
+    fputc('"', w->f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(w->f, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(w->f, "\\u%04x", *p);
+        else
+            fputc(*p, w->f);
+    }
+    fputc('"', w->f);
+}
+
+static void jw_item(jw *w, const char *key)
+{
+    if (w->depth > 0) {
+        if (w->has[w->depth])
+            fputc(',', w->f);
+        w->has[w->depth] = 1;
+        fprintf(w->f, "\n%*s", 2 * w->depth, "");
+    }
+    if (key) {
+        jw_string(w, key);
+        fputs(": ", w->f);
+    }
+}
+
+static void jw_open(jw *w, const char *key, char bracket)
+{
+    jw_item(w, key);
+    fputc(bracket, w->f);
+    w->has[++w->depth] = 0; /* nesting is fixed below 16 by print_json */
+}
+
+static void jw_close(jw *w, char bracket)
+{
+    int had = w->has[w->depth--];
+    if (had)
+        fprintf(w->f, "\n%*s", 2 * w->depth, "");
+    fputc(bracket, w->f);
+    if (!w->depth)
+        fputc('\n', w->f);
+}
+
+static void jw_u64(jw *w, const char *key, uint64_t v)
+{
+    jw_item(w, key);
+    fprintf(w->f, "%" PRIu64, v);
+}
+
+static void jw_str(jw *w, const char *key, const char *s)
+{
+    jw_item(w, key);
+    if (s)
+        jw_string(w, s);
+    else
+        fputs("null", w->f);
+}
+
+static void jw_dim3(jw *w, const char *key, const uint64_t v[3])
+{
+    jw_item(w, key);
+    fprintf(w->f, "[%" PRIu64 ", %" PRIu64 ", %" PRIu64 "]", v[0], v[1], v[2]);
+}
+
+void print_json(FILE *f, const rep_process *const *procs, size_t n, const rep_totals *t, size_t top)
+{
+    jw w = {f, 0, {0}};
+    jw_open(&w, NULL, '{');
+    jw_str(&w, "schema", "drk-report-summary");
+    jw_u64(&w, "version", 1);
+    jw_open(&w, "processes", '[');
+    for (size_t i = 0; i < n; i++) {
+        const rep_process *p = procs[i];
+        jw_open(&w, NULL, '{');
+        jw_str(&w, "report", p->path);
+        jw_str(&w, "program", p->program);
+        jw_u64(&w, "pid", p->pid);
+        jw_u64(&w, "forked_from", p->forked_from);
+        jw_u64(&w, "start_unix_ns", p->start_ns);
+        jw_u64(&w, "end_unix_ns", p->end_ns);
+        jw_close(&w, '}');
+    }
+    jw_close(&w, ']');
+
+    jw_open(&w, "kernels", '{');
+    jw_u64(&w, "launches", t->launches);
+    jw_u64(&w, "failed_launches", t->failed_launches);
+    jw_u64(&w, "untracked_launches", t->untracked_launches);
+    jw_u64(&w, "distinct", t->nkernels);
+    jw_open(&w, "list", '[');
+    size_t shown = top && top < t->nkernels ? top : t->nkernels;
+    for (size_t i = 0; i < shown; i++) {
+        const rep_kernel *k = &t->kernels[i];
+        jw_open(&w, NULL, '{');
+        jw_str(&w, "name", k->name);
+        jw_u64(&w, "handles", k->handles);
+        jw_u64(&w, "launches", k->launches);
+        jw_open(&w, "shapes", '[');
+        for (size_t s = 0; s < k->nshapes; s++) {
+            jw_open(&w, NULL, '{');
+            jw_dim3(&w, "grid", k->shapes[s].grid);
+            jw_dim3(&w, "block", k->shapes[s].block);
+            jw_u64(&w, "shared_bytes", k->shapes[s].shared_bytes);
+            jw_u64(&w, "launches", k->shapes[s].launches);
+            jw_close(&w, '}');
+        }
+        jw_close(&w, ']');
+        jw_u64(&w, "other_shape_launches", k->other_shape_launches);
+        jw_close(&w, '}');
+    }
+    jw_close(&w, ']');
+    jw_close(&w, '}');
+
+    jw_open(&w, "calls", '{');
+    for (size_t i = 0; i < t->nfamilies; i++) {
+        jw_open(&w, t->families[i].name, '{');
+        jw_u64(&w, "total", t->families[i].total);
+        jw_open(&w, "by_name", '{');
+        for (size_t j = 0; j < t->families[i].nnames; j++)
+            jw_u64(&w, t->families[i].names[j].name, t->families[i].names[j].calls);
+        jw_close(&w, '}');
+        jw_close(&w, '}');
+    }
+    jw_close(&w, '}');
+
+    jw_open(&w, "memory", '{');
+    for (size_t i = 0; i < t->nmemory; i++) {
+        const rep_memkind *k = &t->memory[i];
+        jw_open(&w, k->name, '{');
+        jw_u64(&w, "allocs", k->allocs);
+        jw_u64(&w, "failed", k->failed);
+        jw_u64(&w, "bytes", k->bytes);
+        jw_u64(&w, "frees", k->frees);
+        jw_u64(&w, "failed_frees", k->failed_frees);
+        jw_close(&w, '}');
+    }
+    jw_close(&w, '}');
+    jw_close(&w, '}');
+}

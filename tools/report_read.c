@@ -1,0 +1,357 @@
+/* Reading one report: the file, its JSON, and the fields `drk report` uses,
+ * each checked for its documented type so a damaged report is refused with
+ * the place that is wrong rather than printed as wrong numbers. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "report.h"
+
+typedef struct ctx {
+    const char *file;
+    char *why;
+    size_t whylen;
+    int failed;
+} ctx;
+
+static int bad(ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int bad(ctx *c, const char *fmt, ...)
+{
+    if (!c->failed) {
+        c->failed = 1;
+        int n = snprintf(c->why, c->whylen, "%s: ", c->file);
+        if (n < 0 || (size_t)n >= c->whylen)
+            n = 0;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(c->why + n, c->whylen - (size_t)n, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+static int read_all(const char *path, char **out, size_t *out_len, ctx *c)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return bad(c, "cannot open: %s", strerror(errno));
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    for (;;) {
+        if (!buf) {
+            close(fd);
+            return bad(c, "out of memory");
+        }
+        if (len == cap) {
+            char *n = realloc(buf, cap * 2);
+            if (!n) {
+                free(buf);
+                buf = NULL;
+                continue;
+            }
+            buf = n, cap *= 2;
+        }
+        ssize_t r = read(fd, buf + len, cap - len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            int e = errno;
+            free(buf);
+            close(fd);
+            return bad(c, "cannot read: %s", strerror(e));
+        }
+        if (r == 0)
+            break;
+        len += (size_t)r;
+    }
+    close(fd);
+    *out = buf;
+    *out_len = len;
+    return 0;
+}
+
+/* `where` + "." + `key`, for messages; the top level has no prefix. */
+static const char *join(char *buf, size_t n, const char *where, const char *key)
+{
+    snprintf(buf, n, "%s%s%s", where, *where ? "." : "", key);
+    return buf;
+}
+
+static const json_value *field(ctx *c, const json_value *obj, const char *where, const char *key, json_type want)
+{
+    if (c->failed)
+        return NULL;
+    const json_value *v = json_get(obj, key);
+    if (!v) {
+        bad(c, "%s: missing \"%s\"", *where ? where : "top level", key);
+        return NULL;
+    }
+    if (v->type != want) {
+        char at[256];
+        bad(c, "%s: expected %s %s, found %s", join(at, sizeof at, where, key), want == JSON_OBJECT ? "an" : "a",
+            json_type_name(want), json_type_name(v->type));
+        return NULL;
+    }
+    return v;
+}
+
+static int as_u64(ctx *c, const json_value *v, const char *at, uint64_t *out)
+{
+    if (v->type != JSON_NUMBER || !v->u.num.is_u64)
+        return bad(c, "%s: expected a non-negative integer, found %s", at,
+                   v->type == JSON_NUMBER ? "a fraction or negative number" : json_type_name(v->type));
+    *out = v->u.num.u;
+    return 0;
+}
+
+static int get_u64(ctx *c, const json_value *obj, const char *where, const char *key, uint64_t *out)
+{
+    if (c->failed)
+        return -1;
+    char at[256];
+    const json_value *v = json_get(obj, key);
+    if (!v)
+        return bad(c, "%s: missing \"%s\"", *where ? where : "top level", key);
+    return as_u64(c, v, join(at, sizeof at, where, key), out);
+}
+
+static const char *get_str(ctx *c, const json_value *obj, const char *where, const char *key)
+{
+    const json_value *v = field(c, obj, where, key, JSON_STRING);
+    return v ? v->u.str.s : NULL;
+}
+
+/* A string, or NULL for a JSON null (a failure for any other type). */
+static const char *get_str_or_null(ctx *c, const json_value *obj, const char *where, const char *key)
+{
+    const json_value *v = json_get(obj, key);
+    if (v && v->type == JSON_NULL)
+        return NULL;
+    return get_str(c, obj, where, key);
+}
+
+static int read_dim3(ctx *c, const json_value *shape, const char *where, const char *key, uint64_t out[3])
+{
+    char at[256];
+    const json_value *a = field(c, shape, where, key, JSON_ARRAY);
+    if (!a)
+        return -1;
+    join(at, sizeof at, where, key);
+    if (a->u.arr.count != 3)
+        return bad(c, "%s: expected 3 numbers, found %zu", at, a->u.arr.count);
+    for (int d = 0; d < 3; d++)
+        if (as_u64(c, &a->u.arr.items[d], at, &out[d]) != 0)
+            return -1;
+    return 0;
+}
+
+static int read_kernel(ctx *c, const json_value *k, const char *where, rep_kernel *out)
+{
+    if (k->type != JSON_OBJECT)
+        return bad(c, "%s: expected an object, found %s", where, json_type_name(k->type));
+    out->name = get_str(c, k, where, "name");
+    get_u64(c, k, where, "handles", &out->handles);
+    get_u64(c, k, where, "launches", &out->launches);
+    get_u64(c, k, where, "other_shape_launches", &out->other_shape_launches);
+    const json_value *shapes = field(c, k, where, "shapes", JSON_ARRAY);
+    if (c->failed)
+        return -1;
+    out->shapes = calloc(shapes->u.arr.count + 1, sizeof *out->shapes);
+    if (!out->shapes)
+        return bad(c, "out of memory");
+    for (size_t i = 0; i < shapes->u.arr.count; i++) {
+        const json_value *s = &shapes->u.arr.items[i];
+        rep_shape *o = &out->shapes[out->nshapes++];
+        char at[256];
+        snprintf(at, sizeof at, "%s.shapes[%zu]", where, i);
+        if (s->type != JSON_OBJECT)
+            return bad(c, "%s: expected an object, found %s", at, json_type_name(s->type));
+        read_dim3(c, s, at, "grid", o->grid);
+        read_dim3(c, s, at, "block", o->block);
+        get_u64(c, s, at, "shared_bytes", &o->shared_bytes);
+        get_u64(c, s, at, "launches", &o->launches);
+        if (c->failed)
+            return -1;
+    }
+    return 0;
+}
+
+static int read_kernels(ctx *c, const json_value *doc, rep_totals *t)
+{
+    const json_value *k = field(c, doc, "", "kernels", JSON_OBJECT);
+    get_u64(c, k, "kernels", "launches", &t->launches);
+    get_u64(c, k, "kernels", "failed_launches", &t->failed_launches);
+    get_u64(c, k, "kernels", "untracked_launches", &t->untracked_launches);
+    const json_value *list = field(c, k, "kernels", "list", JSON_ARRAY);
+    if (c->failed)
+        return -1;
+    t->kernels = calloc(list->u.arr.count + 1, sizeof *t->kernels);
+    if (!t->kernels)
+        return bad(c, "out of memory");
+    for (size_t i = 0; i < list->u.arr.count; i++) {
+        char at[64];
+        snprintf(at, sizeof at, "kernels.list[%zu]", i);
+        if (read_kernel(c, &list->u.arr.items[i], at, &t->kernels[t->nkernels++]) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int read_calls(ctx *c, const json_value *doc, rep_totals *t)
+{
+    const json_value *calls = field(c, doc, "", "calls", JSON_OBJECT);
+    if (!calls)
+        return -1;
+    size_t n = calls->u.obj.count;
+    t->families = calloc(n + 1, sizeof *t->families);
+    if (!t->families)
+        return bad(c, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const json_member *m = &calls->u.obj.members[i];
+        rep_family *f = &t->families[t->nfamilies++];
+        char at[256];
+        snprintf(at, sizeof at, "calls.%s", m->key);
+        f->name = m->key;
+        if (m->value.type != JSON_OBJECT)
+            return bad(c, "%s: expected an object, found %s", at, json_type_name(m->value.type));
+        get_u64(c, &m->value, at, "total", &f->total);
+        const json_value *by = field(c, &m->value, at, "by_name", JSON_OBJECT);
+        if (c->failed)
+            return -1;
+        f->names = calloc(by->u.obj.count + 1, sizeof *f->names);
+        if (!f->names)
+            return bad(c, "out of memory");
+        char where[sizeof at + 16];
+        snprintf(where, sizeof where, "%s.by_name", at);
+        for (size_t j = 0; j < by->u.obj.count; j++) {
+            rep_count *rc = &f->names[f->nnames++];
+            rc->name = by->u.obj.members[j].key;
+            if (get_u64(c, by, where, rc->name, &rc->calls) != 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+static int read_memory(ctx *c, const json_value *doc, rep_totals *t)
+{
+    const json_value *mem = field(c, doc, "", "memory", JSON_OBJECT);
+    if (!mem)
+        return -1;
+    t->memory = calloc(mem->u.obj.count + 1, sizeof *t->memory);
+    if (!t->memory)
+        return bad(c, "out of memory");
+    for (size_t i = 0; i < mem->u.obj.count; i++) {
+        const json_member *m = &mem->u.obj.members[i];
+        rep_memkind *k = &t->memory[t->nmemory++];
+        char at[256];
+        snprintf(at, sizeof at, "memory.%s", m->key);
+        k->name = m->key;
+        if (m->value.type != JSON_OBJECT)
+            return bad(c, "%s: expected an object, found %s", at, json_type_name(m->value.type));
+        get_u64(c, &m->value, at, "allocs", &k->allocs);
+        get_u64(c, &m->value, at, "failed", &k->failed);
+        get_u64(c, &m->value, at, "bytes", &k->bytes);
+        get_u64(c, &m->value, at, "frees", &k->frees);
+        get_u64(c, &m->value, at, "failed_frees", &k->failed_frees);
+    }
+    return c->failed ? -1 : 0;
+}
+
+static int read_process(ctx *c, const json_value *doc, rep_process *p)
+{
+    const json_value *proc = field(c, doc, "", "process", JSON_OBJECT);
+    get_u64(c, proc, "process", "pid", &p->pid);
+    get_u64(c, proc, "process", "forked_from", &p->forked_from);
+    p->program = get_str(c, proc, "process", "program");
+    p->exe = get_str(c, proc, "process", "exe");
+    get_u64(c, proc, "process", "start_unix_ns", &p->start_ns);
+    get_u64(c, proc, "process", "end_unix_ns", &p->end_ns);
+    p->drk_version = get_str(c, doc, "", "drk_version");
+
+    const json_value *drv = field(c, doc, "", "driver", JSON_OBJECT);
+    p->driver_library = get_str(c, drv, "driver", "library");
+    p->driver_path = get_str_or_null(c, drv, "driver", "path");
+    const json_value *ver = json_get(drv, "version");
+    if (c->failed)
+        return -1;
+    if (!ver)
+        return bad(c, "driver: missing \"version\"");
+    if (ver->type != JSON_NULL) {
+        uint64_t v = 0;
+        if (as_u64(c, ver, "driver.version", &v) != 0)
+            return -1;
+        p->has_driver_version = 1;
+        p->driver_version = (int64_t)v;
+    }
+    return 0;
+}
+
+int report_load(const char *path, rep_process *out, char *why, size_t whylen)
+{
+    ctx c = {path, why, whylen, 0};
+    memset(out, 0, sizeof *out);
+    out->path = strdup(path);
+    if (!out->path)
+        return bad(&c, "out of memory"), REPORT_ERROR;
+
+    char *text = NULL;
+    size_t len = 0;
+    if (read_all(path, &text, &len, &c) != 0)
+        return REPORT_ERROR;
+    json_error err;
+    int r = json_parse(text, len, &out->doc, &err);
+    free(text);
+    if (r != 0) {
+        snprintf(why, whylen, "%s:%zu:%zu: malformed JSON: %s", path, err.line, err.column, err.msg);
+        return REPORT_ERROR;
+    }
+
+    const json_value *doc = &out->doc;
+    if (doc->type != JSON_OBJECT) {
+        bad(&c, "not a drk report (the top level is %s, not an object)", json_type_name(doc->type));
+        return REPORT_NOT_A_REPORT;
+    }
+    const json_value *schema = json_get(doc, "schema");
+    if (!schema || schema->type != JSON_STRING || strcmp(schema->u.str.s, "drk-report") != 0) {
+        if (schema && schema->type == JSON_STRING)
+            bad(&c, "not a drk report (\"schema\" is \"%s\", not \"drk-report\")", schema->u.str.s);
+        else
+            bad(&c, "not a drk report (no \"schema\": \"drk-report\" at the top level)");
+        return REPORT_NOT_A_REPORT;
+    }
+
+    const json_value *version = json_get(doc, "version");
+    if (!version)
+        return bad(&c, "missing \"version\"; this drk reads report version %d", REPORT_VERSION), REPORT_ERROR;
+    if (version->type != JSON_NUMBER || !version->u.num.is_u64 || version->u.num.u == 0)
+        return bad(&c, "\"version\" must be a positive integer; this drk reads report version %d", REPORT_VERSION),
+               REPORT_ERROR;
+    if (version->u.num.u > REPORT_VERSION)
+        return bad(&c, "report version %llu is newer than this drk (" DRK_VERSION ") can read "
+                       "(it reads version %d); use the drk that came with the library that wrote it",
+                   (unsigned long long)version->u.num.u, REPORT_VERSION),
+               REPORT_ERROR;
+    if (version->u.num.u != REPORT_VERSION)
+        return bad(&c, "unknown report version %llu; this drk reads version %d", (unsigned long long)version->u.num.u,
+                   REPORT_VERSION),
+               REPORT_ERROR;
+
+    if (read_process(&c, doc, out) != 0 || read_kernels(&c, doc, &out->t) != 0 || read_calls(&c, doc, &out->t) != 0 ||
+        read_memory(&c, doc, &out->t) != 0)
+        return REPORT_ERROR;
+    return REPORT_OK;
+}
+
+void report_release(rep_process *p)
+{
+    totals_release(&p->t);
+    json_free(&p->doc);
+    free(p->path);
+    p->path = NULL;
+}

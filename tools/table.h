@@ -1,0 +1,33 @@
+/* Plain-text tables: rows of cells, columns as wide as their widest cell,
+ * widths counted in characters (UTF-8 aware) so names line up. */
+#ifndef DRK_TOOLS_TABLE_H
+#define DRK_TOOLS_TABLE_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#define TABLE_MAX_COLS 8
+
+typedef struct table {
+    size_t ncols;
+    char align[TABLE_MAX_COLS]; /* 'l' or 'r' per column */
+    char **cells;               /* nrows * ncols, copied */
+    size_t nrows, cap;
+    int failed;                 /* out of memory: print what fitted */
+} table;
+
+/* `align`: one 'l' or 'r' per column, e.g. "lrr". */
+void table_init(table *t, const char *align);
+/* Append a row of t->ncols cells (copied; NULL prints as empty). */
+void table_row(table *t, const char *const *cells);
+/* Print every row, each prefixed by `indent`, columns two spaces apart. */
+void table_print(const table *t, FILE *f, const char *indent);
+void table_free(table *t);
+
+/* Characters in a UTF-8 string (bytes that do not continue a sequence). */
+size_t text_width(const char *s);
+/* `s` cut to `width` characters, the last three of them "..." when cut;
+ * writes into `buf` (at least 4 * width + 1 bytes) and returns it. */
+const char *text_fit(const char *s, size_t width, char *buf, size_t buflen);
+
+#endif
