@@ -29,9 +29,10 @@ def check(cond, msg):
 
 
 class Runner:
-    def __init__(self, shim, driver, program, args, before=(), after=()):
+    def __init__(self, shim, driver, program, args, before=(), after=(), runtime=None):
         self.shim, self.driver, self.program, self.args = shim, driver, program, args
-        self.before, self.after = list(before), list(after)
+        # A sanitizer runtime must be first of all preloads.
+        self.before, self.after = ([runtime] if runtime else []) + list(before), list(after)
         self.tmp = tempfile.mkdtemp(prefix="drk-route-")
         self.n = 0
 
@@ -211,13 +212,14 @@ def main():
     ap.add_argument("--owners", action="store_true", help="check which object each resolved pointer is in")
     ap.add_argument("--preload-before", action="append", default=[], help="preloaded before drk (and natively)")
     ap.add_argument("--preload-after", action="append", default=[], help="preloaded after drk (and natively)")
+    ap.add_argument("--sanitizer-runtime", help="preloaded first in every run (sanitizer builds)")
     ap.add_argument("--expect", default="ok", help="same mode: a regex the output must match")
     ap.add_argument("--launches", type=int, help="same mode: launches the report must count")
     ap.add_argument("mode", choices=["workload", "counts", "fork", "badopts", "same"])
     ap.add_argument("program")
     ap.add_argument("args", nargs="*")
     a = ap.parse_args()
-    r = Runner(a.shim, a.driver, a.program, a.args, a.preload_before, a.preload_after)
+    r = Runner(a.shim, a.driver, a.program, a.args, a.preload_before, a.preload_after, a.sanitizer_runtime)
     {"workload": lambda: mode_workload(r, a.owners), "counts": lambda: mode_counts(r), "fork": lambda: mode_fork(r),
      "badopts": lambda: mode_badopts(r), "same": lambda: mode_same(r, a.expect, a.launches)}[a.mode]()
     print(f"{'FAILED' if FAILURES else 'passed'}: {a.mode} {os.path.basename(a.program)}")

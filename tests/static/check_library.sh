@@ -7,9 +7,11 @@
 #    with dlvsym and called through a pointer);
 #  - getenv only where options are read; no allocation, lock or getenv in the files the
 #    launch path runs through.
-# Usage: check_library.sh LIBRARY SOURCE_DIR
+# Usage: check_library.sh LIBRARY SOURCE_DIR [--sanitized]
+#   --sanitized: the library is a sanitizer build, which needs the sanitizer
+#   runtimes and carries their constructors.
 set -u
-lib=$1 src=$2
+lib=$1 src=$2 sanitized=${3:-}
 fail=0
 no() { echo "FAIL: $*"; fail=1; }
 
@@ -24,6 +26,7 @@ fi
 while read -r needed; do
     case "$needed" in
         libc.so.6|libdl.so.2|libpthread.so.0|libelf.so.1|ld-linux-x86-64.so.2) ;;
+        libasan.so.*|libubsan.so.*) [ -n "$sanitized" ] || no "library needs $needed" ;;
         *) no "library needs $needed" ;;
     esac
 done < <(readelf -d "$lib" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
@@ -31,7 +34,7 @@ done < <(readelf -d "$lib" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
 # One .init_array entry is the toolchain's frame_dummy; more would be a constructor.
 init=$(readelf -S -W "$lib" | sed -n 's/.*\.init_array *INIT_ARRAY *[0-9a-f]* [0-9a-f]* \([0-9a-f]*\).*/\1/p')
 [ -n "$init" ] || no "cannot read .init_array's size"
-[ $((16#${init:-0})) -le 8 ] || no ".init_array holds $((16#$init / 8)) entries: a constructor?"
+[ -n "$sanitized" ] || [ $((16#${init:-0})) -le 8 ] || no ".init_array holds $((16#$init / 8)) entries: a constructor?"
 readelf -S -W "$lib" | grep -q '\.ctors' && no "library has .ctors"
 
 code=(interpose shim alloc evolve)
