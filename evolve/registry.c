@@ -4,13 +4,15 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../shim/counter.h"
 #include "../shim/log.h"
-#include "names.h"
+#include "arena.h"
 
-/* Fixed tables in .bss: untouched pages cost no memory, and a launch never
- * allocates. 32768 kernels is far beyond any program seen (PyTorch runs a
- * few thousand); launches past it are counted as untracked. */
-#define SLOT_BITS 16
+/* The slot table is fixed (.bss: untouched pages cost nothing); records come
+ * from the arena as kernels appear, so a launch never calls malloc. 32768
+ * kernels is far beyond any program seen (PyTorch runs a few thousand);
+ * launches past it are counted as untracked. */
+#define SLOT_BITS DRK_REGISTRY_SLOT_BITS
 #define SLOTS (1u << SLOT_BITS)
 #define RECORDS (1u << 15)
 
@@ -19,42 +21,40 @@
 #define REC_RETIRED ((drk_kernel_record *)1)
 #define REC_UNTRACKED ((drk_kernel_record *)2) /* no room for its record */
 
-static inline int live(const drk_kernel_record *r) { return (uintptr_t)r > (uintptr_t)REC_UNTRACKED; }
+_Static_assert((uintptr_t)REC_UNTRACKED + 1 == DRK_REGISTRY_LIVE, "the inline path's notion of live");
 
-typedef struct slot {
-    _Atomic uintptr_t key;
-    _Atomic(drk_kernel_record *) rec;
-} slot;
+static inline int live(const drk_kernel_record *r) { return (uintptr_t)r >= DRK_REGISTRY_LIVE; }
 
-static slot slots[SLOTS];
-static drk_kernel_record records[RECORDS];
+typedef drk_registry_slot slot;
+
+slot drk_registry_slots[SLOTS];
+#define slots drk_registry_slots
+static _Atomic(drk_kernel_record *) records[RECORDS];
 static atomic_size_t nrecords;
 static _Atomic uint64_t untracked;
 static atomic_int full_logged;
 
-static inline size_t slot_of(uintptr_t h)
-{
-    uint64_t x = (uint64_t)h * 0x9e3779b97f4a7c15ull;
-    return (size_t)(x >> (64 - SLOT_BITS));
-}
+static inline size_t slot_of(uintptr_t h) { return drk_registry_slot_of(h); }
 
 static drk_kernel_record *record_new(uintptr_t handle, drk_handle_kind kind, const char *name, uintptr_t owner)
 {
     size_t i = atomic_fetch_add_explicit(&nrecords, 1, memory_order_relaxed);
-    if (i >= RECORDS) {
-        atomic_store_explicit(&nrecords, RECORDS, memory_order_relaxed);
+    drk_kernel_record *r = i < RECORDS ? drk_arena_alloc(sizeof *r, _Alignof(drk_kernel_record)) : NULL;
+    if (!r) {
+        if (i >= RECORDS)
+            atomic_store_explicit(&nrecords, RECORDS, memory_order_relaxed);
         if (!atomic_exchange(&full_logged, 1))
-            drk_log(DRK_LOG_WARN, "kernel registry full (%u kernels); further kernels are counted as untracked",
+            drk_log(DRK_LOG_WARN, "kernel registry full (%u kernels or out of memory); further kernels are counted as untracked",
                     RECORDS);
         return NULL;
     }
-    drk_kernel_record *r = &records[i];
     r->handle = handle;
     r->kind = kind;
     r->name = drk_name_copy(name);
     if (!r->name)
         r->name = "?";
     atomic_store_explicit(&r->owner, owner, memory_order_relaxed);
+    atomic_store_explicit(&records[i], r, memory_order_release);
     return r;
 }
 
@@ -139,12 +139,8 @@ static drk_kernel_record *make_from_driver(void *arg)
     return record_from_driver(c->driver(), c->handle);
 }
 
-static inline int same_shape(const drk_launch_shape *a, const drk_launch_shape *b)
-{
-    return memcmp(a, b, sizeof *a) == 0;
-}
-
-void drk_registry_launch(const drk_driver *(*driver)(void), uintptr_t handle, const drk_launch_shape *shape)
+void drk_registry_launch_slow(const drk_driver *(*driver)(void), uintptr_t handle, const drk_launch_shape *shape,
+                              unsigned thread)
 {
     int claimed;
     slot *s = slot_find(handle, 1, &claimed);
@@ -157,27 +153,29 @@ void drk_registry_launch(const drk_driver *(*driver)(void), uintptr_t handle, co
             return;
         }
     }
+    int owned = thread < DRK_REGISTRY_SHARDS - 1;
+    drk_kernel_counts *counts = &r->counts[owned ? thread : DRK_REGISTRY_SHARDS - 1];
     /* Shapes are compared directly (no hash on the launch path). A shape
      * being written is skipped; at worst a racing first launch takes a
      * second entry for the same shape, which the report merges. */
     for (int i = 0; i < DRK_SHAPES_PER_KERNEL; i++) {
-        drk_shape_count *c = &r->shapes[i];
+        drk_shape_slot *c = &r->shapes[i];
         uint32_t st = atomic_load_explicit(&c->state, memory_order_acquire);
         if (st == DRK_SHAPE_FREE) {
             if (!atomic_compare_exchange_strong(&c->state, &st, DRK_SHAPE_WRITING))
                 goto taken;
             c->shape = *shape;
-            atomic_fetch_add_explicit(&c->launches, 1, memory_order_relaxed);
             atomic_store_explicit(&c->state, DRK_SHAPE_READY, memory_order_release);
+            drk_counter_add(&counts->shape[i], owned);
             return;
         }
     taken:
-        if (st == DRK_SHAPE_READY && same_shape(&c->shape, shape)) {
-            atomic_fetch_add_explicit(&c->launches, 1, memory_order_relaxed);
+        if (st == DRK_SHAPE_READY && drk_same_shape(&c->shape, shape)) {
+            drk_counter_add(&counts->shape[i], owned);
             return;
         }
     }
-    atomic_fetch_add_explicit(&r->other_launches, 1, memory_order_relaxed);
+    drk_counter_add(&counts->other, owned);
 }
 
 struct bind_ctx {
@@ -228,8 +226,8 @@ void drk_registry_retire(uintptr_t owner)
         return;
     size_t n = drk_registry_size();
     for (size_t i = 0; i < n; i++) {
-        drk_kernel_record *r = &records[i];
-        if (atomic_load_explicit(&r->owner, memory_order_relaxed) != owner)
+        drk_kernel_record *r = atomic_load_explicit(&records[i], memory_order_acquire);
+        if (!r || atomic_load_explicit(&r->owner, memory_order_relaxed) != owner)
             continue;
         int claimed;
         slot *s = slot_find(r->handle, 0, &claimed);
@@ -245,13 +243,36 @@ size_t drk_registry_size(void)
     return n < RECORDS ? n : RECORDS;
 }
 
-const drk_kernel_record *drk_registry_at(size_t i) { return &records[i]; }
+/* Records whose creation is still under way read as empty ones. */
+static const drk_kernel_record empty_record = {.name = ""};
+
+const drk_kernel_record *drk_registry_at(size_t i)
+{
+    const drk_kernel_record *r = atomic_load_explicit(&records[i], memory_order_acquire);
+    return r ? r : &empty_record;
+}
+
+uint64_t drk_record_shape_launches(const drk_kernel_record *r, int shape)
+{
+    uint64_t n = 0;
+    for (int s = 0; s < DRK_REGISTRY_SHARDS; s++)
+        n += atomic_load_explicit(&r->counts[s].shape[shape], memory_order_relaxed);
+    return n;
+}
+
+uint64_t drk_record_other_launches(const drk_kernel_record *r)
+{
+    uint64_t n = 0;
+    for (int s = 0; s < DRK_REGISTRY_SHARDS; s++)
+        n += atomic_load_explicit(&r->counts[s].other, memory_order_relaxed);
+    return n;
+}
 
 uint64_t drk_record_launches(const drk_kernel_record *r)
 {
-    uint64_t n = atomic_load_explicit(&r->other_launches, memory_order_relaxed);
+    uint64_t n = drk_record_other_launches(r);
     for (int i = 0; i < DRK_SHAPES_PER_KERNEL; i++)
-        n += atomic_load_explicit(&r->shapes[i].launches, memory_order_relaxed);
+        n += drk_record_shape_launches(r, i);
     return n;
 }
 
@@ -261,9 +282,12 @@ void drk_registry_reset_counts(void)
 {
     size_t n = drk_registry_size();
     for (size_t i = 0; i < n; i++) {
-        atomic_store_explicit(&records[i].other_launches, 0, memory_order_relaxed);
-        for (int j = 0; j < DRK_SHAPES_PER_KERNEL; j++)
-            atomic_store_explicit(&records[i].shapes[j].launches, 0, memory_order_relaxed);
+        drk_kernel_record *r = atomic_load_explicit(&records[i], memory_order_acquire);
+        for (int s = 0; r && s < DRK_REGISTRY_SHARDS; s++) {
+            atomic_store_explicit(&r->counts[s].other, 0, memory_order_relaxed);
+            for (int j = 0; j < DRK_SHAPES_PER_KERNEL; j++)
+                atomic_store_explicit(&r->counts[s].shape[j], 0, memory_order_relaxed);
+        }
     }
     atomic_store_explicit(&untracked, 0, memory_order_relaxed);
 }

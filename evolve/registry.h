@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../shim/counter.h"
 #include "../shim/driver.h"
 
 typedef enum drk_handle_kind {
@@ -25,26 +26,41 @@ typedef struct drk_launch_shape {
 
 #define DRK_SHAPES_PER_KERNEL 8
 
+/* Launch counts are kept in rows of their own cache lines: one owned by
+ * each of the first launching threads, and a shared last row for the rest
+ * (shim/counter.h), so threads launching one kernel at once neither lock
+ * nor share a line. */
+#define DRK_REGISTRY_SHARDS 8
+
 enum { DRK_SHAPE_FREE, DRK_SHAPE_WRITING, DRK_SHAPE_READY };
 
-typedef struct drk_shape_count {
+typedef struct drk_shape_slot {
     _Atomic uint32_t state; /* DRK_SHAPE_*: shape is readable once READY */
     drk_launch_shape shape;
-    _Atomic uint64_t launches;
-} drk_shape_count;
+} drk_shape_slot;
+
+typedef struct drk_kernel_counts {
+    _Atomic uint64_t shape[DRK_SHAPES_PER_KERNEL];
+    _Atomic uint64_t other; /* launches in shapes beyond the first 8 */
+} __attribute__((aligned(128))) drk_kernel_counts;
 
 typedef struct drk_kernel_record {
     uintptr_t handle;
     _Atomic uintptr_t owner; /* CUmodule or CUlibrary, 0 if unknown */
     const char *name;
     drk_handle_kind kind;
-    _Atomic uint64_t other_launches; /* launches in shapes beyond the first 8 */
-    drk_shape_count shapes[DRK_SHAPES_PER_KERNEL];
+    drk_shape_slot shapes[DRK_SHAPES_PER_KERNEL]; /* read on every launch, written rarely */
+    drk_kernel_counts counts[DRK_REGISTRY_SHARDS];
 } drk_kernel_record;
 
-/* A successful launch of `handle` (a CUfunction or a CUkernel). `driver`
- * is called only for a handle seen for the first time, to name it. */
-void drk_registry_launch(const drk_driver *(*driver)(void), uintptr_t handle, const drk_launch_shape *shape);
+/* A successful launch of `handle` (a CUfunction or a CUkernel) by the thread
+ * of index `thread` (drk_thread_index()). `driver` is called only for a
+ * handle seen for the first time, to name it. The common case (known
+ * handle, known shape) is inline below; the rest is drk_registry_launch_slow. */
+static inline void drk_registry_launch(const drk_driver *(*driver)(void), uintptr_t handle,
+                                       const drk_launch_shape *shape, unsigned thread);
+void drk_registry_launch_slow(const drk_driver *(*driver)(void), uintptr_t handle, const drk_launch_shape *shape,
+                              unsigned thread);
 
 /* A handle the driver just returned for a named kernel (cuModuleGetFunction,
  * cuLibraryGetKernel, cuKernelGetFunction). A handle value reused for
@@ -62,9 +78,58 @@ void drk_registry_retire(uintptr_t owner);
 size_t drk_registry_size(void);
 const drk_kernel_record *drk_registry_at(size_t i);
 uint64_t drk_record_launches(const drk_kernel_record *r);
+uint64_t drk_record_shape_launches(const drk_kernel_record *r, int shape);
+uint64_t drk_record_other_launches(const drk_kernel_record *r);
 /* Launches of kernels that found no room in the registry. */
 uint64_t drk_registry_untracked(void);
 
 void drk_registry_reset_counts(void);
+
+/* The handle table, open-addressed by a multiplicative hash of the handle.
+ * A slot's record pointer below DRK_REGISTRY_LIVE means "being created",
+ * "retired" or "untracked". */
+#define DRK_REGISTRY_SLOT_BITS 16
+#define DRK_REGISTRY_LIVE 3
+
+typedef struct drk_registry_slot {
+    _Atomic uintptr_t key;
+    _Atomic(drk_kernel_record *) rec;
+} drk_registry_slot;
+
+extern drk_registry_slot drk_registry_slots[1u << DRK_REGISTRY_SLOT_BITS];
+
+static inline size_t drk_registry_slot_of(uintptr_t handle)
+{
+    return (size_t)(((uint64_t)handle * 0x9e3779b97f4a7c15ull) >> (64 - DRK_REGISTRY_SLOT_BITS));
+}
+
+static inline int drk_same_shape(const drk_launch_shape *a, const drk_launch_shape *b)
+{
+    return a->grid[0] == b->grid[0] && a->grid[1] == b->grid[1] && a->grid[2] == b->grid[2] &&
+           a->block[0] == b->block[0] && a->block[1] == b->block[1] && a->block[2] == b->block[2] &&
+           a->shared_bytes == b->shared_bytes;
+}
+
+static inline void drk_registry_launch(const drk_driver *(*driver)(void), uintptr_t handle,
+                                       const drk_launch_shape *shape, unsigned thread)
+{
+    drk_registry_slot *s = &drk_registry_slots[drk_registry_slot_of(handle)];
+    if (__builtin_expect(atomic_load_explicit(&s->key, memory_order_acquire) == handle, 1)) {
+        drk_kernel_record *r = atomic_load_explicit(&s->rec, memory_order_acquire);
+        if (__builtin_expect((uintptr_t)r >= DRK_REGISTRY_LIVE, 1)) {
+            int owned = thread < DRK_REGISTRY_SHARDS - 1;
+            drk_kernel_counts *counts = &r->counts[owned ? thread : DRK_REGISTRY_SHARDS - 1];
+            for (int i = 0; i < DRK_SHAPES_PER_KERNEL; i++) {
+                if (atomic_load_explicit(&r->shapes[i].state, memory_order_acquire) != DRK_SHAPE_READY)
+                    break;
+                if (drk_same_shape(&r->shapes[i].shape, shape)) {
+                    drk_counter_add(&counts->shape[i], owned);
+                    return;
+                }
+            }
+        }
+    }
+    drk_registry_launch_slow(driver, handle, shape, thread);
+}
 
 #endif

@@ -7,14 +7,14 @@
 static inline void launched(drk_sym sym, CUresult r, const void *f, unsigned gx, unsigned gy,
                             unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shmem)
 {
-    drk_call_shard *shard = drk_my_shard();
-    atomic_fetch_add_explicit(&shard->calls[sym], 1, memory_order_relaxed);
+    unsigned thread = drk_thread_index();
+    drk_count_call_by(thread, sym);
     if (r != CUDA_SUCCESS) {
-        atomic_fetch_add_explicit(&shard->failed_launches, 1, memory_order_relaxed);
+        drk_count_failed_launch_by(thread);
         return;
     }
     drk_launch_shape shape = {{gx, gy, gz}, {bx, by, bz}, shmem};
-    drk_registry_launch(drk_driver_table, (uintptr_t)f, &shape);
+    drk_registry_launch(drk_driver_table, (uintptr_t)f, &shape, thread);
 }
 
 CUresult drk_body_launch_kernel(drk_sym sym, CUfunction f, unsigned int gx, unsigned int gy,

@@ -139,7 +139,7 @@ static void write_shapes(drk_json *j, const drk_kernel_record *const *recs, size
     size_t n = 0;
     for (size_t r = 0; m && r < count; r++)
         for (int i = 0; i < DRK_SHAPES_PER_KERNEL; i++) {
-            uint64_t l = atomic_load_explicit(&recs[r]->shapes[i].launches, memory_order_relaxed);
+            uint64_t l = drk_record_shape_launches(recs[r], i);
             if (l && atomic_load_explicit(&recs[r]->shapes[i].state, memory_order_acquire) == DRK_SHAPE_READY)
                 m[n++] = (merged_shape){recs[r]->shapes[i].shape, l};
         }
@@ -200,7 +200,7 @@ static void write_kernels(drk_json *j)
         e->count++;
         uint64_t l = drk_record_launches(recs[i]);
         e->launches += l;
-        e->other += atomic_load_explicit(&recs[i]->other_launches, memory_order_relaxed);
+        e->other += drk_record_other_launches(recs[i]);
         launches += l;
     }
     if (ne)

@@ -1,13 +1,16 @@
 #include "stats.h"
 
 drk_call_shard drk_call_shards[DRK_SHARDS];
-__thread unsigned drk_thread_shard __attribute__((tls_model("initial-exec")));
-static atomic_uint next_shard;
+__thread unsigned drk_thread_index1 __attribute__((tls_model("initial-exec")));
+static atomic_uint next_thread;
 
-unsigned drk_shard_assign(void)
+unsigned drk_thread_index_assign(void)
 {
-    drk_thread_shard = atomic_fetch_add_explicit(&next_shard, 1, memory_order_relaxed) % DRK_SHARDS + 1;
-    return drk_thread_shard;
+    /* Indexes are never reused: an owned shard keeps its one writer even
+     * after that thread ends. Past ~4 billion threads they would wrap. */
+    unsigned i = atomic_fetch_add_explicit(&next_thread, 1, memory_order_relaxed);
+    drk_thread_index1 = i < DRK_OWNED_SHARDS ? i + 1 : DRK_OWNED_SHARDS + 1;
+    return drk_thread_index1;
 }
 
 uint64_t drk_calls(drk_sym sym)

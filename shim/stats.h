@@ -1,5 +1,5 @@
-/* Call counts per hooked name. Counters are sharded by thread so that many
- * threads launching at once do not fight over one cache line; the report
+/* Call counts per hooked name, in per-thread shards (counter.h) so that many
+ * threads launching at once neither lock nor share a cache line; the report
  * sums the shards. */
 #ifndef DRK_SHIM_STATS_H
 #define DRK_SHIM_STATS_H
@@ -9,28 +9,36 @@
 
 #include "../interpose/hooks.h"
 
-#define DRK_SHARDS 16
+#include "counter.h"
+
+/* One shard per owning thread, and the shared one last. */
+#define DRK_SHARDS (DRK_OWNED_SHARDS + 1)
 
 typedef struct drk_call_shard {
     _Atomic uint64_t calls[DRK_SYM_COUNT];
     _Atomic uint64_t failed_launches;
-} __attribute__((aligned(64))) drk_call_shard;
+} __attribute__((aligned(128))) drk_call_shard;
 
 extern drk_call_shard drk_call_shards[DRK_SHARDS];
-extern __thread unsigned drk_thread_shard __attribute__((tls_model("initial-exec")));
-unsigned drk_shard_assign(void);
 
-static inline drk_call_shard *drk_my_shard(void)
+static inline unsigned drk_shard_of(unsigned thread)
 {
-    unsigned i = drk_thread_shard;
-    if (__builtin_expect(i == 0, 0))
-        i = drk_shard_assign();
-    return &drk_call_shards[i - 1];
+    return thread < DRK_OWNED_SHARDS ? thread : DRK_OWNED_SHARDS;
 }
 
-static inline void drk_count_call(drk_sym sym)
+/* Count one call of `sym` by thread `thread` (drk_thread_index()). */
+static inline void drk_count_call_by(unsigned thread, drk_sym sym)
 {
-    atomic_fetch_add_explicit(&drk_my_shard()->calls[sym], 1, memory_order_relaxed);
+    unsigned s = drk_shard_of(thread);
+    drk_counter_add(&drk_call_shards[s].calls[sym], s < DRK_OWNED_SHARDS);
+}
+
+static inline void drk_count_call(drk_sym sym) { drk_count_call_by(drk_thread_index(), sym); }
+
+static inline void drk_count_failed_launch_by(unsigned thread)
+{
+    unsigned s = drk_shard_of(thread);
+    drk_counter_add(&drk_call_shards[s].failed_launches, s < DRK_OWNED_SHARDS);
 }
 
 uint64_t drk_calls(drk_sym sym);

@@ -6,7 +6,13 @@
 // preloaded, cuLaunchKernel[Ex] bind to drk's hooks.
 //
 //   launch_bench [--api launch|launchex] [--threads T] [--launches N]
-//                [--reps R] [--warmup W]
+//                [--reps R] [--warmup W] [--ab]
+//
+// --ab (under drk only): every rep times two phases in this one process, one
+// through the driver's own entry point (found in libcuda's symbol table,
+// past drk's dlsym) and one through the program's bound one (drk's hook),
+// their order alternating by rep. The ratio of the two rates is drk's cost
+// per launch with everything else (process, clocks, placement) the same.
 //
 // Each rep: all threads are released together by a barrier, each launches N
 // empty kernels (1 block x 32 threads, no parameters) on its own non-blocking
@@ -16,7 +22,9 @@
 #define _GNU_SOURCE
 #include <cuda.h>
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
+#include <link.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -86,8 +94,17 @@ static double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+typedef CUresult (*launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              CUstream, void **, void **);
+typedef CUresult (*launchex_fn)(const CUlaunchConfig *, CUfunction, void **, void **);
+
+enum { PHASE_DRIVER, PHASE_BOUND };
+
 struct shared {
     enum api api;
+    int ab;                    // --ab: two phases a rep
+    launch_fn launch[2];       // by phase: the driver's own, the bound one
+    launchex_fn launchex[2];
     int threads;
     long launches; // per thread, per rep
     int reps;
@@ -101,14 +118,16 @@ struct shared {
 struct worker {
     struct shared *sh;
     pthread_t tid;
-    double t0, t1; // this thread's release and synchronize times, current rep
+    double t0, t1; // this thread's release and synchronize times, current phase
 };
 
-static void launch_n(const struct shared *sh, CUstream s, long n) {
+static void launch_n(const struct shared *sh, CUstream s, long n, int phase) {
     if (sh->api == API_LAUNCH) {
+        launch_fn launch = sh->launch[phase];
         for (long i = 0; i < n; i++)
-            CK(cuLaunchKernel(sh->fn, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL));
+            CK(launch(sh->fn, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL));
     } else {
+        launchex_fn launchex = sh->launchex[phase];
         CUlaunchConfig cfg;
         memset(&cfg, 0, sizeof cfg);
         cfg.gridDimX = cfg.gridDimY = cfg.gridDimZ = 1;
@@ -116,8 +135,16 @@ static void launch_n(const struct shared *sh, CUstream s, long n) {
         cfg.blockDimY = cfg.blockDimZ = 1;
         cfg.hStream = s;
         for (long i = 0; i < n; i++)
-            CK(cuLaunchKernelEx(&cfg, sh->fn, NULL, NULL));
+            CK(launchex(&cfg, sh->fn, NULL, NULL));
     }
+}
+
+// The k-th phase of rep r: the driver first in even reps, drk first in odd
+// ones, so drift weighs on both alike. Without --ab, the bound one only.
+static int phase_of(const struct shared *sh, int r, int k) {
+    if (!sh->ab)
+        return PHASE_BOUND;
+    return (r + k) % 2 == 0 ? PHASE_DRIVER : PHASE_BOUND;
 }
 
 static void *worker_main(void *arg) {
@@ -130,31 +157,35 @@ static void *worker_main(void *arg) {
     CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     // Warm-up outside the timed region: first launches pay for lazy module
     // loading in the driver and first-sight bookkeeping in drk.
-    launch_n(sh, s, sh->warmup);
+    for (int phase = 0; phase <= sh->ab; phase++)
+        launch_n(sh, s, sh->warmup, sh->ab ? phase : PHASE_BOUND);
     CK(cuStreamSynchronize(s));
     for (int r = 0; r < sh->reps; r++) {
-        int rc = pthread_barrier_wait(&sh->start);
-        if (rc != 0 && rc != PTHREAD_BARRIER_SERIAL_THREAD)
-            check_pthread(rc, "pthread_barrier_wait", __LINE__);
-        w->t0 = now_s();
-        launch_n(sh, s, sh->launches);
-        CK(cuStreamSynchronize(s));
-        w->t1 = now_s();
-        rc = pthread_barrier_wait(&sh->done);
-        if (rc != 0 && rc != PTHREAD_BARRIER_SERIAL_THREAD)
-            check_pthread(rc, "pthread_barrier_wait", __LINE__);
+        for (int k = 0; k <= sh->ab; k++) {
+            int rc = pthread_barrier_wait(&sh->start);
+            if (rc != 0 && rc != PTHREAD_BARRIER_SERIAL_THREAD)
+                check_pthread(rc, "pthread_barrier_wait", __LINE__);
+            w->t0 = now_s();
+            launch_n(sh, s, sh->launches, phase_of(sh, r, k));
+            CK(cuStreamSynchronize(s));
+            w->t1 = now_s();
+            rc = pthread_barrier_wait(&sh->done);
+            if (rc != 0 && rc != PTHREAD_BARRIER_SERIAL_THREAD)
+                check_pthread(rc, "pthread_barrier_wait", __LINE__);
+        }
     }
     CK(cuStreamDestroy(s));
     return NULL;
 }
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: launch_bench [--api launch|launchex] [--threads T] [--launches N] [--reps R] [--warmup W]\n"
+    fprintf(f, "usage: launch_bench [--api launch|launchex] [--threads T] [--launches N] [--reps R] [--warmup W] [--ab]\n"
                "  --api       cuLaunchKernel (launch, default) or cuLaunchKernelEx (launchex)\n"
                "  --threads   launching threads, each with its own stream (default 1, max 256)\n"
                "  --launches  launches per thread per rep (default 200000)\n"
                "  --reps      timed repetitions (default 5)\n"
-               "  --warmup    untimed launches per thread before the first rep (default 2000)\n");
+               "  --warmup    untimed launches per thread before the first rep (default 2000)\n"
+               "  --ab        under drk: time the driver's own entry point and drk's in alternation\n");
 }
 
 static long parse_long(const char *opt, const char *v, long lo, long hi) {
@@ -173,6 +204,53 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+// The median of v[0..n), sorting a copy into `scratch`.
+static double median_of(const double *v, double *scratch, int n) {
+    memcpy(scratch, v, (size_t)n * sizeof *v);
+    qsort(scratch, (size_t)n, sizeof *scratch, cmp_double);
+    return n % 2 ? scratch[n / 2] : 0.5 * (scratch[n / 2 - 1] + scratch[n / 2]);
+}
+
+// The driver's own definition of `name`, read from libcuda's GNU hash table:
+// under drk, dlsym answers with drk's hook, so look where the loader would.
+static void *driver_symbol(const char *name) {
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    struct link_map *lm = NULL;
+    if (!h || dlinfo(h, RTLD_DI_LINKMAP, &lm) != 0 || !lm)
+        return NULL;
+    const ElfW(Sym) *symtab = NULL;
+    const char *strtab = NULL;
+    const uint32_t *gnu = NULL;
+    for (const ElfW(Dyn) *d = lm->l_ld; d->d_tag != DT_NULL; d++) {
+        // glibc has made these absolute on x86-64; be safe if not.
+        ElfW(Addr) p = d->d_un.d_ptr < lm->l_addr ? d->d_un.d_ptr + lm->l_addr : d->d_un.d_ptr;
+        if (d->d_tag == DT_SYMTAB)
+            symtab = (const ElfW(Sym) *)p;
+        else if (d->d_tag == DT_STRTAB)
+            strtab = (const char *)p;
+        else if (d->d_tag == DT_GNU_HASH)
+            gnu = (const uint32_t *)p;
+    }
+    if (!symtab || !strtab || !gnu)
+        return NULL;
+    uint32_t nbuckets = gnu[0], symoffset = gnu[1], bloom_words = gnu[2];
+    const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)&gnu[4] + bloom_words);
+    const uint32_t *chain = buckets + nbuckets;
+    uint32_t hash = 5381;
+    for (const unsigned char *c = (const unsigned char *)name; *c; c++)
+        hash = hash * 33 + *c;
+    uint32_t i = buckets[hash % nbuckets];
+    if (i < symoffset)
+        return NULL;
+    for (;; i++) {
+        uint32_t ch = chain[i - symoffset];
+        if ((ch | 1) == (hash | 1) && strcmp(strtab + symtab[i].st_name, name) == 0 && symtab[i].st_value)
+            return (void *)(lm->l_addr + symtab[i].st_value);
+        if (ch & 1)
+            return NULL;
+    }
+}
+
 // Which object the program's reference to the launch entry point resolved to:
 // libdrk_shim.so when drk is preloaded, libcuda.so.1 otherwise. Printed so a
 // silently failed preload cannot pass for "no overhead".
@@ -186,7 +264,8 @@ static const char *bound_to(enum api a) {
 }
 
 int main(int argc, char **argv) {
-    struct shared sh = {.api = API_LAUNCH, .threads = 1, .launches = 200000, .reps = 5, .warmup = 2000};
+    struct shared sh = {.api = API_LAUNCH, .threads = 1, .launches = 200000, .reps = 5, .warmup = 2000,
+                        .launch = {cuLaunchKernel, cuLaunchKernel}, .launchex = {cuLaunchKernelEx, cuLaunchKernelEx}};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -209,7 +288,10 @@ int main(int argc, char **argv) {
             sh.reps = (int)parse_long(a, v, 1, 1000);
         else if (!strcmp(a, "--warmup"))
             sh.warmup = parse_long(a, v, 0, LONG_MAX);
-        else {
+        else if (!strcmp(a, "--ab")) {
+            sh.ab = 1;
+            continue; // takes no value
+        } else {
             fprintf(stderr, "launch_bench: unknown argument '%s'\n", a);
             usage(stderr);
             return 2;
@@ -232,6 +314,20 @@ int main(int argc, char **argv) {
     CK(cuModuleGetFunction(&sh.fn, mod, KERNEL_NAME));
 
     const char *bound = bound_to(sh.api);
+    if (sh.ab) {
+        sh.launch[PHASE_DRIVER] = (launch_fn)driver_symbol("cuLaunchKernel");
+        sh.launchex[PHASE_DRIVER] = (launchex_fn)driver_symbol("cuLaunchKernelEx");
+        Dl_info info;
+        if (!sh.launch[PHASE_DRIVER] || !sh.launchex[PHASE_DRIVER] ||
+            !dladdr((void *)sh.launch[PHASE_DRIVER], &info) || !strstr(info.dli_fname, "libcuda")) {
+            fprintf(stderr, "launch_bench: --ab: cannot find the driver's own launch entry points\n");
+            return 1;
+        }
+        if (strcmp(bound, "libdrk_shim.so") != 0) {
+            fprintf(stderr, "launch_bench: --ab compares drk with the driver, but the launch entry point is bound to %s: run it under LD_PRELOAD=libdrk_shim.so\n", bound);
+            return 1;
+        }
+    }
     printf("launch_bench: %s, driver %d, api %s, %d thread(s) x %ld launches, %d reps; %s bound to %s\n", name,
            driver, api_name(sh.api), sh.threads, sh.launches, sh.reps,
            sh.api == API_LAUNCH ? "cuLaunchKernel" : "cuLaunchKernelEx", bound);
@@ -253,45 +349,63 @@ int main(int argc, char **argv) {
         CKP(pthread_create(&w[t].tid, NULL, worker_main, &w[t]));
     }
     const double total = (double)sh.threads * (double)sh.launches;
+    double *rate_driver = calloc((size_t)sh.reps, sizeof *rate_driver), *ratio = calloc((size_t)sh.reps, sizeof *ratio);
+    if (!rate_driver || !ratio) {
+        fprintf(stderr, "launch_bench: out of memory\n");
+        return 1;
+    }
     for (int r = 0; r < sh.reps; r++) {
-        int rc = pthread_barrier_wait(&sh.start);
-        if (rc != 0 && rc != PTHREAD_BARRIER_SERIAL_THREAD)
-            check_pthread(rc, "pthread_barrier_wait", __LINE__);
-        rc = pthread_barrier_wait(&sh.done);
-        if (rc != 0 && rc != PTHREAD_BARRIER_SERIAL_THREAD)
-            check_pthread(rc, "pthread_barrier_wait", __LINE__);
-        // The done barrier orders the workers' t0/t1 stores before these reads.
-        double t0 = w[0].t0, t1 = w[0].t1;
-        for (int t = 1; t < sh.threads; t++) {
-            if (w[t].t0 < t0)
-                t0 = w[t].t0;
-            if (w[t].t1 > t1)
-                t1 = w[t].t1;
+        for (int k = 0; k <= sh.ab; k++) {
+            int rc = pthread_barrier_wait(&sh.start);
+            if (rc != 0 && rc != PTHREAD_BARRIER_SERIAL_THREAD)
+                check_pthread(rc, "pthread_barrier_wait", __LINE__);
+            rc = pthread_barrier_wait(&sh.done);
+            if (rc != 0 && rc != PTHREAD_BARRIER_SERIAL_THREAD)
+                check_pthread(rc, "pthread_barrier_wait", __LINE__);
+            // The done barrier orders the workers' t0/t1 stores before these reads.
+            double t0 = w[0].t0, t1 = w[0].t1;
+            for (int t = 1; t < sh.threads; t++) {
+                if (w[t].t0 < t0)
+                    t0 = w[t].t0;
+                if (w[t].t1 > t1)
+                    t1 = w[t].t1;
+            }
+            double wall = t1 - t0, x = total / wall;
+            int phase = phase_of(&sh, r, k);
+            if (phase == PHASE_DRIVER)
+                rate_driver[r] = x;
+            else
+                rate[r] = x;
+            printf("rep %d/%d%s: %.0f launches/s (%.3f us/launch aggregate, wall %.1f ms)\n", r + 1, sh.reps,
+                   !sh.ab ? "" : phase == PHASE_DRIVER ? " driver" : " drk   ", x, 1e6 / x, wall * 1e3);
+            fflush(stdout);
         }
-        double wall = t1 - t0;
-        rate[r] = total / wall;
-        printf("rep %d/%d: %.0f launches/s (%.3f us/launch aggregate, wall %.1f ms)\n", r + 1, sh.reps, rate[r],
-               1e6 / rate[r], wall * 1e3);
-        fflush(stdout);
+        if (sh.ab)
+            ratio[r] = rate[r] / rate_driver[r];
     }
     for (int t = 0; t < sh.threads; t++)
         CKP(pthread_join(w[t].tid, NULL));
     CK(cuModuleUnload(mod));
     CK(cuDevicePrimaryCtxRelease(dev));
 
-    memcpy(sorted, rate, (size_t)sh.reps * sizeof *rate);
-    qsort(sorted, (size_t)sh.reps, sizeof *sorted, cmp_double);
-    double median = sh.reps % 2 ? sorted[sh.reps / 2] : 0.5 * (sorted[sh.reps / 2 - 1] + sorted[sh.reps / 2]);
-
+    double median = median_of(rate, sorted, sh.reps);
     printf("{\"api\":\"%s\",\"threads\":%d,\"launches_per_thread\":%ld,\"reps\":%d,"
            "\"launches_per_s_median\":%.1f,\"launches_per_s_min\":%.1f,\"launches_per_s_max\":%.1f,"
            "\"launches_per_s\":[",
            api_name(sh.api), sh.threads, sh.launches, sh.reps, median, sorted[0], sorted[sh.reps - 1]);
     for (int r = 0; r < sh.reps; r++)
         printf("%s%.1f", r ? "," : "", rate[r]);
+    printf("],");
+    if (sh.ab) {
+        // The ratio per rep (drk / driver, phases side by side), then its median.
+        printf("\"driver_launches_per_s_median\":%.1f,\"ratios\":[", median_of(rate_driver, sorted, sh.reps));
+        for (int r = 0; r < sh.reps; r++)
+            printf("%s%.5f", r ? "," : "", ratio[r]);
+        printf("],\"ratio_median\":%.5f,", median_of(ratio, sorted, sh.reps));
+    }
     // The device name comes from the driver; escape nothing but quotes and
     // backslashes (GPU names have neither in practice).
-    printf("],\"us_per_launch_median\":%.4f,\"bound_to\":\"%s\",\"driver_version\":%d,\"device\":\"", 1e6 / median,
+    printf("\"us_per_launch_median\":%.4f,\"bound_to\":\"%s\",\"driver_version\":%d,\"device\":\"", 1e6 / median,
            bound, driver);
     for (const char *c = name; *c; c++) {
         if (*c == '"' || *c == '\\')
@@ -301,6 +415,8 @@ int main(int argc, char **argv) {
     printf("\"}\n");
     free(sorted);
     free(rate);
+    free(rate_driver);
+    free(ratio);
     free(w);
     pthread_barrier_destroy(&sh.start);
     pthread_barrier_destroy(&sh.done);

@@ -5,7 +5,7 @@
 #
 #   tests/bench/run.sh [BUILD_DIR]        (from the repository root; default build/)
 #
-# Knobs (environment): BENCH_ROUNDS (5), BENCH_REPS (3), BENCH_LAUNCHES_1T
+# Knobs (environment): BENCH_ROUNDS (5), BENCH_REPS (3), BENCH_AB_REPS (9), BENCH_LAUNCHES_1T
 # (200000), BENCH_LAUNCHES_8T (50000 per thread), BENCH_PPO_ROUNDS (4),
 # BENCH_PPO_STEPS (300), BENCH_BUDGET_S (285: rounds stop being added past it),
 # BENCH_PPO_SCRIPT (tests/gpu/workloads/ppo.py).
@@ -166,6 +166,39 @@ run_case() {
   echo
 }
 
+# In-process A/B: one process under drk times the driver's own launch entry
+# point and drk's hook in alternation (launch_bench --ab), so process-to-
+# process noise (clocks, placement) drops out of the ratio.
+ab_reps=${BENCH_AB_REPS:-9}
+echo "in-process A/B ($ab_reps reps, each timing the driver's entry point and drk's hook; ratio = drk / driver)"
+ab_lines=()
+for api in launch launchex; do
+  for t in 1 8; do
+    n=$n1
+    ((t > 1)) && n=$n8
+    slug=ab_${api}_$t
+    if LD_PRELOAD=$preload_drk timeout 120 "$bench" --api $api --threads $t --launches "$n" --reps "$ab_reps" --ab \
+      >"$logs/$slug.out" 2>"$logs/$slug.err"; then
+      line=$(python3 - "$logs/$slug.out" "$api/$t" <<'PY'
+import json, sys
+d = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+r = sorted(d["ratios"])
+verdict = "ok" if d["ratio_median"] >= 0.99 else "BELOW"
+print(f"{sys.argv[2]:<12} driver {d['driver_launches_per_s_median']:>11,.0f}/s  drk {d['launches_per_s_median']:>11,.0f}/s  "
+      f"ratio {d['ratio_median']:.4f} [{r[0]:.4f}..{r[-1]:.4f} over {len(r)} reps]  target >= 0.99  {verdict}")
+PY
+      )
+      echo "  $line"
+      ab_lines+=("$line")
+      cat "$logs/$slug.out" >>"$raw.ab"
+    else
+      echo "  $api/$t: launch_bench --ab failed: $(tail -n 2 "$logs/$slug.err")"
+      status=1
+    fi
+  done
+done
+echo
+
 launch_deadline=$budget
 ((have_ppo)) && launch_deadline=$((budget - ppo_reserve))
 for api in launch launchex; do
@@ -184,5 +217,10 @@ summary_out=-
 python3 "$stats" summary "$raw" "$summary_out" "gpu=$gpu" "host=$(hostname)" "build=$build" \
   "rounds=$rounds" "reps=$reps" "launches_1t=$n1" "launches_8t_per_thread=$n8" \
   "ppo_rounds=$ppo_rounds" "ppo_steps=$ppo_steps" "elapsed_s=$SECONDS" || status=1
+if ((${#ab_lines[@]})); then
+  echo
+  echo "in-process A/B (ratio = drk / driver in one process)"
+  printf '%s\n' "${ab_lines[@]}"
+fi
 echo "elapsed: ${SECONDS}s"
 exit $status

@@ -273,6 +273,8 @@ def check_workload(d, name, losses, cupti_missing):
                diff_maps([("drk", d_api), ("cupti", c_api)]) if d_api != c_api
                else ", ".join(f"{k}={v}" for k, v in sorted(d_api.items())) or "no launches")
         c_kern = nonzero(c["by_kernel_ok"])
+        # Kernels looked up but never launched are in drk's list with 0.
+        per = nonzero(per)
         src = nonzero(c.get("name_source"))
         note = f" (CUPTI names from {src})" if set(src) - {"cupti"} else ""
         if per != c_kern:

@@ -1,7 +1,7 @@
-#include "names.h"
+#include "arena.h"
 
 #include <stdatomic.h>
-#include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -10,7 +10,7 @@
 typedef struct chunk {
     _Atomic size_t used;
     size_t size;
-    char bytes[];
+    char bytes[] __attribute__((aligned(64)));
 } chunk;
 
 static _Atomic(chunk *) current;
@@ -27,24 +27,33 @@ static chunk *chunk_new(size_t need)
     return c;
 }
 
-const char *drk_name_copy(const char *s)
+void *drk_arena_alloc(size_t size, size_t align)
 {
-    size_t len = strlen(s) + 1;
     for (;;) {
         chunk *c = atomic_load_explicit(&current, memory_order_acquire);
         if (c) {
-            size_t at = atomic_fetch_add_explicit(&c->used, len, memory_order_relaxed);
-            if (at + len <= c->size) {
-                memcpy(c->bytes + at, s, len);
-                return c->bytes + at;
+            /* Claim size + align - 1 bytes so an aligned start fits. */
+            size_t at = atomic_fetch_add_explicit(&c->used, size + align - 1, memory_order_relaxed);
+            if (at + size + align - 1 <= c->size) {
+                uintptr_t p = ((uintptr_t)(c->bytes + at) + align - 1) & ~(uintptr_t)(align - 1);
+                return (void *)p; /* fresh mmap pages are zero */
             }
         }
         /* Full or none yet: install a fresh chunk. A chunk that loses the
-         * race goes back; the old one stays (its names are still in use). */
-        chunk *fresh = chunk_new(len);
+         * race goes back; the old one stays (what it holds is in use). */
+        chunk *fresh = chunk_new(size + align);
         if (!fresh)
             return NULL;
         if (!atomic_compare_exchange_strong(&current, &c, fresh))
             munmap(fresh, fresh->size + sizeof(chunk));
     }
+}
+
+const char *drk_name_copy(const char *s)
+{
+    size_t len = strlen(s) + 1;
+    char *p = drk_arena_alloc(len, 1);
+    if (p)
+        memcpy(p, s, len);
+    return p;
 }
