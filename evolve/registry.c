@@ -31,7 +31,7 @@ slot drk_registry_slots[SLOTS];
 #define slots drk_registry_slots
 static _Atomic(drk_kernel_record *) records[RECORDS];
 static atomic_size_t nrecords;
-static _Atomic uint64_t untracked;
+static _Atomic uint64_t untracked[DRK_REGISTRY_ENTRIES];
 static atomic_int full_logged;
 
 static inline size_t slot_of(uintptr_t h) { return drk_registry_slot_of(h); }
@@ -149,7 +149,7 @@ void drk_registry_launch_slow(const drk_driver *(*driver)(void), uintptr_t handl
         struct launch_ctx c = {driver, handle};
         r = s ? slot_record(s, claimed, make_from_driver, &c) : NULL;
         if (!r) {
-            atomic_fetch_add_explicit(&untracked, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&untracked[shape->entry % DRK_REGISTRY_ENTRIES], 1, memory_order_relaxed);
             return;
         }
     }
@@ -175,7 +175,7 @@ void drk_registry_launch_slow(const drk_driver *(*driver)(void), uintptr_t handl
             return;
         }
     }
-    drk_counter_add(&counts->other, owned);
+    drk_counter_add(&counts->other[shape->entry % DRK_REGISTRY_ENTRIES], owned);
 }
 
 struct bind_ctx {
@@ -264,7 +264,8 @@ uint64_t drk_record_other_launches(const drk_kernel_record *r)
 {
     uint64_t n = 0;
     for (int s = 0; s < DRK_REGISTRY_SHARDS; s++)
-        n += atomic_load_explicit(&r->counts[s].other, memory_order_relaxed);
+        for (int e = 0; e < DRK_REGISTRY_ENTRIES; e++)
+            n += atomic_load_explicit(&r->counts[s].other[e], memory_order_relaxed);
     return n;
 }
 
@@ -276,7 +277,31 @@ uint64_t drk_record_launches(const drk_kernel_record *r)
     return n;
 }
 
-uint64_t drk_registry_untracked(void) { return atomic_load_explicit(&untracked, memory_order_relaxed); }
+uint64_t drk_registry_untracked(void)
+{
+    uint64_t n = 0;
+    for (int e = 0; e < DRK_REGISTRY_ENTRIES; e++)
+        n += atomic_load_explicit(&untracked[e], memory_order_relaxed);
+    return n;
+}
+
+uint64_t drk_registry_entry_launches(unsigned entry)
+{
+    if (entry >= DRK_REGISTRY_ENTRIES)
+        return 0;
+    uint64_t n = atomic_load_explicit(&untracked[entry], memory_order_relaxed);
+    size_t size = drk_registry_size();
+    for (size_t i = 0; i < size; i++) {
+        const drk_kernel_record *r = drk_registry_at(i);
+        for (int k = 0; k < DRK_SHAPES_PER_KERNEL; k++)
+            if (atomic_load_explicit(&r->shapes[k].state, memory_order_acquire) == DRK_SHAPE_READY &&
+                r->shapes[k].shape.entry == entry)
+                n += drk_record_shape_launches(r, k);
+        for (int s = 0; s < DRK_REGISTRY_SHARDS; s++)
+            n += atomic_load_explicit(&r->counts[s].other[entry], memory_order_relaxed);
+    }
+    return n;
+}
 
 void drk_registry_reset_counts(void)
 {
@@ -284,10 +309,12 @@ void drk_registry_reset_counts(void)
     for (size_t i = 0; i < n; i++) {
         drk_kernel_record *r = atomic_load_explicit(&records[i], memory_order_acquire);
         for (int s = 0; r && s < DRK_REGISTRY_SHARDS; s++) {
-            atomic_store_explicit(&r->counts[s].other, 0, memory_order_relaxed);
+            for (int e = 0; e < DRK_REGISTRY_ENTRIES; e++)
+                atomic_store_explicit(&r->counts[s].other[e], 0, memory_order_relaxed);
             for (int j = 0; j < DRK_SHAPES_PER_KERNEL; j++)
                 atomic_store_explicit(&r->counts[s].shape[j], 0, memory_order_relaxed);
         }
     }
-    atomic_store_explicit(&untracked, 0, memory_order_relaxed);
+    for (int e = 0; e < DRK_REGISTRY_ENTRIES; e++)
+        atomic_store_explicit(&untracked[e], 0, memory_order_relaxed);
 }

@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "../shim/counter.h"
 #include "../shim/driver.h"
@@ -18,10 +19,16 @@ typedef enum drk_handle_kind {
     DRK_HANDLE_KERNEL,   /* a CUkernel (also when passed as a CUfunction) */
 } drk_handle_kind;
 
+/* How a kernel was launched. `entry` is the caller's label for the entry
+ * point it came through (drk passes the hooked name's slot), so the counts
+ * by shape are also the counts by entry point. */
+#define DRK_REGISTRY_ENTRIES 8
+
 typedef struct drk_launch_shape {
     uint32_t grid[3];
     uint32_t block[3];
     uint32_t shared_bytes; /* dynamic shared memory */
+    uint32_t entry;        /* < DRK_REGISTRY_ENTRIES */
 } drk_launch_shape;
 
 #define DRK_SHAPES_PER_KERNEL 8
@@ -41,7 +48,7 @@ typedef struct drk_shape_slot {
 
 typedef struct drk_kernel_counts {
     _Atomic uint64_t shape[DRK_SHAPES_PER_KERNEL];
-    _Atomic uint64_t other; /* launches in shapes beyond the first 8 */
+    _Atomic uint64_t other[DRK_REGISTRY_ENTRIES]; /* in shapes beyond the first 8, by entry */
 } __attribute__((aligned(128))) drk_kernel_counts;
 
 typedef struct drk_kernel_record {
@@ -82,6 +89,8 @@ uint64_t drk_record_shape_launches(const drk_kernel_record *r, int shape);
 uint64_t drk_record_other_launches(const drk_kernel_record *r);
 /* Launches of kernels that found no room in the registry. */
 uint64_t drk_registry_untracked(void);
+/* All launches through entry point `entry`, recorded or untracked. */
+uint64_t drk_registry_entry_launches(unsigned entry);
 
 void drk_registry_reset_counts(void);
 
@@ -105,9 +114,7 @@ static inline size_t drk_registry_slot_of(uintptr_t handle)
 
 static inline int drk_same_shape(const drk_launch_shape *a, const drk_launch_shape *b)
 {
-    return a->grid[0] == b->grid[0] && a->grid[1] == b->grid[1] && a->grid[2] == b->grid[2] &&
-           a->block[0] == b->block[0] && a->block[1] == b->block[1] && a->block[2] == b->block[2] &&
-           a->shared_bytes == b->shared_bytes;
+    return memcmp(a, b, sizeof *a) == 0; /* 32 bytes: a few wide compares */
 }
 
 static inline void drk_registry_launch(const drk_driver *(*driver)(void), uintptr_t handle,

@@ -1,6 +1,6 @@
 /* The one list of hooked driver entry points: every ABI form the driver
  * exports of every function drk watches. From it come the exported
- * definitions (exports.c), the names that dlsym answers with a hook, and the
+ * definitions (shim/exports.c), the names that dlsym answers with a hook, and the
  * pointer map behind cuGetProcAddress (routes.c).
  *
  * Adding a hook is one line: X(exported name, body, family). Forms that share

@@ -1,6 +1,6 @@
 /* The parameter list of each hook body, written once: DRK_SIG_<body>(M, ...)
  * expands to M(..., (params), (args)). Every body returns CUresult.
- * exports.c checks each exported form against cuda.h's own prototype, so a
+ * shim/exports.c checks each exported form against cuda.h's own prototype, so a
  * signature that drifts from the driver's fails to compile. The legacy (_v1)
  * forms spell CUdeviceptr_v1 as unsigned int, which is what it is. */
 #ifndef DRK_INTERPOSE_SIGNATURES_H
@@ -130,12 +130,9 @@
        CUdriverProcAddressQueryResult *status),                                \
       (symbol, pfn, version, flags, status))
 
-/* For every hooked name: drk_fn_<body>, the type of the driver's function, and
- * drk_body_<body>(sym, ...), the hook's work (defined in shim/). Bodies
- * shared by several names are declared once per name; C allows that. */
-#define DRK_DECLARE_BODY_(body, params, args)                                  \
-    typedef CUresult (*drk_fn_##body) params;                                  \
-    CUresult drk_body_##body(drk_sym sym, DRK_UNPAREN params);
+/* For every hooked name, drk_fn_<body>: the type of the driver's function.
+ * Bodies shared by several names repeat their typedef; C11 allows that. */
+#define DRK_DECLARE_BODY_(body, params, args) typedef CUresult (*drk_fn_##body) params;
 #define DRK_DECLARE_HOOK_(name, body, family) DRK_SIG_##body(DRK_DECLARE_BODY_, body)
 DRK_HOOKS(DRK_DECLARE_HOOK_)
 #undef DRK_DECLARE_HOOK_

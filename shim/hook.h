@@ -1,4 +1,6 @@
-/* What every hook body shares: its driver function, the mode, the counters. */
+/* What every hook body shares: its driver function, the mode, the counters.
+ * Bodies are static inline in shim/hooks_*.h, which shim/exports.c alone
+ * includes: each exported function is its body, with no call in between. */
 #ifndef DRK_SHIM_HOOK_H
 #define DRK_SHIM_HOOK_H
 
@@ -14,9 +16,12 @@
  * not be opened, or it does not export this name. Logged once elsewhere. */
 CUresult drk_missing(drk_sym sym);
 
+/* The start of a body's definition. */
+#define DRK_BODY static inline __attribute__((always_inline)) CUresult
+
 /* A body that only counts its calls and forwards. */
 #define DRK_FORWARD_(body, params, args)                                       \
-    CUresult drk_body_##body(drk_sym sym, DRK_UNPAREN params)                  \
+    DRK_BODY drk_body_##body(drk_sym sym, DRK_UNPAREN params)                  \
     {                                                                          \
         drk_fn_##body real = DRK_REAL(body);                                   \
         if (__builtin_expect(real == NULL, 0))                                 \

@@ -167,6 +167,7 @@ static void write_shapes(drk_json *j, const drk_kernel_record *const *recs, size
             drk_json_u64(j, NULL, s->block[d]);
         drk_json_close(j, ']');
         drk_json_u64(j, "shared_bytes", s->shared_bytes);
+        drk_json_str(j, "entry", s->entry < DRK_SYM_COUNT ? drk_sym_name[s->entry] : "?");
         drk_json_u64(j, "launches", m[i].launches);
         drk_json_close(j, '}');
     }

@@ -1,5 +1,7 @@
 #include "stats.h"
 
+#include "../evolve/registry.h"
+
 drk_call_shard drk_call_shards[DRK_SHARDS];
 __thread unsigned drk_thread_index1 __attribute__((tls_model("initial-exec")));
 static atomic_uint next_thread;
@@ -15,7 +17,8 @@ unsigned drk_thread_index_assign(void)
 
 uint64_t drk_calls(drk_sym sym)
 {
-    uint64_t n = 0;
+    /* Successful launches are counted by the registry alone. */
+    uint64_t n = drk_registry_entry_launches((unsigned)sym);
     for (int i = 0; i < DRK_SHARDS; i++)
         n += atomic_load_explicit(&drk_call_shards[i].calls[sym], memory_order_relaxed);
     return n;

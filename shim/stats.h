@@ -41,6 +41,7 @@ static inline void drk_count_failed_launch_by(unsigned thread)
     drk_counter_add(&drk_call_shards[s].failed_launches, s < DRK_OWNED_SHARDS);
 }
 
+/* Calls of `sym`: the shards, plus the registry's successful launches. */
 uint64_t drk_calls(drk_sym sym);
 uint64_t drk_failed_launches(void);
 void drk_stats_reset(void);

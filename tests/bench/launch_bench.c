@@ -8,11 +8,14 @@
 //   launch_bench [--api launch|launchex] [--threads T] [--launches N]
 //                [--reps R] [--warmup W] [--ab]
 //
-// --ab (under drk only): every rep times two phases in this one process, one
-// through the driver's own entry point (found in libcuda's symbol table,
-// past drk's dlsym) and one through the program's bound one (drk's hook),
-// their order alternating by rep. The ratio of the two rates is drk's cost
-// per launch with everything else (process, clocks, placement) the same.
+// --ab (under drk only): in this one process, each thread alternates batches
+// of --batch launches through the driver's own entry point (found in
+// libcuda's symbol table, past drk's dlsym) and through the program's bound
+// one (drk's hook). Only the launch calls are timed; the stream is
+// synchronized after each batch, untimed, so the launch queue never fills and
+// the GPU never sets the pace. Drift in clocks or placement falls on both
+// alike, batch by batch; the ratio of the two costs per launch is what drk
+// adds, with nothing else different.
 //
 // Each rep: all threads are released together by a barrier, each launches N
 // empty kernels (1 block x 32 threads, no parameters) on its own non-blocking
@@ -102,7 +105,8 @@ enum { PHASE_DRIVER, PHASE_BOUND };
 
 struct shared {
     enum api api;
-    int ab;                    // --ab: two phases a rep
+    int ab;                    // --ab: alternate batches of the two phases
+    long batch;                // --ab: launches per batch
     launch_fn launch[2];       // by phase: the driver's own, the bound one
     launchex_fn launchex[2];
     int threads;
@@ -118,7 +122,9 @@ struct shared {
 struct worker {
     struct shared *sh;
     pthread_t tid;
-    double t0, t1; // this thread's release and synchronize times, current phase
+    double t0, t1; // this thread's release and synchronize times, current rep
+    double busy[2]; // --ab: seconds spent in launch calls this rep, by phase
+    long done[2];   // --ab: launches made this rep, by phase
 };
 
 static void launch_n(const struct shared *sh, CUstream s, long n, int phase) {
@@ -139,12 +145,21 @@ static void launch_n(const struct shared *sh, CUstream s, long n, int phase) {
     }
 }
 
-// The k-th phase of rep r: the driver first in even reps, drk first in odd
-// ones, so drift weighs on both alike. Without --ab, the bound one only.
-static int phase_of(const struct shared *sh, int r, int k) {
-    if (!sh->ab)
-        return PHASE_BOUND;
-    return (r + k) % 2 == 0 ? PHASE_DRIVER : PHASE_BOUND;
+// --ab: batches alternate phases; the first batch's phase alternates by rep.
+static void launch_ab(struct worker *w, CUstream s, int r) {
+    const struct shared *sh = w->sh;
+    w->busy[0] = w->busy[1] = 0;
+    w->done[0] = w->done[1] = 0;
+    for (long b = 0, left = sh->launches; left > 0; b++) {
+        int phase = (int)((b + r) % 2);
+        long n = left < sh->batch ? left : sh->batch;
+        double t0 = now_s();
+        launch_n(sh, s, n, phase);
+        w->busy[phase] += now_s() - t0;
+        w->done[phase] += n;
+        left -= n;
+        CK(cuStreamSynchronize(s));
+    }
 }
 
 static void *worker_main(void *arg) {
@@ -161,18 +176,20 @@ static void *worker_main(void *arg) {
         launch_n(sh, s, sh->warmup, sh->ab ? phase : PHASE_BOUND);
     CK(cuStreamSynchronize(s));
     for (int r = 0; r < sh->reps; r++) {
-        for (int k = 0; k <= sh->ab; k++) {
-            int rc = pthread_barrier_wait(&sh->start);
-            if (rc != 0 && rc != PTHREAD_BARRIER_SERIAL_THREAD)
-                check_pthread(rc, "pthread_barrier_wait", __LINE__);
-            w->t0 = now_s();
-            launch_n(sh, s, sh->launches, phase_of(sh, r, k));
+        int rc = pthread_barrier_wait(&sh->start);
+        if (rc != 0 && rc != PTHREAD_BARRIER_SERIAL_THREAD)
+            check_pthread(rc, "pthread_barrier_wait", __LINE__);
+        w->t0 = now_s();
+        if (sh->ab) {
+            launch_ab(w, s, r);
+        } else {
+            launch_n(sh, s, sh->launches, PHASE_BOUND);
             CK(cuStreamSynchronize(s));
-            w->t1 = now_s();
-            rc = pthread_barrier_wait(&sh->done);
-            if (rc != 0 && rc != PTHREAD_BARRIER_SERIAL_THREAD)
-                check_pthread(rc, "pthread_barrier_wait", __LINE__);
         }
+        w->t1 = now_s();
+        rc = pthread_barrier_wait(&sh->done);
+        if (rc != 0 && rc != PTHREAD_BARRIER_SERIAL_THREAD)
+            check_pthread(rc, "pthread_barrier_wait", __LINE__);
     }
     CK(cuStreamDestroy(s));
     return NULL;
@@ -185,7 +202,8 @@ static void usage(FILE *f) {
                "  --launches  launches per thread per rep (default 200000)\n"
                "  --reps      timed repetitions (default 5)\n"
                "  --warmup    untimed launches per thread before the first rep (default 2000)\n"
-               "  --ab        under drk: time the driver's own entry point and drk's in alternation\n");
+               "  --ab        under drk: alternate batches through the driver's own entry point and drk's\n"
+               "  --batch     --ab: launches per batch, each followed by an untimed synchronize (default 256)\n");
 }
 
 static long parse_long(const char *opt, const char *v, long lo, long hi) {
@@ -264,7 +282,7 @@ static const char *bound_to(enum api a) {
 }
 
 int main(int argc, char **argv) {
-    struct shared sh = {.api = API_LAUNCH, .threads = 1, .launches = 200000, .reps = 5, .warmup = 2000,
+    struct shared sh = {.api = API_LAUNCH, .threads = 1, .launches = 200000, .reps = 5, .warmup = 2000, .batch = 256,
                         .launch = {cuLaunchKernel, cuLaunchKernel}, .launchex = {cuLaunchKernelEx, cuLaunchKernelEx}};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -288,6 +306,8 @@ int main(int argc, char **argv) {
             sh.reps = (int)parse_long(a, v, 1, 1000);
         else if (!strcmp(a, "--warmup"))
             sh.warmup = parse_long(a, v, 0, LONG_MAX);
+        else if (!strcmp(a, "--batch"))
+            sh.batch = parse_long(a, v, 1, 1 << 20);
         else if (!strcmp(a, "--ab")) {
             sh.ab = 1;
             continue; // takes no value
@@ -355,33 +375,40 @@ int main(int argc, char **argv) {
         return 1;
     }
     for (int r = 0; r < sh.reps; r++) {
-        for (int k = 0; k <= sh.ab; k++) {
-            int rc = pthread_barrier_wait(&sh.start);
-            if (rc != 0 && rc != PTHREAD_BARRIER_SERIAL_THREAD)
-                check_pthread(rc, "pthread_barrier_wait", __LINE__);
-            rc = pthread_barrier_wait(&sh.done);
-            if (rc != 0 && rc != PTHREAD_BARRIER_SERIAL_THREAD)
-                check_pthread(rc, "pthread_barrier_wait", __LINE__);
-            // The done barrier orders the workers' t0/t1 stores before these reads.
-            double t0 = w[0].t0, t1 = w[0].t1;
-            for (int t = 1; t < sh.threads; t++) {
-                if (w[t].t0 < t0)
-                    t0 = w[t].t0;
-                if (w[t].t1 > t1)
-                    t1 = w[t].t1;
-            }
-            double wall = t1 - t0, x = total / wall;
-            int phase = phase_of(&sh, r, k);
-            if (phase == PHASE_DRIVER)
-                rate_driver[r] = x;
-            else
-                rate[r] = x;
-            printf("rep %d/%d%s: %.0f launches/s (%.3f us/launch aggregate, wall %.1f ms)\n", r + 1, sh.reps,
-                   !sh.ab ? "" : phase == PHASE_DRIVER ? " driver" : " drk   ", x, 1e6 / x, wall * 1e3);
-            fflush(stdout);
-        }
-        if (sh.ab)
+        int rc = pthread_barrier_wait(&sh.start);
+        if (rc != 0 && rc != PTHREAD_BARRIER_SERIAL_THREAD)
+            check_pthread(rc, "pthread_barrier_wait", __LINE__);
+        rc = pthread_barrier_wait(&sh.done);
+        if (rc != 0 && rc != PTHREAD_BARRIER_SERIAL_THREAD)
+            check_pthread(rc, "pthread_barrier_wait", __LINE__);
+        // The done barrier orders the workers' stores before these reads.
+        if (sh.ab) {
+            // Cost per launch by phase: time in launch calls over launches,
+            // summed over threads; as rates, launches per second of a thread.
+            double busy[2] = {0, 0}, done[2] = {0, 0};
+            for (int t = 0; t < sh.threads; t++)
+                for (int p = 0; p < 2; p++)
+                    busy[p] += w[t].busy[p], done[p] += (double)w[t].done[p];
+            rate_driver[r] = done[PHASE_DRIVER] / busy[PHASE_DRIVER];
+            rate[r] = done[PHASE_BOUND] / busy[PHASE_BOUND];
             ratio[r] = rate[r] / rate_driver[r];
+            printf("rep %d/%d: driver %.4f us/launch, drk %.4f us/launch (in launch calls, per thread), ratio %.4f\n",
+                   r + 1, sh.reps, 1e6 / rate_driver[r], 1e6 / rate[r], ratio[r]);
+            fflush(stdout);
+            continue;
+        }
+        double t0 = w[0].t0, t1 = w[0].t1;
+        for (int t = 1; t < sh.threads; t++) {
+            if (w[t].t0 < t0)
+                t0 = w[t].t0;
+            if (w[t].t1 > t1)
+                t1 = w[t].t1;
+        }
+        double wall = t1 - t0;
+        rate[r] = total / wall;
+        printf("rep %d/%d: %.0f launches/s (%.3f us/launch aggregate, wall %.1f ms)\n", r + 1, sh.reps, rate[r],
+               1e6 / rate[r], wall * 1e3);
+        fflush(stdout);
     }
     for (int t = 0; t < sh.threads; t++)
         CKP(pthread_join(w[t].tid, NULL));
@@ -397,7 +424,8 @@ int main(int argc, char **argv) {
         printf("%s%.1f", r ? "," : "", rate[r]);
     printf("],");
     if (sh.ab) {
-        // The ratio per rep (drk / driver, phases side by side), then its median.
+        // Rates here are per thread, in launch calls only (see --ab); the
+        // ratio per rep is drk / driver, then its median.
         printf("\"driver_launches_per_s_median\":%.1f,\"ratios\":[", median_of(rate_driver, sorted, sh.reps));
         for (int r = 0; r < sh.reps; r++)
             printf("%s%.5f", r ? "," : "", ratio[r]);

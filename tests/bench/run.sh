@@ -170,7 +170,8 @@ run_case() {
 # point and drk's hook in alternation (launch_bench --ab), so process-to-
 # process noise (clocks, placement) drops out of the ratio.
 ab_reps=${BENCH_AB_REPS:-9}
-echo "in-process A/B ($ab_reps reps, each timing the driver's entry point and drk's hook; ratio = drk / driver)"
+echo "in-process A/B ($ab_reps reps; batches alternate between the driver's entry point and drk's hook;"
+echo "  time in launch calls per launch and thread; ratio = driver cost / drk cost)"
 ab_lines=()
 for api in launch launchex; do
   for t in 1 8; do
@@ -184,7 +185,7 @@ import json, sys
 d = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
 r = sorted(d["ratios"])
 verdict = "ok" if d["ratio_median"] >= 0.99 else "BELOW"
-print(f"{sys.argv[2]:<12} driver {d['driver_launches_per_s_median']:>11,.0f}/s  drk {d['launches_per_s_median']:>11,.0f}/s  "
+print(f"{sys.argv[2]:<12} driver {1e6 / d['driver_launches_per_s_median']:.4f} us/launch  drk {1e6 / d['launches_per_s_median']:.4f} us/launch  "
       f"ratio {d['ratio_median']:.4f} [{r[0]:.4f}..{r[-1]:.4f} over {len(r)} reps]  target >= 0.99  {verdict}")
 PY
       )

@@ -49,7 +49,7 @@ static const drk_kernel_record *named(const char *name, int nth)
  * are written at once. */
 static unsigned t_shard = 100;
 
-static drk_launch_shape shape(unsigned g, unsigned b) { return (drk_launch_shape){{g, 1, 1}, {b, 1, 1}, 0}; }
+static drk_launch_shape shape(unsigned g, unsigned b) { return (drk_launch_shape){{g, 1, 1}, {b, 1, 1}, 0, 0}; }
 
 enum { THREADS = 10, PER_THREAD = 100000, HANDLES = 64 };
 

@@ -1,5 +1,9 @@
 /* Module and library hooks: loads are counted; the handles the driver hands
- * out for named kernels go into the registry, and unloads retire them. */
+ * out for named kernels go into the registry, and unloads retire them.
+ * Included once, by shim/exports.c. */
+#ifndef DRK_SHIM_HOOKS_MODULE_H
+#define DRK_SHIM_HOOKS_MODULE_H
+
 #include "../evolve/registry.h"
 #include "driver.h"
 #include "hook.h"
@@ -10,7 +14,7 @@ DRK_FORWARD_BODY(module_load_data_ex)
 DRK_FORWARD_BODY(library_load_data)
 DRK_FORWARD_BODY(library_load_file)
 
-CUresult drk_body_module_get_function(drk_sym sym, CUfunction *fn, CUmodule module, const char *name)
+DRK_BODY drk_body_module_get_function(drk_sym sym, CUfunction *fn, CUmodule module, const char *name)
 {
     drk_fn_module_get_function real = DRK_REAL(module_get_function);
     if (!real)
@@ -24,7 +28,7 @@ CUresult drk_body_module_get_function(drk_sym sym, CUfunction *fn, CUmodule modu
     return r;
 }
 
-CUresult drk_body_library_get_kernel(drk_sym sym, CUkernel *kernel, CUlibrary library, const char *name)
+DRK_BODY drk_body_library_get_kernel(drk_sym sym, CUkernel *kernel, CUlibrary library, const char *name)
 {
     drk_fn_library_get_kernel real = DRK_REAL(library_get_kernel);
     if (!real)
@@ -38,7 +42,7 @@ CUresult drk_body_library_get_kernel(drk_sym sym, CUkernel *kernel, CUlibrary li
     return r;
 }
 
-CUresult drk_body_kernel_get_function(drk_sym sym, CUfunction *fn, CUkernel kernel)
+DRK_BODY drk_body_kernel_get_function(drk_sym sym, CUfunction *fn, CUkernel kernel)
 {
     drk_fn_kernel_get_function real = DRK_REAL(kernel_get_function);
     if (!real)
@@ -62,7 +66,7 @@ CUresult drk_body_kernel_get_function(drk_sym sym, CUfunction *fn, CUkernel kern
     return r;
 }
 
-CUresult drk_body_module_unload(drk_sym sym, CUmodule module)
+DRK_BODY drk_body_module_unload(drk_sym sym, CUmodule module)
 {
     drk_fn_module_unload real = DRK_REAL(module_unload);
     if (!real)
@@ -76,7 +80,7 @@ CUresult drk_body_module_unload(drk_sym sym, CUmodule module)
     return r;
 }
 
-CUresult drk_body_library_unload(drk_sym sym, CUlibrary library)
+DRK_BODY drk_body_library_unload(drk_sym sym, CUlibrary library)
 {
     drk_fn_library_unload real = DRK_REAL(library_unload);
     if (!real)
@@ -89,3 +93,5 @@ CUresult drk_body_library_unload(drk_sym sym, CUlibrary library)
     }
     return r;
 }
+
+#endif

@@ -1,23 +1,35 @@
 /* Launch hooks: the launch goes to the driver untouched; a successful one is
- * recorded against its kernel and shape. */
+ * recorded against its kernel and shape.
+ * Included once, by shim/exports.c. */
+#ifndef DRK_SHIM_HOOKS_LAUNCH_H
+#define DRK_SHIM_HOOKS_LAUNCH_H
+
 #include "../evolve/registry.h"
 #include "driver.h"
 #include "hook.h"
 
-static inline void launched(drk_sym sym, CUresult r, const void *f, unsigned gx, unsigned gy,
-                            unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shmem)
+/* The six launch entry points are the first slots of the hook list, so a
+ * slot is also the registry's label for the entry point. */
+_Static_assert(DRK_SYM_cuLaunchCooperativeKernel_ptsz < DRK_REGISTRY_ENTRIES, "launch slots first in hooks.h");
+
+/* A launch returned `r`: a successful one counts against its kernel, shape
+ * and entry point in the registry (which also makes its call count); a
+ * refused one only as a call. */
+static inline __attribute__((always_inline)) void launched(drk_sym sym, CUresult r, const void *f, unsigned gx,
+                                                           unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                                           unsigned bz, unsigned shmem)
 {
     unsigned thread = drk_thread_index();
-    drk_count_call_by(thread, sym);
-    if (r != CUDA_SUCCESS) {
+    if (__builtin_expect(r != CUDA_SUCCESS, 0)) {
+        drk_count_call_by(thread, sym);
         drk_count_failed_launch_by(thread);
         return;
     }
-    drk_launch_shape shape = {{gx, gy, gz}, {bx, by, bz}, shmem};
+    drk_launch_shape shape = {{gx, gy, gz}, {bx, by, bz}, shmem, (uint32_t)sym};
     drk_registry_launch(drk_driver_table, (uintptr_t)f, &shape, thread);
 }
 
-CUresult drk_body_launch_kernel(drk_sym sym, CUfunction f, unsigned int gx, unsigned int gy,
+DRK_BODY drk_body_launch_kernel(drk_sym sym, CUfunction f, unsigned int gx, unsigned int gy,
                                 unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz,
                                 unsigned int shmem, CUstream stream, void **params, void **extra)
 {
@@ -30,7 +42,7 @@ CUresult drk_body_launch_kernel(drk_sym sym, CUfunction f, unsigned int gx, unsi
     return r;
 }
 
-CUresult drk_body_launch_kernel_coop(drk_sym sym, CUfunction f, unsigned int gx, unsigned int gy,
+DRK_BODY drk_body_launch_kernel_coop(drk_sym sym, CUfunction f, unsigned int gx, unsigned int gy,
                                      unsigned int gz, unsigned int bx, unsigned int by,
                                      unsigned int bz, unsigned int shmem, CUstream stream,
                                      void **params)
@@ -44,7 +56,7 @@ CUresult drk_body_launch_kernel_coop(drk_sym sym, CUfunction f, unsigned int gx,
     return r;
 }
 
-CUresult drk_body_launch_kernel_ex(drk_sym sym, const CUlaunchConfig *config, CUfunction f,
+DRK_BODY drk_body_launch_kernel_ex(drk_sym sym, const CUlaunchConfig *config, CUfunction f,
                                    void **params, void **extra)
 {
     drk_fn_launch_kernel_ex real = DRK_REAL(launch_kernel_ex);
@@ -62,3 +74,5 @@ CUresult drk_body_launch_kernel_ex(drk_sym sym, const CUlaunchConfig *config, CU
 }
 
 DRK_FORWARD_BODY(graph_launch)
+
+#endif

@@ -1,13 +1,18 @@
-/* The exported definitions: one function per name in hooks.h, each handing
- * its arguments and its own slot to the body in shim/. cuda.h is read in its
- * internal mode, which declares every ABI form (_v1 under the bare name,
+/* The exported definitions: one function per name in interpose/hooks.h,
+ * each its body (shim/hooks_*.h, inlined) for its own slot. cuda.h is read in
+ * its internal mode, which declares every ABI form (_v1 under the bare name,
  * _v2, _ptsz ...), so each definition below is checked against the driver's
  * own prototype. */
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
 
-#include "signatures.h"
-#include "symbols.h"
+#include "../interpose/signatures.h"
+#include "../interpose/symbols.h"
+#include "hooks_entry.h"
+#include "hooks_launch.h"
+#include "hooks_memory.h"
+#include "hooks_module.h"
+#include "hooks_stream.h"
 
 /* drk_export_<name> is hidden and is what hook tables point at, so lookups
  * inside drk never resolve to another object's definition; <name> is its

@@ -1,5 +1,9 @@
 /* Device and pinned host memory hooks: the driver allocates; drk counts
- * allocations, bytes and frees by kind. Queries pass through. */
+ * allocations, bytes and frees by kind. Queries pass through.
+ * Included once, by shim/exports.c. */
+#ifndef DRK_SHIM_HOOKS_MEMORY_H
+#define DRK_SHIM_HOOKS_MEMORY_H
+
 #include "../alloc/stats.h"
 #include "hook.h"
 
@@ -18,7 +22,7 @@ static inline void noted_free(drk_sym sym, drk_alloc_kind kind, CUresult r)
 /* An allocating body: call the driver, then note `bytes` (an expression of
  * the parameters) under `kind`. */
 #define DRK_ALLOC_BODY_(body, kind, bytes, params, args)                       \
-    CUresult drk_body_##body(drk_sym sym, DRK_UNPAREN params)                  \
+    DRK_BODY drk_body_##body(drk_sym sym, DRK_UNPAREN params)                  \
     {                                                                          \
         drk_fn_##body real = DRK_REAL(body);                                   \
         if (!real)                                                             \
@@ -29,7 +33,7 @@ static inline void noted_free(drk_sym sym, drk_alloc_kind kind, CUresult r)
         return r;                                                              \
     }
 #define DRK_FREE_BODY_(body, kind, params, args)                               \
-    CUresult drk_body_##body(drk_sym sym, DRK_UNPAREN params)                  \
+    DRK_BODY drk_body_##body(drk_sym sym, DRK_UNPAREN params)                  \
     {                                                                          \
         drk_fn_##body real = DRK_REAL(body);                                   \
         if (!real)                                                             \
@@ -64,3 +68,5 @@ DRK_FORWARD_BODY(mem_get_range)
 DRK_FORWARD_BODY(pointer_get_attribute)
 DRK_FORWARD_BODY(pointer_get_attributes)
 DRK_FORWARD_BODY(ipc_get_mem_handle)
+
+#endif

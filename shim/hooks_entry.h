@@ -1,9 +1,13 @@
 /* cuGetProcAddress: the driver resolves; drk swaps in the hook of the exact
- * name the driver chose, so _v2/_ptsz forms keep their ABI and stream. */
+ * name the driver chose, so _v2/_ptsz forms keep their ABI and stream.
+ * Included once, by shim/exports.c. */
+#ifndef DRK_SHIM_HOOKS_ENTRY_H
+#define DRK_SHIM_HOOKS_ENTRY_H
+
 #include "../interpose/routes.h"
 #include "hook.h"
 
-CUresult drk_body_get_proc_address(drk_sym sym, const char *symbol, void **pfn, int version,
+DRK_BODY drk_body_get_proc_address(drk_sym sym, const char *symbol, void **pfn, int version,
                                    cuuint64_t flags, CUdriverProcAddressQueryResult *status)
 {
     drk_fn_get_proc_address real = DRK_REAL(get_proc_address);
@@ -17,7 +21,7 @@ CUresult drk_body_get_proc_address(drk_sym sym, const char *symbol, void **pfn, 
     return r;
 }
 
-CUresult drk_body_get_proc_address_v1(drk_sym sym, const char *symbol, void **pfn, int version,
+DRK_BODY drk_body_get_proc_address_v1(drk_sym sym, const char *symbol, void **pfn, int version,
                                       cuuint64_t flags)
 {
     drk_fn_get_proc_address_v1 real = DRK_REAL(get_proc_address_v1);
@@ -30,3 +34,5 @@ CUresult drk_body_get_proc_address_v1(drk_sym sym, const char *symbol, void **pf
         drk_count_call(sym);
     return r;
 }
+
+#endif
