@@ -19,17 +19,25 @@ CUresult drk_missing(drk_sym sym);
 /* The start of a body's definition. */
 #define DRK_BODY static inline __attribute__((always_inline)) CUresult
 
-/* A body that only counts its calls and forwards. */
-#define DRK_FORWARD_(body, params, args)                                       \
+/* A body that calls the driver and then, when observing, counts the call
+ * and runs `after`: a parenthesized statement that may read the parameters
+ * and the driver's result `r`. */
+#define DRK_AFTER_BODY_(body, after, params, args)                             \
     DRK_BODY drk_body_##body(drk_sym sym, DRK_UNPAREN params)                  \
     {                                                                          \
         drk_fn_##body real = DRK_REAL(body);                                   \
         if (__builtin_expect(real == NULL, 0))                                 \
             return drk_missing(sym);                                           \
-        if (drk_observing())                                                   \
+        CUresult r = real args;                                                \
+        if (drk_observing()) {                                                 \
             drk_count_call(sym);                                               \
-        return real args;                                                      \
+            DRK_UNPAREN after;                                                 \
+        }                                                                      \
+        return r;                                                              \
     }
-#define DRK_FORWARD_BODY(body) DRK_SIG_##body(DRK_FORWARD_, body)
+#define DRK_HOOK_BODY(body, after) DRK_SIG_##body(DRK_AFTER_BODY_, body, after)
+
+/* A body that only counts its calls. */
+#define DRK_FORWARD_BODY(body) DRK_HOOK_BODY(body, ())
 
 #endif

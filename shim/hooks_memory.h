@@ -7,44 +7,11 @@
 #include "../alloc/stats.h"
 #include "hook.h"
 
-static inline void noted_alloc(drk_sym sym, drk_alloc_kind kind, CUresult r, size_t bytes)
-{
-    drk_count_call(sym);
-    drk_alloc_note(kind, bytes, r == CUDA_SUCCESS);
-}
-
-static inline void noted_free(drk_sym sym, drk_alloc_kind kind, CUresult r)
-{
-    drk_count_call(sym);
-    drk_free_note(kind, r == CUDA_SUCCESS);
-}
-
-/* An allocating body: call the driver, then note `bytes` (an expression of
- * the parameters) under `kind`. */
-#define DRK_ALLOC_BODY_(body, kind, bytes, params, args)                       \
-    DRK_BODY drk_body_##body(drk_sym sym, DRK_UNPAREN params)                  \
-    {                                                                          \
-        drk_fn_##body real = DRK_REAL(body);                                   \
-        if (!real)                                                             \
-            return drk_missing(sym);                                           \
-        CUresult r = real args;                                                \
-        if (drk_observing())                                                   \
-            noted_alloc(sym, kind, r, r == CUDA_SUCCESS ? (size_t)(bytes) : 0); \
-        return r;                                                              \
-    }
-#define DRK_FREE_BODY_(body, kind, params, args)                               \
-    DRK_BODY drk_body_##body(drk_sym sym, DRK_UNPAREN params)                  \
-    {                                                                          \
-        drk_fn_##body real = DRK_REAL(body);                                   \
-        if (!real)                                                             \
-            return drk_missing(sym);                                           \
-        CUresult r = real args;                                                \
-        if (drk_observing())                                                   \
-            noted_free(sym, kind, r);                                          \
-        return r;                                                              \
-    }
-#define DRK_ALLOC_BODY(body, kind, bytes) DRK_SIG_##body(DRK_ALLOC_BODY_, body, kind, bytes)
-#define DRK_FREE_BODY(body, kind) DRK_SIG_##body(DRK_FREE_BODY_, body, kind)
+/* An allocating body notes `bytes` (an expression of the parameters) of a
+ * successful allocation under `kind`; a freeing body, the free. */
+#define DRK_ALLOC_BODY(body, kind, bytes)                                      \
+    DRK_HOOK_BODY(body, (drk_alloc_note(kind, r == CUDA_SUCCESS ? (size_t)(bytes) : 0, r == CUDA_SUCCESS)))
+#define DRK_FREE_BODY(body, kind) DRK_HOOK_BODY(body, (drk_free_note(kind, r == CUDA_SUCCESS)))
 
 DRK_ALLOC_BODY(mem_alloc_v1, DRK_ALLOC_DEVICE, size)
 DRK_ALLOC_BODY(mem_alloc, DRK_ALLOC_DEVICE, size)
