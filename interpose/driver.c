@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "guard.h"
@@ -40,19 +41,34 @@ DRK_NO_SANITIZE drk_dlsym_fn drk_real_dlsym(void)
     return fn;
 }
 
+/* dlopen, with this thread marked as inside drk: a driver constructor that
+ * calls dlsym gets glibc's answer at once. */
+static void *open_guarded(const char *path, const char **err)
+{
+    drk_guard_enter();
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    *err = h ? NULL : dlerror();
+    drk_guard_leave();
+    return h;
+}
+
 void *drk_driver_handle(void)
 {
     void *h = atomic_load_explicit(&driver, memory_order_acquire);
     if (__builtin_expect(h != NULL, 1) || atomic_load_explicit(&driver_failed, memory_order_relaxed))
         return h;
-    const char *path = drk_opt_str(DRK_OPT_CUDA_LIBRARY);
     /* RTLD_LOCAL: opening the driver must not change what the program's own
      * symbol lookups find. The loader returns the same handle to every
      * racing thread; the extra references are harmless. */
-    drk_guard_enter();
-    h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    const char *err = h ? NULL : dlerror();
-    drk_guard_leave();
+    const char *path = drk_opt_str(DRK_OPT_CUDA_LIBRARY), *fallback = drk_option_table[DRK_OPT_CUDA_LIBRARY].fallback;
+    const char *err;
+    h = open_guarded(path, &err);
+    if (!h && strcmp(path, fallback) != 0) {
+        /* A wrong DRK_CUDA_LIBRARY must not take the program's driver away. */
+        drk_log(DRK_LOG_WARN, "cannot open DRK_CUDA_LIBRARY=%s (%s); using %s", path, err ? err : "unknown error",
+                fallback);
+        h = open_guarded(path = fallback, &err);
+    }
     if (!h) {
         if (!atomic_exchange(&driver_failed, 1))
             drk_log(DRK_LOG_ERROR, "cannot open the CUDA driver %s (%s); driver calls through drk fail with CUDA_ERROR_NOT_INITIALIZED",

@@ -19,7 +19,7 @@ const drk_option_desc drk_option_table[DRK_OPT_COUNT] = {
     [DRK_OPT_LOG_FILE] = {"DRK_LOG_FILE", DRK_OPTION_PATH, "",
                           "append log lines to this file instead of standard error"},
     [DRK_OPT_CUDA_LIBRARY] = {"DRK_CUDA_LIBRARY", DRK_OPTION_PATH, "libcuda.so.1",
-                              "the CUDA driver library drk forwards to"},
+                              "the CUDA driver library drk forwards to (one it cannot open: warn, use the default)"},
 };
 
 static const char *const level_names[] = {

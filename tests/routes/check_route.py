@@ -184,6 +184,15 @@ def mode_badopts(r):
     if rep and counts0:
         compare_report(rep, counts0, "bad options")
         check(rep["options"]["DRK_LOG_LEVEL"] == "warn" and rep["options"]["DRK_OBSERVE"] == "1", f"options used: {rep['options']}")
+    # A driver path that does not exist: drk says so once and uses the default
+    # (the stand-in, found through LD_LIBRARY_PATH), changing nothing.
+    out_d, err_d, _, rep_dir_d = r.run(True, {"DRK_CUDA_LIBRARY": "/nonexistent/libcuda.so.1"})
+    check(out_d == out0, "a wrong DRK_CUDA_LIBRARY changed the program's output")
+    hits = [l for l in drk_lines(err_d) if "DRK_CUDA_LIBRARY=/nonexistent/libcuda.so.1" in l]
+    check(len(hits) == 1 and "using libcuda.so.1" in hits[0], f"expected one warning about DRK_CUDA_LIBRARY, got {drk_lines(err_d)}")
+    rep_d = one_report(r, rep_dir_d, "wrong driver path")
+    if rep_d and counts0:
+        compare_report(rep_d, counts0, "wrong driver path")
     # A log file, at info level: lines go there, not to stderr.
     log = os.path.join(r.tmp, "drk.log")
     _, err2, _, _ = r.run(True, {"DRK_LOG_FILE": log, "DRK_LOG_LEVEL": "info"})
