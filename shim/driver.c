@@ -13,6 +13,10 @@ static void fill(drk_driver *t)
     t->func_get_name = (CUresult(*)(const char **, CUfunction))drk_driver_sym("cuFuncGetName");
     t->kernel_get_name = (CUresult(*)(const char **, CUkernel))drk_driver_sym("cuKernelGetName");
     t->driver_get_version = (CUresult(*)(int *))drk_driver_sym("cuDriverGetVersion");
+    /* Asked now: it needs no cuInit, and at exit the driver may already
+     * have shut down. */
+    if (!t->driver_get_version || t->driver_get_version(&t->version) != CUDA_SUCCESS)
+        t->version = 0;
 }
 
 const drk_driver *drk_driver_table(void)

@@ -10,6 +10,7 @@ typedef struct drk_driver {
     CUresult (*func_get_name)(const char **name, CUfunction fn);
     CUresult (*kernel_get_name)(const char **name, CUkernel kernel);
     CUresult (*driver_get_version)(int *version);
+    int version; /* cuDriverGetVersion when the table was filled, 0 if unknown */
 } drk_driver;
 
 /* The process's table; members the driver lacks are NULL. */

@@ -59,8 +59,8 @@ static void write_driver(drk_json *j)
         drk_json_str(j, "path", lm->l_name);
     else
         drk_json_null(j, "path");
-    if (drv && drv->driver_get_version && drv->driver_get_version(&version) == CUDA_SUCCESS)
-        drk_json_i64(j, "version", version);
+    if (drv && (drv->version || (drv->driver_get_version && drv->driver_get_version(&version) == CUDA_SUCCESS)))
+        drk_json_i64(j, "version", drv->version ? drv->version : version);
     else
         drk_json_null(j, "version");
     drk_json_close(j, '}');

@@ -226,6 +226,9 @@ def check_workload(d, name, losses, cupti_missing):
                 rep = doc
             except (KeyError, TypeError) as e:
                 problems.append(f"{os.path.basename(path)}: missing key {e} under calls.launch/kernels")
+            drv = doc.get("driver") or {}
+            if not isinstance(drv.get("version"), int) or drv.get("version", 0) < 12000 or not drv.get("path"):
+                problems.append(f"{os.path.basename(path)}: driver path {drv.get('path')!r} version {drv.get('version')!r}")
     if problems:
         j.emit(False, "one report per process", "; ".join(problems))
     else:

@@ -66,6 +66,7 @@ def report(dir_):
     k = n + (2 if fault == "report_kernel" else 0)
     doc = {"schema": "drk-report", "version": 1, "drk_version": "0.1.0",
            "process": {"pid": pid, "forked_from": 0, "program": name},
+           "driver": {"library": "libcuda.so.1", "path": "/usr/lib/libcuda.so.1", "version": 13000},
            "calls": {"launch": {"total": n + failed,
                                 "by_name": {"cuLaunchKernel": n + failed, "cuLaunchKernelEx": 0}},
                      "entry": {"total": 0, "by_name": {"cuGetProcAddress_v2": 0}}},

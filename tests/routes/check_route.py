@@ -127,6 +127,7 @@ def mode_workload(r, owners):
         compare_report(rep, counts1, "drk")
         check(rep["process"]["forked_from"] == 0, "forked_from set in a process that did not fork")
         check(rep["driver"]["path"] and rep["driver"]["path"].endswith("libcuda.so.1"), f"driver path {rep['driver']['path']}")
+        check(rep["driver"]["version"] == 13000, f"driver version {rep['driver']['version']}, the stand-in says 13000")
     env = {"DRK_DISABLE": "1"}
     if owners:
         env["ROUTE_EXPECT_OWNER"] = "driver"
