@@ -76,11 +76,13 @@ void *drk_driver_handle(void)
         return NULL;
     }
     void *expected = NULL;
-    if (!atomic_compare_exchange_strong(&driver, &expected, h))
+    if (!atomic_compare_exchange_strong(&driver, &expected, h)) {
         dlclose(h); /* drop this thread's extra reference */
-    else
-        drk_log(DRK_LOG_DEBUG, "driver %s opened", path);
-    return atomic_load(&driver);
+        return expected;
+    }
+    drk_log(DRK_LOG_DEBUG, "driver %s opened", path);
+    drk_driver_opened();
+    return h;
 }
 
 void *drk_driver_handle_if_open(void) { return atomic_load_explicit(&driver, memory_order_acquire); }

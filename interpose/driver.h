@@ -23,6 +23,10 @@ drk_dlsym_fn drk_real_dlsym(void);
  * cannot be opened (logged once). */
 void *drk_driver_handle(void);
 
+/* Provided by shim/: called once, right after drk opened the driver (while
+ * it is surely alive), to learn what it needs of it. */
+void drk_driver_opened(void);
+
 /* The driver library if drk has opened it already, else NULL; opens nothing. */
 void *drk_driver_handle_if_open(void);
 

@@ -13,11 +13,14 @@ static void fill(drk_driver *t)
     t->func_get_name = (CUresult(*)(const char **, CUfunction))drk_driver_sym("cuFuncGetName");
     t->kernel_get_name = (CUresult(*)(const char **, CUkernel))drk_driver_sym("cuKernelGetName");
     t->driver_get_version = (CUresult(*)(int *))drk_driver_sym("cuDriverGetVersion");
-    /* Asked now: it needs no cuInit, and at exit the driver may already
-     * have shut down. */
+    /* Asked now: it needs no cuInit. */
     if (!t->driver_get_version || t->driver_get_version(&t->version) != CUDA_SUCCESS)
         t->version = 0;
 }
+
+/* The table is filled as soon as the driver is open: the driver's version,
+ * for one, cannot be asked at exit, when the driver may have shut down. */
+void drk_driver_opened(void) { (void)drk_driver_table(); }
 
 const drk_driver *drk_driver_table(void)
 {

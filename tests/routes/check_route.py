@@ -152,6 +152,7 @@ def mode_counts(r):
     rep = one_report(r, rep_dir, "drk")
     if rep and counts1:
         compare_report(rep, counts1, "drk")
+        check(rep["driver"]["version"] == 13000, f"driver version {rep['driver']['version']}, the stand-in says 13000")
 
 
 def mode_fork(r):

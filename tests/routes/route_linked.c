@@ -15,5 +15,6 @@ int main(int argc, char **argv)
     ROUTE_HELPERS(SET_)
 #undef SET_
     api.driver_calls = fakecuda_calls;
+    api.inject_error = fakecuda_inject_error;
     return workload_run(&api, argc > 1 ? atoi(argv[1]) : 1, argc > 2 ? argv[2] : NULL);
 }

@@ -63,6 +63,7 @@ int main(int argc, char **argv)
 
     route_api api = {0};
     api.driver_calls = driver_calls;
+    api.inject_error = (int (*)(const char *, CUresult, unsigned))dlsym(h, "fakecuda_inject_error");
     for (int i = 0; i < R_COUNT; i++) {
         char base[64];
         int version;

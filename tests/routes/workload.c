@@ -267,6 +267,10 @@ void workload_note_calls(route_fn f, unsigned long long n) { own[f] += n; }
 int workload_run(const route_api *route, int rounds, const char *counts_path)
 {
     api = route;
+    if (!api->driver_calls || !api->inject_error) {
+        fprintf(stderr, "the driver is not the stand-in (no fakecuda_calls, fakecuda_inject_error)\n");
+        return 1;
+    }
     for (int i = 0; i < R_COUNT; i++)
         if (!api->fn[i]) {
             fprintf(stderr, "route resolved no %s\n", route_fn_name[i]);
@@ -317,6 +321,9 @@ int workload_run(const route_api *route, int rounds, const char *counts_path)
             failures++;
         }
     }
+    /* From here the driver behaves as one that has shut down, as the real
+     * one may have by the time drk writes its report at exit. */
+    api->inject_error("cuDriverGetVersion", CUDA_ERROR_DEINITIALIZED, 1000000);
     printf("checksum %.6f\n", checksum);
     printf("launches %llu %llu %llu %llu\n", kernel_launches[0], kernel_launches[1], kernel_launches[2],
            kernel_launches[3]);

@@ -5,6 +5,8 @@
 #ifndef DRK_TESTS_WORKLOAD_H
 #define DRK_TESTS_WORKLOAD_H
 
+#include <cuda.h>
+
 #include "../../interpose/hooks.h"
 
 /* Driver functions the workload needs besides the hooked ones. */
@@ -26,6 +28,7 @@ extern const char *const route_fn_name[R_COUNT];
 typedef struct route_api {
     void *fn[R_COUNT];                                   /* the route's pointers */
     unsigned long long (*driver_calls)(const char *name); /* fakecuda_calls */
+    int (*inject_error)(const char *name, CUresult r, unsigned n); /* fakecuda_inject_error */
 } route_api;
 
 /* Runs the workload `rounds` times through `api`, prints its results to
