@@ -28,13 +28,10 @@ static inline int live(const drk_kernel_record *r) { return (uintptr_t)r >= DRK_
 typedef drk_registry_slot slot;
 
 slot drk_registry_slots[SLOTS];
-#define slots drk_registry_slots
 static _Atomic(drk_kernel_record *) records[RECORDS];
 static atomic_size_t nrecords;
 static _Atomic uint64_t untracked[DRK_REGISTRY_ENTRIES];
 static atomic_int full_logged;
-
-static inline size_t slot_of(uintptr_t h) { return drk_registry_slot_of(h); }
 
 static drk_kernel_record *record_new(uintptr_t handle, drk_handle_kind kind, const char *name, uintptr_t owner)
 {
@@ -85,22 +82,22 @@ static drk_kernel_record *record_from_driver(const drk_driver *drv, uintptr_t ha
 static slot *slot_find(uintptr_t handle, int claim, int *claimed)
 {
     *claimed = 0;
-    size_t i = slot_of(handle);
+    size_t i = drk_registry_slot_of(handle);
     for (size_t probe = 0; probe < SLOTS; probe++, i = (i + 1) & (SLOTS - 1)) {
-        uintptr_t k = atomic_load_explicit(&slots[i].key, memory_order_acquire);
+        uintptr_t k = atomic_load_explicit(&drk_registry_slots[i].key, memory_order_acquire);
         if (k == handle)
-            return &slots[i];
+            return &drk_registry_slots[i];
         if (k != 0)
             continue;
         if (!claim)
             return NULL;
         uintptr_t empty = 0;
-        if (atomic_compare_exchange_strong(&slots[i].key, &empty, handle)) {
+        if (atomic_compare_exchange_strong(&drk_registry_slots[i].key, &empty, handle)) {
             *claimed = 1;
-            return &slots[i];
+            return &drk_registry_slots[i];
         }
         if (empty == handle)
-            return &slots[i];
+            return &drk_registry_slots[i];
     }
     return NULL;
 }
@@ -282,6 +279,15 @@ uint64_t drk_registry_untracked(void)
     uint64_t n = 0;
     for (int e = 0; e < DRK_REGISTRY_ENTRIES; e++)
         n += atomic_load_explicit(&untracked[e], memory_order_relaxed);
+    return n;
+}
+
+uint64_t drk_registry_launches(void)
+{
+    uint64_t n = drk_registry_untracked();
+    size_t size = drk_registry_size();
+    for (size_t i = 0; i < size; i++)
+        n += drk_record_launches(drk_registry_at(i));
     return n;
 }
 

@@ -89,6 +89,8 @@ uint64_t drk_record_shape_launches(const drk_kernel_record *r, int shape);
 uint64_t drk_record_other_launches(const drk_kernel_record *r);
 /* Launches of kernels that found no room in the registry. */
 uint64_t drk_registry_untracked(void);
+/* All successful launches: every record's and the untracked ones. */
+uint64_t drk_registry_launches(void);
 /* All launches through entry point `entry`, recorded or untracked. */
 uint64_t drk_registry_entry_launches(unsigned entry);
 

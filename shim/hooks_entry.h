@@ -7,18 +7,23 @@
 #include "../interpose/routes.h"
 #include "hook.h"
 
+/* After the driver resolved `symbol`: hand out the hook of the name it chose. */
+static inline __attribute__((always_inline)) CUresult routed(drk_sym sym, CUresult r, const char *symbol, void **pfn)
+{
+    if (r == CUDA_SUCCESS && pfn && *pfn && symbol)
+        *pfn = drk_route_proc(symbol, *pfn);
+    if (drk_observing())
+        drk_count_call(sym);
+    return r;
+}
+
 DRK_BODY drk_body_get_proc_address(drk_sym sym, const char *symbol, void **pfn, int version,
                                    cuuint64_t flags, CUdriverProcAddressQueryResult *status)
 {
     drk_fn_get_proc_address real = DRK_REAL(get_proc_address);
     if (!real)
         return drk_missing(sym);
-    CUresult r = real(symbol, pfn, version, flags, status);
-    if (r == CUDA_SUCCESS && pfn && *pfn && symbol)
-        *pfn = drk_route_proc(symbol, *pfn);
-    if (drk_observing())
-        drk_count_call(sym);
-    return r;
+    return routed(sym, real(symbol, pfn, version, flags, status), symbol, pfn);
 }
 
 DRK_BODY drk_body_get_proc_address_v1(drk_sym sym, const char *symbol, void **pfn, int version,
@@ -27,12 +32,7 @@ DRK_BODY drk_body_get_proc_address_v1(drk_sym sym, const char *symbol, void **pf
     drk_fn_get_proc_address_v1 real = DRK_REAL(get_proc_address_v1);
     if (!real)
         return drk_missing(sym);
-    CUresult r = real(symbol, pfn, version, flags);
-    if (r == CUDA_SUCCESS && pfn && *pfn && symbol)
-        *pfn = drk_route_proc(symbol, *pfn);
-    if (drk_observing())
-        drk_count_call(sym);
-    return r;
+    return routed(sym, real(symbol, pfn, version, flags), symbol, pfn);
 }
 
 #endif

@@ -328,9 +328,7 @@ void drk_report_at_exit(void)
 {
     if (atomic_exchange(&written, 1) || drk_current_mode() == DRK_MODE_OFF)
         return;
-    uint64_t launches = drk_registry_untracked(), allocs = 0;
-    for (size_t i = 0; i < drk_registry_size(); i++)
-        launches += drk_record_launches(drk_registry_at(i));
+    uint64_t launches = drk_registry_launches(), allocs = 0;
     for (int k = 0; k < DRK_ALLOC_KINDS; k++)
         allocs += atomic_load(&drk_alloc_counts_of((drk_alloc_kind)k)->allocs);
     if (!*drk_opt_str(DRK_OPT_REPORT)) {
