@@ -7,6 +7,7 @@
 #include "../shim/counter.h"
 #include "../shim/log.h"
 #include "arena.h"
+#include "facts.h"
 
 /* The slot table is fixed (.bss: untouched pages cost nothing); records come
  * from the arena as kernels appear, so a launch never calls malloc. 32768
@@ -150,6 +151,10 @@ void drk_registry_launch_slow(const drk_driver *(*driver)(void), uintptr_t handl
             return;
         }
     }
+    /* A kernel's first launch asks the driver what it knows of it, once:
+     * the kernel is surely loaded now, and the driver may be gone at exit. */
+    if (!atomic_load_explicit(&r->driver_asked, memory_order_relaxed) && !atomic_exchange(&r->driver_asked, 1))
+        atomic_store_explicit(&r->driver, drk_driver_facts_ask(driver(), r->handle, r->kind), memory_order_release);
     int owned = thread < DRK_REGISTRY_SHARDS - 1;
     drk_kernel_counts *counts = &r->counts[owned ? thread : DRK_REGISTRY_SHARDS - 1];
     /* Shapes are compared directly (no hash on the launch path). A shape
@@ -207,6 +212,18 @@ void drk_registry_bind(uintptr_t handle, drk_handle_kind kind, const char *name,
     drk_kernel_record *fresh = record_new(handle, kind, name, owner);
     if (fresh)
         atomic_store_explicit(&s->rec, fresh, memory_order_release);
+}
+
+void drk_record_learn_image(const drk_kernel_record *r, const struct drk_image_facts *facts)
+{
+    const struct drk_image_facts *none = NULL;
+    if (r && facts)
+        atomic_compare_exchange_strong(&((drk_kernel_record *)r)->image, &none, facts);
+}
+
+void drk_registry_learn_image(uintptr_t handle, const struct drk_image_facts *facts)
+{
+    drk_record_learn_image(drk_registry_find(handle), facts);
 }
 
 const drk_kernel_record *drk_registry_find(uintptr_t handle)

@@ -51,11 +51,19 @@ typedef struct drk_kernel_counts {
     _Atomic uint64_t other[DRK_REGISTRY_ENTRIES]; /* in shapes beyond the first 8, by entry */
 } __attribute__((aligned(128))) drk_kernel_counts;
 
+struct drk_image_facts;
+struct drk_driver_facts;
+
 typedef struct drk_kernel_record {
     uintptr_t handle;
     _Atomic uintptr_t owner; /* CUmodule or CUlibrary, 0 if unknown */
     const char *name;
     drk_handle_kind kind;
+    /* What the kernel's image says (set when it is bound, from the image its
+     * owner loaded) and what the driver says (asked at its first launch). */
+    _Atomic(const struct drk_image_facts *) image;
+    _Atomic(const struct drk_driver_facts *) driver;
+    atomic_int driver_asked;
     drk_shape_slot shapes[DRK_SHAPES_PER_KERNEL]; /* read on every launch, written rarely */
     drk_kernel_counts counts[DRK_REGISTRY_SHARDS];
 } drk_kernel_record;
@@ -73,6 +81,11 @@ void drk_registry_launch_slow(const drk_driver *(*driver)(void), uintptr_t handl
  * cuLibraryGetKernel, cuKernelGetFunction). A handle value reused for
  * another kernel gets a new record. */
 void drk_registry_bind(uintptr_t handle, drk_handle_kind kind, const char *name, uintptr_t owner);
+
+/* The image facts of a bound handle's kernel, or of a record (also one
+ * whose owner was unloaded); the first set stays. */
+void drk_registry_learn_image(uintptr_t handle, const struct drk_image_facts *facts);
+void drk_record_learn_image(const drk_kernel_record *r, const struct drk_image_facts *facts);
 
 /* The record of a handle, or NULL; never creates one. */
 const drk_kernel_record *drk_registry_find(uintptr_t handle);

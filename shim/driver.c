@@ -13,6 +13,13 @@ static void fill(drk_driver *t)
     t->func_get_name = (CUresult(*)(const char **, CUfunction))drk_driver_sym("cuFuncGetName");
     t->kernel_get_name = (CUresult(*)(const char **, CUkernel))drk_driver_sym("cuKernelGetName");
     t->driver_get_version = (CUresult(*)(int *))drk_driver_sym("cuDriverGetVersion");
+    t->func_get_param_info = (__typeof__(t->func_get_param_info))drk_driver_sym("cuFuncGetParamInfo");
+    t->kernel_get_param_info = (__typeof__(t->kernel_get_param_info))drk_driver_sym("cuKernelGetParamInfo");
+    t->func_get_attribute = (__typeof__(t->func_get_attribute))drk_driver_sym("cuFuncGetAttribute");
+    t->kernel_get_attribute = (__typeof__(t->kernel_get_attribute))drk_driver_sym("cuKernelGetAttribute");
+    t->ctx_get_device = (__typeof__(t->ctx_get_device))drk_driver_sym("cuCtxGetDevice");
+    t->device_get = (__typeof__(t->device_get))drk_driver_sym("cuDeviceGet");
+    t->device_get_attribute = (__typeof__(t->device_get_attribute))drk_driver_sym("cuDeviceGetAttribute");
     /* Asked now: it needs no cuInit. */
     if (!t->driver_get_version || t->driver_get_version(&t->version) != CUDA_SUCCESS)
         t->version = 0;

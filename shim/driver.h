@@ -10,6 +10,13 @@ typedef struct drk_driver {
     CUresult (*func_get_name)(const char **name, CUfunction fn);
     CUresult (*kernel_get_name)(const char **name, CUkernel kernel);
     CUresult (*driver_get_version)(int *version);
+    CUresult (*func_get_param_info)(CUfunction fn, size_t index, size_t *offset, size_t *size);
+    CUresult (*kernel_get_param_info)(CUkernel kernel, size_t index, size_t *offset, size_t *size);
+    CUresult (*func_get_attribute)(int *value, CUfunction_attribute attr, CUfunction fn);
+    CUresult (*kernel_get_attribute)(int *value, CUfunction_attribute attr, CUkernel kernel, CUdevice dev);
+    CUresult (*ctx_get_device)(CUdevice *dev);
+    CUresult (*device_get)(CUdevice *dev, int ordinal);
+    CUresult (*device_get_attribute)(int *value, CUdevice_attribute attr, CUdevice dev);
     int version; /* cuDriverGetVersion when the table was filled, 0 if unknown */
 } drk_driver;
 

@@ -119,6 +119,12 @@ void drk_json_null(drk_json *j, const char *key)
     puts_(j, "null");
 }
 
+void drk_json_bool(drk_json *j, const char *key, int value)
+{
+    item(j, key);
+    puts_(j, value ? "true" : "false");
+}
+
 void drk_json_free(drk_json *j)
 {
     free(j->buf);

@@ -20,6 +20,9 @@ const drk_option_desc drk_option_table[DRK_OPT_COUNT] = {
                           "append log lines to this file instead of standard error"},
     [DRK_OPT_CUDA_LIBRARY] = {"DRK_CUDA_LIBRARY", DRK_OPTION_PATH, "libcuda.so.1",
                               "the CUDA driver library drk forwards to (one it cannot open: warn, use the default)"},
+    [DRK_OPT_IMAGES] = {"DRK_IMAGES", DRK_OPTION_BOOL, "1",
+                        "read the device images a program loads, to know each kernel's parameters, resources "
+                        "and PTX (0: kernels are known from the driver's answers only)"},
 };
 
 static const char *const level_names[] = {

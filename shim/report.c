@@ -20,7 +20,9 @@
 #include "driver.h"
 #include "json.h"
 #include "log.h"
+#include "kernels.h"
 #include "options.h"
+#include "report_facts.h"
 #include "state.h"
 #include "stats.h"
 
@@ -179,6 +181,7 @@ static void write_shapes(drk_json *j, const drk_kernel_record *const *recs, size
 
 static void write_kernels(drk_json *j)
 {
+    drk_kernels_complete();
     size_t n = drk_registry_size();
     const drk_kernel_record **recs = malloc(sizeof *recs * n + 1);
     kernel_entry *entries = malloc(sizeof *entries * n + 1);
@@ -212,6 +215,7 @@ static void write_kernels(drk_json *j)
     drk_json_u64(j, "failed_launches", drk_failed_launches());
     drk_json_u64(j, "untracked_launches", drk_registry_untracked());
     drk_json_u64(j, "distinct", ne);
+    drk_facts_totals totals = {0};
     drk_json_open(j, "list", '[');
     for (size_t i = 0; i < ne; i++) {
         const kernel_entry *e = &entries[i];
@@ -221,9 +225,11 @@ static void write_kernels(drk_json *j)
         drk_json_u64(j, "launches", e->launches);
         write_shapes(j, recs + e->first, e->count);
         drk_json_u64(j, "other_shape_launches", e->other);
+        drk_report_facts(j, recs + e->first, e->count, e->launches, &totals);
         drk_json_close(j, '}');
     }
     drk_json_close(j, ']');
+    drk_report_facts_totals(j, &totals);
     drk_json_close(j, '}');
     free(recs);
     free(entries);

@@ -9,10 +9,12 @@
 int cmd_run(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_options(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
 
 void usage_run(FILE *f);
 void usage_report(FILE *f);
 void usage_options(FILE *f);
+void usage_inspect(FILE *f);
 
 /* Exit status for a command line drk cannot use: nothing was run. */
 #define EXIT_USAGE 2

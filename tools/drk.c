@@ -1,4 +1,5 @@
-/* drk: run a program under libdrk_shim.so, read its reports, list options. */
+/* drk: run a program under libdrk_shim.so, read its reports, list options,
+ * inspect device images. */
 #include <stdio.h>
 #include <string.h>
 
@@ -13,6 +14,8 @@ static void usage(FILE *f)
           "                 run PROGRAM with libdrk_shim.so preloaded\n"
           "  report [--json] [--top N] PATH\n"
           "                 print a report, or every report in a directory and their sum\n"
+          "  inspect [--json] [--demangle] [--arch sm_NN] FILE...\n"
+          "                 list the kernels in programs, libraries, fatbins, cubins and PTX\n"
           "  options        list the DRK_* options and the ones set in this environment\n"
           "  help [COMMAND] this text, or a command's\n"
           "\n"
@@ -30,6 +33,7 @@ typedef struct command {
 static const command commands[] = {
     {"run", cmd_run, usage_run},
     {"report", cmd_report, usage_report},
+    {"inspect", cmd_inspect, usage_inspect},
     {"options", cmd_options, usage_options},
 };
 

@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#define TABLE_MAX_COLS 8
+#define TABLE_MAX_COLS 10
 
 typedef struct table {
     size_t ncols;

@@ -915,14 +915,48 @@ struct library {
 
 #define FC_MAX_IMAGE ((size_t)16 << 20)
 
-/* Parses "DRKFAKE1\n<name>\n..." into registry indices. Caller holds the lock. */
+static CUresult parse_image(const char *text, unsigned int **out, unsigned int *nout);
+
+/* PTX text stands for the registered kernels its .entry lines name, so
+ * tests can hand drk a real PTX image. Caller holds the lock. */
+static CUresult parse_ptx(const char *text, unsigned int **out, unsigned int *nout)
+{
+    size_t cap = strlen(FAKECUDA_IMAGE_MAGIC) + 2, len = 0;
+    for (const char *p = text; (p = strstr(p, ".entry")) != NULL; p += 6)
+        cap += FC_MAX_NAME + 1;
+    char *list = malloc(cap);
+    if (!list)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    len = (size_t)snprintf(list, cap, "%s\n", FAKECUDA_IMAGE_MAGIC);
+    for (const char *p = text; (p = strstr(p, ".entry")) != NULL;) {
+        p += 6;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        size_t n = strcspn(p, " \t\r\n(");
+        if (n == 0 || n >= FC_MAX_NAME) {
+            free(list);
+            return CUDA_ERROR_INVALID_IMAGE;
+        }
+        memcpy(list + len, p, n);
+        len += n;
+        list[len++] = '\n';
+        list[len] = '\0';
+    }
+    CUresult rc = parse_image(list, out, nout);
+    free(list);
+    return rc;
+}
+
+/* Parses "DRKFAKE1\n<name>\n..." (or PTX) into registry indices. Caller
+ * holds the lock. */
 static CUresult parse_image(const char *text, unsigned int **out, unsigned int *nout)
 {
     *out = NULL;
     *nout = 0;
     size_t hl = strlen(FAKECUDA_IMAGE_MAGIC);
     if (strncmp(text, FAKECUDA_IMAGE_MAGIC, hl) != 0)
-        return CUDA_ERROR_INVALID_IMAGE;
+        return strstr(text, ".version") && strstr(text, ".entry") ? parse_ptx(text, out, nout)
+                                                                  : CUDA_ERROR_INVALID_IMAGE;
     const char *p = text + hl;
     while (*p == '\r' || *p == ' ' || *p == '\t')
         p++;

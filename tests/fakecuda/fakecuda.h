@@ -44,7 +44,9 @@
  *    registered kernel name per line (blank lines ignored). A wrong header,
  *    an unknown or repeated name gives CUDA_ERROR_INVALID_IMAGE; a missing
  *    file CUDA_ERROR_FILE_NOT_FOUND. Every module/library load call, including
- *    cuModuleLoadFatBinary, accepts that text.
+ *    cuModuleLoadFatBinary, accepts that text. PTX text (with .version and
+ *    .entry) is accepted too and stands for the registered kernels its
+ *    .entry names, so drk's image reader can be tested on a real PTX image.
  *  - Launches run the kernel synchronously on the calling thread, once per
  *    (block, thread), blocks in x-fastest order. A CUfunction or a CUkernel
  *    may be launched. Streams are only validated: NULL, CU_STREAM_LEGACY,

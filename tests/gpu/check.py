@@ -343,7 +343,68 @@ def check_workload(d, name, losses, cupti_missing):
 
     # 7. DRK_DISABLE=1: invisible.
     j.emit(*disabled_invisible(dis))
+
+    # 8. Every launched kernel is known: a name, and a parameter layout read
+    #    from its image that equals the driver's (cuFuncGetParamInfo).
+    if rep is None:
+        j.emit(False, "every launched kernel known", "no usable drk report")
+        j.emit(False, "image resources == driver's", "no usable drk report")
+    else:
+        j.emit(*kernel_facts(rep))
+        j.emit(*kernel_resources(rep))
     return j
+
+
+def kernel_facts(rep):
+    k = rep["kernels"]
+    launched = [e for e in k["list"] if e["launches"]]
+    misses = []
+    for e in launched:
+        img, drv = e.get("image"), e.get("driver")
+        if e["name"].startswith("<unnamed"):
+            misses.append(f"{e['name']}: no name")
+        elif img is None:
+            misses.append(f"{short(e['name'], 60)}: no image facts")
+        elif e.get("params_match") is not True:
+            got = [(p["offset"], p["size"]) for p in img["params"]]
+            want = None if not drv or drv["params"] is None else [(p["offset"], p["size"]) for p in drv["params"]]
+            misses.append(f"{short(e['name'], 60)}: image layout {short(str(got), 80)} driver {short(str(want), 80)}")
+    f = k.get("facts", {})
+    n = len(launched)
+    ptx = sum(1 for e in launched if e.get("image") and e["image"]["ptx_for_device"])
+    anyptx = sum(1 for e in launched if e.get("image") and e["image"]["ptx"])
+    detail = (f"{n} launched kernels, {n - len(misses)} with name and image layout == driver's, {len(misses)} misses; "
+              f"PTX usable on sm_{f.get('device_sm')}: {ptx}/{n} ({anyptx} with any PTX); "
+              f"images read {f.get('images', {}).get('read')}/{f.get('images', {}).get('loads')} "
+              f"({f.get('images', {}).get('deferred', 0)} deferred to exit) "
+              f"in {f.get('images', {}).get('read_us', 0) / 1000:.1f} ms, "
+              f"{f.get('images', {}).get('read_at_exit_us', 0) / 1000:.1f} ms of it at exit")
+    if misses:
+        detail += "; " + "; ".join(misses[:5]) + (f"; ... {len(misses) - 5} more" if len(misses) > 5 else "")
+    return not misses and n > 0, "every launched kernel known", detail
+
+
+def kernel_resources(rep):
+    """Registers, static shared memory and max threads read from a kernel's
+    cubin equal what the driver says of the loaded kernel."""
+    bad, compared = [], 0
+    # A cubin's shared size includes the per-block reserve when the kernel
+    # uses shared memory; the driver's excludes it.
+    reserve = rep["kernels"].get("facts", {}).get("device_reserved_shared_bytes") or 0
+    for e in rep["kernels"]["list"]:
+        img, drv = e.get("image"), e.get("driver")
+        if not e["launches"] or not img or not drv or img["layout_source"] != "sass":
+            continue
+        compared += 1
+        for key in ("registers", "shared_bytes"):
+            if img[key] is None or drv[key] is None:
+                continue
+            ok = img[key] == drv[key] or (key == "shared_bytes" and img[key] == drv[key] + reserve)
+            if not ok:
+                bad.append(f"{short(e['name'], 50)} {key} image={img[key]} driver={drv[key]}"
+                           + (f" (+{reserve} reserved)" if key == "shared_bytes" else ""))
+    detail = f"{compared} kernels with SASS facts compared" + ("; " + "; ".join(bad[:5]) if bad else "")
+    return not bad, "image resources == driver's", detail
 
 
 def disabled_invisible(dis):

@@ -61,6 +61,15 @@ if out:
     with open(out.replace("%p", str(pid)), "w") as f:
         json.dump(cupti, f)
 
+image = {"from": "cuLibraryLoadData #1", "layout_source": "sass", "source_arch": 90,
+         "params": [{"offset": 0, "size": 8, "kind": "pointer"},
+                    {"offset": 8, "size": 8 if fault != "layout" else 4, "kind": "scalar"}],
+         "params_size": 16, "registers": 16 if fault != "registers" else 17, "shared_bytes": 0, "local_bytes": 0,
+         "const_bytes": 400, "max_threads": 0, "reqntid": [0, 0, 0], "sass": [90], "ptx": [{"arch": 90, "isa": "9.0"}],
+         "ptx_for_device": True}
+driver = {"params": [{"offset": 0, "size": 8}, {"offset": 8, "size": 8}], "registers": 16, "shared_bytes": 0,
+          "local_bytes": 0, "const_bytes": 400, "max_threads": 1024, "ptx_version": 90, "binary_version": 90}
+
 def report(dir_):
     os.makedirs(dir_, exist_ok=True)
     k = n + (2 if fault == "report_kernel" else 0)
@@ -72,7 +81,10 @@ def report(dir_):
                      "entry": {"total": 0, "by_name": {"cuGetProcAddress_v2": 0}}},
            "kernels": {"launches": n, "failed_launches": failed, "untracked_launches": 0, "distinct": 1,
                        "list": [{"name": kern, "handles": 1, "launches": k, "shapes": [],
-                                 "other_shape_launches": 0}]}}
+                                 "other_shape_launches": 0, "image": image, "driver": driver,
+                                 "params_match": fault != "layout"}],
+                       "facts": {"device_sm": 90, "device_reserved_shared_bytes": 1024, "images": {"loads": 1, "read": 1, "failed": 0, "kernels": 1,
+                                                             "read_us": 120}}}}
     with open(os.path.join(dir_, "drk-%s-%d.json" % (name, pid)), "w") as f:
         json.dump(doc, f)
 
@@ -142,7 +154,9 @@ def test_run_sh(tmp):
     n_pass = sum(ln.startswith("PASS") for ln in lines)
     expect(rc == 0 and not fails, f"no fault: all pass (rc={rc}, failures: {fails[:3]})")
     expect(lines and lines[-1] == f"{n_pass} passed, 0 failed", f"last line is the tally: {lines[-1:]}")
-    expect(n_pass >= 2 * 12, f"each workload made all its checks ({n_pass} PASS lines)")
+    expect(n_pass >= 2 * 14, f"each workload made all its checks ({n_pass} PASS lines)")
+    expect(any("every launched kernel known" in ln and "PTX usable on sm_90: 1/1" in ln for ln in lines),
+           "the PTX fraction is printed")
     expect(any("program's own counts" in ln and "failed=1" in ln for ln in lines),
            "drv_vecadd's own counts include its refused launch")
 
@@ -170,6 +184,14 @@ def test_run_sh(tmp):
     fails = failed_checks("report_kernel")
     expect(any("per-kernel launches == CUPTI" in f and "drk=32 cupti=30" in f for f in fails),
            f"report_kernel: per-kernel numbers shown: {fails[:1]}")
+
+    fails = failed_checks("layout")
+    names = {f.split(": ")[1] for f in fails}
+    expect(names == {"every launched kernel known"} and any("1 misses" in f and "(8, 4)" in f for f in fails),
+           f"layout: only the kernel check fails, showing both layouts: {fails[:1]}")
+    fails = failed_checks("registers")
+    expect({f.split(": ")[1] for f in fails} == {"image resources == driver's"}
+           and any("registers image=17 driver=16" in f for f in fails), f"registers: caught: {fails[:1]}")
 
     fails = failed_checks("no_report")
     expect(any("one report per process" in f and "0 reports" in f for f in fails), "no_report: caught")

@@ -108,6 +108,36 @@ def compare_report(rep, counts, label):
             check(got[key] == want[key], f"{label}: memory.{kind}.{key} is {got[key]}, program says {want[key]}")
 
 
+def check_facts(rep, ptx_image=True):
+    """Every launched kernel has the driver's layout; with ptx_image, vec_add's
+    PTX image was read too, and its layout is the driver's."""
+    k = rep["kernels"]
+    facts = k["facts"]
+    check(facts["device_sm"] == 90, f"facts.device_sm {facts['device_sm']}, the stand-in is sm_90")
+    launched = [x for x in k["list"] if x["launches"]]
+    check(facts["launched_kernels"] == len(launched), f"facts.launched_kernels {facts['launched_kernels']} != {len(launched)}")
+    check(facts["with_layout"] == len(launched), f"launched kernels without a layout: {facts}")
+    if not ptx_image:
+        return
+    check(facts["images"]["read"] >= 1, f"no image read: {facts['images']}")
+    e = {x["name"]: x for x in k["list"]}.get("vec_add")
+    if not check(e is not None, "vec_add not in the report"):
+        return
+    img, drv = e["image"], e["driver"]
+    if check(img is not None, "vec_add has no image facts"):
+        check(img["from"].startswith("cuModuleLoadData"), f"vec_add's image came from {img['from']}")
+        check([(p["offset"], p["size"]) for p in img["params"]] == [(0, 8), (8, 8), (16, 8), (24, 4)],
+              f"vec_add's image layout {img['params']}")
+        check([p["kind"] for p in img["params"]] == ["pointer"] * 3 + ["scalar"], f"vec_add's kinds {img['params']}")
+        check(img["layout_source"] == "ptx" and img["ptx"] == [{"arch": 90, "isa": "8.8"}] and img["ptx_for_device"],
+              f"vec_add's PTX facts {img}")
+    if check(drv is not None and drv["params"] is not None, f"vec_add has no driver layout: {drv}"):
+        check([(p["offset"], p["size"]) for p in drv["params"]] == [(0, 8), (8, 8), (16, 8), (24, 4)],
+              f"vec_add's driver layout {drv['params']}")
+    check(e["params_match"] is True, f"vec_add params_match {e['params_match']}")
+    check(facts["layout_differs_from_driver"] == 0, f"layouts differ: {facts}")
+
+
 def one_report(r, d, label):
     reps = r.reports(d)
     check(len(reps) == 1, f"{label}: {len(reps)} reports in {d}, expected 1")
@@ -128,6 +158,7 @@ def mode_workload(r, owners):
         check(rep["process"]["forked_from"] == 0, "forked_from set in a process that did not fork")
         check(rep["driver"]["path"] and rep["driver"]["path"].endswith("libcuda.so.1"), f"driver path {rep['driver']['path']}")
         check(rep["driver"]["version"] == 13000, f"driver version {rep['driver']['version']}, the stand-in says 13000")
+        check_facts(rep)
     env = {"DRK_DISABLE": "1"}
     if owners:
         env["ROUTE_EXPECT_OWNER"] = "driver"
@@ -142,6 +173,15 @@ def mode_workload(r, owners):
     if rep3:
         check(all(f["total"] == 0 for f in rep3["calls"].values()) and rep3["kernels"]["launches"] == 0,
               "DRK_OBSERVE=0 still counted calls")
+    # DRK_IMAGES=0: no image is read; the driver's answers remain.
+    out4, _, _, rep_dir4 = r.run(True, {"DRK_IMAGES": "0"})
+    check(out4 == out0, "output under DRK_IMAGES=0 differs from native")
+    rep4 = one_report(r, rep_dir4, "images=0")
+    if rep4:
+        f = rep4["kernels"]["facts"]
+        e = {x["name"]: x for x in rep4["kernels"]["list"]}.get("vec_add", {})
+        check(f["images"]["loads"] == 0 and e.get("image", 1) is None and e.get("driver"),
+              f"DRK_IMAGES=0: images {f['images']}, vec_add image {e.get('image')}, driver {e.get('driver')}")
 
 
 def mode_counts(r):
@@ -153,6 +193,7 @@ def mode_counts(r):
     if rep and counts1:
         compare_report(rep, counts1, "drk")
         check(rep["driver"]["version"] == 13000, f"driver version {rep['driver']['version']}, the stand-in says 13000")
+        check_facts(rep, ptx_image=False)
 
 
 def mode_fork(r):
@@ -216,6 +257,31 @@ def mode_same(r, expect, launches):
             check(rep["kernels"]["launches"] == launches, f"report has {rep['kernels']['launches']} launches, expected {launches}")
 
 
+def mode_private(r):
+    """A launched kernel whose image no load brought in gets its facts from
+    the program's own fatbin section."""
+    out0, _, _, _ = r.run(False)
+    out1, err1, _, rep_dir = r.run(True)
+    check(out1 == out0 and out0.startswith("ok "), f"outputs: native {out0!r} drk {out1!r}")
+    check(not drk_lines(err1), f"drk logged at the default level: {drk_lines(err1)}")
+    rep = one_report(r, rep_dir, "drk")
+    if not rep:
+        return
+    k = rep["kernels"]
+    e = {x["name"]: x for x in k["list"]}.get("drk_private_scale")
+    if not check(e is not None and e["launches"] == 5, f"drk_private_scale launches: {e and e['launches']}"):
+        return
+    img = e["image"]
+    if check(img is not None, "drk_private_scale has no image facts"):
+        check(os.path.realpath(img["from"]) == os.path.realpath(r.program), f"facts from {img['from']}")
+        check([(p["offset"], p["size"]) for p in img["params"]] == [(0, 8), (8, 4), (12, 4)],
+              f"layout {img['params']}")
+        check(img["layout_source"] == "sass" and img["sass"] == [90] and img["registers"] is not None,
+              f"SASS facts {img}")
+    check(e["params_match"] is True, f"params_match {e['params_match']}")
+    check(k["facts"]["images"]["objects_read"] >= 1, f"images {k['facts']['images']}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shim", required=True)
@@ -226,13 +292,14 @@ def main():
     ap.add_argument("--sanitizer-runtime", help="preloaded first in every run (sanitizer builds)")
     ap.add_argument("--expect", default="ok", help="same mode: a regex the output must match")
     ap.add_argument("--launches", type=int, help="same mode: launches the report must count")
-    ap.add_argument("mode", choices=["workload", "counts", "fork", "badopts", "same"])
+    ap.add_argument("mode", choices=["workload", "counts", "fork", "badopts", "same", "private"])
     ap.add_argument("program")
     ap.add_argument("args", nargs="*")
     a = ap.parse_args()
     r = Runner(a.shim, a.driver, a.program, a.args, a.preload_before, a.preload_after, a.sanitizer_runtime)
     {"workload": lambda: mode_workload(r, a.owners), "counts": lambda: mode_counts(r), "fork": lambda: mode_fork(r),
-     "badopts": lambda: mode_badopts(r), "same": lambda: mode_same(r, a.expect, a.launches)}[a.mode]()
+     "badopts": lambda: mode_badopts(r), "same": lambda: mode_same(r, a.expect, a.launches),
+     "private": lambda: mode_private(r)}[a.mode]()
     print(f"{'FAILED' if FAILURES else 'passed'}: {a.mode} {os.path.basename(a.program)}")
     sys.exit(1 if FAILURES else 0)
 

@@ -58,6 +58,14 @@ static void expect(int cond, const char *what, int line)
 #define EXPECT(cond) expect((cond), #cond, __LINE__)
 
 static const char image[] = "DRKFAKE1\nvec_add\nscale\nfill\nempty\n";
+/* A real PTX image of vec_add, which drk reads (the stand-in accepts PTX):
+ * its layout must match what the driver says (8, 8, 8, 4 bytes). */
+static const char ptx_image[] = "//\n// vec_add, as nvcc would write it\n//\n.version 8.8\n.target sm_90\n"
+                                ".address_size 64\n\n.visible .entry vec_add(\n"
+                                "\t.param .u64 .ptr .global .align 4 vec_add_param_0,\n"
+                                "\t.param .u64 .ptr .global .align 4 vec_add_param_1,\n"
+                                "\t.param .u64 .ptr .global .align 4 vec_add_param_2,\n"
+                                "\t.param .u32 vec_add_param_3\n)\n{\n\tret;\n}\n";
 
 typedef struct kernels {
     CUmodule mod[4];
@@ -69,7 +77,7 @@ typedef struct kernels {
 static void load_kernels(kernels *k, const char *image_file)
 {
     CALL(cuModuleLoad, &k->mod[0], image_file);
-    CALL(cuModuleLoadData, &k->mod[1], image);
+    CALL(cuModuleLoadData, &k->mod[1], ptx_image);
     CALL(cuModuleLoadDataEx, &k->mod[2], image, 0, NULL, NULL);
     CALL(cuModuleLoadFatBinary, &k->mod[3], image);
     CALL(cuLibraryLoadData, &k->lib[0], image, NULL, NULL, 0, NULL, NULL, 0);

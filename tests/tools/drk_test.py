@@ -481,6 +481,132 @@ def case_report_parser():
         check(p.returncode == 0 and "27000 launches" in p.stdout, "BOM, whitespace, unknown fields", p)
 
 
+# ---------------------------------------------------------------- drk inspect
+# On the images committed as fuzzer seeds (built by nvcc 13 from
+# tests/images/kernels.cu and rdc_b.cu), so these run without nvcc.
+
+def seed(name):
+    return os.path.join(ARGS.seeds, name)
+
+
+def inspect_json(*argv, rc=0):
+    p = drk("inspect", "--json", *argv)
+    check(p.returncode == rc, f"drk inspect --json {argv} exits {rc}", p)
+    try:
+        doc = json.loads(p.stdout)
+    except ValueError as e:
+        raise AssertionError(f"drk inspect --json {argv} prints no JSON: {e}\n{p.stdout[:2000]}")
+    return doc, p
+
+
+def case_inspect_usage():
+    for argv, msg in (((), "no FILE"), (("--frob", "x"), "unknown option '--frob'"),
+                      (("--arch",), "--arch needs"), (("--arch", "sm_x", "f"), "not an SM"),
+                      (("--arch=90x", "f"), "not an SM"), (("--json",), "no FILE")):
+        p = drk("inspect", *argv)
+        check(p.returncode == 2 and msg in p.stderr and "usage: drk inspect" in p.stderr and not p.stdout,
+              f"drk inspect {argv}: usage error (2) saying {msg!r}", p)
+    for argv in (["inspect", "--help"], ["help", "inspect"]):
+        p = drk(*argv)
+        check(p.returncode == 0 and "usage: drk inspect" in p.stdout and "--arch" in p.stdout, f"drk {argv}", p)
+    p = drk("--help")
+    check("inspect" in p.stdout, "drk --help lists inspect", p)
+
+
+def case_inspect_errors():
+    with tempfile.TemporaryDirectory() as tmp:
+        empty = os.path.join(tmp, "empty")
+        open(empty, "w").close()
+        junk = os.path.join(tmp, "junk.bin")
+        with open(junk, "wb") as f:
+            f.write(bytes(range(256)) * 8)
+        missing = os.path.join(tmp, "missing.fatbin")
+        wrapper = os.path.join(tmp, "wrapper.bin")
+        with open(wrapper, "wb") as f:  # magic, version 1, a data pointer to nowhere
+            f.write(bytes.fromhex("b1436246 01000000") + (0x1000).to_bytes(8, "little") + bytes(8))
+        for path, msg in ((missing, "No such file"), (junk, "unknown format"), (empty, "empty file"),
+                          (wrapper, "fatbin wrapper"),
+                          (tmp, "directory"), (fixture("single.json"), "unknown format")):
+            p = drk("inspect", path)
+            check(p.returncode == 1 and f"drk inspect: {path}: " in p.stderr and msg in p.stderr,
+                  f"drk inspect {path}: exit 1, the file named, {msg!r}", p)
+        # A bad file does not stop the others.
+        p = drk("inspect", missing, seed("tiny.ptx"), junk)
+        check(p.returncode == 1 and "tiny.ptx: kernels 1," in p.stdout and p.stderr.count("drk inspect: ") == 2,
+              "the good file between two bad ones is listed; exit 1", p)
+        doc, p = inspect_json(missing, seed("tiny.ptx"), rc=1)
+        f = doc["files"]
+        check(len(f) == 2 and f[0]["error"] and f[0]["kernels"] == [] and f[0]["stats"] is None
+              and f[1]["error"] is None and len(f[1]["kernels"]) == 1, "--json: the bad file has its error", p)
+        # A program without device code is no error: it has no kernels.
+        p = drk("inspect", "/bin/sh")
+        check(p.returncode == 0 and "kernels 0," in p.stdout, "a host ELF without device code", p)
+
+
+def case_inspect_table():
+    p = drk("inspect", "--demangle", seed("zstd.fatbin"), seed("tiny.ptx"))
+    check(p.returncode == 0 and not p.stderr, "drk inspect --demangle on two images", p)
+    check(re.search(r"^  kernel\s+params\s+regs\s+shared\s+local\s+threads\s+from\s+SASS\s+PTX$", p.stdout, re.M),
+          "the table's header", p)
+    check(re.search(r"^  odd_params\(char, short, double, __half, Gappy, char, double\*\)\s+7 \(64 B\)\s+\d+\s+0\s+0"
+                    r"\s+-\s+sm_90\s+80,90\s+90$", p.stdout, re.M), "a demangled row", p)
+    check(re.search(r"^  shared_reduce\(float const\*, float\*\)\s+2 \(16 B\)\s+\d+\s+[1-9]\d*\s+0\s+<=256\s", p.stdout,
+                    re.M), "static shared memory and __launch_bounds__", p)
+    check(re.search(r"zstd\.fatbin: kernels 11, containers 1, entries 3 \(SASS 2, PTX 1, other 0\), LZ4 0, ZSTD 3, "
+                    r"errors 0$", p.stdout, re.M), "the summary line", p)
+    check(re.search(r"^  k\s+3 \(33 B\)\s+-\s+-\s+-\s+<=128\s+compute_90\s+-\s+90$", p.stdout, re.M),
+          "a PTX kernel: no resources", p)
+    p = drk("inspect", "--arch", "sm_80", seed("lz4.fatbin"))
+    check(p.returncode == 0 and "LZ4 3, ZSTD 0" in p.stdout and re.search(r"^  plain_scale .* sm_80 ", p.stdout, re.M),
+          "--arch sm_80 takes the numbers from the sm_80 SASS", p)
+
+
+def case_inspect_json():
+    doc, p = inspect_json("--demangle", seed("lz4.fatbin"), seed("rdc_b_sm90.cubin"), seed("tiny.ptx"),
+                          seed("ptx_compute90.fatbin"))
+    check(doc.get("schema") == "drk-inspect" and doc.get("version") == 1 and doc.get("sm") == 0, "the header", p)
+    fb, cubin, ptx, ptxfb = doc["files"]
+    check(fb["format"] == "fatbin" and cubin["format"] == "cubin" and ptx["format"] == "ptx", "formats", p)
+    st = fb["stats"]
+    for key in ("kernels", "containers", "entries", "sass_entries", "ptx_entries", "other_entries", "lz4", "zstd",
+                "entries_read", "errors", "stored_bytes", "decompressed_bytes", "first_error"):
+        check(key in st, f"stats has {key}", p)
+    check((st["kernels"], st["entries"], st["sass_entries"], st["ptx_entries"], st["lz4"], st["errors"])
+          == (11, 3, 2, 1, 3, 0), f"lz4.fatbin's stats: {st}", p)
+    ks = {k["name"]: k for k in fb["kernels"]}
+    check(len(ks) == 11 and [k["name"] for k in fb["kernels"]] == sorted(ks), "11 kernels, sorted by name", p)
+    odd = ks["_Z10odd_paramscsd6__half5GappycPd"]
+    check(odd["demangled"] == "odd_params(char, short, double, __half, Gappy, char, double*)", "demangled", p)
+    check(ks["plain_scale"]["demangled"] is None, "an extern \"C\" name has no demangled form", p)
+    check([(q["offset"], q["size"]) for q in odd["params"]] == [(0, 1), (2, 2), (8, 8), (16, 2), (24, 24), (48, 1), (56, 8)]
+          and odd["params_size"] == 64, f"odd_params' layout: {odd['params']}", p)
+    check(all(q["kind"] in ("pointer", "scalar", "unknown") and (q["align"] is None or q["align"] >= 2) for q in odd["params"]),
+          "parameter kinds and alignments", p)
+    check(odd["source"] == "sass" and odd["source_arch"] == 90 and odd["sass"] == [80, 90]
+          and odd["sass_targets"] == ["sm_80", "sm_90"]
+          and odd["ptx"] == [{"arch": 90, "target": "compute_90", "isa": "9.0"}], f"archs: {odd}", p)
+    big = ks["_Z10big_params3BigPfi"]
+    check(big["params_size"] == 4412 and big["params"][0]["size"] == 4400, "over 4 KiB of parameters", p)
+    red = ks["_Z13shared_reducePKfPf"]
+    check(red["max_threads"] == 256 and red["reqntid"] is None and red["shared_bytes"] >= 4224
+          and isinstance(red["registers"], int), f"shared_reduce: {red}", p)
+    check(ks["_Z10uses_localPKiPf"]["local_bytes"] > 0, "a stack frame", p)
+    ck = cubin["kernels"]
+    check(len(ck) == 1 and ck[0]["name"] == "_Z12rdc_kernel_bPdxc" and ck[0]["sass"] == [90] and ck[0]["ptx"] == [],
+          "the -rdc cubin has one kernel (not its device function)", p)
+    pk = ptx["kernels"][0]
+    check(pk["source"] == "ptx" and pk["registers"] is None and pk["shared_bytes"] is None and pk["max_threads"] == 128
+          and [(q["offset"], q["size"], q["align"]) for q in pk["params"]] == [(0, 8, 8), (8, 24, 8), (32, 1, None)],
+          f"PTX text: {pk}", p)
+    check(all(k["source"] == "ptx" and k["sass"] == [] for k in ptxfb["kernels"]), "a PTX-only fatbin", p)
+
+    doc, p = inspect_json("--arch", "sm_80", seed("lz4.fatbin"))
+    check(doc["sm"] == 80 and all(k["source_arch"] == 80 for k in doc["files"][0]["kernels"]), "--arch sm_80", p)
+    doc, p = inspect_json("--arch=sm_90", seed("ptx_compute90.fatbin"))
+    check(all(k["source"] == "ptx" and k["source_arch"] == 90 for k in doc["files"][0]["kernels"]),
+          "--arch sm_90 on PTX only: numbers from the PTX", p)
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 
@@ -493,6 +619,7 @@ def main():
     ap.add_argument("--rel-libdir", default="")
     ap.add_argument("--options-source", required=True)
     ap.add_argument("--fixtures", required=True)
+    ap.add_argument("--seeds", help="device images for the inspect cases (tests/fuzz/seeds)")
     ap.add_argument("case", choices=sorted(CASES))
     ARGS = ap.parse_args()
     CASES[ARGS.case]()

@@ -33,7 +33,7 @@ static CUresult kernel_name(const char **name, CUkernel k)
     return CUDA_SUCCESS;
 }
 
-static const drk_driver table = {func_name, kernel_name, NULL, 0};
+static const drk_driver table = {.func_get_name = func_name, .kernel_get_name = kernel_name};
 static const drk_driver *drv(void) { return &table; }
 
 static const drk_kernel_record *named(const char *name, int nth)

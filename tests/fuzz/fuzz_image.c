@@ -1,0 +1,143 @@
+/* libFuzzer target for the image reader: every entry point that takes
+ * untrusted bytes (a program's images, a file named to drk inspect) gets
+ * the input, whole, as the only bytes it may read. Built with
+ * -fsanitize=fuzzer,address,undefined (DRK_FUZZ=ON, clang); run by
+ * tests/fuzz/run.sh on the image fixtures. */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../evolve/cubin.h"
+#include "../../evolve/fatbin.h"
+#include "../../evolve/image.h"
+#include "../../evolve/ptx.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* A fuzzed header may state payloads up to DRK_FATBIN_MAX_PAYLOAD (1 GiB),
+ * which the reader allocates by design; beyond this the harness does not
+ * ask, so the fuzzer's memory limit finds real leaks and overruns instead. */
+#define HARNESS_MAX_PAYLOAD (64u << 20)
+
+/* Reads every field the reader filled, so garbage in them shows up under
+ * the sanitizers. */
+static unsigned touch_info(const drk_kernel_info *k)
+{
+    unsigned h = k->nparams ^ k->params_size ^ k->regs ^ k->shared_bytes ^ k->local_bytes ^ k->const_bytes ^
+                 k->max_threads ^ k->reqntid[0] ^ k->reqntid[1] ^ k->reqntid[2];
+    if (k->name)
+        h ^= (unsigned)strlen(k->name);
+    for (uint32_t i = 0; i < k->nparams; i++)
+        h ^= k->params[i].offset ^ k->params[i].size ^ k->params[i].kind ^ k->params[i].align_log2;
+    return h;
+}
+
+static volatile unsigned sink;
+
+static void read_image(const uint8_t *data, size_t size, unsigned sm)
+{
+    drk_image_options opt = {.sm = sm};
+    drk_image img;
+    char err[256];
+    memset(&img, 0, sizeof img);
+    if (drk_image_read(data, size, &opt, &img, err, sizeof err) != 0) {
+        sink ^= (unsigned)strlen(err);
+        return;
+    }
+    unsigned h = (unsigned)strlen(img.first_error) ^ img.stats.entries ^ (unsigned)strlen(drk_image_format_name(img.format));
+    for (size_t i = 0; i < img.nkernels; i++) {
+        const drk_image_kernel *k = &img.kernels[i];
+        h ^= touch_info(&k->info) ^ k->source_arch ^ k->nsass ^ k->nptx;
+        for (unsigned j = 0; j < k->nsass && j < DRK_IMAGE_MAX_ARCHS; j++)
+            h ^= k->sass[j];
+        for (unsigned j = 0; j < k->nptx && j < DRK_IMAGE_MAX_ARCHS; j++)
+            h ^= k->ptx[j] ^ k->ptx_isa[j];
+        if (k->info.name && drk_image_find(&img, k->info.name) == NULL)
+            __builtin_trap(); /* every kernel listed must be found by its name */
+        h ^= (unsigned)drk_image_kernel_ptx_for(k, 90);
+    }
+    sink ^= h;
+    drk_image_free(&img);
+}
+
+static void walk_fatbin(const uint8_t *data, size_t size)
+{
+    drk_fatbin_iter it;
+    drk_fatbin_entry e;
+    drk_fatbin_iter_init(&it, data, size);
+    int rc, n = 0;
+    while ((rc = drk_fatbin_next(&it, &e)) == 1 && n++ < 4096) {
+        /* The entry must lie inside the input. */
+        if (e.payload < data || e.payload + e.stored_size > data + size ||
+            (e.identifier && (e.identifier < (const char *)data ||
+                              e.identifier + e.identifier_len > (const char *)data + size)))
+            __builtin_trap();
+        if (e.decompressed_size > HARNESS_MAX_PAYLOAD)
+            continue;
+        uint8_t *p = NULL;
+        size_t len = 0;
+        if (drk_fatbin_payload(&e, &p, &len) == 0) {
+            if (p[len] != 0)
+                __builtin_trap(); /* promised: a NUL after the bytes */
+            if (e.kind == DRK_FATBIN_ELF) {
+                drk_cubin c;
+                char err[256];
+                if (drk_cubin_read(p, len, &c, err, sizeof err) == 0)
+                    drk_cubin_free(&c);
+            } else if (e.kind == DRK_FATBIN_PTX) {
+                drk_ptx x;
+                char err[256];
+                if (drk_ptx_read((const char *)p, len, &x, err, sizeof err) == 0)
+                    drk_ptx_free(&x);
+            }
+            free(p);
+        }
+    }
+    sink ^= (unsigned)rc ^ (unsigned)it.error;
+    size_t csize;
+    if (drk_fatbin_container_size(data, size, &csize) == 0 && csize > size)
+        __builtin_trap();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    /* A private copy with nothing around it: ASan then sees any read past
+     * the end, which the fuzzer's own buffer may hide. */
+    uint8_t *copy = malloc(size ? size : 1);
+    if (!copy)
+        return 0;
+    memcpy(copy, data, size);
+
+    sink ^= (unsigned)drk_image_classify(copy, size) ^ (unsigned)drk_is_cubin(copy, size) ^
+            (unsigned)drk_is_ptx(copy, size);
+    size_t extent = 0;
+    if (drk_image_extent(copy, size, &extent) == 0 && extent > size)
+        __builtin_trap(); /* trusted at most `avail` bytes */
+    if (drk_elf_extent(copy, size, &extent) == 0 && extent > size)
+        __builtin_trap();
+
+    /* A wrapper's pointers are the caller's to vouch for (image.h): bytes
+     * from outside a program never are. */
+    if (drk_image_classify(copy, size) != DRK_IMAGE_WRAPPER) {
+        read_image(copy, size, 0);
+        read_image(copy, size, 90);
+    }
+    walk_fatbin(copy, size);
+
+    drk_cubin c;
+    char err[256];
+    if (drk_cubin_read(copy, size, &c, err, sizeof err) == 0) {
+        for (size_t i = 0; i < c.nkernels; i++)
+            sink ^= touch_info(&c.kernels[i]);
+        drk_cubin_free(&c);
+    }
+    drk_ptx x;
+    if (drk_ptx_read((const char *)copy, size, &x, err, sizeof err) == 0) {
+        for (size_t i = 0; i < x.nkernels; i++)
+            sink ^= touch_info(&x.kernels[i]);
+        drk_ptx_free(&x);
+    }
+    free(copy);
+    return 0;
+}

@@ -1,0 +1,423 @@
+/* `drk inspect FILE...`: the kernels in device images (fatbins, cubins, PTX)
+ * and in the programs, libraries and objects that carry them, as the image
+ * reader (evolve/image.h) sees them. A table per file, or JSON. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../evolve/image.h"
+#include "commands.h"
+#include "table.h"
+
+/* Names wider than this are cut in the table (cuBLAS's run to hundreds of
+ * characters); --json has them whole. */
+#define NAME_COLUMN 96
+#define INSPECT_SCHEMA_VERSION 1
+
+void usage_inspect(FILE *f)
+{
+    fputs("usage: drk inspect [--json] [--demangle] [--arch sm_NN] FILE...\n"
+          "\n"
+          "Lists the kernels in each FILE: an executable, shared library or object file with device\n"
+          "code, a fatbin, a cubin or PTX text. One row per kernel: parameters (count and bytes),\n"
+          "registers, static shared bytes, local (stack) bytes per thread, the thread limit\n"
+          "(<=N from __launch_bounds__ / .maxntid, =XxYxZ from .reqntid), the entry the row's\n"
+          "numbers come from, and the SASS and PTX archs that carry the kernel; then a summary\n"
+          "line per file. '-' is unknown (PTX has no registers or shared memory).\n"
+          "\n"
+          "  --arch sm_NN  take each kernel's numbers from the entry a GPU of that SM would use\n"
+          "                (the best SASS of its family, else the newest PTX it can JIT), and read\n"
+          "                only those entries; default: every entry, numbers from the newest SASS\n"
+          "  --demangle    show C++ names demangled (JSON: also as \"demangled\")\n"
+          "  --json        print JSON (schema \"drk-inspect\", see docs/inspect.md)\n"
+          "\n"
+          "Exit status 1 when a file cannot be read (the other files are still listed).\n",
+          f);
+}
+
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static int usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("drk inspect: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputs("\nusage: drk inspect [--json] [--demangle] [--arch sm_NN] FILE...\n", stderr);
+    return EXIT_USAGE;
+}
+
+/* "sm_90", "sm_90a", "compute_90" or "90" -> 90; 0 if not an SM. */
+static unsigned parse_arch(const char *s)
+{
+    if (strncmp(s, "sm_", 3) == 0)
+        s += 3;
+    else if (strncmp(s, "compute_", 8) == 0)
+        s += 8;
+    if (*s < '1' || *s > '9')
+        return 0;
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (errno || v > 1000 || (*end && strcmp(end, "a") != 0 && strcmp(end, "f") != 0))
+        return 0;
+    return (unsigned)v;
+}
+
+/* ---------------------------------------------------------------- names */
+
+typedef char *(*cxa_demangle_fn)(const char *mangled, char *buf, size_t *len, int *status);
+
+/* libstdc++'s demangler, opened when --demangle is first used: the drk
+ * command is C and needs no C++ runtime otherwise. NULL if unavailable. */
+static cxa_demangle_fn demangler(void)
+{
+    static int tried;
+    static cxa_demangle_fn fn;
+    if (!tried) {
+        tried = 1;
+        void *h = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
+        if (h)
+            *(void **)&fn = dlsym(h, "__cxa_demangle");
+        if (!fn)
+            fputs("drk inspect: warning: libstdc++.so.6 (__cxa_demangle) is not available; names stay mangled\n",
+                  stderr);
+    }
+    return fn;
+}
+
+/* The demangled name (malloc'd), or NULL when `name` is not a C++ name. */
+static char *demangle(const char *name)
+{
+    if (strncmp(name, "_Z", 2) != 0)
+        return NULL;
+    cxa_demangle_fn fn = demangler();
+    if (!fn)
+        return NULL;
+    int status = -1;
+    char *d = fn(name, NULL, NULL, &status);
+    if (status != 0) {
+        free(d);
+        return NULL;
+    }
+    return d;
+}
+
+/* ------------------------------------------------------------ reading */
+
+/* Reads `path` into `img`. Host ELF files go to drk_image_read_file (it maps
+ * and reads only their device sections); the rest is mapped read-only and
+ * handed to drk_image_read, so memory stays bounded either way. */
+static int read_image(const char *path, const drk_image_options *opt, drk_image *img, char *err, size_t errlen)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, errlen, "%s", strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        snprintf(err, errlen, "%s", strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "is a directory");
+        close(fd);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode) || st.st_size == 0) {
+        snprintf(err, errlen, st.st_size == 0 ? "empty file" : "not a regular file");
+        close(fd);
+        return -1;
+    }
+    size_t size = (size_t)st.st_size;
+    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED) {
+        snprintf(err, errlen, "cannot map: %s", strerror(errno));
+        return -1;
+    }
+    drk_image_format f = drk_image_classify(map, size);
+    int rc;
+    if (f == DRK_IMAGE_UNKNOWN) {
+        snprintf(err, errlen, "unknown format (not a fatbin, cubin, PTX, or ELF file with device code)");
+        rc = -1;
+    } else if (f == DRK_IMAGE_WRAPPER) {
+        /* Its data pointer points into the program that registered it; in a
+         * file it points nowhere drk may read. */
+        snprintf(err, errlen, "a fatbin wrapper (__fatBinC_Wrapper_t) holds pointers into a running program; "
+                              "it cannot be read from a file");
+        rc = -1;
+    } else if (f == DRK_IMAGE_HOST_ELF) {
+        munmap(map, size);
+        return drk_image_read_file(path, opt, img, err, errlen);
+    } else {
+        rc = drk_image_read(map, size, opt, img, err, errlen);
+    }
+    munmap(map, size);
+    return rc;
+}
+
+/* ------------------------------------------------------------- tables */
+
+static const char *u32s(uint32_t v, char *buf, size_t n)
+{
+    if (v == DRK_UNKNOWN_U32)
+        snprintf(buf, n, "-");
+    else
+        snprintf(buf, n, "%" PRIu32, v);
+    return buf;
+}
+
+/* "80,90a,100f": suffixes mark arch-specific (a) and family (f) targets. */
+static void arch_list(const uint16_t *a, const char *suffix, unsigned n, char *buf, size_t len)
+{
+    size_t at = 0;
+    buf[0] = '\0';
+    for (unsigned i = 0; i < n && at < len; i++)
+        at += (size_t)snprintf(buf + at, len - at, "%s%u%.1s", i ? "," : "", a[i], &suffix[i]);
+    if (!n)
+        snprintf(buf, len, "-");
+}
+
+static void threads_text(const drk_kernel_info *k, char *buf, size_t n)
+{
+    if (k->reqntid[0])
+        snprintf(buf, n, "=%" PRIu32 "x%" PRIu32 "x%" PRIu32, k->reqntid[0], k->reqntid[1] ? k->reqntid[1] : 1,
+                 k->reqntid[2] ? k->reqntid[2] : 1);
+    else if (k->max_threads)
+        snprintf(buf, n, "<=%" PRIu32, k->max_threads);
+    else
+        snprintf(buf, n, "-");
+}
+
+static void print_table(const char *path, const drk_image *img, int want_demangle)
+{
+    printf("%s: %s\n", path, drk_image_format_name(img->format));
+    if (img->nkernels) {
+        table tb;
+        table_init(&tb, "lrrrrrrll");
+        table_row(&tb, (const char *const[]){"kernel", "params", "regs", "shared", "local", "threads", "from",
+                                             "SASS", "PTX"});
+        for (size_t i = 0; i < img->nkernels; i++) {
+            const drk_image_kernel *k = &img->kernels[i];
+            const drk_kernel_info *ki = &k->info;
+            char *d = want_demangle ? demangle(ki->name) : NULL;
+            char name[4 * NAME_COLUMN + 1], params[48], regs[16], shared[16], local[16], threads[48], from[24],
+                sass[DRK_IMAGE_MAX_ARCHS * 6 + 1], ptx[DRK_IMAGE_MAX_ARCHS * 6 + 1];
+            text_fit(d ? d : ki->name ? ki->name : "?", NAME_COLUMN, name, sizeof name);
+            free(d);
+            snprintf(params, sizeof params, "%" PRIu32 " (%" PRIu32 " B)", ki->nparams, ki->params_size);
+            threads_text(ki, threads, sizeof threads);
+            snprintf(from, sizeof from, "%s_%u%.1s", k->source == DRK_INFO_SASS ? "sm" : "compute", k->source_arch,
+                     &k->source_suffix);
+            arch_list(k->sass, k->sass_suffix, k->nsass, sass, sizeof sass);
+            arch_list(k->ptx, k->ptx_suffix, k->nptx, ptx, sizeof ptx);
+            table_row(&tb, (const char *const[]){name, params, u32s(ki->regs, regs, sizeof regs),
+                                                 u32s(ki->shared_bytes, shared, sizeof shared),
+                                                 u32s(ki->local_bytes, local, sizeof local), threads, from, sass,
+                                                 ptx});
+        }
+        table_print(&tb, stdout, "  ");
+        if (tb.failed)
+            fputs("  (out of memory: rows left out)\n", stdout);
+        table_free(&tb);
+    }
+    const drk_image_stats *s = &img->stats;
+    /* Label first, so one line reads the same whatever the counts. */
+    printf("%s: kernels %zu, containers %u, entries %u (SASS %u, PTX %u, other %u), LZ4 %u, ZSTD %u, errors %u\n",
+           path, img->nkernels, s->containers, s->entries, s->sass_entries, s->ptx_entries, s->other_entries, s->lz4,
+           s->zstd, s->errors);
+    if (s->errors && img->first_error[0])
+        printf("%s: first error: %s\n", path, img->first_error);
+}
+
+/* --------------------------------------------------------------- JSON */
+
+/* Streamed: a large library's document is never held whole. */
+static void jstr(const char *s)
+{
+    if (!s) {
+        fputs("null", stdout);
+        return;
+    }
+    putchar('"');
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            printf("\\%c", *p);
+        else if (*p < 0x20)
+            printf("\\u%04x", *p);
+        else
+            putchar(*p); /* bytes >= 0x80 as they are, like the report */
+    }
+    putchar('"');
+}
+
+static void ju32(uint32_t v)
+{
+    if (v == DRK_UNKNOWN_U32)
+        fputs("null", stdout);
+    else
+        printf("%" PRIu32, v);
+}
+
+static const char *kind_name(unsigned kind)
+{
+    return kind == DRK_PARAM_POINTER ? "pointer" : kind == DRK_PARAM_SCALAR ? "scalar" : "unknown";
+}
+
+static void json_kernel(const drk_image_kernel *k, int want_demangle)
+{
+    const drk_kernel_info *ki = &k->info;
+    fputs("{\"name\":", stdout);
+    jstr(ki->name);
+    fputs(",\"demangled\":", stdout);
+    char *d = want_demangle && ki->name ? demangle(ki->name) : NULL;
+    jstr(d);
+    free(d);
+    printf(",\"source\":\"%s\",\"source_arch\":%u", k->source == DRK_INFO_SASS ? "sass" : "ptx", k->source_arch);
+    fputs(",\"sass\":[", stdout);
+    for (unsigned i = 0; i < k->nsass; i++)
+        printf("%s%u", i ? "," : "", k->sass[i]);
+    fputs("],\"sass_targets\":[", stdout);
+    for (unsigned i = 0; i < k->nsass; i++)
+        printf("%s\"sm_%u%.1s\"", i ? "," : "", k->sass[i], &k->sass_suffix[i]);
+    fputs("],\"ptx\":[", stdout);
+    for (unsigned i = 0; i < k->nptx; i++)
+        printf("%s{\"arch\":%u,\"target\":\"compute_%u%.1s\",\"isa\":\"%u.%u\"}", i ? "," : "", k->ptx[i], k->ptx[i],
+               &k->ptx_suffix[i], k->ptx_isa[i] / 10, k->ptx_isa[i] % 10);
+    printf("],\"params_size\":%" PRIu32 ",\"params\":[", ki->params_size);
+    for (uint32_t i = 0; i < ki->nparams; i++) {
+        const drk_param *p = &ki->params[i];
+        printf("%s{\"offset\":%" PRIu32 ",\"size\":%" PRIu32 ",\"kind\":\"%s\",\"align\":", i ? "," : "",
+               p->offset, p->size, kind_name(p->kind));
+        /* align_log2 0 is "unknown" in kernel.h, which 1-byte alignment
+         * cannot be told from: null for both. */
+        if (p->align_log2)
+            printf("%u}", 1u << (p->align_log2 & 31));
+        else
+            fputs("null}", stdout);
+    }
+    fputs("],\"registers\":", stdout);
+    ju32(ki->regs);
+    fputs(",\"shared_bytes\":", stdout);
+    ju32(ki->shared_bytes);
+    fputs(",\"local_bytes\":", stdout);
+    ju32(ki->local_bytes);
+    fputs(",\"const_bytes\":", stdout);
+    ju32(ki->const_bytes);
+    fputs(",\"max_threads\":", stdout);
+    if (ki->max_threads)
+        printf("%" PRIu32, ki->max_threads);
+    else
+        fputs("null", stdout);
+    fputs(",\"reqntid\":", stdout);
+    if (ki->reqntid[0])
+        printf("[%" PRIu32 ",%" PRIu32 ",%" PRIu32 "]", ki->reqntid[0], ki->reqntid[1], ki->reqntid[2]);
+    else
+        fputs("null", stdout);
+    putchar('}');
+}
+
+static void json_file(const char *path, const drk_image *img, const char *error, int want_demangle, int first)
+{
+    fputs(first ? "\n  {\"path\":" : ",\n  {\"path\":", stdout);
+    jstr(path);
+    fputs(",\"format\":", stdout);
+    jstr(img ? drk_image_format_name(img->format) : NULL);
+    fputs(",\"error\":", stdout);
+    jstr(error);
+    if (!img) {
+        fputs(",\"stats\":null,\"kernels\":[]}", stdout);
+        return;
+    }
+    const drk_image_stats *s = &img->stats;
+    printf(",\"stats\":{\"kernels\":%zu,\"containers\":%u,\"entries\":%u,\"sass_entries\":%u,\"ptx_entries\":%u,"
+           "\"other_entries\":%u,\"lz4\":%u,\"zstd\":%u,\"entries_read\":%u,\"errors\":%u,\"stored_bytes\":%" PRIu64
+           ",\"decompressed_bytes\":%" PRIu64 ",\"first_error\":",
+           img->nkernels, s->containers, s->entries, s->sass_entries, s->ptx_entries, s->other_entries, s->lz4,
+           s->zstd, s->entries_read, s->errors, s->stored_bytes, s->decompressed_bytes);
+    jstr(img->first_error[0] ? img->first_error : NULL);
+    fputs("},\"kernels\":[", stdout);
+    for (size_t i = 0; i < img->nkernels; i++) {
+        fputs(i ? ",\n    " : "\n    ", stdout);
+        json_kernel(&img->kernels[i], want_demangle);
+    }
+    fputs(img->nkernels ? "\n  ]}" : "]}", stdout);
+}
+
+/* -------------------------------------------------------------- command */
+
+int cmd_inspect(int argc, char **argv)
+{
+    int json = 0, want_demangle = 0, i = 1;
+    drk_image_options opt = {0};
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0) {
+            i++;
+            break;
+        }
+        if (a[0] != '-' || !a[1])
+            break;
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            usage_inspect(stdout);
+            return 0;
+        } else if (strcmp(a, "--json") == 0) {
+            json = 1;
+        } else if (strcmp(a, "--demangle") == 0) {
+            want_demangle = 1;
+        } else if (strcmp(a, "--arch") == 0 || strncmp(a, "--arch=", 7) == 0) {
+            const char *v = a[6] == '=' ? a + 7 : i + 1 < argc ? argv[++i] : NULL;
+            if (!v)
+                return usage_error("--arch needs an SM, e.g. --arch sm_90");
+            opt.sm = parse_arch(v);
+            if (!opt.sm)
+                return usage_error("--arch %s: not an SM (expected sm_NN, e.g. sm_90)", v);
+        } else {
+            return usage_error("unknown option '%s'", a);
+        }
+    }
+    if (i >= argc)
+        return usage_error("no FILE given");
+
+    int status = 0;
+    if (json)
+        printf("{\"schema\":\"drk-inspect\",\"version\":%d,\"sm\":%u,\"files\":[", INSPECT_SCHEMA_VERSION, opt.sm);
+    for (int n = 0; i < argc; i++, n++) {
+        const char *path = argv[i];
+        drk_image img;
+        memset(&img, 0, sizeof img);
+        char err[512] = "";
+        if (read_image(path, &opt, &img, err, sizeof err) != 0) {
+            if (!err[0])
+                snprintf(err, sizeof err, "cannot be read");
+            fprintf(stderr, "drk inspect: %s: %s\n", path, err);
+            status = 1;
+            if (json)
+                json_file(path, NULL, err, want_demangle, n == 0);
+            continue;
+        }
+        if (json) {
+            json_file(path, &img, NULL, want_demangle, n == 0);
+        } else {
+            if (n)
+                putchar('\n');
+            print_table(path, &img, want_demangle);
+        }
+        drk_image_free(&img);
+    }
+    if (json)
+        fputs("\n]}\n", stdout);
+    return status;
+}
