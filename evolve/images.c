@@ -353,12 +353,10 @@ drk_images_stats drk_images_stats_get(void)
     return s;
 }
 
-void drk_images_reset(void)
+void drk_images_after_fork_child(void)
 {
-    pthread_mutex_lock(&lock);
-    while (count)
-        forget(&table[0]);
-    stats = (drk_images_stats){0};
-    scanned_objects = 0;
-    pthread_mutex_unlock(&lock);
+    /* A parent thread may have held the lock at fork: only this thread
+     * exists now, and it holds nothing. */
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    memcpy(&lock, &fresh, sizeof lock);
 }

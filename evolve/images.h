@@ -44,7 +44,7 @@ typedef struct drk_images_stats {
 } drk_images_stats;
 drk_images_stats drk_images_stats_get(void);
 
-/* Forget every image (tests; a forked child keeps them). */
-void drk_images_reset(void);
+/* In a forked child: the table's lock is free again (the images stay). */
+void drk_images_after_fork_child(void);
 
 #endif

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "../alloc/stats.h"
+#include "../evolve/images.h"
 #include "../evolve/registry.h"
 #include "../interpose/routes.h"
 #include "log.h"
@@ -44,6 +45,7 @@ static void after_fork_child(void)
     drk_stats_reset();
     drk_alloc_stats_reset();
     drk_registry_reset_counts();
+    drk_images_after_fork_child();
     drk_report_after_fork_child();
     forked_from = fork_parent_pid;
     start_ns = now_ns();

@@ -42,8 +42,17 @@ typedef struct rep_memkind {
 } rep_memkind;
 
 /* The counters of a process, or of several processes added up. */
+/* What the report says drk knows of the launched kernels (kernels.facts,
+ * absent from reports of drk before it read images). */
+typedef struct rep_facts {
+    int present;
+    uint64_t launched, with_layout, from_image, equal, differs, with_ptx, ptx_for_device;
+    uint64_t device_sm; /* 0 if unknown; when processes differ, the first */
+} rep_facts;
+
 typedef struct rep_totals {
     uint64_t launches, failed_launches, untracked_launches;
+    rep_facts facts;
     rep_kernel *kernels; /* most launched first */
     size_t nkernels;
     rep_family *families;

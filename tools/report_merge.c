@@ -189,6 +189,20 @@ int totals_merge(const rep_totals *const *parts, size_t n, rep_totals *out)
         out->launches = add(out->launches, parts[p]->launches);
         out->failed_launches = add(out->failed_launches, parts[p]->failed_launches);
         out->untracked_launches = add(out->untracked_launches, parts[p]->untracked_launches);
+        const rep_facts *f = &parts[p]->facts;
+        if (!f->present)
+            continue;
+        rep_facts *o = &out->facts;
+        o->present = 1;
+        o->launched = add(o->launched, f->launched);
+        o->with_layout = add(o->with_layout, f->with_layout);
+        o->from_image = add(o->from_image, f->from_image);
+        o->equal = add(o->equal, f->equal);
+        o->differs = add(o->differs, f->differs);
+        o->with_ptx = add(o->with_ptx, f->with_ptx);
+        o->ptx_for_device = add(o->ptx_for_device, f->ptx_for_device);
+        if (!o->device_sm)
+            o->device_sm = f->device_sm;
     }
     if (merge_kernels(parts, n, out) != 0 || merge_families(parts, n, out) != 0 || merge_memory(parts, n, out) != 0) {
         totals_release(out);

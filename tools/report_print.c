@@ -121,9 +121,25 @@ static void print_memory(FILE *f, const rep_totals *t)
     table_free(&tb);
 }
 
+/* One line: how much of the launched kernels drk knows, and can recompile. */
+static void print_facts(FILE *f, const rep_facts *x)
+{
+    if (!x->present)
+        return;
+    char sm[32] = "the device";
+    if (x->device_sm)
+        snprintf(sm, sizeof sm, "sm_%" PRIu64, x->device_sm);
+    fprintf(f,
+            "kernel facts: %" PRIu64 " launched kernels, %" PRIu64 " with a parameter layout (%" PRIu64
+            " read from their image: %" PRIu64 " equal to the driver's, %" PRIu64 " differ); PTX for %s: %" PRIu64
+            " (any PTX: %" PRIu64 ")\n\n",
+            x->launched, x->with_layout, x->from_image, x->equal, x->differs, sm, x->ptx_for_device, x->with_ptx);
+}
+
 static void print_totals(FILE *f, const rep_totals *t, size_t top)
 {
     print_kernels(f, t, top);
+    print_facts(f, &t->facts);
     print_calls(f, t);
     print_memory(f, t);
 }
@@ -281,6 +297,18 @@ void print_json(FILE *f, const rep_process *const *procs, size_t n, const rep_to
     jw_u64(&w, "failed_launches", t->failed_launches);
     jw_u64(&w, "untracked_launches", t->untracked_launches);
     jw_u64(&w, "distinct", t->nkernels);
+    if (t->facts.present) {
+        const rep_facts *x = &t->facts;
+        jw_open(&w, "facts", '{');
+        jw_u64(&w, "launched_kernels", x->launched);
+        jw_u64(&w, "with_layout", x->with_layout);
+        jw_u64(&w, "layout_from_image", x->from_image);
+        jw_u64(&w, "layout_equal_to_driver", x->equal);
+        jw_u64(&w, "layout_differs_from_driver", x->differs);
+        jw_u64(&w, "with_ptx", x->with_ptx);
+        jw_u64(&w, "ptx_for_device", x->ptx_for_device);
+        jw_close(&w, '}');
+    }
     jw_open(&w, "list", '[');
     size_t shown = top && top < t->nkernels ? top : t->nkernels;
     for (size_t i = 0; i < shown; i++) {

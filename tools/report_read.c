@@ -181,9 +181,29 @@ static int read_kernel(ctx *c, const json_value *k, const char *where, rep_kerne
     return 0;
 }
 
+/* kernels.facts, when the report has it. */
+static void read_facts(ctx *c, const json_value *k, rep_facts *f)
+{
+    const json_value *o = k ? json_get(k, "facts") : NULL;
+    if (!o || o->type != JSON_OBJECT)
+        return;
+    f->present = 1;
+    get_u64(c, o, "kernels.facts", "launched_kernels", &f->launched);
+    get_u64(c, o, "kernels.facts", "with_layout", &f->with_layout);
+    get_u64(c, o, "kernels.facts", "layout_from_image", &f->from_image);
+    get_u64(c, o, "kernels.facts", "layout_equal_to_driver", &f->equal);
+    get_u64(c, o, "kernels.facts", "layout_differs_from_driver", &f->differs);
+    get_u64(c, o, "kernels.facts", "with_ptx", &f->with_ptx);
+    get_u64(c, o, "kernels.facts", "ptx_for_device", &f->ptx_for_device);
+    const json_value *sm = json_get(o, "device_sm");
+    if (sm && sm->type == JSON_NUMBER && sm->u.num.is_u64)
+        f->device_sm = sm->u.num.u;
+}
+
 static int read_kernels(ctx *c, const json_value *doc, rep_totals *t)
 {
     const json_value *k = field(c, doc, "", "kernels", JSON_OBJECT);
+    read_facts(c, k, &t->facts);
     get_u64(c, k, "kernels", "launches", &t->launches);
     get_u64(c, k, "kernels", "failed_launches", &t->failed_launches);
     get_u64(c, k, "kernels", "untracked_launches", &t->untracked_launches);

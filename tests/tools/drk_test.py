@@ -296,6 +296,7 @@ def case_report_single():
     check(row(o, "graph", "0") and row(o, "entry", "412") and row(o, "cuGetProcAddress_v2", "412"),
           "every family, zero ones too", p)
     check("cuLaunchKernel_ptsz" not in o and "cuGraphLaunch" not in o, "names with no calls are left out", p)
+    check("kernel facts" not in o, "a report without kernel facts (older drk) prints none", p)
     check(row(o, "device", "12", "1", "1.50 GiB", "10") and row(o, "host", "2", "0", "8.00 MiB", "2")
           and row(o, "pitch", "0", "0", "0 B", "0"), "allocations by kind, bytes human-readable", p)
     check("combined" not in o, "one file: no combined section", p)
@@ -336,6 +337,8 @@ def case_report_dir():
     check(row(combined, "device", "5", "0", "1.00 MiB", "4") and row(combined, "async", "10", "0", "10.0 KiB", "0"),
           "memory summed", p)
     check(re.search(r"span\s+5\.000 s", combined), "the combined span", p)
+    check("kernel facts: 4 launched kernels, 4 with a parameter layout (3 read from their image: 3 equal to the "
+          "driver's, 0 differ); PTX for sm_90: 1 (any PTX: 1)" in combined, "kernel facts summed", p)
 
 
 def case_report_json():
@@ -355,6 +358,8 @@ def case_report_json():
           "shapes merged by grid/block/shared", p)
     check(d["calls"]["launch"]["total"] == 462 and d["calls"]["launch"]["by_name"]["cuLaunchKernel_ptsz"] == 312,
           "calls", p)
+    check(k["facts"] == {"launched_kernels": 4, "with_layout": 4, "layout_from_image": 3, "layout_equal_to_driver": 3,
+                         "layout_differs_from_driver": 0, "with_ptx": 1, "ptx_for_device": 1}, "kernel facts", p)
     check(d["memory"]["device"] == {"allocs": 5, "failed": 0, "bytes": 1052672, "frees": 4, "failed_frees": 0},
           "memory", p)
     p = drk("report", "--json", "--top", "1", fixture("dir"))
