@@ -20,6 +20,16 @@ static void fill(drk_driver *t)
     t->ctx_get_device = (__typeof__(t->ctx_get_device))drk_driver_sym("cuCtxGetDevice");
     t->device_get = (__typeof__(t->device_get))drk_driver_sym("cuDeviceGet");
     t->device_get_attribute = (__typeof__(t->device_get_attribute))drk_driver_sym("cuDeviceGetAttribute");
+    t->device_total_mem = (__typeof__(t->device_total_mem))drk_driver_sym("cuDeviceTotalMem_v2");
+    t->mem_address_reserve = (__typeof__(t->mem_address_reserve))drk_driver_sym("cuMemAddressReserve");
+    t->mem_address_free = (__typeof__(t->mem_address_free))drk_driver_sym("cuMemAddressFree");
+    t->mem_create = (__typeof__(t->mem_create))drk_driver_sym("cuMemCreate");
+    t->mem_release = (__typeof__(t->mem_release))drk_driver_sym("cuMemRelease");
+    t->mem_map = (__typeof__(t->mem_map))drk_driver_sym("cuMemMap");
+    t->mem_unmap = (__typeof__(t->mem_unmap))drk_driver_sym("cuMemUnmap");
+    t->mem_set_access = (__typeof__(t->mem_set_access))drk_driver_sym("cuMemSetAccess");
+    t->mem_get_allocation_granularity =
+        (__typeof__(t->mem_get_allocation_granularity))drk_driver_sym("cuMemGetAllocationGranularity");
     /* Asked now: it needs no cuInit. */
     if (!t->driver_get_version || t->driver_get_version(&t->version) != CUDA_SUCCESS)
         t->version = 0;

@@ -17,6 +17,20 @@ typedef struct drk_driver {
     CUresult (*ctx_get_device)(CUdevice *dev);
     CUresult (*device_get)(CUdevice *dev, int ordinal);
     CUresult (*device_get_attribute)(int *value, CUdevice_attribute attr, CUdevice dev);
+    CUresult (*device_total_mem)(size_t *bytes, CUdevice dev);
+    /* Virtual memory management, for the pool's pages. */
+    CUresult (*mem_address_reserve)(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                                    unsigned long long flags);
+    CUresult (*mem_address_free)(CUdeviceptr ptr, size_t size);
+    CUresult (*mem_create)(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
+                           unsigned long long flags);
+    CUresult (*mem_release)(CUmemGenericAllocationHandle handle);
+    CUresult (*mem_map)(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                        unsigned long long flags);
+    CUresult (*mem_unmap)(CUdeviceptr ptr, size_t size);
+    CUresult (*mem_set_access)(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count);
+    CUresult (*mem_get_allocation_granularity)(size_t *granularity, const CUmemAllocationProp *prop,
+                                               CUmemAllocationGranularity_flags option);
     int version; /* cuDriverGetVersion when the table was filled, 0 if unknown */
 } drk_driver;
 

@@ -1,9 +1,21 @@
 /* drk: run a program under libdrk_shim.so, read its reports, list options,
- * inspect device images. */
+ * inspect device images, replay allocation traces. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "commands.h"
+
+int usage_fail(const char *command, const char *synopsis, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "drk %s: ", command);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n%s", synopsis);
+    return EXIT_USAGE;
+}
 
 static void usage(FILE *f)
 {
@@ -16,6 +28,10 @@ static void usage(FILE *f)
           "                 print a report, or every report in a directory and their sum\n"
           "  inspect [--json] [--demangle] [--arch sm_NN] FILE...\n"
           "                 list the kernels in programs, libraries, fatbins, cubins and PTX\n"
+          "  trace replay [--json] [--page-size N] [--capacity N] FILE...\n"
+          "                 replay allocation traces through allocator models: reserved vs live\n"
+          "  trace synth [--seed N] [--ops N] [--kind gpt|random]\n"
+          "                 write a synthetic allocation trace\n"
           "  options        list the DRK_* options and the ones set in this environment\n"
           "  help [COMMAND] this text, or a command's\n"
           "\n"
@@ -34,6 +50,7 @@ static const command commands[] = {
     {"run", cmd_run, usage_run},
     {"report", cmd_report, usage_report},
     {"inspect", cmd_inspect, usage_inspect},
+    {"trace", cmd_trace, usage_trace},
     {"options", cmd_options, usage_options},
 };
 

@@ -6,7 +6,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -15,6 +14,7 @@
 
 #include "../evolve/image.h"
 #include "commands.h"
+#include "json.h"
 #include "table.h"
 
 /* Names wider than this are cut in the table (cuBLAS's run to hundreds of
@@ -43,18 +43,7 @@ void usage_inspect(FILE *f)
           f);
 }
 
-static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static int usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("drk inspect: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputs("\nusage: drk inspect [--json] [--demangle] [--arch sm_NN] FILE...\n", stderr);
-    return EXIT_USAGE;
-}
+#define usage_error(...) usage_fail("inspect", "usage: drk inspect [--json] [--demangle] [--arch sm_NN] FILE...\n", __VA_ARGS__)
 
 /* "sm_90", "sm_90a", "compute_90" or "90" -> 90; 0 if not an SM. */
 static unsigned parse_arch(const char *s)
@@ -245,24 +234,6 @@ static void print_table(const char *path, const drk_image *img, int want_demangl
 /* --------------------------------------------------------------- JSON */
 
 /* Streamed: a large library's document is never held whole. */
-static void jstr(const char *s)
-{
-    if (!s) {
-        fputs("null", stdout);
-        return;
-    }
-    putchar('"');
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            printf("\\%c", *p);
-        else if (*p < 0x20)
-            printf("\\u%04x", *p);
-        else
-            putchar(*p); /* bytes >= 0x80 as they are, like the report */
-    }
-    putchar('"');
-}
-
 static void ju32(uint32_t v)
 {
     if (v == DRK_UNKNOWN_U32)
@@ -280,10 +251,10 @@ static void json_kernel(const drk_image_kernel *k, int want_demangle)
 {
     const drk_kernel_info *ki = &k->info;
     fputs("{\"name\":", stdout);
-    jstr(ki->name);
+    json_put_string(stdout, ki->name);
     fputs(",\"demangled\":", stdout);
     char *d = want_demangle && ki->name ? demangle(ki->name) : NULL;
-    jstr(d);
+    json_put_string(stdout, d);
     free(d);
     printf(",\"source\":\"%s\",\"source_arch\":%u", k->source == DRK_INFO_SASS ? "sass" : "ptx", k->source_arch);
     fputs(",\"sass\":[", stdout);
@@ -332,11 +303,11 @@ static void json_kernel(const drk_image_kernel *k, int want_demangle)
 static void json_file(const char *path, const drk_image *img, const char *error, int want_demangle, int first)
 {
     fputs(first ? "\n  {\"path\":" : ",\n  {\"path\":", stdout);
-    jstr(path);
+    json_put_string(stdout, path);
     fputs(",\"format\":", stdout);
-    jstr(img ? drk_image_format_name(img->format) : NULL);
+    json_put_string(stdout, img ? drk_image_format_name(img->format) : NULL);
     fputs(",\"error\":", stdout);
-    jstr(error);
+    json_put_string(stdout, error);
     if (!img) {
         fputs(",\"stats\":null,\"kernels\":[]}", stdout);
         return;
@@ -347,7 +318,7 @@ static void json_file(const char *path, const drk_image *img, const char *error,
            ",\"decompressed_bytes\":%" PRIu64 ",\"first_error\":",
            img->nkernels, s->containers, s->entries, s->sass_entries, s->ptx_entries, s->other_entries, s->lz4,
            s->zstd, s->entries_read, s->errors, s->stored_bytes, s->decompressed_bytes);
-    jstr(img->first_error[0] ? img->first_error : NULL);
+    json_put_string(stdout, img->first_error[0] ? img->first_error : NULL);
     fputs("},\"kernels\":[", stdout);
     for (size_t i = 0; i < img->nkernels; i++) {
         fputs(i ? ",\n    " : "\n    ", stdout);

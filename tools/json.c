@@ -508,3 +508,21 @@ const char *json_type_name(json_type t)
     static const char *const names[] = {"null", "false", "true", "number", "string", "array", "object"};
     return t <= JSON_OBJECT ? names[t] : "?";
 }
+
+void json_put_string(FILE *f, const char *s)
+{
+    if (!s) {
+        fputs("null", f);
+        return;
+    }
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(f, "\\u%04x", *p);
+        else
+            fputc(*p, f);
+    }
+    fputc('"', f);
+}

@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* Deeper documents are refused: the parser recurses once per level. */
 #define JSON_MAX_DEPTH 512
@@ -71,5 +72,9 @@ const json_value *json_get(const json_value *obj, const char *key);
 
 /* "object", "string", ...: for messages. */
 const char *json_type_name(json_type t);
+
+/* Writes `s` as a JSON string (null for NULL): quotes and backslashes
+ * escaped, control bytes as \u00XX, other bytes as they are (UTF-8 passes). */
+void json_put_string(FILE *f, const char *s);
 
 #endif

@@ -2,7 +2,6 @@
  * process, as DRK_REPORT=dir/ leaves them) and their sum. */
 #include <dirent.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -33,18 +32,7 @@ void usage_report(FILE *f)
             DEFAULT_TOP, REPORT_VERSION);
 }
 
-static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static int usage_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("drk report: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputs("\nusage: drk report [--json] [--top N] PATH\n", stderr);
-    return EXIT_USAGE;
-}
+#define usage_error(...) usage_fail("report", "usage: drk report [--json] [--top N] PATH\n", __VA_ARGS__)
 
 static int parse_top(const char *s, size_t *out)
 {

@@ -17,21 +17,6 @@ static const char *u64s(uint64_t v, char *buf, size_t n)
     return buf;
 }
 
-/* 1536 -> "1.50 KiB": three significant digits, binary units. */
-static const char *human_bytes(uint64_t b, char *buf, size_t n)
-{
-    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-    if (b < 1024) {
-        snprintf(buf, n, "%" PRIu64 " B", b);
-        return buf;
-    }
-    double v = (double)b / 1024;
-    int u = 0;
-    while (v >= 1024 && u < 5)
-        v /= 1024, u++;
-    snprintf(buf, n, v < 10 ? "%.2f %s" : v < 100 ? "%.1f %s" : "%.0f %s", v, units[u]);
-    return buf;
-}
 
 static void shape_text(const rep_shape *s, char *buf, size_t n)
 {

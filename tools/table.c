@@ -1,5 +1,6 @@
 #include "table.h"
 
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,5 +104,20 @@ const char *text_fit(const char *s, size_t width, char *buf, size_t buflen)
             break;
     }
     snprintf(buf, buflen, "%.*s...", (int)end, s);
+    return buf;
+}
+
+const char *human_bytes(uint64_t b, char *buf, size_t n)
+{
+    static const char *const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    if (b < 1024) {
+        snprintf(buf, n, "%" PRIu64 " B", b);
+        return buf;
+    }
+    double v = (double)b / 1024;
+    int u = 0;
+    while (v >= 1024 && u < 5)
+        v /= 1024, u++;
+    snprintf(buf, n, v < 10 ? "%.2f %s" : v < 100 ? "%.1f %s" : "%.0f %s", v, units[u]);
     return buf;
 }

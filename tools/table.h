@@ -4,6 +4,7 @@
 #define DRK_TOOLS_TABLE_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #define TABLE_MAX_COLS 10
@@ -29,5 +30,8 @@ size_t text_width(const char *s);
 /* `s` cut to `width` characters, the last three of them "..." when cut;
  * writes into `buf` (at least 4 * width + 1 bytes) and returns it. */
 const char *text_fit(const char *s, size_t width, char *buf, size_t buflen);
+
+/* 1536 -> "1.50 KiB": three significant digits, binary units; into buf. */
+const char *human_bytes(uint64_t b, char *buf, size_t n);
 
 #endif

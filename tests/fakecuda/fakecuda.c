@@ -62,7 +62,9 @@
     X(cuMemsetD32) X(cuMemsetD32_v2) X(cuMemsetD32_v2_ptds)                    \
     X(cuStreamCreate) X(cuStreamCreateWithPriority) X(cuStreamDestroy)         \
     X(cuStreamDestroy_v2) X(cuStreamSynchronize) X(cuStreamSynchronize_ptsz)   \
-    X(cuStreamQuery) X(cuStreamQuery_ptsz)
+    X(cuStreamQuery) X(cuStreamQuery_ptsz)                                     \
+    X(cuMemGetAllocationGranularity) X(cuMemAddressReserve) X(cuMemAddressFree) \
+    X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess)
 
 enum {
 #define FC_ID_(name) FC_##name,
@@ -2196,6 +2198,167 @@ FC_EXPORT CUresult cuMemFreeHost(void *p)
 }
 
 /* ------------------------------------------------------------------------ */
+/* Virtual memory management: reservations are PROT_NONE host ranges, a    */
+/* physical allocation is a memfd, mapping is mmap MAP_FIXED of it (no     */
+/* access until cuMemSetAccess), so one allocation shows at every address  */
+/* it is mapped at, as on a GPU. Its bytes count as device memory in use    */
+/* from cuMemCreate to cuMemRelease.                                        */
+/* ------------------------------------------------------------------------ */
+
+#define FC_VMM_GRANULARITY ((size_t)2 << 20)
+#define FC_VMM_HANDLES 4096
+
+typedef struct vmm_alloc {
+    int fd; /* -1: slot free */
+    size_t size;
+} vmm_alloc;
+
+static vmm_alloc g_vmm[FC_VMM_HANDLES];
+static int g_vmm_init;
+
+/* Handles are slot + 1 with a tag, so 0 and stray values are refused. */
+#define VMM_TAG 0x5a5a000000000000ull
+
+static vmm_alloc *vmm_of(CUmemGenericAllocationHandle h)
+{
+    if ((h & 0xffff000000000000ull) != VMM_TAG || (h & 0xffffffffull) == 0 || (h & 0xffffffffull) > FC_VMM_HANDLES)
+        return NULL;
+    vmm_alloc *a = &g_vmm[(h & 0xffffffffull) - 1];
+    return a->fd >= 0 ? a : NULL;
+}
+
+static int vmm_prop_ok(const CUmemAllocationProp *prop)
+{
+    return prop && prop->type == CU_MEM_ALLOCATION_TYPE_PINNED && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE &&
+           prop->location.id == 0;
+}
+
+FC_EXPORT CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
+                                                 CUmemAllocationGranularity_flags option)
+{
+    ENTER_INIT(cuMemGetAllocationGranularity);
+    (void)option;
+    if (!granularity || !vmm_prop_ok(prop))
+        return CUDA_ERROR_INVALID_VALUE;
+    *granularity = FC_VMM_GRANULARITY;
+    return CUDA_SUCCESS;
+}
+
+FC_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                                       unsigned long long flags)
+{
+    ENTER_INIT(cuMemAddressReserve);
+    size_t align = alignment ? alignment : FC_VMM_GRANULARITY;
+    if (!ptr || !size || size % FC_VMM_GRANULARITY || (align & (align - 1)) || addr || flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    void *p = mmap(NULL, size + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    uintptr_t raw = (uintptr_t)p, at = (raw + align - 1) & ~(uintptr_t)(align - 1);
+    if (at > raw)
+        munmap(p, at - raw);
+    if (raw + size + align > at + size)
+        munmap((void *)(at + size), raw + size + align - (at + size));
+    *ptr = (CUdeviceptr)at;
+    return CUDA_SUCCESS;
+}
+
+FC_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+    ENTER_INIT(cuMemAddressFree);
+    if (!ptr || !size || ptr % FC_VMM_GRANULARITY || size % FC_VMM_GRANULARITY)
+        return CUDA_ERROR_INVALID_VALUE;
+    return munmap((void *)(uintptr_t)ptr, size) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+FC_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
+                               unsigned long long flags)
+{
+    ENTER_INIT(cuMemCreate);
+    if (!handle || !size || size % FC_VMM_GRANULARITY || !vmm_prop_ok(prop) || flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    LOCK();
+    if (!g_vmm_init) {
+        for (int i = 0; i < FC_VMM_HANDLES; i++)
+            g_vmm[i].fd = -1;
+        g_vmm_init = 1;
+    }
+    int slot = -1;
+    for (int i = 0; i < FC_VMM_HANDLES && slot < 0; i++)
+        if (g_vmm[i].fd < 0)
+            slot = i;
+    CUresult rc = CUDA_SUCCESS;
+    if (slot < 0 || size > g_total_mem - g_live_bytes) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+        int fd = memfd_create("fakecuda-vmm", MFD_CLOEXEC);
+        if (fd < 0 || ftruncate(fd, (off_t)size) != 0) {
+            if (fd >= 0)
+                close(fd);
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            g_vmm[slot] = (vmm_alloc){fd, size};
+            g_live_bytes += size;
+            *handle = VMM_TAG | (CUmemGenericAllocationHandle)(slot + 1);
+        }
+    }
+    UNLOCK();
+    return rc;
+}
+
+/* Memory stays where it is mapped (the mappings hold the file) until
+ * unmapped, as the driver documents; the handle is gone at once. */
+FC_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    ENTER_INIT(cuMemRelease);
+    LOCK();
+    vmm_alloc *a = g_vmm_init ? vmm_of(handle) : NULL;
+    if (a) {
+        close(a->fd);
+        a->fd = -1;
+        g_live_bytes -= a->size;
+    }
+    UNLOCK();
+    return a ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+FC_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                            unsigned long long flags)
+{
+    ENTER_INIT(cuMemMap);
+    LOCK();
+    vmm_alloc *a = g_vmm_init ? vmm_of(handle) : NULL;
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+    if (a && ptr && ptr % FC_VMM_GRANULARITY == 0 && offset == 0 && size == a->size && !flags &&
+        mmap((void *)(uintptr_t)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, a->fd, 0) != MAP_FAILED)
+        rc = CUDA_SUCCESS;
+    UNLOCK();
+    return rc;
+}
+
+FC_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    ENTER_INIT(cuMemUnmap);
+    if (!ptr || !size || ptr % FC_VMM_GRANULARITY || size % FC_VMM_GRANULARITY)
+        return CUDA_ERROR_INVALID_VALUE;
+    void *p = mmap((void *)(uintptr_t)ptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
+                   -1, 0);
+    return p == MAP_FAILED ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+FC_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
+{
+    ENTER_INIT(cuMemSetAccess);
+    if (!ptr || !size || !desc || count != 1 || desc->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+        desc->location.id != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    int prot = desc->flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE ? PROT_READ | PROT_WRITE
+               : desc->flags == CU_MEM_ACCESS_FLAGS_PROT_READ    ? PROT_READ
+                                                                 : PROT_NONE;
+    return mprotect((void *)(uintptr_t)ptr, size, prot) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* ------------------------------------------------------------------------ */
 /* Copies and sets (checked against live allocations, device or pinned)     */
 /* ------------------------------------------------------------------------ */
 
@@ -2585,6 +2748,14 @@ static const struct proc fc_procs[] = {
     P_(cuStreamSynchronize, cuStreamSynchronize_ptsz, 7000, 1)
     P_(cuStreamQuery, cuStreamQuery, 2000, 0)
     P_(cuStreamQuery, cuStreamQuery_ptsz, 7000, 1)
+    P_(cuMemGetAllocationGranularity, cuMemGetAllocationGranularity, 10020, 0)
+    P_(cuMemAddressReserve, cuMemAddressReserve, 10020, 0)
+    P_(cuMemAddressFree, cuMemAddressFree, 10020, 0)
+    P_(cuMemCreate, cuMemCreate, 10020, 0)
+    P_(cuMemRelease, cuMemRelease, 10020, 0)
+    P_(cuMemMap, cuMemMap, 10020, 0)
+    P_(cuMemUnmap, cuMemUnmap, 10020, 0)
+    P_(cuMemSetAccess, cuMemSetAccess, 10020, 0)
 };
 #undef P_
 

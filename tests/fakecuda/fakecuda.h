@@ -47,6 +47,13 @@
  *    cuModuleLoadFatBinary, accepts that text. PTX text (with .version and
  *    .entry) is accepted too and stands for the registered kernels its
  *    .entry names, so drk's image reader can be tested on a real PTX image.
+ *  - Virtual memory management (cuMemAddressReserve/Free, cuMemCreate/
+ *    Release, cuMemMap/Unmap, cuMemSetAccess, granularity 2 MiB, device 0
+ *    pinned memory only): a reservation is a PROT_NONE host range, a physical
+ *    allocation a memfd (counted as device memory in use until released),
+ *    cuMemMap maps it (no access until cuMemSetAccess), so one allocation
+ *    shows at every address it is mapped at. Such memory is not known to the
+ *    copy and pointer-attribute calls (use it directly from the host).
  *  - Launches run the kernel synchronously on the calling thread, once per
  *    (block, thread), blocks in x-fastest order. A CUfunction or a CUkernel
  *    may be launched. Streams are only validated: NULL, CU_STREAM_LEGACY,

@@ -8,7 +8,7 @@
 #
 # BUILD_DIR (default: build) holds lib/libdrk_shim.so and tests/gpu/ (the
 # programs and libdrk_test_cupti_count.so). WORKLOADs (default: all) are among
-# rt_vecadd drv_vecadd routes triton_add cupy_ops jax_jit ppo.
+# rt_vecadd drv_vecadd routes triton_add cupy_ops jax_jit ppo vmm_heap.
 #
 # Every check prints one PASS/FAIL line; the last line is "N passed, M failed"
 # and the exit status is non-zero when M > 0. With $OUT set, the logs, CUPTI
@@ -25,7 +25,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PY=${PYTHON:-python3}
 py_limit=${DRK_GPU_TIMEOUT:-180}
 budget=${DRK_GPU_BUDGET:-540}
-all_workloads=(rt_vecadd drv_vecadd routes triton_add cupy_ops jax_jit ppo)
+all_workloads=(rt_vecadd drv_vecadd routes triton_add cupy_ops jax_jit ppo vmm_heap)
 
 build_arg=${1:-build}
 [ $# -gt 0 ] && shift
@@ -207,6 +207,28 @@ run_workload() {
     record "$out" || verdict 0 "$w" check.py "printed no verdict: $(tail -n 3 "$work/$w/check.stderr" | tr '\n' ' ')"
 }
 
+# run_program NAME LIMIT CMD...: a program that checks itself, run once
+# without drk (a piece of drk tested on the real driver): PASS when it exits
+# 0 and its last line starts with "ok".
+run_program() {
+    local w=$1 limit=$2
+    shift 2
+    say "== $w: $*"
+    mkdir -p "$work/$w"
+    if [ ! -x "$1" ]; then
+        verdict 0 "$w" self-check "not built: $1"
+        return
+    fi
+    timeout -k 10 "$limit" "$@" >"$work/$w/stdout" 2>"$work/$w/stderr" </dev/null
+    local rc=$? last
+    last=$(tail -n 1 "$work/$w/stdout")
+    if [ "$rc" = 0 ] && [[ $last == ok* ]]; then
+        verdict 1 "$w" self-check "$last"
+    else
+        verdict 0 "$w" self-check "exit $rc: $(tail -n 3 "$work/$w/stderr" | tr '\n' ' ')"
+    fi
+}
+
 for w in "${workloads[@]}"; do
     case $w in
     rt_vecadd) run_workload "$w" 60 1 "" -- "$progs/rt_vecadd" 2000 1000 ;;
@@ -216,6 +238,7 @@ for w in "${workloads[@]}"; do
     cupy_ops) run_workload "$w" "$py_limit" 1 "" -- "$PY" "$here/workloads/cupy_ops.py" --n 300 ;;
     jax_jit) run_workload "$w" "$py_limit" 1 "" -- "$PY" "$here/workloads/jax_jit.py" --n 200 ;;
     ppo) run_workload "$w" "$py_limit" 1 "--losses" -- "$PY" "$here/workloads/ppo.py" --steps 50 ;;
+    vmm_heap) run_program "$w" 60 "$progs/vmm_heap" ;;
     *) verdict 0 "$w" workload "unknown (known: ${all_workloads[*]})" ;;
     esac
 done

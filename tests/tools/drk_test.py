@@ -612,6 +612,205 @@ def case_inspect_json():
           "--arch sm_90 on PTX only: numbers from the PTX", p)
 
 
+# ---------------------------------------------------------------- trace
+
+def trace_fixture(name):
+    return fixture("traces", name)
+
+
+def replay_json(*argv, rc=0):
+    p = drk("trace", "replay", "--json", *argv)
+    check(p.returncode == rc, f"drk trace replay --json {argv} exits {rc}", p)
+    try:
+        return json.loads(p.stdout), p
+    except ValueError as e:
+        raise AssertionError(f"drk trace replay --json {argv} prints no JSON: {e}\n{p.stdout[:2000]}")
+
+
+def models_of(trace):
+    return {m["name"]: m for m in trace["models"]}
+
+
+def expect_model(m, p, **want):
+    for k, v in want.items():
+        got = m[k]
+        ok = abs(got - v) < 5e-7 if isinstance(v, float) else got == v
+        check(ok, f"{m['name']}: {k} = {got}, expected {v}", p)
+
+
+def case_trace_usage():
+    for argv, msg in (((), "replay or synth"), (("frob",), "unknown subcommand 'frob'"),
+                      (("replay",), "no FILE"), (("replay", "--frob", "x"), "unknown option '--frob'"),
+                      (("replay", "--model", "nope", "x"), "no such model"),
+                      (("replay", "--page-size", "1000", "x"), "--page-size 1000"),
+                      (("replay", "--capacity", "lots", "x"), "--capacity lots"),
+                      (("synth", "--kind", "bert"), "--kind bert"), (("synth", "--ops", "-1"), "--ops -1")):
+        p = drk("trace", *argv)
+        check(p.returncode == 2 and msg in p.stderr and "usage: drk trace" in p.stderr,
+              f"drk trace {argv}: usage error (2) saying {msg!r}", p)
+    for argv in (["trace", "--help"], ["help", "trace"], ["trace", "replay", "--help"]):
+        p = drk(*argv)
+        check(p.returncode == 0 and "usage: drk trace replay" in p.stdout and "first-fit" in p.stdout, f"drk {argv}", p)
+    p = drk("--help")
+    check("trace replay" in p.stdout, "drk --help lists trace", p)
+
+
+def case_trace_replay_hole():
+    """hole.trace, page size 1 MiB (its header): A, B 512 KiB; C 1 MiB; free A;
+    D 768 KiB cannot use A's 512 KiB hole, so first-fit grows to 3 MiB with
+    [0, 512K) and [2M+768K, 3M) free; free B merges with A's hole, where E
+    (1 MiB) then fits: peak live C+D+E = 2.75 MiB."""
+    doc, p = replay_json(trace_fixture("hole.trace"))
+    t = doc["traces"][0]
+    check(doc["schema"] == "drk-trace-replay" and t["error"] is None and t["page_size"] == 1 << 20
+          and t["ops"] == 10 and t["allocs"] == 5 and t["frees"] == 5 and t["max_live_allocations"] == 3
+          and t["peak_live_bytes"] == 2883584 and t["duration_ns"] == 1000
+          and t["header"]["program"].startswith("hand-written"), f"trace totals: {t}", p)
+    m = models_of(t)
+    check(list(m) == ["ideal", "driver", "first-fit", "best-fit-per-stream", "drk-heap"], "every model, in order", p)
+    for mm in m.values():
+        expect_model(mm, p, peak_live_bytes=2883584, ooms=0, first_oom_line=None)
+    expect_model(m["ideal"], p, peak_reserved_bytes=2883584, fragmentation=0.0, external_fragmentation=0.0,
+                 final_reserved_bytes=0)
+    # driver: every allocation its own 2 MiB: A+B+C, then C+D+E = 6 MiB
+    expect_model(m["driver"], p, peak_reserved_bytes=6 << 20, fragmentation=1 - 2883584 / (6 << 20),
+                 final_reserved_bytes=0)
+    expect_model(m["first-fit"], p, peak_reserved_bytes=3 << 20, final_reserved_bytes=3 << 20,
+                 fragmentation=1 - 2883584 / (3 << 20), free_bytes_at_peak=786432, largest_free_at_peak=524288,
+                 external_fragmentation=1 / 3)
+    # best-fit: 2 MiB small segments; D opens a second one (1.25 MiB of it left free)
+    expect_model(m["best-fit-per-stream"], p, peak_reserved_bytes=4 << 20, fragmentation=1 - 2883584 / (4 << 20),
+                 free_bytes_at_peak=1835008, largest_free_at_peak=1310720, external_fragmentation=1 - 1310720 / 1835008)
+    # drk-heap: D needs a page of its own (A's half page is pinned by B); E
+    # then fits A+B's hole on its idle page; no page is idle at the peak
+    expect_model(m["drk-heap"], p, peak_reserved_bytes=3 << 20, fragmentation=1 - 2883584 / (3 << 20),
+                 final_reserved_bytes=3 << 20, free_bytes_at_peak=0, external_fragmentation=0.0)
+
+    # --page-size overrides the header: 2 MiB steps hold A, B and C, D grows to 4 MiB
+    doc, p = replay_json("--page-size", "2M", "--model", "first-fit", trace_fixture("hole.trace"))
+    t = doc["traces"][0]
+    check(t["page_size"] == 2 << 20 and [x["name"] for x in t["models"]] == ["first-fit"], "--page-size, --model", p)
+    expect_model(t["models"][0], p, peak_reserved_bytes=4 << 20)
+
+    p = drk("trace", "replay", trace_fixture("hole.trace"))
+    check(p.returncode == 0 and re.search(r"10 ops \(5 allocs, 5 frees\), at most 3 live, peak live 2\.75 MiB, "
+                                          r"page size 1\.00 MiB", p.stdout)
+          and row(p.stdout, "first-fit", "2.75 MiB", "3.00 MiB", "8.33%", "33.33%", "0")
+          and row(p.stdout, "ideal", "2.75 MiB", "2.75 MiB", "0.00%", "0.00%", "0"), "the table", p)
+
+
+def case_trace_replay_capacity():
+    """--capacity 2M on hole.trace: D (line 8) would take every model but the
+    driver past 2 MiB; the driver fails B (line 5), C and E. Failed
+    allocations are dropped and their frees ignored."""
+    doc, p = replay_json("--capacity", "2M", trace_fixture("hole.trace"))
+    check(doc["capacity"] == 2 << 20, "capacity echoed", p)
+    m = models_of(doc["traces"][0])
+    for name in ("ideal", "first-fit", "best-fit-per-stream"):
+        expect_model(m[name], p, ooms=1, first_oom_line=8, peak_live_bytes=2 << 20, peak_reserved_bytes=2 << 20)
+    expect_model(m["driver"], p, ooms=3, first_oom_line=5, peak_live_bytes=786432, peak_reserved_bytes=2 << 20)
+
+
+def case_trace_replay_streams():
+    """4 MiB on stream 1, freed, then 4 MiB on stream 2: first-fit reuses the
+    space; best-fit-per-stream opens a 20 MiB segment per stream."""
+    doc, p = replay_json(trace_fixture("streams.trace"))
+    m = models_of(doc["traces"][0])
+    expect_model(m["first-fit"], p, peak_reserved_bytes=4 << 20, fragmentation=0.0)
+    expect_model(m["driver"], p, peak_reserved_bytes=4 << 20)
+    expect_model(m["best-fit-per-stream"], p, peak_reserved_bytes=40 << 20, fragmentation=0.9,
+                 free_bytes_at_peak=36 << 20, largest_free_at_peak=20 << 20)
+
+
+MALFORMED = [
+    # (text, line, words in the message)
+    ("100 a 1 5 -\n", 1, "not a drk allocation trace"),
+    ("", 1, "not a drk allocation trace"),
+    ("# drk-alloc-trace 2\n", 1, "version 2"),
+    ("# drk-alloc-trace 1\n100 x 1 5 -\n", 2, "unknown op 'x'"),
+    ("# drk-alloc-trace 1\n100 a 1 5 0\n", 2, "expected '-'"),
+    ("# drk-alloc-trace 1\n100 A 1 5 -\n", 2, "stream number"),
+    ("# drk-alloc-trace 1\n100 A 1 5 65536\n", 2, "stream number"),
+    ("# drk-alloc-trace 1\n100 a 1 0 -\n", 2, "size 0"),
+    ("# drk-alloc-trace 1\n100 a 1 5 - x\n", 2, "unexpected ' x'"),
+    ("# drk-alloc-trace 1\n100  a 1 5 -\n", 2, "unknown op ' '"),
+    ("# drk-alloc-trace 1\n100 a 1 99999999999999999999 -\n", 2, "size in bytes"),
+    ("# drk-alloc-trace 1\nabc a 1 5 -\n", 2, "time in nanoseconds"),
+    ("# drk-alloc-trace 1\n100 a 1 5 -\n\n", 3, "empty line"),
+    ("# drk-alloc-trace 1\n100 a 1 5 -\n90 f 1 -\n", 3, "before the previous op"),
+    ("# drk-alloc-trace 1\n100 a 1 5 -\n200 a 1 5 -\n", 3, "id 1 is allocated again while live"),
+    ("# drk-alloc-trace 1\n100 a 1 5 -\n200 f 1 -\n300 F 1 0\n", 4, "id 1 is not live"),
+    ("# drk-alloc-trace 1\n100 a 1 5 -\n# page_size 4096\n", 3, "after the first op"),
+    ("# drk-alloc-trace 1\n100 a 1 5 -\n# drk-alloc-trace 1\n", 3, "concatenated"),
+    ("# drk-alloc-trace 1\n# page_size 0\n", 2, "positive number"),
+    ("# drk-alloc-trace 1\n100 a 1 5 -\n200 f 1", 3, "truncated"),
+    ("# drk-alloc-trace 1\n100 a 1 5 -\r\n", 2, "unexpected"),
+]
+
+
+def case_trace_replay_malformed():
+    with tempfile.TemporaryDirectory() as d:
+        good = os.path.join(d, "good.trace")
+        with open(good, "w") as f:  # ids may be reused once freed; comments anywhere
+            f.write("# drk-alloc-trace 1\n# unknown_key 1\n5 a 1 10 -\n# note\n6 f 1 -\n7 A 1 20 3\n7 F 1 0\n")
+        for i, (text, line, words) in enumerate(MALFORMED):
+            path = os.path.join(d, f"bad{i}.trace")
+            with open(path, "w", newline="") as f:
+                f.write(text)
+            p = drk("trace", "replay", path, good)
+            check(p.returncode == 1 and f"drk trace replay: {path}: line {line}: " in p.stderr and words in p.stderr,
+                  f"malformed {text!r}: exit 1, line {line}, {words!r}", p)
+            check("good.trace: 4 ops" in p.stdout, "the next file is still replayed", p)
+            doc, p = replay_json(path, rc=1)
+            check(doc["traces"][0]["error"].startswith(f"line {line}: ") and doc["traces"][0]["models"] == [],
+                  f"--json error for {text!r}", p)
+    for name, line, words in (("unknown_free.trace", 5, "id 7 is not live"), ("truncated.trace", 3, "truncated")):
+        p = drk("trace", "replay", trace_fixture(name))
+        check(p.returncode == 1 and f"line {line}: " in p.stderr and words in p.stderr, name, p)
+    p = drk("trace", "replay", "/nonexistent.trace")
+    check(p.returncode == 1 and "/nonexistent.trace: No such file" in p.stderr, "a missing file", p)
+
+
+def case_trace_synth():
+    for kind in ("gpt", "random"):
+        a = subprocess.run([ARGS.drk, "trace", "synth", "--kind", kind, "--seed", "7", "--ops", "20000"],
+                           capture_output=True, timeout=60)
+        b = subprocess.run([ARGS.drk, "trace", "synth", "--kind", kind, "--seed", "7", "--ops", "20000"],
+                           capture_output=True, timeout=60)
+        c = subprocess.run([ARGS.drk, "trace", "synth", "--kind", kind, "--seed", "8", "--ops", "20000"],
+                           capture_output=True, timeout=60)
+        check(a.returncode == 0 and a.stdout == b.stdout and a.stdout != c.stdout,
+              f"{kind}: the same seed gives the same bytes, another seed others")
+        lines = a.stdout.decode().splitlines()
+        check(lines[0] == "# drk-alloc-trace 1" and sum(1 for x in lines if not x.startswith("#")) == 20000,
+              f"{kind}: a header and exactly 20000 ops")
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "gpt.trace")
+        with open(path, "wb") as f:
+            f.write(subprocess.run([ARGS.drk, "trace", "synth", "--seed", "3", "--ops", "30000"],
+                                   capture_output=True, timeout=60, check=True).stdout)
+        doc, p = replay_json(path)
+        t = doc["traces"][0]
+        m = models_of(t)
+        check(t["ops"] == 30000 and t["header"]["page_size"] == 2 << 20 and "gpt" in t["header"]["program"],
+              "the synthesized trace reads back", p)
+        for mm in m.values():
+            expect_model(mm, p, peak_live_bytes=t["peak_live_bytes"], ooms=0)
+        check(m["ideal"]["fragmentation"] == 0 and m["first-fit"]["fragmentation"] > m["ideal"]["fragmentation"]
+              and m["best-fit-per-stream"]["fragmentation"] > m["first-fit"]["fragmentation"]
+              and m["first-fit"]["peak_reserved_bytes"] > t["peak_live_bytes"],
+              "gpt: first-fit fragments more than ideal, best-fit-per-stream more still", p)
+        # random: synthesized with a capacity below its peak, every model reports OOMs and goes on
+        rnd = os.path.join(d, "random.trace")
+        with open(rnd, "wb") as f:
+            f.write(subprocess.run([ARGS.drk, "trace", "synth", "--kind", "random", "--ops", "5000"],
+                                   capture_output=True, timeout=60, check=True).stdout)
+        doc, p = replay_json("--capacity", "1G", rnd)
+        for mm in doc["traces"][0]["models"]:
+            check(mm["ooms"] > 0 and mm["peak_reserved_bytes"] <= 1 << 30 and mm["first_oom_line"] > 1,
+                  f"random under 1 GiB: {mm['name']} OOMs and stays under the capacity", p)
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 

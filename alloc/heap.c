@@ -1,0 +1,669 @@
+#include "heap.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- Blocks, pages, chunks ---- */
+
+typedef struct page page;
+typedef struct chunk chunk;
+
+typedef struct block {
+    uintptr_t addr;
+    size_t size;                 /* a multiple of DRK_HEAP_ALIGN */
+    size_t asked;                /* live blocks: the size asked for */
+    struct block *prev, *next;   /* address order within the chunk */
+    struct block *fprev, *fnext; /* free blocks: the list of their class */
+    struct block *pnext;         /* live blocks: the others starting in the same page */
+    chunk *chunk;
+    int free, cls;
+} block;
+
+struct page {
+    uintptr_t va;
+    drk_page_handle handle; /* when mapped */
+    uint32_t refs;          /* live blocks over this page */
+    uint8_t mapped;
+    page *iprev, *inext;    /* idle (mapped, no refs): oldest first */
+    block *starts;          /* live blocks starting in this page */
+};
+
+struct chunk {
+    uintptr_t base;
+    size_t size, npages;
+    page *pages;
+    block *first;
+    chunk *next;
+};
+
+/* Free blocks by size class: 4 classes per power of two from 512 bytes. */
+#define CLASSES ((64 - 9) * 4)
+
+/* Live blocks by address: open addressing with backward-shift deletion. */
+typedef struct live_map {
+    block **slot;
+    size_t cap, n;
+} live_map;
+
+struct drk_heap {
+    drk_page_backend *pb;
+    size_t page, va_chunk;
+    chunk *chunks;
+    block *free_lists[CLASSES];
+    uint64_t nonempty[(CLASSES + 63) / 64];
+    live_map live;
+    page *idle_head, *idle_tail;
+    drk_page_handle *spare; /* created, mapped nowhere */
+    unsigned idle_permille; /* idle pages kept, per thousand pages in use */
+    size_t nspare, spare_cap;
+    drk_heap_stats st;
+};
+
+static size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
+
+static int size_class(size_t s)
+{
+    unsigned lg = 63u - (unsigned)__builtin_clzll((unsigned long long)s);
+    return (int)((lg - 9) * 4 + ((s >> (lg - 2)) & 3));
+}
+
+/* ---- Free lists ---- */
+
+static void free_insert(drk_heap *h, block *b)
+{
+    int c = size_class(b->size);
+    b->cls = c;
+    b->fprev = NULL;
+    b->fnext = h->free_lists[c];
+    if (b->fnext)
+        b->fnext->fprev = b;
+    h->free_lists[c] = b;
+    h->nonempty[c / 64] |= 1ull << (c % 64);
+}
+
+static void free_remove(drk_heap *h, block *b)
+{
+    if (b->fprev)
+        b->fprev->fnext = b->fnext;
+    else
+        h->free_lists[b->cls] = b->fnext;
+    if (b->fnext)
+        b->fnext->fprev = b->fprev;
+    if (!h->free_lists[b->cls])
+        h->nonempty[b->cls / 64] &= ~(1ull << (b->cls % 64));
+    b->fprev = b->fnext = NULL;
+}
+
+/* A free block of at least `size`: the best fit among the first few of
+ * size's own class, else the first block of the next class that has any
+ * (all of them fit). Bounded, so a long class list costs no more. */
+static block *free_find(drk_heap *h, size_t size)
+{
+    int c = size_class(size), looked = 0;
+    block *best = NULL;
+    for (block *b = h->free_lists[c]; b && looked < 16; b = b->fnext, looked++)
+        if (b->size >= size && (!best || b->size < best->size))
+            best = b;
+    if (best)
+        return best;
+    for (int w = (c + 1) / 64; w < (CLASSES + 63) / 64; w++) {
+        uint64_t bits = h->nonempty[w];
+        if (w == (c + 1) / 64)
+            bits &= (c + 1) % 64 ? ~0ull << ((c + 1) % 64) : ~0ull;
+        if (bits)
+            return h->free_lists[w * 64 + __builtin_ctzll(bits)];
+    }
+    return NULL;
+}
+
+/* ---- Live blocks by start address ---- */
+
+static size_t hash(uintptr_t a) { return (size_t)((a >> 9) * 0x9e3779b97f4a7c15ull); }
+
+static int live_grow(live_map *m)
+{
+    size_t cap = m->cap ? m->cap * 2 : 1024;
+    block **slot = calloc(cap, sizeof *slot);
+    if (!slot)
+        return -1;
+    for (size_t i = 0; i < m->cap; i++) {
+        block *b = m->slot[i];
+        if (!b)
+            continue;
+        size_t j = hash(b->addr) & (cap - 1);
+        while (slot[j])
+            j = (j + 1) & (cap - 1);
+        slot[j] = b;
+    }
+    free(m->slot);
+    m->slot = slot, m->cap = cap;
+    return 0;
+}
+
+static int live_put(live_map *m, block *b)
+{
+    if ((m->n + 1) * 2 > m->cap && live_grow(m) != 0)
+        return -1;
+    size_t j = hash(b->addr) & (m->cap - 1);
+    while (m->slot[j])
+        j = (j + 1) & (m->cap - 1);
+    m->slot[j] = b;
+    m->n++;
+    return 0;
+}
+
+static size_t live_index(const live_map *m, uintptr_t addr)
+{
+    if (!m->cap)
+        return SIZE_MAX;
+    for (size_t j = hash(addr) & (m->cap - 1);; j = (j + 1) & (m->cap - 1)) {
+        if (!m->slot[j])
+            return SIZE_MAX;
+        if (m->slot[j]->addr == addr)
+            return j;
+    }
+}
+
+static void live_del(live_map *m, size_t j)
+{
+    m->slot[j] = NULL;
+    m->n--;
+    /* Backward shift: later members of the run move into the hole when
+     * their home is at or before it. */
+    for (size_t k = (j + 1) & (m->cap - 1); m->slot[k]; k = (k + 1) & (m->cap - 1)) {
+        size_t home = hash(m->slot[k]->addr) & (m->cap - 1);
+        if (((k - home) & (m->cap - 1)) >= ((k - j) & (m->cap - 1))) {
+            m->slot[j] = m->slot[k];
+            m->slot[k] = NULL;
+            j = k;
+        }
+    }
+}
+
+/* ---- Pages ---- */
+
+static page *page_of(chunk *c, uintptr_t a) { return &c->pages[(a - c->base) / (c->size / c->npages)]; }
+
+static void idle_push(drk_heap *h, page *p)
+{
+    p->inext = NULL;
+    p->iprev = h->idle_tail;
+    if (h->idle_tail)
+        h->idle_tail->inext = p;
+    else
+        h->idle_head = p;
+    h->idle_tail = p;
+    h->st.idle_pages++;
+}
+
+static void idle_remove(drk_heap *h, page *p)
+{
+    if (p->iprev)
+        p->iprev->inext = p->inext;
+    else
+        h->idle_head = p->inext;
+    if (p->inext)
+        p->inext->iprev = p->iprev;
+    else
+        h->idle_tail = p->iprev;
+    p->iprev = p->inext = NULL;
+    h->st.idle_pages--;
+}
+
+/* Spare handles: created and mapped nowhere. A handle taken from the array
+ * always fits back, so only growth past the old size can fail. */
+static int spare_push(drk_heap *h, drk_page_handle handle)
+{
+    if (h->nspare == h->spare_cap) {
+        size_t cap = h->spare_cap ? h->spare_cap * 2 : 64;
+        drk_page_handle *s = realloc(h->spare, cap * sizeof *s);
+        if (!s)
+            return -1;
+        h->spare = s, h->spare_cap = cap;
+    }
+    h->spare[h->nspare++] = handle;
+    return 0;
+}
+
+/* Unmaps the oldest idle page from its hole and makes it a spare. */
+static int idle_to_spare(drk_heap *h)
+{
+    page *p = h->idle_head;
+    if (!p)
+        return DRK_PAGES_OOM;
+    if (spare_push(h, p->handle) != 0)
+        return DRK_PAGES_FAILED;
+    int r = h->pb->unmap(h->pb, p->va, 1);
+    h->st.unmap_calls++;
+    if (r) {
+        h->nspare--;
+        return r;
+    }
+    idle_remove(h, p);
+    p->mapped = 0;
+    return 0;
+}
+
+/* Idle pages the heap keeps where they are, for holes to be reused at no
+ * cost: a share of the pages under live data. */
+static uint64_t idle_keep(const drk_heap *h)
+{
+    return (h->st.pages - h->st.idle_pages) * h->idle_permille / 1000;
+}
+
+/* A handle for a page about to be mapped: a spare one; the oldest idle page,
+ * moved from its hole, when more are idle than the heap keeps; a new one;
+ * or, when the backend has no more, an idle page after all. Moving before
+ * creating keeps the pages held close to the pages live data touches. */
+static int get_handle(drk_heap *h, drk_page_handle *out)
+{
+    if (!h->nspare && h->st.idle_pages > idle_keep(h) && idle_to_spare(h) == 0)
+        h->st.moves++;
+    if (!h->nspare) {
+        drk_page_handle nh;
+        int r = h->pb->create(h->pb, &nh);
+        if (r == 0) {
+            if (spare_push(h, nh) != 0) {
+                h->pb->release(h->pb, nh);
+                return DRK_PAGES_FAILED;
+            }
+            h->st.creates++;
+            if (++h->st.pages > h->st.peak_pages)
+                h->st.peak_pages = h->st.pages;
+        } else if (r != DRK_PAGES_OOM || (r = idle_to_spare(h)) != 0) {
+            return r;
+        } else {
+            h->st.moves++;
+        }
+    }
+    *out = h->spare[--h->nspare];
+    return 0;
+}
+
+/* Maps the unmapped pages among [first, last] of c, one map call per run
+ * of consecutive ones (at most 64 pages a call). */
+static int map_missing(drk_heap *h, chunk *c, size_t first, size_t last)
+{
+    for (size_t i = first; i <= last;) {
+        if (c->pages[i].mapped) {
+            i++;
+            continue;
+        }
+        drk_page_handle run[64];
+        size_t n = 0;
+        int r = 0;
+        while (i + n <= last && n < 64 && !c->pages[i + n].mapped && (r = get_handle(h, &run[n])) == 0)
+            n++;
+        if (n) {
+            int m = h->pb->map(h->pb, c->pages[i].va, run, n);
+            h->st.map_calls++;
+            if (m) {
+                while (n)
+                    spare_push(h, run[--n]); /* fits: they came from the array */
+                return m;
+            }
+            for (size_t k = 0; k < n; k++) {
+                c->pages[i + k].handle = run[k];
+                c->pages[i + k].mapped = 1;
+            }
+        }
+        if (r)
+            return r;
+        i += n;
+    }
+    return 0;
+}
+
+/* Pages [first, last] gain or lose a live block over them. */
+static void pages_ref(drk_heap *h, chunk *c, size_t first, size_t last)
+{
+    for (size_t i = first; i <= last; i++) {
+        page *p = &c->pages[i];
+        if (p->refs++ == 0 && p->mapped)
+            idle_remove(h, p);
+    }
+}
+
+static void pages_unref(drk_heap *h, chunk *c, size_t first, size_t last)
+{
+    for (size_t i = first; i <= last; i++) {
+        page *p = &c->pages[i];
+        if (--p->refs == 0 && p->mapped)
+            idle_push(h, p);
+    }
+}
+
+/* ---- Chunks ---- */
+
+static chunk *chunk_new(drk_heap *h, size_t size)
+{
+    chunk *c = calloc(1, sizeof *c);
+    block *b = calloc(1, sizeof *b);
+    size_t npages = size / h->page;
+    page *pages = calloc(npages, sizeof *pages);
+    uintptr_t va = 0;
+    if (!c || !b || !pages || h->pb->reserve(h->pb, size, &va) != 0) {
+        free(c), free(b), free(pages);
+        return NULL;
+    }
+    for (size_t i = 0; i < npages; i++)
+        pages[i].va = va + i * h->page;
+    *c = (chunk){.base = va, .size = size, .npages = npages, .pages = pages, .first = b, .next = h->chunks};
+    h->chunks = c;
+    *b = (block){.addr = va, .size = size, .chunk = c, .free = 1};
+    free_insert(h, b);
+    h->st.reserved_va += size;
+    return c;
+}
+
+static chunk *chunk_of(const drk_heap *h, uintptr_t a)
+{
+    for (chunk *c = h->chunks; c; c = c->next)
+        if (a >= c->base && a - c->base < c->size)
+            return c;
+    return NULL;
+}
+
+/* ---- The heap ---- */
+
+drk_heap *drk_heap_new(drk_page_backend *pages, size_t va_chunk)
+{
+    if (!pages || !pages->page_size || va_chunk % pages->page_size || !va_chunk)
+        return NULL;
+    drk_heap *h = calloc(1, sizeof *h);
+    if (!h)
+        return NULL;
+    h->pb = pages;
+    h->page = pages->page_size;
+    h->va_chunk = va_chunk;
+    h->idle_permille = DRK_HEAP_IDLE_PERMILLE;
+    return h;
+}
+
+/* Splits `b` (free, at least `size`) so that its first `size` bytes are a
+ * block of their own; the rest stays free. */
+static block *carve(drk_heap *h, block *b, size_t size)
+{
+    free_remove(h, b);
+    if (b->size > size) {
+        block *rest = calloc(1, sizeof *rest);
+        if (!rest) {
+            free_insert(h, b);
+            return NULL;
+        }
+        *rest = (block){.addr = b->addr + size, .size = b->size - size, .prev = b, .next = b->next,
+                        .chunk = b->chunk, .free = 1};
+        if (b->next)
+            b->next->prev = rest;
+        b->next = rest;
+        b->size = size;
+        free_insert(h, rest);
+    }
+    b->free = 0;
+    return b;
+}
+
+/* Merges `b` (free, in no list) with its free neighbours and lists the
+ * result. */
+static void coalesce(drk_heap *h, block *b)
+{
+    block *n = b->next;
+    if (n && n->free) {
+        free_remove(h, n);
+        b->size += n->size;
+        b->next = n->next;
+        if (n->next)
+            n->next->prev = b;
+        free(n);
+    }
+    block *p = b->prev;
+    if (p && p->free) {
+        free_remove(h, p);
+        p->size += b->size;
+        p->next = b->next;
+        if (b->next)
+            b->next->prev = p;
+        free(b);
+        b = p;
+    }
+    free_insert(h, b);
+}
+
+static void page_span(const drk_heap *h, const block *b, size_t *first, size_t *last)
+{
+    *first = (b->addr - b->chunk->base) / h->page;
+    *last = (b->addr + b->size - 1 - b->chunk->base) / h->page;
+}
+
+static void start_link(block *b)
+{
+    page *p = page_of(b->chunk, b->addr);
+    b->pnext = p->starts;
+    p->starts = b;
+}
+
+static void start_unlink(block *b)
+{
+    page *p = page_of(b->chunk, b->addr);
+    for (block **q = &p->starts; *q; q = &(*q)->pnext)
+        if (*q == b) {
+            *q = b->pnext;
+            break;
+        }
+    b->pnext = NULL;
+}
+
+/* Makes `b` (just carved) free again after a failed allocation. */
+static void uncarve(drk_heap *h, block *b)
+{
+    b->free = 1;
+    coalesce(h, b);
+}
+
+int drk_heap_alloc(drk_heap *h, size_t size, uintptr_t *ptr)
+{
+    if (!size || size > SIZE_MAX / 2)
+        return DRK_PAGES_INVALID;
+    size_t need = round_up(size, DRK_HEAP_ALIGN);
+    block *b = free_find(h, need);
+    if (!b) {
+        chunk *c = chunk_new(h, need > h->va_chunk ? round_up(need, h->page) : h->va_chunk);
+        if (!c)
+            return DRK_PAGES_OOM;
+        b = c->first;
+    }
+    b = carve(h, b, need);
+    if (!b)
+        return DRK_PAGES_FAILED;
+    size_t first, last;
+    page_span(h, b, &first, &last);
+    /* Referenced first, so that getting pages for this block never takes
+     * one of its own idle pages. */
+    pages_ref(h, b->chunk, first, last);
+    int r = map_missing(h, b->chunk, first, last);
+    if (r == 0 && live_put(&h->live, b) != 0)
+        r = DRK_PAGES_FAILED;
+    if (r) {
+        pages_unref(h, b->chunk, first, last);
+        uncarve(h, b);
+        return r;
+    }
+    b->asked = size;
+    start_link(b);
+    h->st.live_blocks++;
+    h->st.live_bytes += size;
+    if (h->st.live_bytes > h->st.peak_live_bytes)
+        h->st.peak_live_bytes = h->st.live_bytes;
+    *ptr = b->addr;
+    return 0;
+}
+
+int drk_heap_free(drk_heap *h, uintptr_t ptr)
+{
+    size_t j = live_index(&h->live, ptr);
+    if (j == SIZE_MAX)
+        return DRK_PAGES_INVALID;
+    block *b = h->live.slot[j];
+    live_del(&h->live, j);
+    start_unlink(b);
+    size_t first, last;
+    page_span(h, b, &first, &last);
+    pages_unref(h, b->chunk, first, last);
+    h->st.live_blocks--;
+    h->st.live_bytes -= b->asked;
+    b->asked = 0;
+    b->free = 1;
+    coalesce(h, b);
+    return 0;
+}
+
+int drk_heap_find(const drk_heap *h, uintptr_t ptr, uintptr_t *base, size_t *size)
+{
+    chunk *c = chunk_of(h, ptr);
+    if (!c)
+        return DRK_PAGES_INVALID;
+    /* The block holding ptr, if any, is over every page from its start
+     * page to ptr's: walk back while pages are referenced. */
+    for (size_t i = (ptr - c->base) / h->page + 1; i-- > 0;) {
+        const page *p = &c->pages[i];
+        if (!p->refs)
+            break;
+        for (const block *b = p->starts; b; b = b->pnext)
+            if (b->addr <= ptr && ptr < b->addr + b->asked) {
+                *base = b->addr;
+                *size = b->asked;
+                return 0;
+            }
+    }
+    return DRK_PAGES_INVALID;
+}
+
+void drk_heap_trim(drk_heap *h, size_t keep)
+{
+    while (h->st.idle_pages > keep && idle_to_spare(h) == 0) {
+    }
+    while (h->nspare && h->pb->release(h->pb, h->spare[h->nspare - 1]) == 0) {
+        h->nspare--;
+        h->st.pages--;
+        h->st.releases++;
+    }
+}
+
+drk_heap_stats drk_heap_get_stats(const drk_heap *h) { return h->st; }
+
+void drk_heap_set_idle(drk_heap *h, unsigned permille) { h->idle_permille = permille; }
+
+void drk_heap_holes(const drk_heap *h, uint64_t *total, uint64_t *largest)
+{
+    *total = *largest = 0;
+    for (const chunk *c = h->chunks; c; c = c->next)
+        for (const block *b = c->first; b; b = b->next)
+            if (b->free) {
+                *total += b->size;
+                if (b->size > *largest)
+                    *largest = b->size;
+            }
+}
+
+void drk_heap_delete(drk_heap *h)
+{
+    if (!h)
+        return;
+    while (h->chunks) {
+        chunk *c = h->chunks;
+        h->chunks = c->next;
+        for (size_t i = 0; i < c->npages; i++)
+            if (c->pages[i].mapped) {
+                h->pb->unmap(h->pb, c->pages[i].va, 1);
+                h->pb->release(h->pb, c->pages[i].handle);
+            }
+        for (block *b = c->first; b;) {
+            block *n = b->next;
+            free(b);
+            b = n;
+        }
+        h->pb->unreserve(h->pb, c->base, c->size);
+        free(c->pages);
+        free(c);
+    }
+    for (size_t i = 0; i < h->nspare; i++)
+        h->pb->release(h->pb, h->spare[i]);
+    free(h->spare);
+    free(h->live.slot);
+    free(h);
+}
+
+/* ---- Invariants, for tests ---- */
+
+__attribute__((format(printf, 3, 4))) static int bad(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+typedef struct tally {
+    uint64_t live, blocks, idle, mapped;
+} tally;
+
+/* One chunk's blocks and pages, against a count of the blocks over each page. */
+static int check_chunk(const drk_heap *h, const chunk *c, uint32_t *refs, tally *t, char *err, size_t errlen)
+{
+    uintptr_t at = c->base;
+    for (const block *b = c->first; b; b = b->next) {
+        if (b->addr != at || b->size == 0 || b->size % DRK_HEAP_ALIGN || (b->next && b->next->prev != b))
+            return bad(err, errlen, "block %#lx+%zu breaks the tiling at %#lx", (unsigned long)b->addr, b->size,
+                       (unsigned long)at);
+        if (b->free && b->next && b->next->free)
+            return bad(err, errlen, "free neighbours at %#lx not merged", (unsigned long)b->addr);
+        if (!b->free) {
+            size_t first, last;
+            page_span(h, b, &first, &last);
+            for (size_t i = first; i <= last; i++)
+                refs[i]++;
+            t->live += b->asked;
+            t->blocks++;
+            if (live_index(&h->live, b->addr) == SIZE_MAX)
+                return bad(err, errlen, "live block %#lx not in the map", (unsigned long)b->addr);
+        }
+        at += b->size;
+    }
+    if (at != c->base + c->size)
+        return bad(err, errlen, "chunk %#lx: blocks end at %#lx", (unsigned long)c->base, (unsigned long)at);
+    for (size_t i = 0; i < c->npages; i++) {
+        const page *p = &c->pages[i];
+        if (p->refs != refs[i] || (p->refs && !p->mapped))
+            return bad(err, errlen, "page %#lx: refs %u, blocks over it %u, mapped %d", (unsigned long)p->va,
+                       p->refs, refs[i], p->mapped);
+        t->mapped += p->mapped;
+        t->idle += p->mapped && !p->refs;
+    }
+    return 0;
+}
+
+int drk_heap_check(const drk_heap *h, char *err, size_t errlen)
+{
+    tally t = {0};
+    for (const chunk *c = h->chunks; c; c = c->next) {
+        uint32_t *refs = calloc(c->npages, sizeof *refs);
+        if (!refs)
+            return bad(err, errlen, "out of memory");
+        int r = check_chunk(h, c, refs, &t, err, errlen);
+        free(refs);
+        if (r)
+            return r;
+    }
+    if (t.live != h->st.live_bytes || t.blocks != h->st.live_blocks || t.blocks != h->live.n)
+        return bad(err, errlen, "live %llu bytes in %llu blocks; stats say %llu in %llu, map %zu",
+                   (unsigned long long)t.live, (unsigned long long)t.blocks, (unsigned long long)h->st.live_bytes,
+                   (unsigned long long)h->st.live_blocks, h->live.n);
+    if (t.idle != h->st.idle_pages || t.mapped + h->nspare != h->st.pages)
+        return bad(err, errlen, "idle %llu (stats %llu); mapped %llu + spare %zu != pages %llu",
+                   (unsigned long long)t.idle, (unsigned long long)h->st.idle_pages, (unsigned long long)t.mapped,
+                   h->nspare, (unsigned long long)h->st.pages);
+    return 0;
+}

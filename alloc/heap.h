@@ -1,0 +1,74 @@
+/* The device heap: blocks carved at 512-byte granularity from a large
+ * virtual space, with physical pages only under live blocks. A page no live
+ * block touches is idle: it stays mapped (its hole is reused at no cost)
+ * until a block elsewhere needs a page, which then takes the oldest idle
+ * page and maps it where it is needed. So free memory scattered in holes is
+ * stitched into whatever contiguous range a request needs, without moving
+ * data, and the pages in use stay close to the pages live data touches —
+ * the fragmentation a caching pool cannot undo.
+ *
+ * Blocks and pages are tracked out of band (device memory is never read).
+ * Not thread-safe: the pool above serializes calls. The heap knows nothing
+ * of streams; the pool decides when a freed block may be reused. */
+#ifndef DRK_ALLOC_HEAP_H
+#define DRK_ALLOC_HEAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pages.h"
+
+#define DRK_HEAP_ALIGN 512u /* every block starts and ends on this (cuMemAlloc guarantees 256) */
+
+typedef struct drk_heap drk_heap;
+
+/* A heap on `pages`, reserving virtual space `va_chunk` bytes at a time (a
+ * multiple of the page size; larger requests get a chunk of their own).
+ * NULL if out of host memory. */
+drk_heap *drk_heap_new(drk_page_backend *pages, size_t va_chunk);
+/* Unmaps and releases every page and range; live blocks are gone. */
+void drk_heap_delete(drk_heap *h);
+
+/* A block of at least `size` bytes (size > 0), its address in *ptr.
+ * DRK_PAGES_OOM when no page can be had (nothing changed), DRK_PAGES_INVALID
+ * for size 0, a backend error otherwise. */
+int drk_heap_alloc(drk_heap *h, size_t size, uintptr_t *ptr);
+/* Frees the block starting at `ptr`; DRK_PAGES_INVALID (nothing changed) if
+ * no live block starts there. */
+int drk_heap_free(drk_heap *h, uintptr_t ptr);
+/* The live block containing `ptr` (also an interior pointer): its start
+ * and its size as asked. 0, or DRK_PAGES_INVALID. */
+int drk_heap_find(const drk_heap *h, uintptr_t ptr, uintptr_t *base, size_t *size);
+
+/* Idle pages are kept where they are, for their holes to be reused at no
+ * cost, up to this many per thousand pages under live data; past that a
+ * page a request needs is an idle one moved, not a new one. Lower keeps
+ * memory closer to live data; higher saves remapping. */
+#define DRK_HEAP_IDLE_PERMILLE 20u
+void drk_heap_set_idle(drk_heap *h, unsigned permille);
+
+/* Releases idle pages beyond `keep` (oldest first), unmapping them. */
+void drk_heap_trim(drk_heap *h, size_t keep);
+
+typedef struct drk_heap_stats {
+    uint64_t live_bytes, peak_live_bytes;   /* as asked */
+    uint64_t live_blocks;
+    uint64_t pages, peak_pages;             /* created and not released */
+    uint64_t idle_pages;                    /* mapped under no live block */
+    uint64_t reserved_va;                   /* bytes of virtual space */
+    uint64_t creates, moves, releases;      /* page creations, remaps of idle pages, releases */
+    uint64_t map_calls, unmap_calls;
+} drk_heap_stats;
+
+drk_heap_stats drk_heap_get_stats(const drk_heap *h);
+
+/* Bytes in holes of the virtual space, and the largest hole: a walk over
+ * every block (for tests and reports, not for each allocation). */
+void drk_heap_holes(const drk_heap *h, uint64_t *total, uint64_t *largest);
+
+/* Checks every invariant (blocks tile each chunk, free neighbours are
+ * merged, page counts match the blocks over them); 0, or -1 with what is
+ * wrong in err. For tests. */
+int drk_heap_check(const drk_heap *h, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,240 @@
+/* The device page backend: CUDA virtual memory management through the
+ * driver table. Each page is one cuMemCreate of the allocation granularity
+ * (2 MiB on an H200), pinned on one device; a run of pages is mapped one
+ * cuMemMap per page (a handle maps whole) and made accessible with a single
+ * cuMemSetAccess, whose cost does not grow with the run. Calls are checked
+ * against the same bookkeeping as the CPU backends before the driver sees
+ * them, so a pool bug is an error here, not a corrupted address space. */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "pages.h"
+#include "pages_book.h"
+#include "pages_vmm.h"
+
+typedef struct vmm {
+    drk_page_backend base; /* first: the backend pointer is the struct's */
+    pthread_mutex_t lock;
+    drk_pages_book book;
+    const drk_driver *drv;
+    CUmemAllocationProp prop;
+    CUmemAccessDesc access;
+    CUmemGenericAllocationHandle *handles; /* by book slot */
+    size_t handles_cap;
+} vmm;
+
+static vmm *of(drk_page_backend *b) { return (vmm *)b; }
+
+static int rc_of(CUresult r)
+{
+    return r == CUDA_SUCCESS ? DRK_PAGES_OK : r == CUDA_ERROR_OUT_OF_MEMORY ? DRK_PAGES_OOM : DRK_PAGES_FAILED;
+}
+
+static int v_reserve(drk_page_backend *b, size_t size, uintptr_t *va)
+{
+    vmm *v = of(b);
+    if (!va || drk_book_reserve_check(&v->book, size) != DRK_PAGES_OK)
+        return DRK_PAGES_INVALID;
+    pthread_mutex_lock(&v->lock);
+    CUdeviceptr at = 0;
+    int rc = rc_of(v->drv->mem_address_reserve(&at, size, b->page_size, 0, 0));
+    if (rc == DRK_PAGES_OK) {
+        rc = drk_book_reserve_add(&v->book, (uintptr_t)at, size);
+        if (rc == DRK_PAGES_OK)
+            *va = (uintptr_t)at;
+        else
+            v->drv->mem_address_free(at, size);
+    }
+    pthread_mutex_unlock(&v->lock);
+    return rc;
+}
+
+static int v_unreserve(drk_page_backend *b, uintptr_t va, size_t size)
+{
+    vmm *v = of(b);
+    pthread_mutex_lock(&v->lock);
+    size_t at;
+    int rc = drk_book_unreserve_check(&v->book, va, size, &at);
+    if (rc == DRK_PAGES_OK)
+        rc = rc_of(v->drv->mem_address_free((CUdeviceptr)va, size));
+    if (rc == DRK_PAGES_OK)
+        drk_book_unreserve_commit(&v->book, at);
+    pthread_mutex_unlock(&v->lock);
+    return rc;
+}
+
+/* Room for the driver handle of book slot `slot`. */
+static int handles_room(vmm *v, uint32_t slot)
+{
+    if (slot < v->handles_cap)
+        return DRK_PAGES_OK;
+    size_t cap = v->handles_cap ? v->handles_cap * 2 : 256;
+    while (cap <= slot)
+        cap *= 2;
+    CUmemGenericAllocationHandle *h = realloc(v->handles, cap * sizeof *h);
+    if (!h)
+        return DRK_PAGES_FAILED;
+    v->handles = h, v->handles_cap = cap;
+    return DRK_PAGES_OK;
+}
+
+static int v_create(drk_page_backend *b, drk_page_handle *page)
+{
+    vmm *v = of(b);
+    pthread_mutex_lock(&v->lock);
+    int rc = drk_book_create(&v->book, page);
+    if (rc == DRK_PAGES_OK) {
+        uint32_t slot = drk_book_slot_of(*page);
+        rc = handles_room(v, slot);
+        if (rc == DRK_PAGES_OK)
+            rc = rc_of(v->drv->mem_create(&v->handles[slot], b->page_size, &v->prop, 0));
+        if (rc != DRK_PAGES_OK)
+            drk_book_release(&v->book, *page);
+    }
+    pthread_mutex_unlock(&v->lock);
+    return rc;
+}
+
+static int v_release(drk_page_backend *b, drk_page_handle page)
+{
+    vmm *v = of(b);
+    pthread_mutex_lock(&v->lock);
+    int rc = drk_book_release(&v->book, page);
+    if (rc == DRK_PAGES_OK)
+        rc = rc_of(v->drv->mem_release(v->handles[drk_book_slot_of(page)]));
+    pthread_mutex_unlock(&v->lock);
+    return rc;
+}
+
+/* Maps the checked run one page at a time, then grants access to all of it
+ * at once; on a failure unmaps what this call mapped. */
+static int map_run(vmm *v, uintptr_t va, const drk_page_handle *pages, size_t n)
+{
+    size_t ps = v->base.page_size, done = 0;
+    CUresult r = CUDA_SUCCESS;
+    for (; done < n && r == CUDA_SUCCESS; done++)
+        r = v->drv->mem_map((CUdeviceptr)(va + done * ps), ps, 0, v->handles[drk_book_slot_of(pages[done])], 0);
+    if (r == CUDA_SUCCESS)
+        r = v->drv->mem_set_access((CUdeviceptr)va, n * ps, &v->access, 1);
+    else
+        done--; /* the failed one is not mapped */
+    if (r != CUDA_SUCCESS)
+        for (size_t i = 0; i < done; i++)
+            v->drv->mem_unmap((CUdeviceptr)(va + i * ps), ps);
+    return rc_of(r);
+}
+
+static int v_map(drk_page_backend *b, uintptr_t va, const drk_page_handle *pages, size_t n)
+{
+    vmm *v = of(b);
+    pthread_mutex_lock(&v->lock);
+    size_t at;
+    int rc = drk_book_map_check(&v->book, va, pages, n, &at);
+    if (rc == DRK_PAGES_OK)
+        rc = map_run(v, va, pages, n);
+    if (rc == DRK_PAGES_OK)
+        drk_book_map_commit(&v->book, va, pages, n, at);
+    pthread_mutex_unlock(&v->lock);
+    return rc;
+}
+
+/* Page by page: a mapping can only be unmapped whole. */
+static int v_unmap(drk_page_backend *b, uintptr_t va, size_t n)
+{
+    vmm *v = of(b);
+    pthread_mutex_lock(&v->lock);
+    size_t at;
+    int rc = drk_book_unmap_check(&v->book, va, n, &at);
+    for (size_t i = 0; rc == DRK_PAGES_OK && i < n; i++)
+        rc = rc_of(v->drv->mem_unmap((CUdeviceptr)(va + i * b->page_size), b->page_size));
+    if (rc == DRK_PAGES_OK)
+        drk_book_unmap_commit(&v->book, va, n, at);
+    pthread_mutex_unlock(&v->lock);
+    return rc;
+}
+
+static size_t v_pages_created(drk_page_backend *b)
+{
+    vmm *v = of(b);
+    pthread_mutex_lock(&v->lock);
+    size_t n = v->book.live;
+    pthread_mutex_unlock(&v->lock);
+    return n;
+}
+
+static size_t v_pages_mapped(drk_page_backend *b)
+{
+    vmm *v = of(b);
+    pthread_mutex_lock(&v->lock);
+    size_t n = v->book.mapped;
+    pthread_mutex_unlock(&v->lock);
+    return n;
+}
+
+static void v_destroy(drk_page_backend *b)
+{
+    if (!b)
+        return;
+    vmm *v = of(b);
+    pthread_mutex_lock(&v->lock);
+    /* Unmap every mapped virtual page, release every live page, free every
+     * range: what the book knows is exactly what the driver holds. */
+    for (size_t i = 0; i < v->book.table_cap; i++) {
+        drk_book_entry *e = &v->book.table[i];
+        if (e->key)
+            v->drv->mem_unmap((CUdeviceptr)((e->key - 1) * b->page_size), b->page_size);
+    }
+    for (uint32_t s = 0; s < v->book.nslots; s++)
+        if (v->book.slots[s].gen & 1)
+            v->drv->mem_release(v->handles[s]);
+    for (size_t i = 0; i < v->book.nranges; i++)
+        v->drv->mem_address_free((CUdeviceptr)v->book.ranges[i].start, v->book.ranges[i].size);
+    pthread_mutex_unlock(&v->lock);
+    drk_book_fini(&v->book);
+    pthread_mutex_destroy(&v->lock);
+    free(v->handles);
+    free(v);
+}
+
+drk_page_backend *drk_pages_vmm(const drk_driver *drv, CUdevice dev, size_t max_pages)
+{
+    if (!drv || !drv->mem_address_reserve || !drv->mem_address_free || !drv->mem_create || !drv->mem_release ||
+        !drv->mem_map || !drv->mem_unmap || !drv->mem_set_access || !drv->mem_get_allocation_granularity ||
+        !drv->device_total_mem)
+        return NULL;
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev}};
+    size_t gran = 0, total = 0;
+    if (drv->mem_get_allocation_granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) != CUDA_SUCCESS ||
+        !gran || drv->device_total_mem(&total, dev) != CUDA_SUCCESS)
+        return NULL;
+    size_t pages = total / gran;
+    if (max_pages && max_pages < pages)
+        pages = max_pages;
+    vmm *v = calloc(1, sizeof *v);
+    if (!v)
+        return NULL;
+    if (drk_book_init(&v->book, gran, pages) != DRK_PAGES_OK) {
+        free(v);
+        return NULL;
+    }
+    pthread_mutex_init(&v->lock, NULL);
+    v->drv = drv;
+    v->prop = prop;
+    v->access = (CUmemAccessDesc){.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    v->base = (drk_page_backend){
+        .name = "vmm",
+        .page_size = gran,
+        .capacity = pages,
+        .reserve = v_reserve,
+        .unreserve = v_unreserve,
+        .create = v_create,
+        .release = v_release,
+        .map = v_map,
+        .unmap = v_unmap,
+        .pages_created = v_pages_created,
+        .pages_mapped = v_pages_mapped,
+        .destroy = v_destroy,
+    };
+    return &v->base;
+}

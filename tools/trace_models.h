@@ -1,0 +1,49 @@
+/* Allocator models that `drk trace replay` drives op by op. A model sees
+ * allocations by slot (drk_trace_op.slot: dense, unique while live), so it
+ * keeps per-allocation state in arrays; reserved bytes are what the model
+ * holds from the device at that moment. The real pool (alloc/pool.h) plugs
+ * in as one more model. */
+#ifndef DRK_TOOLS_TRACE_MODELS_H
+#define DRK_TOOLS_TRACE_MODELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct trace_model trace_model;
+
+typedef struct trace_model_config {
+    uint64_t page_size; /* growth step of the pools (first-fit) */
+    uint64_t capacity;  /* device bytes a model may reserve; 0: unlimited */
+} trace_model_config;
+
+enum { MODEL_OK = 0, MODEL_OOM = 1, MODEL_NOMEM = -1 /* the host ran out of memory */ };
+
+typedef struct trace_model_ops {
+    const char *name;
+    const char *what; /* one line for --help */
+    trace_model *(*create)(const trace_model_config *cfg);
+    /* stream: DRK_TRACE_NO_STREAM for cuMemAlloc. MODEL_OOM: the model
+     * would exceed cfg->capacity; it then holds nothing for the slot. */
+    int (*alloc)(trace_model *m, size_t slot, uint64_t size, uint32_t stream);
+    /* Frees a slot alloc() accepted; size is the one it was given. */
+    void (*free)(trace_model *m, size_t slot, uint64_t size, uint32_t stream);
+    uint64_t (*reserved)(const trace_model *m);
+    /* Reserved bytes held by no allocation and usable by a later one, and
+     * the largest such contiguous run. */
+    void (*free_space)(const trace_model *m, uint64_t *total, uint64_t *largest);
+    void (*destroy)(trace_model *m);
+} trace_model_ops;
+
+extern const trace_model_ops trace_model_ideal, trace_model_driver, trace_model_first_fit,
+    trace_model_best_fit_stream, trace_model_drk_heap;
+
+/* Every model, in the order replay prints them. */
+extern const trace_model_ops *const trace_models[];
+extern const size_t trace_nmodels;
+
+/* The granularity the driver model rounds each allocation to. */
+#define DRIVER_GRANULARITY (2u << 20)
+/* The first-fit and best-fit models round requests up to this. */
+#define MODEL_ROUND 512u
+
+#endif
