@@ -23,6 +23,9 @@ const drk_option_desc drk_option_table[DRK_OPT_COUNT] = {
     [DRK_OPT_IMAGES] = {"DRK_IMAGES", DRK_OPTION_BOOL, "1",
                         "read the device images a program loads, to know each kernel's parameters, resources "
                         "and PTX (0: kernels are known from the driver's answers only)"},
+    [DRK_OPT_ALLOC_TRACE] = {"DRK_ALLOC_TRACE", DRK_OPTION_PATH, "",
+                             "record every device allocation and free, written at exit as an allocation trace "
+                             "to this file (%p becomes the pid) for `drk trace replay`"},
 };
 
 static const char *const level_names[] = {

@@ -13,6 +13,7 @@ typedef enum drk_option_id {
     DRK_OPT_LOG_FILE,
     DRK_OPT_CUDA_LIBRARY,
     DRK_OPT_IMAGES,
+    DRK_OPT_ALLOC_TRACE,
     DRK_OPT_COUNT
 } drk_option_id;
 

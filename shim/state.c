@@ -3,11 +3,14 @@
 #define _GNU_SOURCE
 #include "state.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "../alloc/recorder.h"
 #include "../alloc/stats.h"
 #include "../evolve/images.h"
 #include "../evolve/registry.h"
@@ -32,7 +35,13 @@ static long long now_ns(void)
 long long drk_process_start_ns(void) { return start_ns; }
 int drk_process_forked_from(void) { return forked_from; }
 
-static void at_exit(void) { drk_report_at_exit(); }
+static void at_exit(void)
+{
+    drk_report_at_exit();
+    if (drk_recorder_write() != 0)
+        drk_log(DRK_LOG_WARN, "cannot write the allocation trace (DRK_ALLOC_TRACE=%s): %s",
+                drk_opt_str(DRK_OPT_ALLOC_TRACE), strerror(errno));
+}
 
 static int fork_parent_pid;
 static void before_fork(void) { fork_parent_pid = (int)getpid(); }
@@ -46,6 +55,7 @@ static void after_fork_child(void)
     drk_alloc_stats_reset();
     drk_registry_reset_counts();
     drk_images_after_fork_child();
+    drk_recorder_after_fork_child();
     drk_report_after_fork_child();
     forked_from = fork_parent_pid;
     start_ns = now_ns();
@@ -64,6 +74,9 @@ drk_mode drk_mode_start(void)
     start_ns = now_ns();
     if (atexit(at_exit) != 0 || pthread_atfork(before_fork, NULL, after_fork_child) != 0)
         drk_log(DRK_LOG_WARN, "cannot register exit and fork handlers; no report will be written");
+    /* Allocations are recorded only where the hooks observe them. */
+    if (m == DRK_MODE_OBSERVE && *drk_opt_str(DRK_OPT_ALLOC_TRACE))
+        drk_recorder_start(drk_opt_str(DRK_OPT_ALLOC_TRACE));
     const char *report = drk_opt_str(DRK_OPT_REPORT);
     drk_log(DRK_LOG_INFO, "drk %s active (%s)%s%s", DRK_VERSION,
             m == DRK_MODE_OBSERVE ? "observing" : "forwarding only", *report ? ", report to " : "",

@@ -15,6 +15,7 @@ import sys
 import tempfile
 
 FAILURES = []
+DRK = None
 
 
 def fail(msg):
@@ -108,6 +109,25 @@ def compare_report(rep, counts, label):
             check(got[key] == want[key], f"{label}: memory.{kind}.{key} is {got[key]}, program says {want[key]}")
 
 
+def check_alloc_trace(paths, counts):
+    """One trace, well formed, whose allocs and frees by kind are the
+    program's own: 'a'/'f' cuMemAlloc(Pitch)/cuMemFree, 'A'/'F' async."""
+    if not check(len(paths) == 1, f"DRK_ALLOC_TRACE wrote {len(paths)} files") or not counts:
+        return
+    lines = open(paths[0]).read().splitlines()
+    check(lines and lines[0] == "# drk-alloc-trace 1", f"trace header {lines[:1]}")
+    ops = [ln.split(" ") for ln in lines if not ln.startswith("#")]
+    by = {k: sum(1 for o in ops if o[1] == k) for k in "aAfF"}
+    mem = counts["memory"]
+    want = {"a": mem["device"]["allocs"] + mem["pitch"]["allocs"], "A": mem["async"]["allocs"] + mem["pool_async"]["allocs"],
+            "f": mem["device"]["frees"], "F": mem["async"]["frees"]}
+    check(by == want, f"trace ops {by}, the program made {want}")
+    times = [int(o[0]) for o in ops]
+    check(times == sorted(times), "trace times go backwards")
+    replay = subprocess.run([DRK, "trace", "replay", "--json", paths[0]], capture_output=True, text=True)
+    check(replay.returncode == 0, f"drk trace replay failed: {replay.stderr}")
+
+
 def check_facts(rep, ptx_image=True):
     """Every launched kernel has the driver's layout; with ptx_image, vec_add's
     PTX image was read too, and its layout is the driver's."""
@@ -173,6 +193,12 @@ def mode_workload(r, owners):
     if rep3:
         check(all(f["total"] == 0 for f in rep3["calls"].values()) and rep3["kernels"]["launches"] == 0,
               "DRK_OBSERVE=0 still counted calls")
+    # DRK_ALLOC_TRACE: every device allocation and free, in a trace whose
+    # ops match the program's own counts and replay without an error.
+    trace = os.path.join(r.tmp, "alloc-%p.trace")
+    out5, err5, counts5, _ = r.run(True, {"DRK_ALLOC_TRACE": trace})
+    check(out5 == out0, "output under DRK_ALLOC_TRACE differs from native")
+    check_alloc_trace(glob.glob(trace.replace("%p", "*")), counts5)
     # DRK_IMAGES=0: no image is read; the driver's answers remain.
     out4, _, _, rep_dir4 = r.run(True, {"DRK_IMAGES": "0"})
     check(out4 == out0, "output under DRK_IMAGES=0 differs from native")
@@ -290,12 +316,15 @@ def main():
     ap.add_argument("--preload-before", action="append", default=[], help="preloaded before drk (and natively)")
     ap.add_argument("--preload-after", action="append", default=[], help="preloaded after drk (and natively)")
     ap.add_argument("--sanitizer-runtime", help="preloaded first in every run (sanitizer builds)")
+    ap.add_argument("--drk", help="the drk command, to replay recorded traces")
     ap.add_argument("--expect", default="ok", help="same mode: a regex the output must match")
     ap.add_argument("--launches", type=int, help="same mode: launches the report must count")
     ap.add_argument("mode", choices=["workload", "counts", "fork", "badopts", "same", "private"])
     ap.add_argument("program")
     ap.add_argument("args", nargs="*")
     a = ap.parse_args()
+    global DRK
+    DRK = a.drk
     r = Runner(a.shim, a.driver, a.program, a.args, a.preload_before, a.preload_after, a.sanitizer_runtime)
     {"workload": lambda: mode_workload(r, a.owners), "counts": lambda: mode_counts(r), "fork": lambda: mode_fork(r),
      "badopts": lambda: mode_badopts(r), "same": lambda: mode_same(r, a.expect, a.launches),
