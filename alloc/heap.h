@@ -44,7 +44,7 @@ int drk_heap_find(const drk_heap *h, uintptr_t ptr, uintptr_t *base, size_t *siz
  * cost, up to this many per thousand pages under live data; past that a
  * page a request needs is an idle one moved, not a new one. Lower keeps
  * memory closer to live data; higher saves remapping. */
-#define DRK_HEAP_IDLE_PERMILLE 20u
+#define DRK_HEAP_IDLE_PERMILLE 10u
 void drk_heap_set_idle(drk_heap *h, unsigned permille);
 
 /* Releases idle pages beyond `keep` (oldest first), unmapping them. */

@@ -1,0 +1,48 @@
+#!/usr/bin/env python3
+"""Replays the allocation traces recorded on an H200 (gzip'd here) and holds
+drk's heap to its promise: peak reserved no more than first-fit's, and within
+3% of peak live, or of three 2 MiB pages where the trace is so small that
+page granularity alone exceeds that.
+
+Usage: check_traces.py DRK TRACE.gz..."""
+import gzip
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+PAGE = 2 << 20
+
+
+def main():
+    drk, traces = sys.argv[1], sys.argv[2:]
+    failures = 0
+    with tempfile.TemporaryDirectory(prefix="drk-traces-") as tmp:
+        for gz in traces:
+            path = os.path.join(tmp, os.path.basename(gz)[:-3])
+            with gzip.open(gz, "rb") as src, open(path, "wb") as dst:
+                dst.write(src.read())
+            p = subprocess.run([drk, "trace", "replay", "--json", path], capture_output=True, text=True)
+            if p.returncode != 0:
+                print(f"FAIL {gz}: drk trace replay exited {p.returncode}: {p.stderr.strip()}")
+                failures += 1
+                continue
+            t = json.loads(p.stdout)["traces"][0]
+            m = {x["name"]: x for x in t["models"]}
+            heap, ff = m["drk-heap"], m["first-fit"]
+            live = heap["peak_live_bytes"]
+            allowed = max(0.03 * live, 3 * PAGE)
+            ok = heap["peak_reserved_bytes"] <= ff["peak_reserved_bytes"] and \
+                heap["peak_reserved_bytes"] - live <= allowed and heap["ooms"] == 0
+            print(f"{'ok  ' if ok else 'FAIL'} {os.path.basename(gz)}: {t['ops']} ops, peak live {live >> 20} MiB; "
+                  f"peak reserved: drk-heap {heap['peak_reserved_bytes'] >> 20} MiB "
+                  f"({100 * heap['fragmentation']:.2f}%), first-fit {ff['peak_reserved_bytes'] >> 20} MiB "
+                  f"({100 * ff['fragmentation']:.2f}%), best-fit-per-stream "
+                  f"{100 * m['best-fit-per-stream']['fragmentation']:.2f}%")
+            failures += not ok
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
