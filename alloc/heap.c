@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* ---- Blocks, pages, chunks ---- */
 
@@ -47,8 +48,20 @@ typedef struct live_map {
     size_t cap, n;
 } live_map;
 
+/* Block structs come from slabs of mmap'd memory and go back to a free
+ * list: splitting and merging blocks, on every allocation and free, never
+ * calls malloc. */
+#define SLAB_BLOCKS 4096
+
+typedef struct slab {
+    struct slab *next;
+    block blocks[SLAB_BLOCKS];
+} slab;
+
 struct drk_heap {
     drk_page_backend *pb;
+    slab *slabs;
+    block *spare_blocks; /* free list through fnext */
     size_t page, va_chunk;
     chunk *chunks;
     block *free_lists[CLASSES];
@@ -62,6 +75,31 @@ struct drk_heap {
 };
 
 static size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
+
+static block *block_new(drk_heap *h)
+{
+    if (!h->spare_blocks) {
+        slab *s = mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (s == MAP_FAILED)
+            return NULL;
+        s->next = h->slabs;
+        h->slabs = s;
+        for (size_t i = 0; i < SLAB_BLOCKS; i++) {
+            s->blocks[i].fnext = h->spare_blocks;
+            h->spare_blocks = &s->blocks[i];
+        }
+    }
+    block *b = h->spare_blocks;
+    h->spare_blocks = b->fnext;
+    memset(b, 0, sizeof *b);
+    return b;
+}
+
+static void block_del(drk_heap *h, block *b)
+{
+    b->fnext = h->spare_blocks;
+    h->spare_blocks = b;
+}
 
 static int size_class(size_t s)
 {
@@ -340,12 +378,14 @@ static void pages_unref(drk_heap *h, chunk *c, size_t first, size_t last)
 static chunk *chunk_new(drk_heap *h, size_t size)
 {
     chunk *c = calloc(1, sizeof *c);
-    block *b = calloc(1, sizeof *b);
+    block *b = block_new(h);
     size_t npages = size / h->page;
     page *pages = calloc(npages, sizeof *pages);
     uintptr_t va = 0;
     if (!c || !b || !pages || h->pb->reserve(h->pb, size, &va) != 0) {
-        free(c), free(b), free(pages);
+        free(c), free(pages);
+        if (b)
+            block_del(h, b);
         return NULL;
     }
     for (size_t i = 0; i < npages; i++)
@@ -388,7 +428,7 @@ static block *carve(drk_heap *h, block *b, size_t size)
 {
     free_remove(h, b);
     if (b->size > size) {
-        block *rest = calloc(1, sizeof *rest);
+        block *rest = block_new(h);
         if (!rest) {
             free_insert(h, b);
             return NULL;
@@ -416,7 +456,7 @@ static void coalesce(drk_heap *h, block *b)
         b->next = n->next;
         if (n->next)
             n->next->prev = b;
-        free(n);
+        block_del(h, n);
     }
     block *p = b->prev;
     if (p && p->free) {
@@ -425,7 +465,7 @@ static void coalesce(drk_heap *h, block *b)
         p->next = b->next;
         if (b->next)
             b->next->prev = p;
-        free(b);
+        block_del(h, b);
         b = p;
     }
     free_insert(h, b);
@@ -579,17 +619,17 @@ void drk_heap_delete(drk_heap *h)
                 h->pb->unmap(h->pb, c->pages[i].va, 1);
                 h->pb->release(h->pb, c->pages[i].handle);
             }
-        for (block *b = c->first; b;) {
-            block *n = b->next;
-            free(b);
-            b = n;
-        }
         h->pb->unreserve(h->pb, c->base, c->size);
         free(c->pages);
         free(c);
     }
     for (size_t i = 0; i < h->nspare; i++)
         h->pb->release(h->pb, h->spare[i]);
+    while (h->slabs) {
+        slab *n = h->slabs->next;
+        munmap(h->slabs, sizeof *h->slabs);
+        h->slabs = n;
+    }
     free(h->spare);
     free(h->live.slot);
     free(h);

@@ -8,8 +8,10 @@
  * the fragmentation a caching pool cannot undo.
  *
  * Blocks and pages are tracked out of band (device memory is never read).
- * Not thread-safe: the pool above serializes calls. The heap knows nothing
- * of streams; the pool decides when a freed block may be reused. */
+ * Block records come from mmap'd slabs; the heap calls malloc only when a
+ * table doubles or a new chunk of virtual space is reserved. Not
+ * thread-safe: the pool above serializes calls. The heap knows nothing of
+ * streams; the pool decides when a freed block may be reused. */
 #ifndef DRK_ALLOC_HEAP_H
 #define DRK_ALLOC_HEAP_H
 
