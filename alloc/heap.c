@@ -559,6 +559,19 @@ int drk_heap_free(drk_heap *h, uintptr_t ptr)
     return 0;
 }
 
+int drk_heap_resize(drk_heap *h, uintptr_t ptr, size_t size)
+{
+    size_t j = live_index(&h->live, ptr);
+    if (j == SIZE_MAX || !size || size > h->live.slot[j]->size)
+        return DRK_PAGES_INVALID;
+    block *b = h->live.slot[j];
+    h->st.live_bytes = h->st.live_bytes - b->asked + size;
+    if (h->st.live_bytes > h->st.peak_live_bytes)
+        h->st.peak_live_bytes = h->st.live_bytes;
+    b->asked = size;
+    return 0;
+}
+
 int drk_heap_find(const drk_heap *h, uintptr_t ptr, uintptr_t *base, size_t *size)
 {
     chunk *c = chunk_of(h, ptr);

@@ -38,6 +38,10 @@ int drk_heap_alloc(drk_heap *h, size_t size, uintptr_t *ptr);
 /* Frees the block starting at `ptr`; DRK_PAGES_INVALID (nothing changed) if
  * no live block starts there. */
 int drk_heap_free(drk_heap *h, uintptr_t ptr);
+/* Changes the size asked of the live block at `ptr` (for its reuse by a
+ * smaller or larger request that still fits its 512-byte rounded size).
+ * 0, or DRK_PAGES_INVALID. */
+int drk_heap_resize(drk_heap *h, uintptr_t ptr, size_t size);
 /* The live block containing `ptr` (also an interior pointer): its start
  * and its size as asked. 0, or DRK_PAGES_INVALID. */
 int drk_heap_find(const drk_heap *h, uintptr_t ptr, uintptr_t *base, size_t *size);

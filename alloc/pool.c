@@ -1,0 +1,457 @@
+#include "pool.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Handles the legacy default stream has (CU_STREAM_LEGACY, and NULL as the
+ * caller normalizes it). An event there waits for every blocking stream's
+ * earlier work, per-thread default streams included. */
+#define LEGACY_STREAM ((uintptr_t)0x1)
+
+typedef struct pend {
+    uintptr_t ptr;
+    size_t room;       /* the block's size in the heap: a reuse may ask up to this */
+    struct pend *next; /* in its batch */
+    struct pend *hnext;
+} pend;
+
+typedef struct batch {
+    struct batch *next; /* sealed: the FIFO it waits in */
+    pend *blocks;
+    size_t n;
+    uint64_t opened_at; /* the pool's allocation count when it opened */
+    size_t nev;
+    uint64_t *ev; /* one (a stream's batch) or one per stream (an epoch) */
+} batch;
+
+typedef struct stream_state {
+    uintptr_t stream;
+    batch *open;
+    batch *head, *tail; /* sealed, oldest first */
+} stream_state;
+
+struct drk_pool {
+    drk_heap *heap;
+    drk_pool_events ev;
+    stream_state *streams;
+    size_t nstreams, cap_streams;
+    batch *epoch_open, *epoch_head, *epoch_tail;
+    uint64_t allocs;
+    pend **buckets; /* pending blocks by pointer */
+    size_t nbuckets, npending;
+    drk_pool_stats st;
+};
+
+/* ---- Pending blocks by pointer ---- */
+
+static size_t bucket_of(const drk_pool *p, uintptr_t ptr)
+{
+    return (size_t)((ptr >> 9) * 0x9e3779b97f4a7c15ull) & (p->nbuckets - 1);
+}
+
+static int pend_index(drk_pool *p, pend *b)
+{
+    if (p->npending + 1 > p->nbuckets) {
+        size_t n = p->nbuckets ? p->nbuckets * 2 : 256;
+        pend **nb = calloc(n, sizeof *nb);
+        if (!nb)
+            return -1;
+        for (size_t i = 0; i < p->nbuckets; i++)
+            for (pend *e = p->buckets[i], *next; e; e = next) {
+                next = e->hnext;
+                size_t j = (size_t)((e->ptr >> 9) * 0x9e3779b97f4a7c15ull) & (n - 1);
+                e->hnext = nb[j];
+                nb[j] = e;
+            }
+        free(p->buckets);
+        p->buckets = nb, p->nbuckets = n;
+    }
+    size_t j = bucket_of(p, b->ptr);
+    b->hnext = p->buckets[j];
+    p->buckets[j] = b;
+    p->npending++;
+    return 0;
+}
+
+static int is_pending(const drk_pool *p, uintptr_t ptr)
+{
+    if (!p->nbuckets)
+        return 0;
+    for (const pend *e = p->buckets[bucket_of(p, ptr)]; e; e = e->hnext)
+        if (e->ptr == ptr)
+            return 1;
+    return 0;
+}
+
+static void pend_unindex(drk_pool *p, const pend *b)
+{
+    for (pend **e = &p->buckets[bucket_of(p, b->ptr)]; *e; e = &(*e)->hnext)
+        if (*e == b) {
+            *e = b->hnext;
+            p->npending--;
+            return;
+        }
+}
+
+/* ---- Streams ---- */
+
+static stream_state *stream_find(drk_pool *p, uintptr_t s)
+{
+    for (size_t i = 0; i < p->nstreams; i++)
+        if (p->streams[i].stream == s)
+            return &p->streams[i];
+    return NULL;
+}
+
+static stream_state *stream_get(drk_pool *p, uintptr_t s)
+{
+    stream_state *st = stream_find(p, s);
+    if (st)
+        return st;
+    if (p->nstreams == p->cap_streams) {
+        size_t n = p->cap_streams ? p->cap_streams * 2 : 16;
+        stream_state *ns = realloc(p->streams, n * sizeof *ns);
+        if (!ns)
+            return NULL;
+        p->streams = ns, p->cap_streams = n;
+    }
+    st = &p->streams[p->nstreams++];
+    *st = (stream_state){.stream = s};
+    return st;
+}
+
+/* ---- Batches ---- */
+
+static batch *batch_new(size_t nev)
+{
+    batch *b = calloc(1, sizeof *b + nev * sizeof(uint64_t));
+    if (b)
+        b->ev = (uint64_t *)(b + 1);
+    return b;
+}
+
+/* Gives a completed batch's blocks back to the heap. */
+static size_t batch_release(drk_pool *p, batch *b)
+{
+    size_t n = 0;
+    for (pend *e = b->blocks, *next; e; e = next) {
+        next = e->next;
+        pend_unindex(p, e);
+        drk_heap_free(p->heap, e->ptr);
+        p->st.pending_blocks--;
+        p->st.pending_bytes -= e->room;
+        free(e);
+        n++;
+    }
+    for (size_t i = 0; i < b->nev; i++)
+        p->ev.release(p->ev.ctx, b->ev[i]);
+    free(b);
+    return n;
+}
+
+/* Whether every event of a sealed batch has completed (errors count as not:
+ * the block stays out of the heap rather than risk a reuse). */
+static int batch_done(drk_pool *p, const batch *b, int wait)
+{
+    for (size_t i = 0; i < b->nev; i++) {
+        if (wait && p->ev.wait(p->ev.ctx, b->ev[i]) != 0)
+            return 0;
+        if (!wait && p->ev.query(p->ev.ctx, b->ev[i]) != 1)
+            return 0;
+    }
+    return 1;
+}
+
+/* Seals a stream's open batch with an event recorded on it now. */
+static int seal_stream(drk_pool *p, stream_state *s)
+{
+    batch *b = s->open;
+    if (!b)
+        return 0;
+    if (p->ev.record(p->ev.ctx, s->stream, &b->ev[0]) != 0)
+        return -1;
+    b->nev = 1;
+    p->st.events++;
+    p->st.batches++;
+    s->open = NULL;
+    if (s->tail)
+        s->tail->next = b;
+    else
+        s->head = b;
+    s->tail = b;
+    return 0;
+}
+
+/* Seals the open epoch with an event on the legacy stream (which waits for
+ * every blocking stream) and one on each created stream. */
+static int seal_epoch(drk_pool *p)
+{
+    batch *b = p->epoch_open;
+    if (!b)
+        return 0;
+    batch *sealed = batch_new(p->nstreams + 1);
+    if (!sealed)
+        return -1;
+    sealed->blocks = b->blocks, sealed->n = b->n;
+    int r = p->ev.record(p->ev.ctx, LEGACY_STREAM, &sealed->ev[sealed->nev]);
+    sealed->nev += r == 0;
+    for (size_t i = 0; r == 0 && i < p->nstreams; i++)
+        if (p->streams[i].stream != LEGACY_STREAM && (r = p->ev.record(p->ev.ctx, p->streams[i].stream,
+                                                                         &sealed->ev[sealed->nev])) == 0)
+            sealed->nev++;
+    if (r != 0) {
+        for (size_t i = 0; i < sealed->nev; i++)
+            p->ev.release(p->ev.ctx, sealed->ev[i]);
+        free(sealed);
+        return -1;
+    }
+    p->st.events += sealed->nev;
+    p->st.epochs++;
+    free(b);
+    p->epoch_open = NULL;
+    if (p->epoch_tail)
+        p->epoch_tail->next = sealed;
+    else
+        p->epoch_head = sealed;
+    p->epoch_tail = sealed;
+    return 0;
+}
+
+/* Releases the completed batches at the head of one FIFO. */
+static size_t reclaim_fifo(drk_pool *p, batch **head, batch **tail, int wait_one)
+{
+    size_t n = 0;
+    while (*head && batch_done(p, *head, wait_one)) {
+        batch *b = *head;
+        *head = b->next;
+        if (!*head)
+            *tail = NULL;
+        n += batch_release(p, b);
+        wait_one = 0;
+    }
+    return n;
+}
+
+size_t drk_pool_reclaim(drk_pool *p)
+{
+    size_t n = reclaim_fifo(p, &p->epoch_head, &p->epoch_tail, 0);
+    for (size_t i = 0; i < p->nstreams; i++)
+        n += reclaim_fifo(p, &p->streams[i].head, &p->streams[i].tail, 0);
+    return n;
+}
+
+/* Memory is short: seal everything open, then wait for the oldest pending
+ * batch of each FIFO. 1 if that gave blocks back, 0 if nothing is pending. */
+static int reclaim_hard(drk_pool *p)
+{
+    seal_epoch(p);
+    for (size_t i = 0; i < p->nstreams; i++)
+        seal_stream(p, &p->streams[i]);
+    size_t n = drk_pool_reclaim(p);
+    if (n)
+        return 1;
+    if (p->epoch_head) {
+        p->st.waits++;
+        n += reclaim_fifo(p, &p->epoch_head, &p->epoch_tail, 1);
+    }
+    for (size_t i = 0; i < p->nstreams; i++)
+        if (p->streams[i].head) {
+            p->st.waits++;
+            n += reclaim_fifo(p, &p->streams[i].head, &p->streams[i].tail, 1);
+        }
+    return n > 0;
+}
+
+/* ---- The pool ---- */
+
+drk_pool *drk_pool_new(drk_heap *heap, const drk_pool_events *events)
+{
+    if (!heap || !events || !events->record || !events->query || !events->wait || !events->release)
+        return NULL;
+    drk_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->heap = heap;
+    p->ev = *events;
+    if (!stream_get(p, LEGACY_STREAM)) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+int drk_pool_stream_created(drk_pool *p, uintptr_t stream)
+{
+    return stream_get(p, stream) ? 0 : DRK_PAGES_FAILED;
+}
+
+/* A destroyed stream's pending frees wait for its last event (the driver
+ * finishes its work first); its open batch is sealed before it goes. */
+void drk_pool_stream_destroyed(drk_pool *p, uintptr_t stream)
+{
+    stream_state *s = stream_find(p, stream);
+    if (!s || stream == LEGACY_STREAM)
+        return;
+    seal_stream(p, s);
+    while (s->head) {
+        if (!batch_done(p, s->head, 1))
+            break; /* the event failed: leave the blocks out of the heap */
+        batch *b = s->head;
+        s->head = b->next;
+        batch_release(p, b);
+    }
+    if (s->head) /* keep it, so its blocks stay accounted for */
+        return;
+    *s = p->streams[--p->nstreams];
+}
+
+/* A block freed on `s`, still pending, that can hold `size` bytes without
+ * wasting more than half of it: stream order makes it safe on `s` at once.
+ * Looks at the open batch and the newest sealed one (at most 2 batches of
+ * DRK_POOL_BATCH blocks). */
+static pend *take_same_stream(drk_pool *p, stream_state *s, size_t size)
+{
+    batch *where[2] = {s->open, s->tail};
+    for (int w = 0; w < 2; w++) {
+        if (!where[w])
+            continue;
+        for (pend **e = &where[w]->blocks; *e; e = &(*e)->next) {
+            pend *b = *e;
+            if (b->room >= size && b->room / 2 <= size) {
+                *e = b->next;
+                where[w]->n--;
+                pend_unindex(p, b);
+                p->st.pending_blocks--;
+                p->st.pending_bytes -= b->room;
+                return b;
+            }
+        }
+    }
+    return NULL;
+}
+
+/* A batch left open this many allocations is sealed, so that frees on a
+ * quiet stream do not stay out of everyone else's reach. */
+#define SEAL_AFTER 32
+
+static void seal_stale(drk_pool *p)
+{
+    if (p->epoch_open && p->allocs - p->epoch_open->opened_at >= SEAL_AFTER)
+        seal_epoch(p);
+    for (size_t i = 0; i < p->nstreams; i++)
+        if (p->streams[i].open && p->allocs - p->streams[i].open->opened_at >= SEAL_AFTER)
+            seal_stream(p, &p->streams[i]);
+}
+
+int drk_pool_alloc(drk_pool *p, size_t size, uintptr_t stream, int has_stream, uintptr_t *ptr)
+{
+    if (!size)
+        return DRK_PAGES_INVALID;
+    p->allocs++;
+    seal_stale(p);
+    drk_pool_reclaim(p);
+    stream_state *s = has_stream ? stream_get(p, stream) : NULL;
+    if (s) {
+        pend *b = take_same_stream(p, s, size);
+        if (b) {
+            *ptr = b->ptr;
+            free(b);
+            drk_heap_resize(p->heap, *ptr, size);
+            p->st.same_stream_reuses++;
+            return 0;
+        }
+    }
+    for (;;) {
+        int r = drk_heap_alloc(p->heap, size, ptr);
+        if (r != DRK_PAGES_OOM || !reclaim_hard(p))
+            return r;
+    }
+}
+
+int drk_pool_free(drk_pool *p, uintptr_t ptr, uintptr_t stream, int has_stream)
+{
+    uintptr_t base;
+    size_t asked;
+    if (drk_heap_find(p->heap, ptr, &base, &asked) != 0 || base != ptr || is_pending(p, ptr))
+        return DRK_PAGES_INVALID;
+    stream_state *s = has_stream ? stream_get(p, stream) : NULL;
+    batch **open = s ? &s->open : &p->epoch_open;
+    if (!*open) {
+        if (!(*open = batch_new(1)))
+            return DRK_PAGES_FAILED;
+        (*open)->opened_at = p->allocs;
+    }
+    pend *b = calloc(1, sizeof *b);
+    if (!b)
+        return DRK_PAGES_FAILED;
+    b->ptr = ptr;
+    if (pend_index(p, b) != 0) {
+        free(b);
+        return DRK_PAGES_FAILED;
+    }
+    b->room = (asked + DRK_HEAP_ALIGN - 1) / DRK_HEAP_ALIGN * DRK_HEAP_ALIGN;
+    b->next = (*open)->blocks;
+    (*open)->blocks = b;
+    p->st.pending_blocks++;
+    p->st.pending_bytes += b->room;
+    if (++(*open)->n >= DRK_POOL_BATCH) {
+        if (s)
+            seal_stream(p, s);
+        else
+            seal_epoch(p);
+    }
+    return 0;
+}
+
+drk_pool_stats drk_pool_get_stats(const drk_pool *p) { return p->st; }
+
+/* Forgets a batch whose blocks cannot be proven idle: they stay allocated
+ * in the heap, never handed out again. */
+static void drop_batch(drk_pool *p, batch *b)
+{
+    for (pend *e = b->blocks, *next; e; e = next) {
+        next = e->next;
+        pend_unindex(p, e);
+        p->st.pending_blocks--;
+        p->st.pending_bytes -= e->room;
+        free(e);
+    }
+    for (size_t i = 0; i < b->nev; i++)
+        p->ev.release(p->ev.ctx, b->ev[i]);
+    free(b);
+}
+
+/* Waits for every batch of a FIFO, giving back what completes. */
+static void drain(drk_pool *p, batch **head, batch **tail)
+{
+    while (*head) {
+        batch *b = *head;
+        *head = b->next;
+        if (batch_done(p, b, 1))
+            batch_release(p, b);
+        else
+            drop_batch(p, b);
+    }
+    *tail = NULL;
+}
+
+void drk_pool_delete(drk_pool *p)
+{
+    if (!p)
+        return;
+    seal_epoch(p);
+    for (size_t i = 0; i < p->nstreams; i++)
+        seal_stream(p, &p->streams[i]);
+    drain(p, &p->epoch_head, &p->epoch_tail);
+    for (size_t i = 0; i < p->nstreams; i++)
+        drain(p, &p->streams[i].head, &p->streams[i].tail);
+    /* A batch still open could not be sealed (no event): its blocks stay. */
+    if (p->epoch_open)
+        drop_batch(p, p->epoch_open);
+    for (size_t i = 0; i < p->nstreams; i++)
+        if (p->streams[i].open)
+            drop_batch(p, p->streams[i].open);
+    free(p->streams);
+    free(p->buckets);
+    free(p);
+}

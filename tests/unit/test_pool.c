@@ -1,0 +1,247 @@
+/* The stream-ordered pool (alloc/pool.c) with events the test completes by
+ * hand: a block freed on a stream is reused at once on that stream, never
+ * elsewhere before its event completes; a cuMemFree'd block waits for an
+ * event on every stream; out of memory waits for pending frees. A random
+ * run checks that no allocation ever overlaps a block still pending for
+ * another stream. */
+#include <stdint.h>
+#include <string.h>
+
+#include "../../alloc/pool.h"
+#include "check.h"
+
+#define MIB ((size_t)1 << 20)
+#define LEGACY ((uintptr_t)1)
+
+/* ---- Events: per stream, a sequence recorded and a sequence done ---- */
+
+enum { NSTREAMS = 16 };
+
+typedef struct fake_events {
+    uintptr_t stream[NSTREAMS];
+    uint64_t recorded[NSTREAMS], done[NSTREAMS];
+    int n, waits, outstanding;
+} fake_events;
+
+static fake_events fev;
+
+static int sidx(uintptr_t s)
+{
+    for (int i = 0; i < fev.n; i++)
+        if (fev.stream[i] == s)
+            return i;
+    fev.stream[fev.n] = s;
+    return fev.n++;
+}
+
+static int ev_record(void *ctx, uintptr_t s, uint64_t *ev)
+{
+    (void)ctx;
+    int i = sidx(s);
+    *ev = (uint64_t)i << 32 | ++fev.recorded[i];
+    fev.outstanding++;
+    return 0;
+}
+
+static int ev_query(void *ctx, uint64_t ev)
+{
+    (void)ctx;
+    return (ev & 0xffffffffu) <= fev.done[ev >> 32];
+}
+
+static int ev_wait(void *ctx, uint64_t ev)
+{
+    (void)ctx;
+    uint64_t *d = &fev.done[ev >> 32];
+    if (*d < (ev & 0xffffffffu))
+        *d = ev & 0xffffffffu;
+    fev.waits++;
+    return 0;
+}
+
+static void ev_release(void *ctx, uint64_t ev)
+{
+    (void)ctx, (void)ev;
+    fev.outstanding--;
+}
+
+/* The stream's work so far is done. */
+static void complete(uintptr_t s) { fev.done[sidx(s)] = fev.recorded[sidx(s)]; }
+
+static const drk_pool_events events = {NULL, ev_record, ev_query, ev_wait, ev_release};
+
+typedef struct rig {
+    drk_page_backend *pages;
+    drk_heap *heap;
+    drk_pool *pool;
+} rig;
+
+static rig rig_new(size_t capacity_pages)
+{
+    memset(&fev, 0, sizeof fev);
+    rig r = {drk_pages_counting(2 * MIB, capacity_pages), NULL, NULL};
+    r.heap = r.pages ? drk_heap_new(r.pages, 1024 * 2 * MIB) : NULL;
+    r.pool = r.heap ? drk_pool_new(r.heap, &events) : NULL;
+    return r;
+}
+
+static void rig_end(rig *r)
+{
+    drk_pool_delete(r->pool);
+    CHECK(fev.outstanding == 0); /* every event released */
+    drk_heap_delete(r->heap);
+    r->pages->destroy(r->pages);
+}
+
+static void test_same_stream(void)
+{
+    rig r = rig_new(64);
+    CHECK(r.pool != NULL);
+    uintptr_t a, b, c;
+    CHECK(drk_pool_alloc(r.pool, 1000, 0x10, 1, &a) == 0);
+    CHECK(drk_pool_free(r.pool, a, 0x10, 1) == 0);
+    /* Pending on 0x10: at once on 0x10, not on 0x20. */
+    CHECK(drk_pool_alloc(r.pool, 1000, 0x20, 1, &b) == 0 && b != a);
+    CHECK(drk_pool_alloc(r.pool, 900, 0x10, 1, &c) == 0 && c == a);
+    CHECK(drk_pool_get_stats(r.pool).same_stream_reuses == 1 && fev.recorded[sidx(0x10)] == 0);
+    uintptr_t base;
+    size_t size;
+    CHECK(drk_heap_find(r.heap, a + 899, &base, &size) == 0 && base == a && size == 900);
+    /* A block much larger than asked is not taken: it would waste half. */
+    CHECK(drk_pool_free(r.pool, c, 0x10, 1) == 0);
+    CHECK(drk_pool_alloc(r.pool, 100, 0x10, 1, &c) == 0 && c != a);
+    rig_end(&r);
+}
+
+static void test_cross_stream(void)
+{
+    rig r = rig_new(64);
+    uintptr_t a, b;
+    CHECK(drk_pool_alloc(r.pool, MIB, 0x10, 1, &a) == 0);
+    CHECK(drk_pool_free(r.pool, a, 0x10, 1) == 0);
+    /* After SEAL_AFTER allocations the batch is sealed with an event on
+     * 0x10; until that completes, 0x20 never gets the block. */
+    for (int i = 0; i < 40; i++) {
+        CHECK(drk_pool_alloc(r.pool, MIB, 0x20, 1, &b) == 0 && b != a);
+        CHECK(drk_pool_free(r.pool, b, 0x20, 1) == 0);
+        complete(0x20);
+    }
+    CHECK(fev.recorded[sidx(0x10)] == 1 && drk_pool_get_stats(r.pool).pending_blocks >= 1);
+    complete(0x10);
+    CHECK(drk_pool_reclaim(r.pool) >= 1);
+    CHECK(drk_pool_alloc(r.pool, MIB, 0x30, 1, &b) == 0); /* any block now */
+    rig_end(&r);
+}
+
+static void test_epoch(void)
+{
+    rig r = rig_new(256); /* room for every block below: no out-of-memory wait */
+    CHECK(drk_pool_stream_created(r.pool, 0x10) == 0 && drk_pool_stream_created(r.pool, 0x20) == 0);
+    uintptr_t x, y;
+    CHECK(drk_pool_alloc(r.pool, 4 * MIB, 0, 0, &x) == 0);
+    CHECK(drk_pool_free(r.pool, x, 0, 0) == 0);
+    CHECK(drk_pool_free(r.pool, x, 0, 0) == DRK_PAGES_INVALID); /* pending: freed already */
+    for (int i = 0; i < 40; i++) {
+        CHECK(drk_pool_alloc(r.pool, 4 * MIB, 0, 0, &y) == 0 && y != x);
+        CHECK(drk_pool_free(r.pool, y, 0x10, 1) == 0);
+    }
+    /* The epoch was sealed with events on the legacy stream and both
+     * created ones; two of three done is not enough. */
+    CHECK(fev.recorded[sidx(LEGACY)] == 1 && fev.recorded[sidx(0x20)] >= 1);
+    complete(LEGACY);
+    complete(0x10);
+    drk_pool_reclaim(r.pool);
+    CHECK(drk_pool_get_stats(r.pool).pending_bytes >= 4 * MIB);
+    complete(0x20);
+    drk_pool_reclaim(r.pool);
+    CHECK(drk_pool_get_stats(r.pool).epochs == 1);
+    rig_end(&r);
+}
+
+static void test_oom_waits(void)
+{
+    rig r = rig_new(4); /* 8 MiB */
+    uintptr_t a[4], b;
+    for (int i = 0; i < 4; i++)
+        CHECK(drk_pool_alloc(r.pool, 2 * MIB, 0, 0, &a[i]) == 0);
+    CHECK(drk_pool_alloc(r.pool, 1, 0x20, 1, &b) == DRK_PAGES_OOM);
+    for (int i = 0; i < 4; i++)
+        CHECK(drk_pool_free(r.pool, a[i], 0x10, 1) == 0);
+    /* Everything is pending on 0x10: the pool seals, waits, retries. */
+    CHECK(drk_pool_alloc(r.pool, 6 * MIB, 0x20, 1, &b) == 0);
+    CHECK(fev.waits >= 1 && drk_pool_get_stats(r.pool).waits >= 1);
+    CHECK(drk_pool_free(r.pool, b + 512, 0x20, 1) == DRK_PAGES_INVALID); /* not a start */
+    CHECK(drk_pool_free(r.pool, 0xdead000, 0x20, 1) == DRK_PAGES_INVALID);
+    rig_end(&r);
+}
+
+/* Random allocations and frees on five streams (and cuMemAlloc/cuMemFree):
+ * a returned block never overlaps a block freed on another stream whose
+ * event has not completed. */
+static void test_random(void)
+{
+    enum { SLOTS = 64, OPS = 20000 };
+    rig r = rig_new(256);
+    struct {
+        uintptr_t ptr;
+        size_t size;
+        uintptr_t stream; /* 0: none */
+    } live[SLOTS] = {{0}}, pend[4096];
+    size_t npend = 0;
+    uint64_t pend_seq[4096];
+    unsigned rng = 99, violations = 0;
+    for (int op = 0; op < OPS; op++) {
+        rng = rng * 1103515245u + 12345u;
+        int s = (int)((rng >> 8) % SLOTS);
+        uintptr_t stream = (rng >> 20) % 6 == 0 ? 0 : 0x10 * (1 + (rng >> 20) % 5);
+        if (live[s].ptr) {
+            CHECK(drk_pool_free(r.pool, live[s].ptr, stream, stream != 0) == 0);
+            if (npend < 4096) {
+                pend[npend].ptr = live[s].ptr, pend[npend].size = live[s].size, pend[npend].stream = stream;
+                /* What the freeing stream has queued so far must finish first. */
+                pend_seq[npend++] = stream ? fev.recorded[sidx(stream)] + 1 : 0;
+            }
+            live[s].ptr = 0;
+        } else {
+            size_t n = 1 + (rng >> 6) % (3 * MIB);
+            uintptr_t p;
+            if (drk_pool_alloc(r.pool, n, stream, stream != 0, &p) != 0)
+                continue;
+            for (size_t i = 0; i < npend; i++) {
+                int overlap = p < pend[i].ptr + pend[i].size && pend[i].ptr < p + n;
+                int safe_same = pend[i].stream && pend[i].stream == stream;
+                int done = pend[i].stream && fev.done[sidx(pend[i].stream)] >= pend_seq[i];
+                if (overlap && !safe_same && !done && pend[i].stream)
+                    violations++;
+                if (overlap) /* that pending free is over: the block is in use again */
+                    pend[i] = pend[--npend], pend_seq[i] = pend_seq[npend], i--;
+            }
+            live[s].ptr = p, live[s].size = n, live[s].stream = stream;
+        }
+        if (op % 97 == 0) /* some stream finishes its work */
+            complete(0x10 * (1 + (rng >> 12) % 5));
+        if (op % 1000 == 0) {
+            complete(LEGACY);
+            for (int k = 1; k <= 5; k++)
+                complete(0x10 * (uintptr_t)k);
+        }
+    }
+    drk_pool_stats st = drk_pool_get_stats(r.pool);
+    fprintf(stderr, "pool random: %llu same-stream reuses, %llu batches, %llu epochs, %llu events, %llu waits\n",
+            (unsigned long long)st.same_stream_reuses, (unsigned long long)st.batches, (unsigned long long)st.epochs,
+            (unsigned long long)st.events, (unsigned long long)st.waits);
+    CHECK(violations == 0 && st.same_stream_reuses > 0 && st.batches > 0 && st.epochs > 0);
+    char err[200];
+    CHECK(drk_heap_check(r.heap, err, sizeof err) == 0);
+    rig_end(&r);
+}
+
+int main(void)
+{
+    test_same_stream();
+    test_cross_stream();
+    test_epoch();
+    test_oom_waits();
+    test_random();
+    return CHECK_DONE();
+}
