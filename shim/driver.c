@@ -28,6 +28,11 @@ static void fill(drk_driver *t)
     t->mem_map = (__typeof__(t->mem_map))drk_driver_sym("cuMemMap");
     t->mem_unmap = (__typeof__(t->mem_unmap))drk_driver_sym("cuMemUnmap");
     t->mem_set_access = (__typeof__(t->mem_set_access))drk_driver_sym("cuMemSetAccess");
+    t->event_create = (__typeof__(t->event_create))drk_driver_sym("cuEventCreate");
+    t->event_record = (__typeof__(t->event_record))drk_driver_sym("cuEventRecord");
+    t->event_query = (__typeof__(t->event_query))drk_driver_sym("cuEventQuery");
+    t->event_synchronize = (__typeof__(t->event_synchronize))drk_driver_sym("cuEventSynchronize");
+    t->event_destroy = (__typeof__(t->event_destroy))drk_driver_sym("cuEventDestroy_v2");
     t->mem_get_allocation_granularity =
         (__typeof__(t->mem_get_allocation_granularity))drk_driver_sym("cuMemGetAllocationGranularity");
     /* Asked now: it needs no cuInit. */

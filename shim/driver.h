@@ -31,6 +31,12 @@ typedef struct drk_driver {
     CUresult (*mem_set_access)(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count);
     CUresult (*mem_get_allocation_granularity)(size_t *granularity, const CUmemAllocationProp *prop,
                                                CUmemAllocationGranularity_flags option);
+    /* Events, for the pool's stream order. */
+    CUresult (*event_create)(CUevent *event, unsigned int flags);
+    CUresult (*event_record)(CUevent event, CUstream stream);
+    CUresult (*event_query)(CUevent event);
+    CUresult (*event_synchronize)(CUevent event);
+    CUresult (*event_destroy)(CUevent event);
     int version; /* cuDriverGetVersion when the table was filled, 0 if unknown */
 } drk_driver;
 

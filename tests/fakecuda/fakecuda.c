@@ -64,7 +64,9 @@
     X(cuStreamDestroy_v2) X(cuStreamSynchronize) X(cuStreamSynchronize_ptsz)   \
     X(cuStreamQuery) X(cuStreamQuery_ptsz)                                     \
     X(cuMemGetAllocationGranularity) X(cuMemAddressReserve) X(cuMemAddressFree) \
-    X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess)
+    X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess)  \
+    X(cuEventCreate) X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize)     \
+    X(cuEventDestroy_v2)
 
 enum {
 #define FC_ID_(name) FC_##name,
@@ -2604,6 +2606,72 @@ FC_EXPORT CUresult cuStreamQuery_ptsz(CUstream hStream)
 }
 
 /* ------------------------------------------------------------------------ */
+/* Events: work runs synchronously here, so a recorded event has completed. */
+/* An event is a tagged heap object, checked before use.                    */
+/* ------------------------------------------------------------------------ */
+
+#define MAGIC_EVENT 0x544e5645u /* "EVNT" */
+
+typedef struct fc_event {
+    unsigned magic;
+    int recorded;
+} fc_event;
+
+FC_EXPORT CUresult cuEventCreate(CUevent *event, unsigned int flags)
+{
+    ENTER_INIT(cuEventCreate);
+    if (!event || (flags & ~0xfu))
+        return CUDA_ERROR_INVALID_VALUE;
+    fc_event *e = calloc(1, sizeof *e);
+    if (!e)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    e->magic = MAGIC_EVENT;
+    *event = (CUevent)e;
+    return CUDA_SUCCESS;
+}
+
+static fc_event *event_of(CUevent event)
+{
+    fc_event *e = (fc_event *)event;
+    return e && e->magic == MAGIC_EVENT ? e : NULL;
+}
+
+FC_EXPORT CUresult cuEventRecord(CUevent event, CUstream stream)
+{
+    ENTER_INIT(cuEventRecord);
+    fc_event *e = event_of(event);
+    if (!e)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (!stream_ok(stream))
+        return CUDA_ERROR_INVALID_HANDLE;
+    e->recorded = 1;
+    return CUDA_SUCCESS;
+}
+
+FC_EXPORT CUresult cuEventQuery(CUevent event)
+{
+    ENTER_INIT(cuEventQuery);
+    return event_of(event) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+FC_EXPORT CUresult cuEventSynchronize(CUevent event)
+{
+    ENTER_INIT(cuEventSynchronize);
+    return event_of(event) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+FC_EXPORT CUresult cuEventDestroy_v2(CUevent event)
+{
+    ENTER_INIT(cuEventDestroy_v2);
+    fc_event *e = event_of(event);
+    if (!e)
+        return CUDA_ERROR_INVALID_HANDLE;
+    e->magic = 0;
+    free(e);
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------ */
 /* Test-side memory helpers                                                 */
 /* ------------------------------------------------------------------------ */
 
@@ -2756,6 +2824,11 @@ static const struct proc fc_procs[] = {
     P_(cuMemMap, cuMemMap, 10020, 0)
     P_(cuMemUnmap, cuMemUnmap, 10020, 0)
     P_(cuMemSetAccess, cuMemSetAccess, 10020, 0)
+    P_(cuEventCreate, cuEventCreate, 2000, 0)
+    P_(cuEventRecord, cuEventRecord, 2000, 0)
+    P_(cuEventQuery, cuEventQuery, 2000, 0)
+    P_(cuEventSynchronize, cuEventSynchronize, 2000, 0)
+    P_(cuEventDestroy, cuEventDestroy_v2, 4000, 0)
 };
 #undef P_
 

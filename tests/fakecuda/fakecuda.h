@@ -54,6 +54,8 @@
  *    cuMemMap maps it (no access until cuMemSetAccess), so one allocation
  *    shows at every address it is mapped at. Such memory is not known to the
  *    copy and pointer-attribute calls (use it directly from the host).
+ *  - Events (cuEventCreate/Record/Query/Synchronize/Destroy_v2): work is
+ *    synchronous, so a recorded event has always completed.
  *  - Launches run the kernel synchronously on the calling thread, once per
  *    (block, thread), blocks in x-fastest order. A CUfunction or a CUkernel
  *    may be launched. Streams are only validated: NULL, CU_STREAM_LEGACY,

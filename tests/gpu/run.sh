@@ -8,7 +8,7 @@
 #
 # BUILD_DIR (default: build) holds lib/libdrk_shim.so and tests/gpu/ (the
 # programs and libdrk_test_cupti_count.so). WORKLOADs (default: all) are among
-# rt_vecadd drv_vecadd routes triton_add cupy_ops jax_jit ppo vmm_heap.
+# rt_vecadd drv_vecadd routes triton_add cupy_ops jax_jit ppo vmm_heap vmm_pool.
 #
 # Every check prints one PASS/FAIL line; the last line is "N passed, M failed"
 # and the exit status is non-zero when M > 0. With $OUT set, the logs, CUPTI
@@ -25,7 +25,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PY=${PYTHON:-python3}
 py_limit=${DRK_GPU_TIMEOUT:-180}
 budget=${DRK_GPU_BUDGET:-540}
-all_workloads=(rt_vecadd drv_vecadd routes triton_add cupy_ops jax_jit ppo vmm_heap)
+all_workloads=(rt_vecadd drv_vecadd routes triton_add cupy_ops jax_jit ppo vmm_heap vmm_pool)
 
 build_arg=${1:-build}
 [ $# -gt 0 ] && shift
@@ -239,6 +239,7 @@ for w in "${workloads[@]}"; do
     jax_jit) run_workload "$w" "$py_limit" 1 "" -- "$PY" "$here/workloads/jax_jit.py" --n 200 ;;
     ppo) run_workload "$w" "$py_limit" 1 "--losses" -- "$PY" "$here/workloads/ppo.py" --steps 50 ;;
     vmm_heap) run_program "$w" 60 "$progs/vmm_heap" ;;
+    vmm_pool) run_program "$w" 60 "$progs/vmm_pool" ;;
     *) verdict 0 "$w" workload "unknown (known: ${all_workloads[*]})" ;;
     esac
 done

@@ -7,26 +7,16 @@
 
 #include "../../alloc/heap.h"
 #include "../../alloc/pages_vmm.h"
+#include "../../alloc/pool_events.h"
 #include "../fakecuda/fakecuda.h"
+#include "../gpu/programs/linked_driver.h"
 #include "check.h"
 
 #define MIB ((size_t)1 << 20)
 
-static const drk_driver drv = {
-    .device_total_mem = cuDeviceTotalMem,
-    .mem_address_reserve = cuMemAddressReserve,
-    .mem_address_free = cuMemAddressFree,
-    .mem_create = cuMemCreate,
-    .mem_release = cuMemRelease,
-    .mem_map = cuMemMap,
-    .mem_unmap = cuMemUnmap,
-    .mem_set_access = cuMemSetAccess,
-    .mem_get_allocation_granularity = cuMemGetAllocationGranularity,
-};
-
 static void test_backend(void)
 {
-    drk_page_backend *pb = drk_pages_vmm(&drv, 0, 0);
+    drk_page_backend *pb = drk_pages_vmm(&linked_driver, 0, 0);
     CHECK(pb && pb->page_size == 2 * MIB && pb->capacity == 32);
     if (!pb)
         return;
@@ -53,7 +43,7 @@ static void test_backend(void)
     while (n)
         CHECK(pb->release(pb, all[--n]) == 0);
     pb->destroy(pb);
-    pb = drk_pages_vmm(&drv, 0, 5);
+    pb = drk_pages_vmm(&linked_driver, 0, 5);
     CHECK(pb && pb->capacity == 5);
     if (pb)
         pb->destroy(pb);
@@ -64,7 +54,7 @@ static void test_backend(void)
  * live blocks keep their bytes. */
 static void test_heap_on_vmm(void)
 {
-    drk_page_backend *pb = drk_pages_vmm(&drv, 0, 0);
+    drk_page_backend *pb = drk_pages_vmm(&linked_driver, 0, 0);
     drk_heap *h = pb ? drk_heap_new(pb, 64 * pb->page_size) : NULL;
     CHECK(h != NULL);
     if (!h)
@@ -92,6 +82,40 @@ static void test_heap_on_vmm(void)
     pb->destroy(pb);
 }
 
+/* The pool with the driver's events (here always complete): frees on a
+ * stream are batched under recorded events, events are reused, and every
+ * event created is destroyed. */
+static void test_pool_events(void)
+{
+    drk_page_backend *pb = drk_pages_vmm(&linked_driver, 0, 0);
+    drk_heap *h = pb ? drk_heap_new(pb, 64 * pb->page_size) : NULL;
+    drk_cuda_events *ce = drk_cuda_events_new(&linked_driver);
+    CHECK(h && ce);
+    if (!h || !ce)
+        return;
+    drk_pool_events table = drk_cuda_events_table(ce);
+    drk_pool *p = drk_pool_new(h, &table);
+    CUstream s;
+    CHECK(p && cuStreamCreate(&s, 0) == CUDA_SUCCESS && drk_pool_stream_created(p, (uintptr_t)s) == 0);
+    unsigned long long created0 = fakecuda_calls("cuEventCreate"), recorded0 = fakecuda_calls("cuEventRecord");
+    for (int i = 0; i < 300; i++) {
+        uintptr_t a;
+        CHECK(drk_pool_alloc(p, 4096 + (size_t)i, (uintptr_t)s, 1, &a) == 0);
+        CHECK(drk_pool_free(p, a, (uintptr_t)s, 1) == 0);
+    }
+    drk_pool_stats st = drk_pool_get_stats(p);
+    unsigned long long recorded = fakecuda_calls("cuEventRecord") - recorded0;
+    unsigned long long created = fakecuda_calls("cuEventCreate") - created0;
+    CHECK(st.events == recorded && recorded >= 1 && created <= 2); /* batched, and reused */
+    drk_pool_delete(p);
+    drk_cuda_events_delete(ce);
+    CHECK(fakecuda_calls("cuEventDestroy_v2") >= created);
+    CHECK(drk_heap_get_stats(h).live_blocks == 0);
+    drk_heap_delete(h);
+    pb->destroy(pb);
+    CHECK(cuStreamDestroy(s) == CUDA_SUCCESS);
+}
+
 int main(void)
 {
     fakecuda_set_total_memory(64 * MIB);
@@ -99,5 +123,6 @@ int main(void)
         return 1;
     test_backend();
     test_heap_on_vmm();
+    test_pool_events();
     return CHECK_DONE();
 }

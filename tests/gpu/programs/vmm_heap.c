@@ -12,22 +12,8 @@
 
 #include "../../../alloc/heap.h"
 #include "../../../alloc/pages_vmm.h"
-
-#define CHECK(call)                                                                                                    \
-    do {                                                                                                               \
-        CUresult r_ = (call);                                                                                          \
-        if (r_ != CUDA_SUCCESS) {                                                                                      \
-            fprintf(stderr, "%s:%d: %s = %d\n", __FILE__, __LINE__, #call, (int)r_);                                  \
-            return 1;                                                                                                  \
-        }                                                                                                              \
-    } while (0)
-#define EXPECT(cond)                                                                                                   \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            fprintf(stderr, "%s:%d: failed: %s\n", __FILE__, __LINE__, #cond);                                        \
-            return 1;                                                                                                  \
-        }                                                                                                              \
-    } while (0)
+#include "linked_driver.h"
+#include "self_check.h"
 
 static double now_us(void)
 {
@@ -35,18 +21,6 @@ static double now_us(void)
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
 }
-
-static const drk_driver drv = {
-    .device_total_mem = cuDeviceTotalMem,
-    .mem_address_reserve = cuMemAddressReserve,
-    .mem_address_free = cuMemAddressFree,
-    .mem_create = cuMemCreate,
-    .mem_release = cuMemRelease,
-    .mem_map = cuMemMap,
-    .mem_unmap = cuMemUnmap,
-    .mem_set_access = cuMemSetAccess,
-    .mem_get_allocation_granularity = cuMemGetAllocationGranularity,
-};
 
 int main(void)
 {
@@ -57,7 +31,7 @@ int main(void)
     CHECK(cuDeviceGet(&dev, 0));
     CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
     CHECK(cuCtxSetCurrent(ctx));
-    drk_page_backend *pb = drk_pages_vmm(&drv, dev, N);
+    drk_page_backend *pb = drk_pages_vmm(&linked_driver, dev, N);
     EXPECT(pb != NULL);
     size_t page = pb->page_size;
     drk_heap *h = drk_heap_new(pb, 4 * N * page);
