@@ -7,15 +7,7 @@
 #include <stdio.h>
 
 #include "../fakecuda/fakecuda.h"
-
-#define CHECK(call)                                                                                                    \
-    do {                                                                                                               \
-        CUresult r_ = (call);                                                                                          \
-        if (r_ != CUDA_SUCCESS) {                                                                                      \
-            fprintf(stderr, "%s:%d: %s = %d\n", __FILE__, __LINE__, #call, (int)r_);                                  \
-            return 1;                                                                                                  \
-        }                                                                                                              \
-    } while (0)
+#include "../gpu/programs/self_check.h"
 
 static void scale(const fakecuda_thread *t)
 {
