@@ -15,6 +15,8 @@ typedef struct block {
     uintptr_t addr;
     size_t size;                 /* a multiple of DRK_HEAP_ALIGN */
     size_t asked;                /* live blocks: the size asked for */
+    uint64_t serial;             /* live blocks: which allocation this is */
+    unsigned tag;                /* live blocks: the caller's mark */
     struct block *prev, *next;   /* address order within the chunk */
     struct block *fprev, *fnext; /* free blocks: the list of their class */
     struct block *pnext;         /* live blocks: the others starting in the same page */
@@ -70,6 +72,10 @@ struct drk_heap {
     page *idle_head, *idle_tail;
     drk_page_handle *spare; /* created, mapped nowhere */
     unsigned idle_permille; /* idle pages kept, per thousand pages in use */
+    size_t idle_floor;      /* idle pages kept whatever the pages in use */
+    int no_moves;           /* pages stay where they were first mapped */
+    int no_create;          /* this allocation may not create pages */
+    uint64_t serial;
     size_t nspare, spare_cap;
     drk_heap_stats st;
 };
@@ -288,7 +294,8 @@ static int idle_to_spare(drk_heap *h)
  * cost: a share of the pages under live data. */
 static uint64_t idle_keep(const drk_heap *h)
 {
-    return (h->st.pages - h->st.idle_pages) * h->idle_permille / 1000;
+    uint64_t share = (h->st.pages - h->st.idle_pages) * h->idle_permille / 1000;
+    return share > h->idle_floor ? share : h->idle_floor;
 }
 
 /* A handle for a page about to be mapped: a spare one; the oldest idle page,
@@ -297,11 +304,11 @@ static uint64_t idle_keep(const drk_heap *h)
  * creating keeps the pages held close to the pages live data touches. */
 static int get_handle(drk_heap *h, drk_page_handle *out)
 {
-    if (!h->nspare && h->st.idle_pages > idle_keep(h) && idle_to_spare(h) == 0)
+    if (!h->nspare && !h->no_moves && h->st.idle_pages > idle_keep(h) && idle_to_spare(h) == 0)
         h->st.moves++;
     if (!h->nspare) {
         drk_page_handle nh;
-        int r = h->pb->create(h->pb, &nh);
+        int r = h->no_create ? DRK_PAGES_OOM : h->pb->create(h->pb, &nh);
         if (r == 0) {
             if (spare_push(h, nh) != 0) {
                 h->pb->release(h->pb, nh);
@@ -310,7 +317,7 @@ static int get_handle(drk_heap *h, drk_page_handle *out)
             h->st.creates++;
             if (++h->st.pages > h->st.peak_pages)
                 h->st.peak_pages = h->st.pages;
-        } else if (r != DRK_PAGES_OOM || (r = idle_to_spare(h)) != 0) {
+        } else if (r != DRK_PAGES_OOM || h->no_moves || h->no_create || (r = idle_to_spare(h)) != 0) {
             return r;
         } else {
             h->st.moves++;
@@ -502,6 +509,14 @@ static void uncarve(drk_heap *h, block *b)
     coalesce(h, b);
 }
 
+int drk_heap_alloc_existing(drk_heap *h, size_t size, uintptr_t *ptr)
+{
+    h->no_create = 1;
+    int r = drk_heap_alloc(h, size, ptr);
+    h->no_create = 0;
+    return r;
+}
+
 int drk_heap_alloc(drk_heap *h, size_t size, uintptr_t *ptr)
 {
     if (!size || size > SIZE_MAX / 2)
@@ -531,6 +546,8 @@ int drk_heap_alloc(drk_heap *h, size_t size, uintptr_t *ptr)
         return r;
     }
     b->asked = size;
+    b->serial = ++h->serial;
+    b->tag = 0;
     start_link(b);
     h->st.live_blocks++;
     h->st.live_bytes += size;
@@ -569,10 +586,30 @@ int drk_heap_resize(drk_heap *h, uintptr_t ptr, size_t size)
     if (h->st.live_bytes > h->st.peak_live_bytes)
         h->st.peak_live_bytes = h->st.live_bytes;
     b->asked = size;
+    b->serial = ++h->serial;
+    b->tag = 0;
     return 0;
 }
 
 int drk_heap_find(const drk_heap *h, uintptr_t ptr, uintptr_t *base, size_t *size)
+{
+    uint64_t serial;
+    return drk_heap_lookup(h, ptr, base, size, &serial, NULL);
+}
+
+int drk_heap_set_tag(drk_heap *h, uintptr_t ptr, unsigned tag)
+{
+    size_t j = live_index(&h->live, ptr);
+    if (j == SIZE_MAX)
+        return DRK_PAGES_INVALID;
+    h->live.slot[j]->tag = tag;
+    return 0;
+}
+
+int drk_heap_contains(const drk_heap *h, uintptr_t ptr) { return chunk_of(h, ptr) != NULL; }
+
+int drk_heap_lookup(const drk_heap *h, uintptr_t ptr, uintptr_t *base, size_t *size, uint64_t *serial,
+                    unsigned *tag)
 {
     chunk *c = chunk_of(h, ptr);
     if (!c)
@@ -587,6 +624,9 @@ int drk_heap_find(const drk_heap *h, uintptr_t ptr, uintptr_t *base, size_t *siz
             if (b->addr <= ptr && ptr < b->addr + b->asked) {
                 *base = b->addr;
                 *size = b->asked;
+                *serial = b->serial;
+                if (tag)
+                    *tag = b->tag;
                 return 0;
             }
     }
@@ -604,9 +644,55 @@ void drk_heap_trim(drk_heap *h, size_t keep)
     }
 }
 
-drk_heap_stats drk_heap_get_stats(const drk_heap *h) { return h->st; }
+drk_heap_stats drk_heap_get_stats(const drk_heap *h)
+{
+    drk_heap_stats st = h->st;
+    st.spare_pages = h->nspare;
+    return st;
+}
 
 void drk_heap_set_idle(drk_heap *h, unsigned permille) { h->idle_permille = permille; }
+
+uint64_t drk_heap_pages(const drk_heap *h) { return h->st.pages; }
+uint64_t drk_heap_moves(const drk_heap *h) { return h->st.moves; }
+
+void drk_heap_set_policy(drk_heap *h, unsigned permille, size_t floor_pages, int moves)
+{
+    h->idle_permille = permille;
+    h->idle_floor = floor_pages;
+    h->no_moves = !moves;
+}
+
+int drk_heap_block_pages(const drk_heap *h, uintptr_t ptr, drk_page_handle *out, size_t max, size_t *n,
+                         uintptr_t *first_va)
+{
+    size_t j = live_index(&h->live, ptr);
+    if (j == SIZE_MAX)
+        return DRK_PAGES_INVALID;
+    const block *b = h->live.slot[j];
+    size_t first, last;
+    page_span(h, b, &first, &last);
+    *n = last - first + 1;
+    *first_va = b->chunk->pages[first].va;
+    if (*n > max)
+        return DRK_PAGES_OOM;
+    for (size_t i = first; i <= last; i++)
+        out[i - first] = b->chunk->pages[i].handle;
+    return 0;
+}
+
+void drk_heap_mapped_runs(const drk_heap *h, void (*fn)(void *ctx, uintptr_t va, size_t bytes), void *ctx)
+{
+    for (const chunk *c = h->chunks; c; c = c->next)
+        for (size_t i = 0; i < c->npages;) {
+            size_t n = 0;
+            while (i + n < c->npages && c->pages[i + n].mapped)
+                n++;
+            if (n)
+                fn(ctx, c->pages[i].va, n * h->page);
+            i += n ? n : 1;
+        }
+}
 
 void drk_heap_holes(const drk_heap *h, uint64_t *total, uint64_t *largest)
 {

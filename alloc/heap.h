@@ -35,6 +35,9 @@ void drk_heap_delete(drk_heap *h);
  * DRK_PAGES_OOM when no page can be had (nothing changed), DRK_PAGES_INVALID
  * for size 0, a backend error otherwise. */
 int drk_heap_alloc(drk_heap *h, size_t size, uintptr_t *ptr);
+/* The same, but only with pages the heap holds (spare, idle past what it
+ * keeps): DRK_PAGES_OOM where a new page would be needed. */
+int drk_heap_alloc_existing(drk_heap *h, size_t size, uintptr_t *ptr);
 /* Frees the block starting at `ptr`; DRK_PAGES_INVALID (nothing changed) if
  * no live block starts there. */
 int drk_heap_free(drk_heap *h, uintptr_t ptr);
@@ -45,6 +48,24 @@ int drk_heap_resize(drk_heap *h, uintptr_t ptr, size_t size);
 /* The live block containing `ptr` (also an interior pointer): its start
  * and its size as asked. 0, or DRK_PAGES_INVALID. */
 int drk_heap_find(const drk_heap *h, uintptr_t ptr, uintptr_t *base, size_t *size);
+/* The same, with the block's serial (a number no other allocation of this
+ * heap has had; a resize makes a new one) and its tag (tag may be NULL). */
+int drk_heap_lookup(const drk_heap *h, uintptr_t ptr, uintptr_t *base, size_t *size, uint64_t *serial,
+                    unsigned *tag);
+/* Marks the live block starting at `ptr` for the caller (0 after each
+ * allocation and resize). 0, or DRK_PAGES_INVALID. */
+int drk_heap_set_tag(drk_heap *h, uintptr_t ptr, unsigned tag);
+/* Whether `ptr` lies in the heap's virtual space, live or not. */
+int drk_heap_contains(const drk_heap *h, uintptr_t ptr);
+
+/* The pages under the live block starting at `ptr`, in address order: *n of
+ * them, the first at *first_va. DRK_PAGES_OOM (with *n set) when more than
+ * `max`; DRK_PAGES_INVALID for no such block. Its pages never move while
+ * the block lives. */
+int drk_heap_block_pages(const drk_heap *h, uintptr_t ptr, drk_page_handle *out, size_t max, size_t *n,
+                         uintptr_t *first_va);
+/* Calls fn once per run of consecutive mapped pages. */
+void drk_heap_mapped_runs(const drk_heap *h, void (*fn)(void *ctx, uintptr_t va, size_t bytes), void *ctx);
 
 /* Idle pages are kept where they are, for their holes to be reused at no
  * cost, up to this many per thousand pages under live data; past that a
@@ -52,6 +73,11 @@ int drk_heap_find(const drk_heap *h, uintptr_t ptr, uintptr_t *base, size_t *siz
  * memory closer to live data; higher saves remapping. */
 #define DRK_HEAP_IDLE_PERMILLE 10u
 void drk_heap_set_idle(drk_heap *h, unsigned permille);
+/* The same, plus a number of idle pages kept whatever the share (a reserve
+ * of free memory that stays mapped, where reuse costs nothing), and
+ * whether idle pages may move at all: with moves off, a page stays where
+ * it was first mapped and a request no hole fits needs a new page. */
+void drk_heap_set_policy(drk_heap *h, unsigned permille, size_t floor_pages, int moves);
 
 /* Releases idle pages beyond `keep` (oldest first), unmapping them. */
 void drk_heap_trim(drk_heap *h, size_t keep);
@@ -61,12 +87,16 @@ typedef struct drk_heap_stats {
     uint64_t live_blocks;
     uint64_t pages, peak_pages;             /* created and not released */
     uint64_t idle_pages;                    /* mapped under no live block */
+    uint64_t spare_pages;                   /* created, mapped nowhere */
     uint64_t reserved_va;                   /* bytes of virtual space */
     uint64_t creates, moves, releases;      /* page creations, remaps of idle pages, releases */
     uint64_t map_calls, unmap_calls;
 } drk_heap_stats;
 
 drk_heap_stats drk_heap_get_stats(const drk_heap *h);
+/* Two of the stats, for callers that look after every allocation. */
+uint64_t drk_heap_pages(const drk_heap *h);
+uint64_t drk_heap_moves(const drk_heap *h);
 
 /* Bytes in holes of the virtual space, and the largest hole: a walk over
  * every block (for tests and reports, not for each allocation). */

@@ -18,7 +18,9 @@ typedef struct vmm {
     drk_pages_book book;
     const drk_driver *drv;
     CUmemAllocationProp prop;
-    CUmemAccessDesc access;
+    CUmemAccessDesc access[8];
+    size_t naccess;
+    int exportable; /* pages are created with a POSIX file descriptor handle type */
     CUmemGenericAllocationHandle *handles; /* by book slot */
     size_t handles_cap;
 } vmm;
@@ -78,6 +80,19 @@ static int handles_room(vmm *v, uint32_t slot)
     return DRK_PAGES_OK;
 }
 
+/* Pages are made exportable for IPC; a driver or system that refuses
+ * that gets plain pages from then on. */
+static int create_page(vmm *v, CUmemGenericAllocationHandle *h)
+{
+    CUresult r = v->drv->mem_create(h, v->base.page_size, &v->prop, 0);
+    if (r != CUDA_SUCCESS && r != CUDA_ERROR_OUT_OF_MEMORY && v->exportable) {
+        v->exportable = 0;
+        v->prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+        r = v->drv->mem_create(h, v->base.page_size, &v->prop, 0);
+    }
+    return rc_of(r);
+}
+
 static int v_create(drk_page_backend *b, drk_page_handle *page)
 {
     vmm *v = of(b);
@@ -87,7 +102,7 @@ static int v_create(drk_page_backend *b, drk_page_handle *page)
         uint32_t slot = drk_book_slot_of(*page);
         rc = handles_room(v, slot);
         if (rc == DRK_PAGES_OK)
-            rc = rc_of(v->drv->mem_create(&v->handles[slot], b->page_size, &v->prop, 0));
+            rc = create_page(v, &v->handles[slot]);
         if (rc != DRK_PAGES_OK)
             drk_book_release(&v->book, *page);
     }
@@ -115,7 +130,7 @@ static int map_run(vmm *v, uintptr_t va, const drk_page_handle *pages, size_t n)
     for (; done < n && r == CUDA_SUCCESS; done++)
         r = v->drv->mem_map((CUdeviceptr)(va + done * ps), ps, 0, v->handles[drk_book_slot_of(pages[done])], 0);
     if (r == CUDA_SUCCESS)
-        r = v->drv->mem_set_access((CUdeviceptr)va, n * ps, &v->access, 1);
+        r = v->drv->mem_set_access((CUdeviceptr)va, n * ps, v->access, v->naccess);
     else
         done--; /* the failed one is not mapped */
     if (r != CUDA_SUCCESS)
@@ -221,7 +236,19 @@ drk_page_backend *drk_pages_vmm(const drk_driver *drv, CUdevice dev, size_t max_
     pthread_mutex_init(&v->lock, NULL);
     v->drv = drv;
     v->prop = prop;
-    v->access = (CUmemAccessDesc){.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    v->access[0] = (CUmemAccessDesc){.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    v->naccess = 1;
+    if (drv->mem_export_to_shareable_handle) {
+        v->prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+        v->exportable = 1;
+    }
+    /* GPUDirect RDMA (NCCL, network cards) reaches VMM memory only if asked for. */
+    int rdma = 0;
+    if (drv->device_get_attribute &&
+        drv->device_get_attribute(&rdma, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, dev) ==
+            CUDA_SUCCESS &&
+        rdma)
+        v->prop.allocFlags.gpuDirectRDMACapable = 1;
     v->base = (drk_page_backend){
         .name = "vmm",
         .page_size = gran,
@@ -237,4 +264,40 @@ drk_page_backend *drk_pages_vmm(const drk_driver *drv, CUdevice dev, size_t max_
         .destroy = v_destroy,
     };
     return &v->base;
+}
+
+int drk_pages_vmm_add_access(drk_page_backend *b, CUdevice dev, uintptr_t va, size_t bytes)
+{
+    vmm *v = of(b);
+    pthread_mutex_lock(&v->lock);
+    size_t i = 0;
+    while (i < v->naccess && v->access[i].location.id != dev)
+        i++;
+    int rc = DRK_PAGES_OK;
+    if (i == v->naccess) {
+        if (v->naccess == sizeof v->access / sizeof v->access[0])
+            rc = DRK_PAGES_INVALID;
+        else
+            v->access[v->naccess++] = (CUmemAccessDesc){
+                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev},
+                .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    }
+    if (rc == DRK_PAGES_OK && bytes)
+        rc = rc_of(v->drv->mem_set_access((CUdeviceptr)va, bytes, &v->access[i], 1));
+    pthread_mutex_unlock(&v->lock);
+    return rc;
+}
+
+int drk_pages_vmm_export(drk_page_backend *b, drk_page_handle page, int *fd)
+{
+    vmm *v = of(b);
+    pthread_mutex_lock(&v->lock);
+    int rc = DRK_PAGES_INVALID;
+    if (v->exportable && drk_book_slot_of(page) < v->handles_cap) {
+        CUresult r = v->drv->mem_export_to_shareable_handle(fd, v->handles[drk_book_slot_of(page)],
+                                                              CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+        rc = r == CUDA_SUCCESS ? DRK_PAGES_OK : DRK_PAGES_FAILED;
+    }
+    pthread_mutex_unlock(&v->lock);
+    return rc;
 }

@@ -2,6 +2,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* Handles the legacy default stream has (CU_STREAM_LEGACY, and NULL as the
  * caller normalizes it). An event there waits for every blocking stream's
@@ -30,8 +31,20 @@ typedef struct stream_state {
     batch *head, *tail; /* sealed, oldest first */
 } stream_state;
 
+/* Pending records come from mmap'd slabs and go back to a free list, so a
+ * free never calls malloc. */
+#define SLAB_PENDS 2048
+
+typedef struct pend_slab {
+    struct pend_slab *next;
+    pend items[SLAB_PENDS];
+} pend_slab;
+
 struct drk_pool {
     drk_heap *heap;
+    pend_slab *slabs;
+    pend *spare;      /* free records, through next */
+    uint64_t sealed;  /* sealed batches not yet given back */
     drk_pool_events ev;
     stream_state *streams;
     size_t nstreams, cap_streams;
@@ -41,6 +54,33 @@ struct drk_pool {
     size_t nbuckets, npending;
     drk_pool_stats st;
 };
+
+/* ---- Pending records ---- */
+
+static pend *pend_new(drk_pool *p)
+{
+    if (!p->spare) {
+        pend_slab *s = mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (s == MAP_FAILED)
+            return NULL;
+        s->next = p->slabs;
+        p->slabs = s;
+        for (size_t i = 0; i < SLAB_PENDS; i++) {
+            s->items[i].next = p->spare;
+            p->spare = &s->items[i];
+        }
+    }
+    pend *e = p->spare;
+    p->spare = e->next;
+    memset(e, 0, sizeof *e);
+    return e;
+}
+
+static void pend_del(drk_pool *p, pend *e)
+{
+    e->next = p->spare;
+    p->spare = e;
+}
 
 /* ---- Pending blocks by pointer ---- */
 
@@ -140,7 +180,7 @@ static size_t batch_release(drk_pool *p, batch *b)
         drk_heap_free(p->heap, e->ptr);
         p->st.pending_blocks--;
         p->st.pending_bytes -= e->room;
-        free(e);
+        pend_del(p, e);
         n++;
     }
     for (size_t i = 0; i < b->nev; i++)
@@ -173,6 +213,7 @@ static int seal_stream(drk_pool *p, stream_state *s)
     b->nev = 1;
     p->st.events++;
     p->st.batches++;
+    p->sealed++;
     s->open = NULL;
     if (s->tail)
         s->tail->next = b;
@@ -207,6 +248,7 @@ static int seal_epoch(drk_pool *p)
     }
     p->st.events += sealed->nev;
     p->st.epochs++;
+    p->sealed++;
     free(b);
     p->epoch_open = NULL;
     if (p->epoch_tail)
@@ -226,6 +268,7 @@ static size_t reclaim_fifo(drk_pool *p, batch **head, batch **tail, int wait_one
         *head = b->next;
         if (!*head)
             *tail = NULL;
+        p->sealed--;
         n += batch_release(p, b);
         wait_one = 0;
     }
@@ -238,6 +281,16 @@ size_t drk_pool_reclaim(drk_pool *p)
     for (size_t i = 0; i < p->nstreams; i++)
         n += reclaim_fifo(p, &p->streams[i].head, &p->streams[i].tail, 0);
     return n;
+}
+
+/* Pages are short: seal everything open and give back what has completed,
+ * without waiting. 1 if blocks went back. */
+static int reclaim_soft(drk_pool *p)
+{
+    seal_epoch(p);
+    for (size_t i = 0; i < p->nstreams; i++)
+        seal_stream(p, &p->streams[i]);
+    return drk_pool_reclaim(p) > 0;
 }
 
 /* Memory is short: seal everything open, then wait for the oldest pending
@@ -260,6 +313,28 @@ static int reclaim_hard(drk_pool *p)
             n += reclaim_fifo(p, &p->streams[i].head, &p->streams[i].tail, 1);
         }
     return n > 0;
+}
+
+size_t drk_pool_flush(drk_pool *p)
+{
+    seal_epoch(p);
+    for (size_t i = 0; i < p->nstreams; i++)
+        seal_stream(p, &p->streams[i]);
+    size_t n = 0;
+    while (p->epoch_head) {
+        size_t k = reclaim_fifo(p, &p->epoch_head, &p->epoch_tail, 1);
+        if (!k && p->epoch_head)
+            break; /* an event failed: its blocks stay out */
+        n += k;
+    }
+    for (size_t i = 0; i < p->nstreams; i++)
+        while (p->streams[i].head) {
+            size_t k = reclaim_fifo(p, &p->streams[i].head, &p->streams[i].tail, 1);
+            if (!k && p->streams[i].head)
+                break; /* an event failed: its blocks stay out */
+            n += k;
+        }
+    return n;
 }
 
 /* ---- The pool ---- */
@@ -298,6 +373,7 @@ void drk_pool_stream_destroyed(drk_pool *p, uintptr_t stream)
             break; /* the event failed: leave the blocks out of the heap */
         batch *b = s->head;
         s->head = b->next;
+        p->sealed--;
         batch_release(p, b);
     }
     if (s->head) /* keep it, so its blocks stay accounted for */
@@ -333,6 +409,7 @@ static pend *take_same_stream(drk_pool *p, stream_state *s, size_t size)
 /* A batch left open this many allocations is sealed, so that frees on a
  * quiet stream do not stay out of everyone else's reach. */
 #define SEAL_AFTER 32
+#define RECLAIM_EVERY 16
 
 static void seal_stale(drk_pool *p)
 {
@@ -343,29 +420,52 @@ static void seal_stale(drk_pool *p)
             seal_stream(p, &p->streams[i]);
 }
 
+static void live_add(drk_pool *p, size_t size)
+{
+    p->st.live_bytes += size;
+    if (p->st.live_bytes > p->st.peak_live_bytes)
+        p->st.peak_live_bytes = p->st.live_bytes;
+}
+
 int drk_pool_alloc(drk_pool *p, size_t size, uintptr_t stream, int has_stream, uintptr_t *ptr)
 {
     if (!size)
         return DRK_PAGES_INVALID;
-    p->allocs++;
-    seal_stale(p);
-    drk_pool_reclaim(p);
+    /* Stale batches and completed events are looked at every few
+     * allocations, not each: an event query costs more than an allocation. */
+    if ((p->allocs++ & (RECLAIM_EVERY - 1)) == 0) {
+        seal_stale(p);
+        if (p->sealed)
+            drk_pool_reclaim(p);
+    }
     stream_state *s = has_stream ? stream_get(p, stream) : NULL;
     if (s) {
         pend *b = take_same_stream(p, s, size);
         if (b) {
             *ptr = b->ptr;
-            free(b);
+            pend_del(p, b);
             drk_heap_resize(p->heap, *ptr, size);
+            drk_heap_set_tag(p->heap, *ptr, 1);
             p->st.same_stream_reuses++;
+            live_add(p, size);
             return 0;
         }
     }
-    for (;;) {
-        int r = drk_heap_alloc(p->heap, size, ptr);
+    /* Before a new page is made, frees whose work is done give theirs. */
+    int r = drk_heap_alloc_existing(p->heap, size, ptr);
+    if (r == DRK_PAGES_OOM && p->st.pending_blocks && reclaim_soft(p))
+        r = drk_heap_alloc_existing(p->heap, size, ptr);
+    while (r == DRK_PAGES_OOM) {
+        r = drk_heap_alloc(p->heap, size, ptr);
         if (r != DRK_PAGES_OOM || !reclaim_hard(p))
-            return r;
+            break;
     }
+    if (r == 0) {
+        live_add(p, size);
+        if (has_stream)
+            drk_heap_set_tag(p->heap, *ptr, 1);
+    }
+    return r;
 }
 
 int drk_pool_free(drk_pool *p, uintptr_t ptr, uintptr_t stream, int has_stream)
@@ -381,15 +481,16 @@ int drk_pool_free(drk_pool *p, uintptr_t ptr, uintptr_t stream, int has_stream)
             return DRK_PAGES_FAILED;
         (*open)->opened_at = p->allocs;
     }
-    pend *b = calloc(1, sizeof *b);
+    pend *b = pend_new(p);
     if (!b)
         return DRK_PAGES_FAILED;
     b->ptr = ptr;
     if (pend_index(p, b) != 0) {
-        free(b);
+        pend_del(p, b);
         return DRK_PAGES_FAILED;
     }
     b->room = (asked + DRK_HEAP_ALIGN - 1) / DRK_HEAP_ALIGN * DRK_HEAP_ALIGN;
+    p->st.live_bytes -= asked;
     b->next = (*open)->blocks;
     (*open)->blocks = b;
     p->st.pending_blocks++;
@@ -405,6 +506,8 @@ int drk_pool_free(drk_pool *p, uintptr_t ptr, uintptr_t stream, int has_stream)
 
 drk_pool_stats drk_pool_get_stats(const drk_pool *p) { return p->st; }
 
+uint64_t drk_pool_live_bytes(const drk_pool *p) { return p->st.live_bytes; }
+
 /* Forgets a batch whose blocks cannot be proven idle: they stay allocated
  * in the heap, never handed out again. */
 static void drop_batch(drk_pool *p, batch *b)
@@ -414,7 +517,7 @@ static void drop_batch(drk_pool *p, batch *b)
         pend_unindex(p, e);
         p->st.pending_blocks--;
         p->st.pending_bytes -= e->room;
-        free(e);
+        pend_del(p, e);
     }
     for (size_t i = 0; i < b->nev; i++)
         p->ev.release(p->ev.ctx, b->ev[i]);
@@ -427,6 +530,7 @@ static void drain(drk_pool *p, batch **head, batch **tail)
     while (*head) {
         batch *b = *head;
         *head = b->next;
+        p->sealed--;
         if (batch_done(p, b, 1))
             batch_release(p, b);
         else
@@ -453,5 +557,20 @@ void drk_pool_delete(drk_pool *p)
             drop_batch(p, p->streams[i].open);
     free(p->streams);
     free(p->buckets);
+    for (pend_slab *sl = p->slabs, *next; sl; sl = next) {
+        next = sl->next;
+        munmap(sl, sizeof *sl);
+    }
     free(p);
+}
+
+int drk_pool_lookup(const drk_pool *p, uintptr_t ptr, uintptr_t *base, size_t *size, uint64_t *serial,
+                    int *async)
+{
+    unsigned tag = 0;
+    if (drk_heap_lookup(p->heap, ptr, base, size, serial, &tag) != 0 || is_pending(p, *base))
+        return DRK_PAGES_INVALID;
+    if (async)
+        *async = (int)tag;
+    return 0;
 }

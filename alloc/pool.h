@@ -59,9 +59,20 @@ int drk_pool_alloc(drk_pool *p, size_t size, uintptr_t stream, int has_stream, u
  * that is not a live allocation's start, freed already included. */
 int drk_pool_free(drk_pool *p, uintptr_t ptr, uintptr_t stream, int has_stream);
 
+/* The live allocation containing `ptr` (interior pointers too): its start,
+ * its size as asked, its heap serial and whether it was allocated with a
+ * stream (async may be NULL). DRK_PAGES_INVALID for memory that is free or
+ * waiting for its free's events. */
+int drk_pool_lookup(const drk_pool *p, uintptr_t ptr, uintptr_t *base, size_t *size, uint64_t *serial,
+                    int *async);
+
 /* Gives back the blocks of every batch whose events have completed,
  * without waiting; returns how many blocks went back. */
 size_t drk_pool_reclaim(drk_pool *p);
+
+/* Seals every open batch and waits for all pending ones: every freed block
+ * goes back to the heap. Returns how many did. For memory pressure. */
+size_t drk_pool_flush(drk_pool *p);
 
 typedef struct drk_pool_stats {
     uint64_t same_stream_reuses;  /* allocations served by a block freed on their stream, still pending */
@@ -69,8 +80,10 @@ typedef struct drk_pool_stats {
     uint64_t events;              /* recorded */
     uint64_t waits;               /* out-of-memory waits for pending frees */
     uint64_t pending_blocks, pending_bytes;
+    uint64_t live_bytes, peak_live_bytes; /* as the program sees them: asked, not yet freed */
 } drk_pool_stats;
 
 drk_pool_stats drk_pool_get_stats(const drk_pool *p);
+uint64_t drk_pool_live_bytes(const drk_pool *p);
 
 #endif

@@ -51,14 +51,23 @@
     X(cuPointerGetAttribute,            pointer_get_attribute,  memory)      \
     X(cuPointerGetAttributes,           pointer_get_attributes, memory)      \
     X(cuIpcGetMemHandle,                ipc_get_mem_handle,     memory)      \
+    X(cuIpcOpenMemHandle,               ipc_open_mem_handle,    memory)      \
+    X(cuIpcOpenMemHandle_v2,            ipc_open_mem_handle,    memory)      \
+    X(cuIpcCloseMemHandle,              ipc_close_mem_handle,   memory)      \
+    X(cuCtxEnablePeerAccess,            ctx_enable_peer_access, memory)      \
     X(cuMemHostAlloc,                   mem_host_alloc,         host_memory) \
     X(cuMemAllocHost,                   mem_alloc_host_v1,      host_memory) \
     X(cuMemAllocHost_v2,                mem_alloc_host,         host_memory) \
     X(cuMemFreeHost,                    mem_free_host,          host_memory) \
+    X(cuMemHostGetDevicePointer,        mem_host_get_dptr_v1,   host_memory) \
+    X(cuMemHostGetDevicePointer_v2,     mem_host_get_dptr,      host_memory) \
+    X(cuMemHostGetFlags,                mem_host_get_flags,     host_memory) \
     X(cuStreamCreate,                   stream_create,          stream)      \
     X(cuStreamCreateWithPriority,       stream_create_priority, stream)      \
     X(cuStreamDestroy,                  stream_destroy,         stream)      \
     X(cuStreamDestroy_v2,               stream_destroy,         stream)      \
+    X(cuStreamSynchronize,              stream_synchronize,     stream)      \
+    X(cuStreamSynchronize_ptsz,         stream_synchronize,     stream)      \
     X(cuGetProcAddress,                 get_proc_address_v1,    entry)       \
     X(cuGetProcAddress_v2,              get_proc_address,       entry)
 

@@ -104,6 +104,12 @@
       (nattr, attrs, data, ptr))
 #define DRK_SIG_ipc_get_mem_handle(M, ...)                                     \
     M(__VA_ARGS__, (CUipcMemHandle *handle, CUdeviceptr dptr), (handle, dptr))
+#define DRK_SIG_ipc_open_mem_handle(M, ...)                                    \
+    M(__VA_ARGS__, (CUdeviceptr *dptr, CUipcMemHandle handle, unsigned int flags), \
+      (dptr, handle, flags))
+#define DRK_SIG_ipc_close_mem_handle(M, ...) M(__VA_ARGS__, (CUdeviceptr dptr), (dptr))
+#define DRK_SIG_ctx_enable_peer_access(M, ...)                                 \
+    M(__VA_ARGS__, (CUcontext peer, unsigned int flags), (peer, flags))
 
 #define DRK_SIG_mem_host_alloc(M, ...)                                         \
     M(__VA_ARGS__, (void **pp, size_t size, unsigned int flags), (pp, size, flags))
@@ -112,6 +118,12 @@
 #define DRK_SIG_mem_alloc_host(M, ...)                                         \
     M(__VA_ARGS__, (void **pp, size_t size), (pp, size))
 #define DRK_SIG_mem_free_host(M, ...) M(__VA_ARGS__, (void *p), (p))
+#define DRK_SIG_mem_host_get_dptr_v1(M, ...)                                   \
+    M(__VA_ARGS__, (unsigned int *dptr, void *p, unsigned int flags), (dptr, p, flags))
+#define DRK_SIG_mem_host_get_dptr(M, ...)                                      \
+    M(__VA_ARGS__, (CUdeviceptr *dptr, void *p, unsigned int flags), (dptr, p, flags))
+#define DRK_SIG_mem_host_get_flags(M, ...)                                     \
+    M(__VA_ARGS__, (unsigned int *flags, void *p), (flags, p))
 
 #define DRK_SIG_stream_create(M, ...)                                          \
     M(__VA_ARGS__, (CUstream *stream, unsigned int flags), (stream, flags))
@@ -119,6 +131,7 @@
     M(__VA_ARGS__, (CUstream *stream, unsigned int flags, int priority),       \
       (stream, flags, priority))
 #define DRK_SIG_stream_destroy(M, ...) M(__VA_ARGS__, (CUstream stream), (stream))
+#define DRK_SIG_stream_synchronize(M, ...) M(__VA_ARGS__, (CUstream stream), (stream))
 
 #define DRK_SIG_get_proc_address_v1(M, ...)                                    \
     M(__VA_ARGS__,                                                             \

@@ -35,6 +35,20 @@ static void fill(drk_driver *t)
     t->event_destroy = (__typeof__(t->event_destroy))drk_driver_sym("cuEventDestroy_v2");
     t->mem_get_allocation_granularity =
         (__typeof__(t->mem_get_allocation_granularity))drk_driver_sym("cuMemGetAllocationGranularity");
+    t->mem_export_to_shareable_handle =
+        (__typeof__(t->mem_export_to_shareable_handle))drk_driver_sym("cuMemExportToShareableHandle");
+    t->mem_import_from_shareable_handle =
+        (__typeof__(t->mem_import_from_shareable_handle))drk_driver_sym("cuMemImportFromShareableHandle");
+    t->mem_get_info = (__typeof__(t->mem_get_info))drk_driver_sym("cuMemGetInfo_v2");
+    t->stream_is_capturing = (__typeof__(t->stream_is_capturing))drk_driver_sym("cuStreamIsCapturing");
+    t->stream_synchronize = (__typeof__(t->stream_synchronize))drk_driver_sym("cuStreamSynchronize");
+    t->ctx_synchronize = (__typeof__(t->ctx_synchronize))drk_driver_sym("cuCtxSynchronize");
+    t->ctx_get_current = (__typeof__(t->ctx_get_current))drk_driver_sym("cuCtxGetCurrent");
+    t->ctx_set_current = (__typeof__(t->ctx_set_current))drk_driver_sym("cuCtxSetCurrent");
+    t->mem_host_alloc = (__typeof__(t->mem_host_alloc))drk_driver_sym("cuMemHostAlloc");
+    t->mem_free_host = (__typeof__(t->mem_free_host))drk_driver_sym("cuMemFreeHost");
+    t->mem_host_get_device_pointer =
+        (__typeof__(t->mem_host_get_device_pointer))drk_driver_sym("cuMemHostGetDevicePointer_v2");
     /* Asked now: it needs no cuInit. */
     if (!t->driver_get_version || t->driver_get_version(&t->version) != CUDA_SUCCESS)
         t->version = 0;

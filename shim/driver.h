@@ -37,6 +37,21 @@ typedef struct drk_driver {
     CUresult (*event_query)(CUevent event);
     CUresult (*event_synchronize)(CUevent event);
     CUresult (*event_destroy)(CUevent event);
+    CUresult (*mem_export_to_shareable_handle)(void *shareable, CUmemGenericAllocationHandle handle,
+                                               CUmemAllocationHandleType type, unsigned long long flags);
+    CUresult (*mem_import_from_shareable_handle)(CUmemGenericAllocationHandle *handle, void *shareable,
+                                                 CUmemAllocationHandleType type);
+    CUresult (*mem_get_info)(size_t *free_bytes, size_t *total_bytes);
+    /* Streams and contexts, for stream order and capture. */
+    CUresult (*stream_is_capturing)(CUstream stream, CUstreamCaptureStatus *status);
+    CUresult (*stream_synchronize)(CUstream stream);
+    CUresult (*ctx_synchronize)(void);
+    CUresult (*ctx_get_current)(CUcontext *ctx);
+    CUresult (*ctx_set_current)(CUcontext ctx);
+    /* Pinned host memory, for the host pool's chunks. */
+    CUresult (*mem_host_alloc)(void **p, size_t size, unsigned int flags);
+    CUresult (*mem_free_host)(void *p);
+    CUresult (*mem_host_get_device_pointer)(CUdeviceptr *dptr, void *p, unsigned int flags);
     int version; /* cuDriverGetVersion when the table was filled, 0 if unknown */
 } drk_driver;
 

@@ -9,6 +9,7 @@
 #include "../interpose/signatures.h"
 #include "../interpose/symbols.h"
 #include "hooks_entry.h"
+#include "hooks_host.h"
 #include "hooks_launch.h"
 #include "hooks_memory.h"
 #include "hooks_module.h"

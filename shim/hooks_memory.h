@@ -1,49 +1,366 @@
-/* Device and pinned host memory hooks: the driver allocates; drk counts
- * allocations, bytes and frees by kind. Queries pass through.
+/* Device memory hooks: with DRK_ALLOC on, cuMemAlloc, cuMemAllocAsync,
+ * cuMemAllocPitch and their frees go to drk's device pool (alloc/device.c),
+ * and every query that can see pool memory answers for it as the driver
+ * would for its own allocation. What the pool does not handle (memory it
+ * does not own, graph captures, the 32-bit legacy forms, explicit memory
+ * pools) goes to the driver unchanged. Allocations are counted by kind and
+ * recorded for DRK_ALLOC_TRACE.
  * Included once, by shim/exports.c. */
 #ifndef DRK_SHIM_HOOKS_MEMORY_H
 #define DRK_SHIM_HOOKS_MEMORY_H
 
+#include "../alloc/device.h"
+#include "../alloc/host_pool.h"
+#include "../alloc/ipc.h"
 #include "../alloc/recorder.h"
 #include "../alloc/stats.h"
 #include "hook.h"
 
 /* An allocating body notes `bytes` (an expression of the parameters) of a
- * successful allocation under `kind`; a freeing body, the free. Device
- * allocations and frees are also recorded for DRK_ALLOC_TRACE, as trace op
- * `op` on `stream` (async kinds only). */
+ * successful allocation under `kind`; a freeing body, the free. */
 #define DRK_ALLOC_BODY(body, kind, bytes)                                      \
     DRK_HOOK_BODY(body, (drk_alloc_note(kind, r == CUDA_SUCCESS ? (size_t)(bytes) : 0, r == CUDA_SUCCESS)))
 #define DRK_FREE_BODY(body, kind) DRK_HOOK_BODY(body, (drk_free_note(kind, r == CUDA_SUCCESS)))
+
+/* After a device allocation or free, pool's or driver's: counted, and
+ * recorded as trace op `op` (async kinds carry their stream). */
+static inline __attribute__((always_inline)) CUresult allocated(drk_sym sym, CUresult r, drk_alloc_kind kind,
+                                                                size_t bytes, char op, CUdeviceptr ptr,
+                                                                CUstream stream, int has_stream)
+{
+    if (drk_observing()) {
+        drk_count_call(sym);
+        drk_alloc_note(kind, r == CUDA_SUCCESS ? bytes : 0, r == CUDA_SUCCESS);
+        if (r == CUDA_SUCCESS)
+            drk_record(op, (uintptr_t)ptr, bytes, (uintptr_t)stream, has_stream);
+    }
+    return r;
+}
+
+static inline __attribute__((always_inline)) CUresult freed(drk_sym sym, CUresult r, drk_alloc_kind kind, char op,
+                                                            CUdeviceptr ptr, CUstream stream, int has_stream)
+{
+    if (drk_observing()) {
+        drk_count_call(sym);
+        drk_free_note(kind, r == CUDA_SUCCESS);
+        if (r == CUDA_SUCCESS)
+            drk_record(op, (uintptr_t)ptr, 0, (uintptr_t)stream, has_stream);
+    }
+    return r;
+}
+
+/* The pool's view of an async call's stream: NULL is the legacy stream,
+ * or under a _ptsz name the calling thread's per-thread stream, which the
+ * pool treats as no stream (its handle names a different stream in every
+ * thread, so blocks freed on it wait for an epoch like cuMemFree's). */
+static inline __attribute__((always_inline)) int pool_stream(CUstream *s, int per_thread_name)
+{
+    if (*s == NULL)
+        *s = per_thread_name ? CU_STREAM_PER_THREAD : CU_STREAM_LEGACY;
+    return *s != CU_STREAM_PER_THREAD;
+}
+
+DRK_BODY drk_body_mem_alloc(drk_sym sym, CUdeviceptr *dptr, size_t size)
+{
+    CUresult r;
+    if (!drk_pooling() || !drk_dpool_alloc(dptr, size, NULL, 0, &r)) {
+        drk_fn_mem_alloc real = DRK_REAL(mem_alloc);
+        if (__builtin_expect(real == NULL, 0))
+            return drk_missing(sym);
+        r = real(dptr, size);
+    }
+    return allocated(sym, r, DRK_ALLOC_DEVICE, size, 'a', r == CUDA_SUCCESS ? *dptr : 0, NULL, 0);
+}
+
+DRK_BODY drk_body_mem_alloc_async(drk_sym sym, CUdeviceptr *dptr, size_t size, CUstream stream)
+{
+    CUresult r;
+    CUstream s = stream;
+    int has_stream = pool_stream(&s, sym == DRK_SYM_cuMemAllocAsync_ptsz);
+    if (!drk_pooling() || !drk_dpool_alloc(dptr, size, s, has_stream, &r)) {
+        drk_fn_mem_alloc_async real = DRK_REAL(mem_alloc_async);
+        if (__builtin_expect(real == NULL, 0))
+            return drk_missing(sym);
+        r = real(dptr, size, stream);
+    }
+    return allocated(sym, r, DRK_ALLOC_ASYNC, size, 'A', r == CUDA_SUCCESS ? *dptr : 0, stream, 1);
+}
+
+/* The pitch the driver would give: rows rounded to its pitch alignment,
+ * learnt once per element size from the driver itself. */
+static _Atomic size_t pitch_align[17];
+
+static inline size_t learn_pitch_align(drk_sym sym, unsigned int elem)
+{
+    size_t a = atomic_load_explicit(&pitch_align[elem], memory_order_relaxed);
+    if (a)
+        return a;
+    drk_fn_mem_alloc_pitch real = DRK_REAL(mem_alloc_pitch);
+    drk_fn_mem_free free_real = (drk_fn_mem_free)drk_real(DRK_SYM_cuMemFree_v2);
+    CUdeviceptr p;
+    size_t pitch = 0;
+    if (!real || !free_real || real(&p, &pitch, 1, 1, elem) != CUDA_SUCCESS)
+        return 0;
+    free_real(p);
+    atomic_store(&pitch_align[elem], pitch);
+    return pitch;
+}
+
+DRK_BODY drk_body_mem_alloc_pitch(drk_sym sym, CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
+                                  unsigned int elem)
+{
+    CUresult r;
+    size_t align = 0, row = 0;
+    /* Only requests the driver would grant go to the pool; the rest get
+     * the driver's own answer. */
+    int pooled = drk_pooling() && dptr && pitch && width && height && (elem == 4 || elem == 8 || elem == 16) &&
+                 (align = learn_pitch_align(sym, elem)) != 0 && width <= ((size_t)1 << 40) &&
+                 (row = (width + align - 1) / align * align) <= ((size_t)1 << 40) / height;
+    if (pooled && drk_dpool_alloc(dptr, row * height, NULL, 0, &r)) {
+        if (r == CUDA_SUCCESS)
+            *pitch = row;
+    } else {
+        drk_fn_mem_alloc_pitch real = DRK_REAL(mem_alloc_pitch);
+        if (__builtin_expect(real == NULL, 0))
+            return drk_missing(sym);
+        r = real(dptr, pitch, width, height, elem);
+    }
+    return allocated(sym, r, DRK_ALLOC_PITCH, r == CUDA_SUCCESS ? *pitch * height : 0, 'a',
+                     r == CUDA_SUCCESS ? *dptr : 0, NULL, 0);
+}
+
+DRK_BODY drk_body_mem_free(drk_sym sym, CUdeviceptr dptr)
+{
+    CUresult r;
+    if (!drk_pooling() || !drk_dpool_free(dptr, NULL, 0, &r)) {
+        drk_fn_mem_free real = DRK_REAL(mem_free);
+        if (__builtin_expect(real == NULL, 0))
+            return drk_missing(sym);
+        r = real(dptr);
+    }
+    return freed(sym, r, DRK_ALLOC_DEVICE, 'f', dptr, NULL, 0);
+}
+
+DRK_BODY drk_body_mem_free_async(drk_sym sym, CUdeviceptr dptr, CUstream stream)
+{
+    CUresult r;
+    CUstream s = stream;
+    int has_stream = pool_stream(&s, sym == DRK_SYM_cuMemFreeAsync_ptsz);
+    if (!drk_pooling() || !drk_dpool_free(dptr, s, has_stream, &r)) {
+        drk_fn_mem_free_async real = DRK_REAL(mem_free_async);
+        if (__builtin_expect(real == NULL, 0))
+            return drk_missing(sym);
+        r = real(dptr, stream);
+    }
+    return freed(sym, r, DRK_ALLOC_ASYNC, 'F', dptr, stream, 1);
+}
+
+/* The driver serves these: the 32-bit legacy forms (pool addresses never
+ * fit) and allocations from a memory pool the program chose. */
 #define DRK_DEVICE_ALLOC_BODY(body, kind, bytes, op, stream, has_stream)                                               \
     DRK_HOOK_BODY(body, (drk_alloc_note(kind, r == CUDA_SUCCESS ? (size_t)(bytes) : 0, r == CUDA_SUCCESS);          \
                          if (r == CUDA_SUCCESS) drk_record(op, (uintptr_t)*dptr, (size_t)(bytes), (uintptr_t)(stream), \
                                                            has_stream)))
-#define DRK_DEVICE_FREE_BODY(body, kind, op, stream, has_stream)                                                       \
-    DRK_HOOK_BODY(body, (drk_free_note(kind, r == CUDA_SUCCESS);                                                       \
-                         if (r == CUDA_SUCCESS) drk_record(op, (uintptr_t)dptr, 0, (uintptr_t)(stream), has_stream)))
-
 DRK_DEVICE_ALLOC_BODY(mem_alloc_v1, DRK_ALLOC_DEVICE, size, 'a', 0, 0)
-DRK_DEVICE_ALLOC_BODY(mem_alloc, DRK_ALLOC_DEVICE, size, 'a', 0, 0)
 DRK_DEVICE_ALLOC_BODY(mem_alloc_pitch_v1, DRK_ALLOC_PITCH, (size_t)*pitch * height, 'a', 0, 0)
-DRK_DEVICE_ALLOC_BODY(mem_alloc_pitch, DRK_ALLOC_PITCH, *pitch * height, 'a', 0, 0)
-DRK_DEVICE_ALLOC_BODY(mem_alloc_async, DRK_ALLOC_ASYNC, size, 'A', stream, 1)
 DRK_DEVICE_ALLOC_BODY(mem_alloc_pool_async, DRK_ALLOC_POOL, size, 'A', stream, 1)
-DRK_ALLOC_BODY(mem_host_alloc, DRK_ALLOC_HOST, size)
-DRK_ALLOC_BODY(mem_alloc_host_v1, DRK_ALLOC_HOST, size)
-DRK_ALLOC_BODY(mem_alloc_host, DRK_ALLOC_HOST, size)
-
-DRK_DEVICE_FREE_BODY(mem_free_v1, DRK_ALLOC_DEVICE, 'f', 0, 0)
-DRK_DEVICE_FREE_BODY(mem_free, DRK_ALLOC_DEVICE, 'f', 0, 0)
-DRK_DEVICE_FREE_BODY(mem_free_async, DRK_ALLOC_ASYNC, 'F', stream, 1)
-DRK_FREE_BODY(mem_free_host, DRK_ALLOC_HOST)
-
+DRK_HOOK_BODY(mem_free_v1, (drk_free_note(DRK_ALLOC_DEVICE, r == CUDA_SUCCESS);
+                            if (r == CUDA_SUCCESS) drk_record('f', (uintptr_t)dptr, 0, 0, 0)))
 DRK_FORWARD_BODY(mem_get_info_v1)
-DRK_FORWARD_BODY(mem_get_info)
 DRK_FORWARD_BODY(mem_get_range_v1)
-DRK_FORWARD_BODY(mem_get_range)
-DRK_FORWARD_BODY(pointer_get_attribute)
-DRK_FORWARD_BODY(pointer_get_attributes)
-DRK_FORWARD_BODY(ipc_get_mem_handle)
+
+/* ---- Queries ---- */
+
+/* Free memory includes what the pool holds free: the program may have it. */
+DRK_BODY drk_body_mem_get_info(drk_sym sym, size_t *free_bytes, size_t *total_bytes)
+{
+    drk_fn_mem_get_info real = DRK_REAL(mem_get_info);
+    if (__builtin_expect(real == NULL, 0))
+        return drk_missing(sym);
+    CUresult r = real(free_bytes, total_bytes);
+    if (r == CUDA_SUCCESS && free_bytes && drk_pooling()) {
+        size_t cached = drk_dpool_cached_free();
+        *free_bytes += cached;
+        if (total_bytes && *free_bytes > *total_bytes)
+            *free_bytes = *total_bytes;
+    }
+    if (drk_observing())
+        drk_count_call(sym);
+    return r;
+}
+
+static inline int pool_query(CUdeviceptr p, drk_dpool_block *b)
+{
+    return drk_pooling() ? drk_dpool_query(p, b) : -1;
+}
+
+DRK_BODY drk_body_mem_get_range(drk_sym sym, CUdeviceptr *base, size_t *size, CUdeviceptr dptr)
+{
+    if (drk_observing())
+        drk_count_call(sym);
+    drk_dpool_block b;
+    switch (pool_query(dptr, &b)) {
+    case 1:
+        if (base)
+            *base = b.base;
+        if (size)
+            *size = b.size;
+        return CUDA_SUCCESS;
+    case 0:
+        return CUDA_ERROR_NOT_FOUND; /* the driver's answer for an address in no allocation */
+    default: {
+        void *hbase;
+        size_t hsize;
+        unsigned flags;
+        /* A pinned pool allocation, by its host or device address: its
+         * own range, not its chunk's. */
+        if (drk_current_mode() != DRK_MODE_OFF && drk_host_pool_find((const void *)(uintptr_t)dptr, &hbase, &hsize, &flags) == 0) {
+            CUdeviceptr d0 = (CUdeviceptr)(uintptr_t)hbase;
+            if (drk_host_pool_device_pointer(hbase, &d0) != CUDA_SUCCESS)
+                d0 = (CUdeviceptr)(uintptr_t)hbase;
+            if (base)
+                *base = d0;
+            if (size)
+                *size = hsize;
+            return CUDA_SUCCESS;
+        }
+        drk_fn_mem_get_range real = DRK_REAL(mem_get_range);
+        return real ? real(base, size, dptr) : drk_missing(sym);
+    }
+    }
+}
+
+/* One attribute of a live pool allocation that differs from what the
+ * driver says of the pages under it: 1 if written, 0 to ask the driver. */
+static inline int pool_attribute(const drk_dpool_block *b, CUpointer_attribute attr, void *data)
+{
+    switch (attr) {
+    case CU_POINTER_ATTRIBUTE_CONTEXT: *(CUcontext *)data = b->ctx; return 1;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *(CUdeviceptr *)data = b->base; return 1;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *(size_t *)data = b->size; return 1;
+    case CU_POINTER_ATTRIBUTE_BUFFER_ID: *(unsigned long long *)data = b->buffer_id; return 1;
+    /* drk's IPC shares cuMemAlloc allocations between processes running
+     * drk; async ones are no more shareable than the driver's. */
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE: *(unsigned int *)data = !b->async; return 1;
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: *(CUmemoryPool *)data = NULL; return 1;
+    default: return 0;
+    }
+}
+
+/* A pinned host pool allocation's own range, for the range attributes
+ * (the driver would give its chunk's); 1 if written. */
+static inline int host_attribute(CUdeviceptr ptr, CUpointer_attribute attr, void *data)
+{
+    void *base;
+    size_t size;
+    unsigned flags;
+    if ((attr != CU_POINTER_ATTRIBUTE_RANGE_START_ADDR && attr != CU_POINTER_ATTRIBUTE_RANGE_SIZE) ||
+        drk_current_mode() == DRK_MODE_OFF ||
+        drk_host_pool_find((const void *)(uintptr_t)ptr, &base, &size, &flags) != 0)
+        return 0;
+    if (attr == CU_POINTER_ATTRIBUTE_RANGE_SIZE) {
+        *(size_t *)data = size;
+    } else {
+        CUdeviceptr d0 = (CUdeviceptr)(uintptr_t)base;
+        /* The start in the address space `ptr` is in: host or device view. */
+        CUdeviceptr dev;
+        if (drk_host_pool_device_pointer(base, &dev) == CUDA_SUCCESS && ptr >= dev && ptr - dev < size)
+            d0 = dev;
+        *(CUdeviceptr *)data = d0;
+    }
+    return 1;
+}
+
+DRK_BODY drk_body_pointer_get_attribute(drk_sym sym, void *data, CUpointer_attribute attr, CUdeviceptr ptr)
+{
+    if (drk_observing())
+        drk_count_call(sym);
+    drk_dpool_block b;
+    int q = pool_query(ptr, &b);
+    if (q < 0 && data && host_attribute(ptr, attr, data))
+        return CUDA_SUCCESS;
+    if (q == 0)
+        return CUDA_ERROR_INVALID_VALUE; /* as for any address in no allocation */
+    if (q == 1 && data && pool_attribute(&b, attr, data))
+        return CUDA_SUCCESS;
+    drk_fn_pointer_get_attribute real = DRK_REAL(pointer_get_attribute);
+    return real ? real(data, attr, ptr) : drk_missing(sym);
+}
+
+/* An address no allocation has anywhere: the driver's defaults for it are
+ * its answer for pool addresses in no live allocation. */
+#define DRK_NOWHERE ((CUdeviceptr)16)
+
+DRK_BODY drk_body_pointer_get_attributes(drk_sym sym, unsigned int nattr, CUpointer_attribute *attrs, void **data,
+                                         CUdeviceptr ptr)
+{
+    if (drk_observing())
+        drk_count_call(sym);
+    drk_fn_pointer_get_attributes real = DRK_REAL(pointer_get_attributes);
+    if (!real)
+        return drk_missing(sym);
+    drk_dpool_block b;
+    int q = pool_query(ptr, &b);
+    CUresult r = real(nattr, attrs, data, q == 0 ? DRK_NOWHERE : ptr);
+    if (r == CUDA_SUCCESS && q == 1)
+        for (unsigned int i = 0; i < nattr; i++)
+            if (data[i])
+                (void)pool_attribute(&b, attrs[i], data[i]);
+    if (r == CUDA_SUCCESS && q < 0)
+        for (unsigned int i = 0; i < nattr; i++)
+            if (data[i])
+                (void)host_attribute(ptr, attrs[i], data[i]);
+    return r;
+}
+
+DRK_BODY drk_body_ipc_get_mem_handle(drk_sym sym, CUipcMemHandle *handle, CUdeviceptr dptr)
+{
+    if (drk_observing())
+        drk_count_call(sym);
+    drk_dpool_block b;
+    int q = handle ? pool_query(dptr, &b) : -1;
+    if (q == 0 || (q == 1 && (b.base != dptr || b.async)))
+        return CUDA_ERROR_INVALID_VALUE; /* the driver's answer for anything but a cuMemAlloc block's start */
+    if (q == 1)
+        return drk_ipc_export(handle, dptr);
+    drk_fn_ipc_get_mem_handle real = DRK_REAL(ipc_get_mem_handle);
+    return real ? real(handle, dptr) : drk_missing(sym);
+}
+
+DRK_BODY drk_body_ipc_open_mem_handle(drk_sym sym, CUdeviceptr *dptr, CUipcMemHandle handle, unsigned int flags)
+{
+    if (drk_observing())
+        drk_count_call(sym);
+    if (drk_current_mode() != DRK_MODE_OFF && drk_ipc_is_drk_handle(&handle))
+        return dptr ? drk_ipc_import(dptr, &handle, flags) : CUDA_ERROR_INVALID_VALUE;
+    drk_fn_ipc_open_mem_handle real = DRK_REAL(ipc_open_mem_handle);
+    return real ? real(dptr, handle, flags) : drk_missing(sym);
+}
+
+DRK_BODY drk_body_ipc_close_mem_handle(drk_sym sym, CUdeviceptr dptr)
+{
+    if (drk_observing())
+        drk_count_call(sym);
+    CUresult r;
+    if (drk_current_mode() != DRK_MODE_OFF && drk_ipc_close(dptr, &r))
+        return r;
+    drk_fn_ipc_close_mem_handle real = DRK_REAL(ipc_close_mem_handle);
+    return real ? real(dptr) : drk_missing(sym);
+}
+
+/* Peer access reaches cuMemAlloc memory by itself, pool pages only when
+ * drk grants it. */
+DRK_BODY drk_body_ctx_enable_peer_access(drk_sym sym, CUcontext peer, unsigned int flags)
+{
+    drk_fn_ctx_enable_peer_access real = DRK_REAL(ctx_enable_peer_access);
+    if (!real)
+        return drk_missing(sym);
+    CUresult r = real(peer, flags);
+    if ((r == CUDA_SUCCESS || r == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) && drk_pooling())
+        drk_dpool_peer_enabled(peer);
+    if (drk_observing())
+        drk_count_call(sym);
+    return r;
+}
 
 #endif

@@ -1,13 +1,61 @@
-/* Stream hooks: counted and forwarded. The memory pool (alloc/) will keep
- * per-stream state here.
+/* Stream hooks: created and destroyed streams are told to the device pool
+ * (frees without a stream wait for work on each of them); a program waiting
+ * for the device is a quiet moment for the pool to give back idle pages.
  * Included once, by shim/exports.c. */
 #ifndef DRK_SHIM_HOOKS_STREAM_H
 #define DRK_SHIM_HOOKS_STREAM_H
 
+#include "../alloc/device.h"
 #include "hook.h"
 
-DRK_FORWARD_BODY(stream_create)
-DRK_FORWARD_BODY(stream_create_priority)
-DRK_FORWARD_BODY(stream_destroy)
+/* A created stream is told to the pool: frees without a stream must wait
+ * for its work, also in a pool that starts later. */
+static inline __attribute__((always_inline)) CUresult stream_made(drk_sym sym, CUresult r, CUstream *stream)
+{
+    if (r == CUDA_SUCCESS && stream && drk_pooling())
+        drk_dpool_stream_created(*stream);
+    if (drk_observing())
+        drk_count_call(sym);
+    return r;
+}
+
+DRK_BODY drk_body_stream_create(drk_sym sym, CUstream *stream, unsigned int flags)
+{
+    drk_fn_stream_create real = DRK_REAL(stream_create);
+    return real ? stream_made(sym, real(stream, flags), stream) : drk_missing(sym);
+}
+
+DRK_BODY drk_body_stream_create_priority(drk_sym sym, CUstream *stream, unsigned int flags, int priority)
+{
+    drk_fn_stream_create_priority real = DRK_REAL(stream_create_priority);
+    return real ? stream_made(sym, real(stream, flags, priority), stream) : drk_missing(sym);
+}
+
+DRK_BODY drk_body_stream_destroy(drk_sym sym, CUstream stream)
+{
+    drk_fn_stream_destroy real = DRK_REAL(stream_destroy);
+    if (__builtin_expect(real == NULL, 0))
+        return drk_missing(sym);
+    /* Its pending frees are settled while its events can still be waited for. */
+    if (drk_pooling())
+        drk_dpool_stream_destroyed(stream);
+    CUresult r = real(stream);
+    if (drk_observing())
+        drk_count_call(sym);
+    return r;
+}
+
+DRK_BODY drk_body_stream_synchronize(drk_sym sym, CUstream stream)
+{
+    drk_fn_stream_synchronize real = DRK_REAL(stream_synchronize);
+    if (__builtin_expect(real == NULL, 0))
+        return drk_missing(sym);
+    CUresult r = real(stream);
+    if (r == CUDA_SUCCESS && drk_pooling())
+        drk_dpool_quiet();
+    if (drk_observing())
+        drk_count_call(sym);
+    return r;
+}
 
 #endif

@@ -105,6 +105,14 @@ void drk_json_u64(drk_json *j, const char *key, uint64_t value)
     puts_(j, b);
 }
 
+void drk_json_f64(drk_json *j, const char *key, double value)
+{
+    char b[32];
+    item(j, key);
+    snprintf(b, sizeof b, "%.6g", value == value ? value : 0.0);
+    puts_(j, b);
+}
+
 void drk_json_i64(drk_json *j, const char *key, int64_t value)
 {
     char b[24];

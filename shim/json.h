@@ -21,6 +21,7 @@ void drk_json_str(drk_json *j, const char *key, const char *value); /* NULL writ
 void drk_json_u64(drk_json *j, const char *key, uint64_t value);
 void drk_json_i64(drk_json *j, const char *key, int64_t value);
 void drk_json_null(drk_json *j, const char *key);
+void drk_json_f64(drk_json *j, const char *key, double value); /* %.6g; NaN writes 0 */
 void drk_json_bool(drk_json *j, const char *key, int value);
 void drk_json_free(drk_json *j);
 

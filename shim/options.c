@@ -1,6 +1,8 @@
 #include "options.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -26,6 +28,24 @@ const drk_option_desc drk_option_table[DRK_OPT_COUNT] = {
     [DRK_OPT_ALLOC_TRACE] = {"DRK_ALLOC_TRACE", DRK_OPTION_PATH, "",
                              "record every device allocation and free, written at exit as an allocation trace "
                              "to this file (%p becomes the pid) for `drk trace replay`"},
+    [DRK_OPT_ALLOC] = {"DRK_ALLOC", DRK_OPTION_BOOL, "1",
+                       "serve cuMemAlloc, cuMemAllocAsync, cuMemAllocPitch and their frees from drk's paged, "
+                       "stream-ordered device pool (0: the driver allocates)"},
+    [DRK_OPT_ALLOC_SYNC_FREE] = {"DRK_ALLOC_SYNC_FREE", DRK_OPTION_BOOL, "0",
+                                 "cuMemFree and cuMemFreeHost of pool memory wait for the device first, as the "
+                                 "driver's may (for programs that rely on that synchronization)"},
+    [DRK_OPT_STREAM_RESERVE] = {"DRK_STREAM_RESERVE", DRK_OPTION_AMOUNT, "5%",
+                                "free device memory the pool keeps mapped for reuse before it stitches pages "
+                                "instead (bytes, or a share of device memory); all streams share it"},
+    [DRK_OPT_DEFRAG] = {"DRK_DEFRAG", DRK_OPTION_BOOL, "1",
+                        "when no free range fits, map free pages into a new range rather than create pages or "
+                        "fail; compact at quiet moments past DRK_DEFRAG_THRESHOLD (0: never move a page)"},
+    [DRK_OPT_DEFRAG_THRESHOLD] = {"DRK_DEFRAG_THRESHOLD", DRK_OPTION_PERCENT, "10%",
+                                  "share of the pool's pages idle (mapped under no live block) past which a "
+                                  "quiet moment releases the excess"},
+    [DRK_OPT_HOST_ALLOC] = {"DRK_HOST_ALLOC", DRK_OPTION_BOOL, "1",
+                            "serve cuMemHostAlloc and cuMemAllocHost from drk's pinned host pool (0: the driver "
+                            "pins every allocation)"},
 };
 
 static const char *const level_names[] = {
@@ -60,6 +80,47 @@ static int parse_level(const char *t, long *out)
     return -1;
 }
 
+/* A byte count with an optional K/M/G/T suffix, or a share "N%" with up
+ * to two decimals, kept as basis points. */
+static int parse_amount(const char *t, long *out, int share_only)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(t, &end);
+    if (end == t || errno || !(v >= 0))
+        return -1;
+    if (*end == '%' && end[1] == '\0') {
+        if (v > 100)
+            return -1;
+        return *out = -(long)(v * 100 + 0.5), 0;
+    }
+    if (share_only) {
+        if (*end || v > 100)
+            return -1;
+        return *out = -(long)(v * 100 + 0.5), 0;
+    }
+    double unit = 1;
+    switch (*end) {
+    case 'T': case 't': unit *= 1024; /* fallthrough */
+    case 'G': case 'g': unit *= 1024; /* fallthrough */
+    case 'M': case 'm': unit *= 1024; /* fallthrough */
+    case 'K': case 'k': unit *= 1024; end++; break;
+    default: break;
+    }
+    if ((*end == 'B' || *end == 'b') && unit > 1)
+        end++;
+    if (*end || v * unit > 9.2e18)
+        return -1;
+    return *out = (long)(v * unit), 0;
+}
+
+size_t drk_option_amount(long num, size_t whole)
+{
+    if (num >= 0)
+        return (size_t)num;
+    return (size_t)((double)whole * (double)-num / 10000.0);
+}
+
 int drk_option_parse(drk_option_id id, const char *text, drk_option_value *out, char *why,
                      size_t whylen)
 {
@@ -86,6 +147,24 @@ int drk_option_parse(drk_option_id id, const char *text, drk_option_value *out, 
             return -1;
         }
         snprintf(out->text, sizeof out->text, "%s", text);
+        break;
+    case DRK_OPTION_AMOUNT:
+        if (parse_amount(text, &num, 0) != 0) {
+            snprintf(why, whylen, "not an amount (bytes with an optional K/M/G/T suffix, or a share like 5%%)");
+            return -1;
+        }
+        if (num < 0)
+            snprintf(out->text, sizeof out->text, "%g%%", (double)-num / 100);
+        else
+            snprintf(out->text, sizeof out->text, "%ld", num);
+        break;
+    case DRK_OPTION_PERCENT:
+        if (parse_amount(text, &num, 1) != 0) {
+            snprintf(why, whylen, "not a percentage from 0 to 100");
+            return -1;
+        }
+        num = -num;
+        snprintf(out->text, sizeof out->text, "%g%%", (double)num / 100);
         break;
     }
     out->num = num;

@@ -14,6 +14,12 @@ typedef enum drk_option_id {
     DRK_OPT_CUDA_LIBRARY,
     DRK_OPT_IMAGES,
     DRK_OPT_ALLOC_TRACE,
+    DRK_OPT_ALLOC,
+    DRK_OPT_ALLOC_SYNC_FREE,
+    DRK_OPT_STREAM_RESERVE,
+    DRK_OPT_DEFRAG,
+    DRK_OPT_DEFRAG_THRESHOLD,
+    DRK_OPT_HOST_ALLOC,
     DRK_OPT_COUNT
 } drk_option_id;
 
@@ -21,6 +27,8 @@ typedef enum drk_option_type {
     DRK_OPTION_BOOL,  /* 1/0, true/false, yes/no, on/off */
     DRK_OPTION_LEVEL, /* error, warn, info, debug */
     DRK_OPTION_PATH,  /* any text; empty means unset */
+    DRK_OPTION_AMOUNT, /* bytes (suffix K, M, G, T: powers of 1024) or N% of a whole */
+    DRK_OPTION_PERCENT, /* N or N%, 0 to 100 */
 } drk_option_type;
 
 typedef struct drk_option_desc {
@@ -36,7 +44,7 @@ extern const drk_option_desc drk_option_table[DRK_OPT_COUNT];
 #define DRK_OPTION_PATH_MAX 4096
 
 typedef struct drk_option_value {
-    long num;                       /* BOOL and LEVEL */
+    long num; /* BOOL and LEVEL; AMOUNT: bytes, or -(basis points) for a share; PERCENT: basis points */
     char text[DRK_OPTION_PATH_MAX]; /* the value's canonical text */
 } drk_option_value;
 
@@ -49,6 +57,9 @@ int drk_option_parse(drk_option_id id, const char *text, drk_option_value *out, 
 int drk_option_find(const char *name);
 
 const char *drk_level_name(long level);
+
+/* An AMOUNT option's bytes, its share taken of `whole`. */
+size_t drk_option_amount(long num, size_t whole);
 
 /* The loaded values (shim/settings.c); first use reads the environment. */
 long drk_opt_num(drk_option_id id);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../alloc/stats.h"
+#include "report_pool.h"
 #include "../evolve/registry.h"
 #include "../interpose/driver.h"
 #include "../interpose/symbols.h"
@@ -358,6 +359,8 @@ void drk_report_at_exit(void)
     write_calls(&j);
     write_kernels(&j);
     write_memory(&j);
+    drk_report_device_pool(&j);
+    drk_report_host_pool(&j);
     drk_json_close(&j, '}');
     if (j.failed)
         drk_log(DRK_LOG_WARN, "out of memory building the report; no report written");

@@ -10,17 +10,21 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../alloc/device.h"
+#include "../alloc/ipc.h"
 #include "../alloc/recorder.h"
 #include "../alloc/stats.h"
 #include "../evolve/images.h"
 #include "../evolve/registry.h"
 #include "../interpose/routes.h"
+#include "driver.h"
 #include "log.h"
 #include "options.h"
 #include "report.h"
 #include "stats.h"
 
 atomic_int drk_mode_now;
+atomic_int drk_pool_on;
 
 static long long start_ns;
 static int forked_from;
@@ -56,6 +60,8 @@ static void after_fork_child(void)
     drk_registry_reset_counts();
     drk_images_after_fork_child();
     drk_recorder_after_fork_child();
+    drk_dpool_after_fork_child();
+    drk_ipc_after_fork_child();
     drk_report_after_fork_child();
     forked_from = fork_parent_pid;
     start_ns = now_ns();
@@ -74,6 +80,15 @@ drk_mode drk_mode_start(void)
     start_ns = now_ns();
     if (atexit(at_exit) != 0 || pthread_atfork(before_fork, NULL, after_fork_child) != 0)
         drk_log(DRK_LOG_WARN, "cannot register exit and fork handlers; no report will be written");
+    if (drk_opt_num(DRK_OPT_ALLOC)) {
+        drk_dpool_settings ps = {.sync_free = (int)drk_opt_num(DRK_OPT_ALLOC_SYNC_FREE),
+                                 .defrag = (int)drk_opt_num(DRK_OPT_DEFRAG),
+                                 .reserve = drk_opt_num(DRK_OPT_STREAM_RESERVE),
+                                 .defrag_threshold = (unsigned)drk_opt_num(DRK_OPT_DEFRAG_THRESHOLD)};
+        drk_dpool_configure(drk_driver_table(), &ps);
+        drk_ipc_configure(drk_driver_table());
+        atomic_store(&drk_pool_on, 1);
+    }
     /* Allocations are recorded only where the hooks observe them. */
     if (m == DRK_MODE_OBSERVE && *drk_opt_str(DRK_OPT_ALLOC_TRACE))
         drk_recorder_start(drk_opt_str(DRK_OPT_ALLOC_TRACE));

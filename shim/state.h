@@ -23,6 +23,14 @@ static inline drk_mode drk_current_mode(void)
 
 static inline int drk_observing(void) { return drk_current_mode() == DRK_MODE_OBSERVE; }
 
+/* Whether device allocations go to drk's pool (DRK_ALLOC, not disabled). */
+extern atomic_int drk_pool_on;
+static inline int drk_pooling(void)
+{
+    (void)drk_current_mode();
+    return atomic_load_explicit(&drk_pool_on, memory_order_relaxed);
+}
+
 /* Process facts for the report. */
 long long drk_process_start_ns(void);
 int drk_process_forked_from(void);

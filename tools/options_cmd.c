@@ -28,6 +28,8 @@ static const char *type_name(drk_option_type t)
     case DRK_OPTION_BOOL: return "bool";
     case DRK_OPTION_LEVEL: return "level";
     case DRK_OPTION_PATH: return "path";
+    case DRK_OPTION_AMOUNT: return "amount";
+    case DRK_OPTION_PERCENT: return "percent";
     }
     return "?";
 }

@@ -25,6 +25,8 @@ static trace_model *heap_create(const trace_model_config *cfg)
     m->pages = drk_pages_counting(m->page, cap < (1u << 31) ? cap : (1u << 31) - 1);
     /* Virtual space in chunks of 64 GiB: plenty, and reserved at no cost. */
     m->heap = m->pages ? drk_heap_new(m->pages, (size_t)((64ull << 30) / m->page * m->page)) : NULL;
+    if (m->heap)
+        drk_heap_set_policy(m->heap, DRK_HEAP_IDLE_PERMILLE, (size_t)(cfg->reserve / m->page), 1);
     if (!m->heap) {
         if (m->pages)
             m->pages->destroy(m->pages);

@@ -14,6 +14,7 @@ typedef struct trace_model trace_model;
 typedef struct trace_model_config {
     uint64_t page_size; /* growth step of the pools (first-fit) */
     uint64_t capacity;  /* device bytes a model may reserve; 0: unlimited */
+    uint64_t reserve;   /* drk-heap: idle bytes kept in place before pages move (DRK_STREAM_RESERVE) */
 } trace_model_config;
 
 enum { MODEL_OK = 0, MODEL_OOM = 1, MODEL_NOMEM = -1 /* the host ran out of memory */ };

@@ -16,7 +16,7 @@
 #define DEFAULT_PAGE_SIZE (2u << 20)
 
 static const char replay_synopsis[] =
-    "usage: drk trace replay [--json] [--page-size N] [--capacity N] [--model NAME]... FILE...\n"
+    "usage: drk trace replay [--json] [--page-size N] [--capacity N] [--reserve N] [--model NAME]... FILE...\n"
     "       drk trace synth [--seed N] [--ops N] [--kind gpt|random] > FILE\n";
 
 void usage_trace(FILE *f)
@@ -31,6 +31,8 @@ void usage_trace(FILE *f)
           "  --page-size N  growth step of first-fit (default: the trace's page_size, else 2 MiB)\n"
           "  --capacity N   device bytes a model may reserve; an allocation past it is an OOM: it is\n"
           "                 counted, dropped (its free is ignored) and the replay goes on\n"
+          "  --reserve N    drk-heap keeps this many idle bytes in place before it moves pages, as\n"
+          "                 DRK_STREAM_RESERVE does in the library (default 0: stitch at once)\n"
           "  --model NAME   replay only this model (repeatable)\n"
           "  --json         print JSON (schema \"drk-trace-replay\", see docs/alloc-trace.md)\n"
           "  N takes a K, M, G or T suffix (powers of 1024).\n"
@@ -150,7 +152,7 @@ static void free_runs(replay_result *res)
 
 /* Replays `path` through `models`; 0, or -1 with `err` set. */
 static int replay_file(const char *path, const trace_model_ops *const *models, size_t nmodels, uint64_t page_size,
-                       uint64_t capacity, replay_result *res, char *err, size_t errlen)
+                       uint64_t capacity, uint64_t reserve, replay_result *res, char *err, size_t errlen)
 {
     memset(res, 0, sizeof *res);
     FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
@@ -169,7 +171,7 @@ static int replay_file(const char *path, const trace_model_ops *const *models, s
         snprintf(err, errlen, "page size %" PRIu64 " is not a multiple of %u", res->page_size, MODEL_ROUND);
         goto out;
     }
-    trace_model_config cfg = {.page_size = res->page_size, .capacity = capacity};
+    trace_model_config cfg = {.page_size = res->page_size, .capacity = capacity, .reserve = reserve};
     for (size_t i = 0; i < nmodels; i++) {
         model_run *mr = &res->runs[res->nruns++];
         mr->ops = models[i];
@@ -294,7 +296,7 @@ static const trace_model_ops *find_model(const char *name)
 static int cmd_replay(int argc, char **argv)
 {
     int json = 0, i = 1;
-    uint64_t page_size = 0, capacity = 0;
+    uint64_t page_size = 0, capacity = 0, reserve = 0;
     const trace_model_ops *chosen[8];
     size_t nchosen = 0;
     for (; i < argc; i++) {
@@ -309,7 +311,7 @@ static int cmd_replay(int argc, char **argv)
         size_t name_len = eq ? (size_t)(eq - a) : strlen(a);
 #define IS(opt) (name_len == sizeof(opt) - 1 && strncmp(a, opt, name_len) == 0)
         const char *v = NULL;
-        if (IS("--page-size") || IS("--capacity") || IS("--model")) {
+        if (IS("--page-size") || IS("--capacity") || IS("--model") || IS("--reserve")) {
             v = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
             if (!v)
                 return usage_error("%.*s needs a value", (int)name_len, a);
@@ -325,6 +327,9 @@ static int cmd_replay(int argc, char **argv)
         } else if (IS("--capacity")) {
             if (trace_parse_bytes(v, &capacity) != 0 || !capacity)
                 return usage_error("--capacity %s: not a positive number of bytes", v);
+        } else if (IS("--reserve")) {
+            if (trace_parse_bytes(v, &reserve) != 0)
+                return usage_error("--reserve %s: not a number of bytes", v);
         } else if (IS("--model")) {
             const trace_model_ops *m = find_model(v);
             if (!m)
@@ -351,7 +356,7 @@ static int cmd_replay(int argc, char **argv)
     for (int n = 0; i < argc; i++, n++) {
         replay_result res;
         char err[512] = "";
-        if (replay_file(argv[i], models, nmodels, page_size, capacity, &res, err, sizeof err) != 0) {
+        if (replay_file(argv[i], models, nmodels, page_size, capacity, reserve, &res, err, sizeof err) != 0) {
             fprintf(stderr, "drk trace replay: %s: %s\n", argv[i], err);
             status = 1;
             if (json)

@@ -15,6 +15,8 @@
 #include "fakecuda.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -22,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define FC_EXPORT __attribute__((visibility("default")))
@@ -54,7 +57,11 @@
     X(cuMemFreeAsync) X(cuMemFreeAsync_ptsz) X(cuMemGetInfo)                   \
     X(cuMemGetInfo_v2) X(cuMemGetAddressRange) X(cuMemGetAddressRange_v2)      \
     X(cuPointerGetAttribute) X(cuPointerGetAttributes) X(cuIpcGetMemHandle)    \
+    X(cuIpcOpenMemHandle) X(cuIpcOpenMemHandle_v2) X(cuIpcCloseMemHandle)      \
+    X(cuCtxEnablePeerAccess)                                                   \
     X(cuMemHostAlloc) X(cuMemAllocHost) X(cuMemAllocHost_v2) X(cuMemFreeHost)  \
+    X(cuMemHostGetDevicePointer) X(cuMemHostGetDevicePointer_v2)               \
+    X(cuMemHostGetFlags)                                                       \
     X(cuMemcpyHtoD) X(cuMemcpyHtoD_v2) X(cuMemcpyHtoD_v2_ptds)                 \
     X(cuMemcpyDtoH) X(cuMemcpyDtoH_v2) X(cuMemcpyDtoH_v2_ptds)                 \
     X(cuMemcpyDtoD) X(cuMemcpyDtoD_v2) X(cuMemcpyDtoD_v2_ptds)                 \
@@ -63,8 +70,10 @@
     X(cuStreamCreate) X(cuStreamCreateWithPriority) X(cuStreamDestroy)         \
     X(cuStreamDestroy_v2) X(cuStreamSynchronize) X(cuStreamSynchronize_ptsz)   \
     X(cuStreamQuery) X(cuStreamQuery_ptsz)                                     \
+    X(cuStreamIsCapturing) X(cuStreamIsCapturing_ptsz)                         \
     X(cuMemGetAllocationGranularity) X(cuMemAddressReserve) X(cuMemAddressFree) \
     X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess)  \
+    X(cuMemExportToShareableHandle) X(cuMemImportFromShareableHandle)           \
     X(cuEventCreate) X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize)     \
     X(cuEventDestroy_v2)
 
@@ -274,7 +283,25 @@ struct stream {
     uint32_t magic;
     unsigned int flags;
     int priority;
+    int capture; /* CUstreamCaptureStatus, set by fakecuda_set_capturing */
 };
+
+/* Capture status of the NULL, legacy and per-thread streams. */
+static int g_capture_builtin[3];
+
+/* Where stream s keeps its capture status, or NULL for an invalid stream.
+ * Caller holds the lock. */
+static int *capture_slot_locked(CUstream s)
+{
+    if (s == NULL)
+        return &g_capture_builtin[0];
+    if (s == CU_STREAM_LEGACY)
+        return &g_capture_builtin[1];
+    if (s == CU_STREAM_PER_THREAD)
+        return &g_capture_builtin[2];
+    struct stream *st = h_get(s, MAGIC_STREAM);
+    return st ? &st->capture : NULL;
+}
 
 /* Caller holds the lock. */
 static int stream_ok_locked(CUstream s)
@@ -404,8 +431,8 @@ FC_EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUde
     case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: v = 1; break;
     case CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED: v = 1; break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE: v = CU_COMPUTEMODE_DEFAULT; break;
-    /* No virtual memory management: drk must notice and fall back. */
-    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: v = 1; break;
+    case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: v = 1; break;
     default: break;
     }
     *pi = v;
@@ -572,6 +599,21 @@ FC_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx)
     ENTER_INIT(cuCtxSynchronize_v2);
     CUdevice dev;
     return ctx_device(&dev, ctx);
+}
+
+/* One device: every context lives on device 0, and a device cannot be its
+ * own peer. */
+FC_EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
+{
+    ENTER_INIT(cuCtxEnablePeerAccess);
+    if (Flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    LOCK();
+    struct ctx *peer = h_get(peerContext, MAGIC_CTX);
+    UNLOCK();
+    if (!peer || !current_ctx())
+        return CUDA_ERROR_INVALID_CONTEXT;
+    return CUDA_ERROR_INVALID_DEVICE;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1672,13 +1714,21 @@ FC_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
 /* Memory                                                                   */
 /* ------------------------------------------------------------------------ */
 
+enum {
+    A_DEVICE, /* cuMemAlloc* */
+    A_HOST,   /* pinned host memory */
+    A_VMM,    /* one cuMemMap'd range: device memory once access is set */
+};
+
 struct alloc {
     uintptr_t base;
-    size_t size;   /* requested bytes */
+    size_t size;   /* requested bytes (A_VMM: the mapped range) */
     size_t maplen; /* mmapped bytes */
     unsigned long long id;
-    int host;      /* pinned host memory, else device memory */
-    CUcontext ctx; /* the context current at allocation, else the primary */
+    int kind;
+    int prot;           /* A_VMM: PROT_* granted by cuMemSetAccess, 0 until then */
+    unsigned int flags; /* A_HOST: the cuMemHostAlloc flags */
+    CUcontext ctx;      /* the context current at allocation, else the primary */
 };
 
 /* Live allocations sorted by base, for containing-pointer lookups. */
@@ -1698,14 +1748,23 @@ static size_t a_lower(uintptr_t key)
     return lo;
 }
 
-/* Caller holds the lock. */
-static struct alloc *a_containing(uintptr_t p)
+/* Caller holds the lock. Any record containing p, VMM mappings without
+ * access included. */
+static struct alloc *a_containing_any(uintptr_t p)
 {
     size_t i = a_lower(p + 1); /* first base > p */
     if (i == 0)
         return NULL;
     struct alloc *a = a_items[i - 1];
     return p - a->base < a->size ? a : NULL;
+}
+
+/* Caller holds the lock. The memory containing p as the driver sees it: a
+ * mapping nobody may access yet is not device memory. */
+static struct alloc *a_containing(uintptr_t p)
+{
+    struct alloc *a = a_containing_any(p);
+    return a && a->kind == A_VMM && !a->prot ? NULL : a;
 }
 
 static struct alloc *a_exact(uintptr_t p)
@@ -1739,9 +1798,9 @@ static void a_del(struct alloc *a)
     }
 }
 
-/* Device (host == 0) or pinned host memory. low32: under 4 GiB for the
- * legacy forms' 32-bit pointers. */
-static CUresult mem_alloc(uintptr_t *out, size_t size, int host, int low32)
+/* Device (host == 0) or pinned host memory (with its cuMemHostAlloc
+ * flags). low32: under 4 GiB for the legacy forms' 32-bit pointers. */
+static CUresult mem_alloc(uintptr_t *out, size_t size, int host, int low32, unsigned int flags)
 {
     if (!out || size == 0)
         return CUDA_ERROR_INVALID_VALUE;
@@ -1774,8 +1833,8 @@ static CUresult mem_alloc(uintptr_t *out, size_t size, int host, int low32)
         goto fail;
     }
     struct ctx *c = current_ctx();
-    *a = (struct alloc){(uintptr_t)p, size, maplen, atomic_fetch_add(&g_next_buffer_id, 1), host,
-                        (CUcontext)(c ? c : &g_primary)};
+    *a = (struct alloc){(uintptr_t)p, size, maplen, atomic_fetch_add(&g_next_buffer_id, 1), host ? A_HOST : A_DEVICE,
+                        0, flags, (CUcontext)(c ? c : &g_primary)};
     LOCK();
     if (a_add(a) != 0) {
         UNLOCK();
@@ -1804,7 +1863,7 @@ static CUresult mem_free(uintptr_t p, int host)
 {
     LOCK();
     struct alloc *a = a_exact(p);
-    if (!a || a->host != host) {
+    if (!a || a->kind != (host ? A_HOST : A_DEVICE)) {
         UNLOCK();
         return CUDA_ERROR_INVALID_VALUE;
     }
@@ -1827,7 +1886,7 @@ FC_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
     if (!dptr)
         return CUDA_ERROR_INVALID_VALUE;
     uintptr_t p;
-    CUresult rc = mem_alloc(&p, bytesize, 0, 1);
+    CUresult rc = mem_alloc(&p, bytesize, 0, 1, 0);
     if (rc == CUDA_SUCCESS)
         *dptr = (CUdeviceptr_v1)p;
     return rc;
@@ -1839,7 +1898,7 @@ FC_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
     if (!dptr)
         return CUDA_ERROR_INVALID_VALUE;
     uintptr_t p;
-    CUresult rc = mem_alloc(&p, bytesize, 0, 0);
+    CUresult rc = mem_alloc(&p, bytesize, 0, 0, 0);
     if (rc == CUDA_SUCCESS)
         *dptr = (CUdeviceptr)p;
     return rc;
@@ -1871,7 +1930,7 @@ FC_EXPORT CUresult cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pPitch, u
     if (pitch > UINT32_MAX)
         return CUDA_ERROR_OUT_OF_MEMORY;
     uintptr_t p;
-    rc = mem_alloc(&p, bytes, 0, 1);
+    rc = mem_alloc(&p, bytes, 0, 1, 0);
     if (rc == CUDA_SUCCESS) {
         *dptr = (CUdeviceptr_v1)p;
         *pPitch = (unsigned int)pitch;
@@ -1890,7 +1949,7 @@ FC_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t 
     if (rc != CUDA_SUCCESS)
         return rc;
     uintptr_t p;
-    rc = mem_alloc(&p, bytes, 0, 0);
+    rc = mem_alloc(&p, bytes, 0, 0, 0);
     if (rc == CUDA_SUCCESS) {
         *dptr = (CUdeviceptr)p;
         *pPitch = pitch;
@@ -1917,7 +1976,7 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, CUstream stream)
     if (!stream_ok(stream))
         return CUDA_ERROR_INVALID_HANDLE;
     uintptr_t p;
-    CUresult rc = mem_alloc(&p, size, 0, 0);
+    CUresult rc = mem_alloc(&p, size, 0, 0, 0);
     if (rc == CUDA_SUCCESS)
         *dptr = (CUdeviceptr)p;
     return rc;
@@ -2001,12 +2060,13 @@ FC_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes)
     return CUDA_SUCCESS;
 }
 
-/* Device allocations only, as documented for cuMemAlloc/cuMemAllocPitch. */
+/* Device allocations only, as documented for cuMemAlloc/cuMemAllocPitch;
+ * for VMM memory the one mapping (cuMemMap call) containing p. */
 static CUresult address_range(uintptr_t p, uintptr_t *base, size_t *size)
 {
     LOCK();
     struct alloc *a = a_containing(p);
-    if (!a || a->host) {
+    if (!a || a->kind == A_HOST) {
         UNLOCK();
         return CUDA_ERROR_NOT_FOUND;
     }
@@ -2055,13 +2115,13 @@ static CUresult pointer_attribute(void *data, CUpointer_attribute attr, uintptr_
         *(CUcontext *)data = a ? a->ctx : NULL;
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
-        *(unsigned int *)data = !a ? 0u : a->host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+        *(unsigned int *)data = !a ? 0u : a->kind == A_HOST ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
         *(CUdeviceptr *)data = a ? (CUdeviceptr)p : 0;
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_HOST_POINTER:
-        if (a && !a->host)
+        if (a && a->kind != A_HOST)
             return CUDA_ERROR_INVALID_VALUE; /* device memory has no host address */
         *(void **)data = a ? (void *)p : NULL;
         return CUDA_SUCCESS;
@@ -2078,7 +2138,7 @@ static CUresult pointer_attribute(void *data, CUpointer_attribute attr, uintptr_
         *(int *)data = 0;
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:
-        *(unsigned int *)data = a && !a->host;
+        *(unsigned int *)data = a && a->kind == A_DEVICE; /* not VMM memory, not host */
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
         *(CUdeviceptr *)data = a ? (CUdeviceptr)a->base : 0;
@@ -2137,7 +2197,8 @@ FC_EXPORT CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_
 }
 
 /* The handle holds the allocation's base address (bytes 0-7) and buffer id
- * (bytes 8-15), so a reused address gives a new handle. */
+ * (bytes 8-15), so a reused address gives a new handle. VMM memory has no
+ * legacy IPC handle. */
 FC_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
 {
     ENTER_INIT(cuIpcGetMemHandle);
@@ -2146,7 +2207,7 @@ FC_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
     LOCK();
     struct alloc *a = a_containing((uintptr_t)dptr);
     unsigned long long words[2] = {0, 0};
-    if (a && !a->host)
+    if (a && a->kind == A_DEVICE)
         words[0] = a->base, words[1] = a->id;
     UNLOCK();
     if (!words[0])
@@ -2156,6 +2217,94 @@ FC_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
     return CUDA_SUCCESS;
 }
 
+/* Handles opened in this process (the stand-in is its own peer): base, id
+ * and how many opens are not yet closed. */
+struct ipc_open {
+    uintptr_t base;
+    unsigned long long id;
+    unsigned int refs;
+};
+
+static struct ipc_open *g_ipc;
+static size_t g_ipc_n, g_ipc_cap;
+static unsigned long long g_ipc_live;
+
+/* Caller holds the lock. */
+static struct ipc_open *ipc_find(uintptr_t base, const unsigned long long *id)
+{
+    for (size_t i = 0; i < g_ipc_n; i++)
+        if (g_ipc[i].base == base && (!id || g_ipc[i].id == *id))
+            return &g_ipc[i];
+    return NULL;
+}
+
+static CUresult ipc_open(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int flags)
+{
+    if (!pdptr || (flags & ~(unsigned int)CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS))
+        return CUDA_ERROR_INVALID_VALUE;
+    unsigned long long words[2];
+    memcpy(words, handle.reserved, sizeof words);
+    LOCK();
+    struct alloc *a = words[0] ? a_exact((uintptr_t)words[0]) : NULL;
+    if (!a || a->kind != A_DEVICE || a->id != words[1]) {
+        UNLOCK();
+        return CUDA_ERROR_INVALID_VALUE; /* unknown, or its allocation is gone */
+    }
+    struct ipc_open *o = ipc_find(a->base, &a->id);
+    if (!o) {
+        if (g_ipc_n == g_ipc_cap) {
+            size_t cap = g_ipc_cap ? g_ipc_cap * 2 : 16;
+            struct ipc_open *items = realloc(g_ipc, cap * sizeof *items);
+            if (!items) {
+                UNLOCK();
+                return CUDA_ERROR_OUT_OF_MEMORY;
+            }
+            g_ipc = items, g_ipc_cap = cap;
+        }
+        o = &g_ipc[g_ipc_n++];
+        *o = (struct ipc_open){a->base, a->id, 0};
+    }
+    o->refs++;
+    g_ipc_live++;
+    UNLOCK();
+    *pdptr = (CUdeviceptr)words[0];
+    return CUDA_SUCCESS;
+}
+
+FC_EXPORT CUresult cuIpcOpenMemHandle(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags)
+{
+    ENTER_INIT(cuIpcOpenMemHandle);
+    return ipc_open(pdptr, handle, Flags);
+}
+
+FC_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags)
+{
+    ENTER_INIT(cuIpcOpenMemHandle_v2);
+    return ipc_open(pdptr, handle, Flags);
+}
+
+FC_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
+{
+    ENTER_INIT(cuIpcCloseMemHandle);
+    LOCK();
+    struct ipc_open *o = dptr ? ipc_find((uintptr_t)dptr, NULL) : NULL;
+    if (o) {
+        g_ipc_live--;
+        if (--o->refs == 0)
+            *o = g_ipc[--g_ipc_n];
+    }
+    UNLOCK();
+    return o ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+FC_EXPORT unsigned long long fakecuda_ipc_open_count(void)
+{
+    LOCK();
+    unsigned long long n = g_ipc_live;
+    UNLOCK();
+    return n;
+}
+
 FC_EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
 {
     ENTER_INIT(cuMemHostAlloc);
@@ -2163,19 +2312,21 @@ FC_EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags
                                         CU_MEMHOSTALLOC_WRITECOMBINED)))
         return CUDA_ERROR_INVALID_VALUE;
     uintptr_t p;
-    CUresult rc = mem_alloc(&p, bytesize, 1, 0);
+    CUresult rc = mem_alloc(&p, bytesize, 1, 0, Flags);
     if (rc == CUDA_SUCCESS)
         *pp = (void *)p;
     return rc;
 }
 
+/* The legacy form's memory lies under 4 GiB, like cuMemAlloc's, so the
+ * legacy cuMemHostGetDevicePointer can hand out its 32-bit address. */
 FC_EXPORT CUresult cuMemAllocHost(void **pp, unsigned int bytesize)
 {
     ENTER_INIT(cuMemAllocHost);
     if (!pp)
         return CUDA_ERROR_INVALID_VALUE;
     uintptr_t p;
-    CUresult rc = mem_alloc(&p, bytesize, 1, 0);
+    CUresult rc = mem_alloc(&p, bytesize, 1, 1, 0);
     if (rc == CUDA_SUCCESS)
         *pp = (void *)p;
     return rc;
@@ -2187,7 +2338,7 @@ FC_EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
     if (!pp)
         return CUDA_ERROR_INVALID_VALUE;
     uintptr_t p;
-    CUresult rc = mem_alloc(&p, bytesize, 1, 0);
+    CUresult rc = mem_alloc(&p, bytesize, 1, 0, 0);
     if (rc == CUDA_SUCCESS)
         *pp = (void *)p;
     return rc;
@@ -2199,40 +2350,145 @@ FC_EXPORT CUresult cuMemFreeHost(void *p)
     return mem_free((uintptr_t)p, 1);
 }
 
+/* The live pinned allocation containing p, copied; 0 if there is none. */
+static int host_alloc_of(const void *p, struct alloc *out)
+{
+    LOCK();
+    struct alloc *a = a_containing((uintptr_t)p);
+    int ok = a && a->kind == A_HOST;
+    if (ok)
+        *out = *a;
+    UNLOCK();
+    return ok;
+}
+
+/* Unified addressing: the device pointer of pinned memory is its host
+ * address, interior pointers included. */
+FC_EXPORT CUresult cuMemHostGetDevicePointer(CUdeviceptr_v1 *pdptr, void *p, unsigned int Flags)
+{
+    ENTER_INIT(cuMemHostGetDevicePointer);
+    struct alloc a;
+    if (!pdptr || Flags != 0 || !host_alloc_of(p, &a) || (uintptr_t)p > UINT32_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pdptr = (CUdeviceptr_v1)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+
+FC_EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)
+{
+    ENTER_INIT(cuMemHostGetDevicePointer_v2);
+    struct alloc a;
+    if (!pdptr || Flags != 0 || !host_alloc_of(p, &a))
+        return CUDA_ERROR_INVALID_VALUE;
+    *pdptr = (CUdeviceptr)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+
+FC_EXPORT CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p)
+{
+    ENTER_INIT(cuMemHostGetFlags);
+    struct alloc a;
+    if (!pFlags || !host_alloc_of(p, &a))
+        return CUDA_ERROR_INVALID_VALUE;
+    *pFlags = a.flags;
+    return CUDA_SUCCESS;
+}
+
 /* ------------------------------------------------------------------------ */
-/* Virtual memory management: reservations are PROT_NONE host ranges, a    */
-/* physical allocation is a memfd, mapping is mmap MAP_FIXED of it (no     */
-/* access until cuMemSetAccess), so one allocation shows at every address  */
-/* it is mapped at, as on a GPU. Its bytes count as device memory in use    */
-/* from cuMemCreate to cuMemRelease.                                        */
+/* Virtual memory management: a reservation is a PROT_NONE host range, a    */
+/* physical allocation a memfd, mapping is mmap MAP_FIXED of it (no access  */
+/* until cuMemSetAccess), so one allocation shows at every address it is    */
+/* mapped at, as on a GPU. Each cuMemMap is a record among the allocations  */
+/* (A_VMM), so copies, sets and pointer queries see it once access is set.  */
+/* Created bytes count as device memory in use from cuMemCreate to          */
+/* cuMemRelease; imported handles do not count them again.                  */
 /* ------------------------------------------------------------------------ */
 
 #define FC_VMM_GRANULARITY ((size_t)2 << 20)
 #define FC_VMM_HANDLES 4096
+#define FC_VMM_FD_NAME "fakecuda-vmm"
 
 typedef struct vmm_alloc {
     int fd; /* -1: slot free */
     size_t size;
+    unsigned int handle_types; /* CUmemAllocationHandleType bits it may be exported as */
+    int imported;              /* from cuMemImportFromShareableHandle: not counted */
 } vmm_alloc;
 
 static vmm_alloc g_vmm[FC_VMM_HANDLES];
 static int g_vmm_init;
 
+/* Live reservations: few, searched linearly. */
+struct resv {
+    uintptr_t base;
+    size_t size;
+};
+
+static struct resv *g_resv;
+static size_t g_resv_n, g_resv_cap;
+
 /* Handles are slot + 1 with a tag, so 0 and stray values are refused. */
 #define VMM_TAG 0x5a5a000000000000ull
 
+/* Caller holds the lock. */
 static vmm_alloc *vmm_of(CUmemGenericAllocationHandle h)
 {
-    if ((h & 0xffff000000000000ull) != VMM_TAG || (h & 0xffffffffull) == 0 || (h & 0xffffffffull) > FC_VMM_HANDLES)
+    if (!g_vmm_init || (h & 0xffff000000000000ull) != VMM_TAG || (h & 0xffffffffull) == 0 ||
+        (h & 0xffffffffull) > FC_VMM_HANDLES)
         return NULL;
     vmm_alloc *a = &g_vmm[(h & 0xffffffffull) - 1];
     return a->fd >= 0 ? a : NULL;
+}
+
+/* Caller holds the lock. A free handle slot, or -1. */
+static int vmm_free_slot(void)
+{
+    if (!g_vmm_init) {
+        for (int i = 0; i < FC_VMM_HANDLES; i++)
+            g_vmm[i].fd = -1;
+        g_vmm_init = 1;
+    }
+    for (int i = 0; i < FC_VMM_HANDLES; i++)
+        if (g_vmm[i].fd < 0)
+            return i;
+    return -1;
 }
 
 static int vmm_prop_ok(const CUmemAllocationProp *prop)
 {
     return prop && prop->type == CU_MEM_ALLOCATION_TYPE_PINNED && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE &&
            prop->location.id == 0;
+}
+
+/* Caller holds the lock. The reservation holding all of [p, p + size)? */
+static int resv_holds(uintptr_t p, size_t size)
+{
+    for (size_t i = 0; i < g_resv_n; i++)
+        if (p >= g_resv[i].base && p - g_resv[i].base < g_resv[i].size &&
+            size <= g_resv[i].size - (p - g_resv[i].base))
+            return 1;
+    return 0;
+}
+
+/* Caller holds the lock. Does any record overlap [p, p + size)? */
+static int a_overlaps(uintptr_t p, size_t size)
+{
+    size_t i = a_lower(p + size); /* first base at or past the end */
+    return i > 0 && a_items[i - 1]->base + a_items[i - 1]->size > p;
+}
+
+/* Caller holds the lock. [p, p + size) as whole mappings end to end: the
+ * index of the first and, in *count, how many; -1 if it is not that. */
+static long vmm_tiles(uintptr_t p, size_t size, size_t *count)
+{
+    size_t i = a_lower(p), j = i;
+    uintptr_t at = p;
+    while (at - p < size && j < a_n && a_items[j]->kind == A_VMM && a_items[j]->base == at)
+        at += a_items[j++]->size;
+    if (at - p != size)
+        return -1;
+    *count = j - i;
+    return (long)i;
 }
 
 FC_EXPORT CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
@@ -2261,16 +2517,46 @@ FC_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t ali
         munmap(p, at - raw);
     if (raw + size + align > at + size)
         munmap((void *)(at + size), raw + size + align - (at + size));
+    LOCK();
+    int ok = 1;
+    if (g_resv_n == g_resv_cap) {
+        size_t cap = g_resv_cap ? g_resv_cap * 2 : 16;
+        struct resv *items = realloc(g_resv, cap * sizeof *items);
+        if (items)
+            g_resv = items, g_resv_cap = cap;
+        else
+            ok = 0;
+    }
+    if (ok)
+        g_resv[g_resv_n++] = (struct resv){at, size};
+    UNLOCK();
+    if (!ok) {
+        munmap((void *)at, size);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     *ptr = (CUdeviceptr)at;
     return CUDA_SUCCESS;
 }
 
+/* The whole reservation, as reserved, with nothing mapped in it any more. */
 FC_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
 {
     ENTER_INIT(cuMemAddressFree);
     if (!ptr || !size || ptr % FC_VMM_GRANULARITY || size % FC_VMM_GRANULARITY)
         return CUDA_ERROR_INVALID_VALUE;
-    return munmap((void *)(uintptr_t)ptr, size) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+    LOCK();
+    for (size_t i = 0; i < g_resv_n; i++) {
+        if (g_resv[i].base != (uintptr_t)ptr || g_resv[i].size != size)
+            continue;
+        if (!a_overlaps((uintptr_t)ptr, size) && munmap((void *)(uintptr_t)ptr, size) == 0) {
+            g_resv[i] = g_resv[--g_resv_n];
+            rc = CUDA_SUCCESS;
+        }
+        break;
+    }
+    UNLOCK();
+    return rc;
 }
 
 FC_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
@@ -2279,27 +2565,22 @@ FC_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
     ENTER_INIT(cuMemCreate);
     if (!handle || !size || size % FC_VMM_GRANULARITY || !vmm_prop_ok(prop) || flags)
         return CUDA_ERROR_INVALID_VALUE;
+    /* Only file descriptors can be shared here (no Win32, no fabric). */
+    if (prop->requestedHandleTypes & ~(unsigned int)CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_NOT_SUPPORTED;
     LOCK();
-    if (!g_vmm_init) {
-        for (int i = 0; i < FC_VMM_HANDLES; i++)
-            g_vmm[i].fd = -1;
-        g_vmm_init = 1;
-    }
-    int slot = -1;
-    for (int i = 0; i < FC_VMM_HANDLES && slot < 0; i++)
-        if (g_vmm[i].fd < 0)
-            slot = i;
+    int slot = vmm_free_slot();
     CUresult rc = CUDA_SUCCESS;
     if (slot < 0 || size > g_total_mem - g_live_bytes) {
         rc = CUDA_ERROR_OUT_OF_MEMORY;
     } else {
-        int fd = memfd_create("fakecuda-vmm", MFD_CLOEXEC);
+        int fd = memfd_create(FC_VMM_FD_NAME, MFD_CLOEXEC);
         if (fd < 0 || ftruncate(fd, (off_t)size) != 0) {
             if (fd >= 0)
                 close(fd);
             rc = CUDA_ERROR_OUT_OF_MEMORY;
         } else {
-            g_vmm[slot] = (vmm_alloc){fd, size};
+            g_vmm[slot] = (vmm_alloc){fd, size, (unsigned int)prop->requestedHandleTypes, 0};
             g_live_bytes += size;
             *handle = VMM_TAG | (CUmemGenericAllocationHandle)(slot + 1);
         }
@@ -2314,61 +2595,203 @@ FC_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
     ENTER_INIT(cuMemRelease);
     LOCK();
-    vmm_alloc *a = g_vmm_init ? vmm_of(handle) : NULL;
+    vmm_alloc *a = vmm_of(handle);
     if (a) {
         close(a->fd);
         a->fd = -1;
-        g_live_bytes -= a->size;
+        if (!a->imported)
+            g_live_bytes -= a->size;
     }
     UNLOCK();
     return a ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
+/* Whole allocations only (offset 0, size = the allocation's), inside a
+ * reservation, over nothing already mapped. */
 FC_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
                             unsigned long long flags)
 {
     ENTER_INIT(cuMemMap);
+    uintptr_t at = (uintptr_t)ptr;
     LOCK();
-    vmm_alloc *a = g_vmm_init ? vmm_of(handle) : NULL;
+    vmm_alloc *a = vmm_of(handle);
     CUresult rc = CUDA_ERROR_INVALID_VALUE;
-    if (a && ptr && ptr % FC_VMM_GRANULARITY == 0 && offset == 0 && size == a->size && !flags &&
-        mmap((void *)(uintptr_t)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, a->fd, 0) != MAP_FAILED)
-        rc = CUDA_SUCCESS;
+    if (a && at && at % FC_VMM_GRANULARITY == 0 && offset == 0 && size == a->size && !flags && resv_holds(at, size) &&
+        !a_overlaps(at, size)) {
+        struct alloc *m = malloc(sizeof *m);
+        if (!m) {
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        } else if (mmap((void *)at, size, PROT_NONE, MAP_SHARED | MAP_FIXED, a->fd, 0) == MAP_FAILED) {
+            free(m);
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            *m = (struct alloc){at, size, size, atomic_fetch_add(&g_next_buffer_id, 1), A_VMM, 0, 0,
+                                (CUcontext)&g_primary};
+            if (a_add(m) == 0) {
+                rc = CUDA_SUCCESS;
+            } else {
+                mmap((void *)at, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+                free(m);
+                rc = CUDA_ERROR_OUT_OF_MEMORY;
+            }
+        }
+    }
     UNLOCK();
     return rc;
 }
 
+/* Whole mappings only (one or several end to end); the range goes back to
+ * being reserved. */
 FC_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
     ENTER_INIT(cuMemUnmap);
     if (!ptr || !size || ptr % FC_VMM_GRANULARITY || size % FC_VMM_GRANULARITY)
         return CUDA_ERROR_INVALID_VALUE;
-    void *p = mmap((void *)(uintptr_t)ptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
-                   -1, 0);
-    return p == MAP_FAILED ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+    LOCK();
+    size_t n;
+    long i = vmm_tiles((uintptr_t)ptr, size, &n);
+    if (i >= 0 && mmap((void *)(uintptr_t)ptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
+                       -1, 0) != MAP_FAILED) {
+        for (size_t k = 0; k < n; k++)
+            free(a_items[(size_t)i + k]);
+        memmove(a_items + i, a_items + (size_t)i + n, (a_n - (size_t)i - n) * sizeof *a_items);
+        a_n -= n;
+        rc = CUDA_SUCCESS;
+    }
+    UNLOCK();
+    return rc;
 }
 
+/* A range of whole mappings end to end, as the driver documents. */
 FC_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
 {
     ENTER_INIT(cuMemSetAccess);
     if (!ptr || !size || !desc || count != 1 || desc->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
         desc->location.id != 0)
         return CUDA_ERROR_INVALID_VALUE;
-    int prot = desc->flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE ? PROT_READ | PROT_WRITE
-               : desc->flags == CU_MEM_ACCESS_FLAGS_PROT_READ    ? PROT_READ
-                                                                 : PROT_NONE;
-    return mprotect((void *)(uintptr_t)ptr, size, prot) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    int prot;
+    switch (desc->flags) {
+    case CU_MEM_ACCESS_FLAGS_PROT_NONE: prot = PROT_NONE; break;
+    case CU_MEM_ACCESS_FLAGS_PROT_READ: prot = PROT_READ; break;
+    case CU_MEM_ACCESS_FLAGS_PROT_READWRITE: prot = PROT_READ | PROT_WRITE; break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+    LOCK();
+    size_t n;
+    long i = vmm_tiles((uintptr_t)ptr, size, &n);
+    if (i >= 0 && mprotect((void *)(uintptr_t)ptr, size, prot) == 0) {
+        for (size_t k = 0; k < n; k++)
+            a_items[(size_t)i + k]->prot = prot;
+        rc = CUDA_SUCCESS;
+    }
+    UNLOCK();
+    return rc;
+}
+
+/* A file descriptor (a dup of the allocation's memfd; the caller closes
+ * it), for handles created with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+ * requested. */
+FC_EXPORT CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
+                                                CUmemAllocationHandleType handleType, unsigned long long flags)
+{
+    ENTER_INIT(cuMemExportToShareableHandle);
+    if (!shareableHandle || flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+    LOCK();
+    vmm_alloc *a = vmm_of(handle);
+    if (a && (a->handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) {
+        int fd = dup(a->fd);
+        if (fd >= 0) {
+            *(int *)shareableHandle = fd;
+            rc = CUDA_SUCCESS;
+        } else {
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        }
+    }
+    UNLOCK();
+    return rc;
+}
+
+/* Is fd one of this library's allocation memfds? Its size in *size. */
+static int vmm_fd_size(intptr_t fd, size_t *size)
+{
+    struct stat st;
+    char link[64], target[64];
+    if (fd < 0 || fd > INT_MAX || fstat((int)fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
+        (size_t)st.st_size % FC_VMM_GRANULARITY)
+        return 0;
+    snprintf(link, sizeof link, "/proc/self/fd/%d", (int)fd);
+    ssize_t n = readlink(link, target, sizeof target - 1);
+    if (n < 0)
+        return 0;
+    target[n] = '\0';
+    if (strncmp(target, "/memfd:" FC_VMM_FD_NAME, strlen("/memfd:" FC_VMM_FD_NAME)) != 0)
+        return 0;
+    *size = (size_t)st.st_size;
+    return 1;
+}
+
+/* A new handle on the same memory (its own dup of the fd): mapping it shows
+ * the same bytes. Not counted as device memory again. */
+FC_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
+                                                  CUmemAllocationHandleType shHandleType)
+{
+    ENTER_INIT(cuMemImportFromShareableHandle);
+    if (!handle)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    size_t size;
+    if (!vmm_fd_size((intptr_t)osHandle, &size))
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = CUDA_ERROR_OUT_OF_MEMORY;
+    LOCK();
+    int slot = vmm_free_slot();
+    int fd = slot < 0 ? -1 : fcntl((int)(intptr_t)osHandle, F_DUPFD_CLOEXEC, 0);
+    if (fd >= 0) {
+        g_vmm[slot] = (vmm_alloc){fd, size, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 1};
+        *handle = VMM_TAG | (CUmemGenericAllocationHandle)(slot + 1);
+        rc = CUDA_SUCCESS;
+    }
+    UNLOCK();
+    return rc;
 }
 
 /* ------------------------------------------------------------------------ */
 /* Copies and sets (checked against live allocations, device or pinned)     */
 /* ------------------------------------------------------------------------ */
 
-static int range_ok(uintptr_t p, size_t n)
+/* Is [p, p + n) memory a copy may read (write: and write)? One allocation,
+ * or VMM mappings end to end (a pool's block spans several pages), each
+ * with access set; a read-only mapping refuses writes. */
+static int range_ok(uintptr_t p, size_t n, int write)
 {
     LOCK();
     struct alloc *a = a_containing(p);
-    int ok = a && n <= a->size - (p - a->base);
+    int ok = 0;
+    if (a && a->kind != A_VMM) {
+        ok = n <= a->size - (p - a->base);
+    } else if (a) {
+        size_t i = a_lower(a->base), left = n;
+        uintptr_t at = p;
+        while (i < a_n && (a = a_items[i])->kind == A_VMM && a->base <= at && a->prot &&
+               (!write || (a->prot & PROT_WRITE))) {
+            size_t room = a->size - (at - a->base);
+            if (left <= room) {
+                ok = 1;
+                break;
+            }
+            left -= room;
+            at = a->base + a->size;
+            if (++i < a_n && a_items[i]->base != at)
+                break;
+        }
+    }
     UNLOCK();
     return ok;
 }
@@ -2377,7 +2800,7 @@ static CUresult copy_htod(uintptr_t dst, const void *src, size_t n)
 {
     if (n == 0)
         return CUDA_SUCCESS;
-    if (!src || !range_ok(dst, n))
+    if (!src || !range_ok(dst, n, 1))
         return CUDA_ERROR_INVALID_VALUE;
     memmove((void *)dst, src, n);
     return CUDA_SUCCESS;
@@ -2387,7 +2810,7 @@ static CUresult copy_dtoh(void *dst, uintptr_t src, size_t n)
 {
     if (n == 0)
         return CUDA_SUCCESS;
-    if (!dst || !range_ok(src, n))
+    if (!dst || !range_ok(src, n, 0))
         return CUDA_ERROR_INVALID_VALUE;
     memmove(dst, (const void *)src, n);
     return CUDA_SUCCESS;
@@ -2397,7 +2820,7 @@ static CUresult copy_dtod(uintptr_t dst, uintptr_t src, size_t n)
 {
     if (n == 0)
         return CUDA_SUCCESS;
-    if (!range_ok(dst, n) || !range_ok(src, n))
+    if (!range_ok(dst, n, 1) || !range_ok(src, n, 0))
         return CUDA_ERROR_INVALID_VALUE;
     memmove((void *)dst, (const void *)src, n);
     return CUDA_SUCCESS;
@@ -2407,7 +2830,7 @@ static CUresult set_d8(uintptr_t dst, unsigned char v, size_t n)
 {
     if (n == 0)
         return CUDA_SUCCESS;
-    if (!range_ok(dst, n))
+    if (!range_ok(dst, n, 1))
         return CUDA_ERROR_INVALID_VALUE;
     memset((void *)dst, v, n);
     return CUDA_SUCCESS;
@@ -2417,7 +2840,7 @@ static CUresult set_d32(uintptr_t dst, unsigned int v, size_t n)
 {
     if (n == 0)
         return CUDA_SUCCESS;
-    if (dst % 4 != 0 || n > SIZE_MAX / 4 || !range_ok(dst, n * 4))
+    if (dst % 4 != 0 || n > SIZE_MAX / 4 || !range_ok(dst, n * 4, 1))
         return CUDA_ERROR_INVALID_VALUE;
     unsigned int *d = (unsigned int *)dst;
     for (size_t i = 0; i < n; i++)
@@ -2531,7 +2954,7 @@ static CUresult stream_create(CUstream *ph, unsigned int flags, int priority)
     struct stream *s = malloc(sizeof *s);
     if (!s)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    *s = (struct stream){MAGIC_STREAM, flags, priority};
+    *s = (struct stream){MAGIC_STREAM, flags, priority, CU_STREAM_CAPTURE_STATUS_NONE};
     LOCK();
     int rc = h_add(s);
     UNLOCK();
@@ -2603,6 +3026,43 @@ FC_EXPORT CUresult cuStreamQuery_ptsz(CUstream hStream)
 {
     ENTER_INIT(cuStreamQuery_ptsz);
     return stream_ok(hStream) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+static CUresult stream_is_capturing(CUstream h, CUstreamCaptureStatus *status)
+{
+    if (!status)
+        return CUDA_ERROR_INVALID_VALUE;
+    LOCK();
+    int *slot = capture_slot_locked(h);
+    if (slot)
+        *status = (CUstreamCaptureStatus)*slot;
+    UNLOCK();
+    return slot ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+FC_EXPORT CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+    ENTER_INIT(cuStreamIsCapturing);
+    return stream_is_capturing(hStream, captureStatus);
+}
+
+FC_EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+    ENTER_INIT(cuStreamIsCapturing_ptsz);
+    return stream_is_capturing(hStream, captureStatus);
+}
+
+FC_EXPORT int fakecuda_set_capturing(CUstream stream, int capturing)
+{
+    if (capturing != CU_STREAM_CAPTURE_STATUS_NONE && capturing != CU_STREAM_CAPTURE_STATUS_ACTIVE &&
+        capturing != CU_STREAM_CAPTURE_STATUS_INVALIDATED)
+        return -1;
+    LOCK();
+    int *slot = capture_slot_locked(stream);
+    if (slot)
+        *slot = capturing;
+    UNLOCK();
+    return slot ? 0 : -1;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -2741,6 +3201,7 @@ static const struct proc fc_procs[] = {
     P_(cuCtxGetDevice, cuCtxGetDevice_v2, 13000, 0)
     P_(cuCtxSynchronize, cuCtxSynchronize, 2000, 0)
     P_(cuCtxSynchronize, cuCtxSynchronize_v2, 13000, 0)
+    P_(cuCtxEnablePeerAccess, cuCtxEnablePeerAccess, 4000, 0)
     P_(cuGetErrorName, cuGetErrorName, 6000, 0)
     P_(cuGetErrorString, cuGetErrorString, 6000, 0)
     P_(cuGetProcAddress, cuGetProcAddress, 11030, 0)
@@ -2789,10 +3250,16 @@ static const struct proc fc_procs[] = {
     P_(cuPointerGetAttribute, cuPointerGetAttribute, 4000, 0)
     P_(cuPointerGetAttributes, cuPointerGetAttributes, 7000, 0)
     P_(cuIpcGetMemHandle, cuIpcGetMemHandle, 4010, 0)
+    P_(cuIpcOpenMemHandle, cuIpcOpenMemHandle, 4010, 0)
+    P_(cuIpcOpenMemHandle, cuIpcOpenMemHandle_v2, 11000, 0)
+    P_(cuIpcCloseMemHandle, cuIpcCloseMemHandle, 4010, 0)
     P_(cuMemHostAlloc, cuMemHostAlloc, 2020, 0)
     P_(cuMemAllocHost, cuMemAllocHost, 2000, 0)
     P_(cuMemAllocHost, cuMemAllocHost_v2, 3020, 0)
     P_(cuMemFreeHost, cuMemFreeHost, 2000, 0)
+    P_(cuMemHostGetDevicePointer, cuMemHostGetDevicePointer, 2020, 0)
+    P_(cuMemHostGetDevicePointer, cuMemHostGetDevicePointer_v2, 3020, 0)
+    P_(cuMemHostGetFlags, cuMemHostGetFlags, 2030, 0)
     P_(cuMemcpyHtoD, cuMemcpyHtoD, 2000, 0)
     P_(cuMemcpyHtoD, cuMemcpyHtoD_v2, 3020, 0)
     P_(cuMemcpyHtoD, cuMemcpyHtoD_v2_ptds, 7000, 1)
@@ -2816,6 +3283,8 @@ static const struct proc fc_procs[] = {
     P_(cuStreamSynchronize, cuStreamSynchronize_ptsz, 7000, 1)
     P_(cuStreamQuery, cuStreamQuery, 2000, 0)
     P_(cuStreamQuery, cuStreamQuery_ptsz, 7000, 1)
+    P_(cuStreamIsCapturing, cuStreamIsCapturing, 10000, 0)
+    P_(cuStreamIsCapturing, cuStreamIsCapturing_ptsz, 10000, 1)
     P_(cuMemGetAllocationGranularity, cuMemGetAllocationGranularity, 10020, 0)
     P_(cuMemAddressReserve, cuMemAddressReserve, 10020, 0)
     P_(cuMemAddressFree, cuMemAddressFree, 10020, 0)
@@ -2824,6 +3293,8 @@ static const struct proc fc_procs[] = {
     P_(cuMemMap, cuMemMap, 10020, 0)
     P_(cuMemUnmap, cuMemUnmap, 10020, 0)
     P_(cuMemSetAccess, cuMemSetAccess, 10020, 0)
+    P_(cuMemExportToShareableHandle, cuMemExportToShareableHandle, 10020, 0)
+    P_(cuMemImportFromShareableHandle, cuMemImportFromShareableHandle, 10020, 0)
     P_(cuEventCreate, cuEventCreate, 2000, 0)
     P_(cuEventRecord, cuEventRecord, 2000, 0)
     P_(cuEventQuery, cuEventQuery, 2000, 0)

@@ -25,12 +25,29 @@
  *    exceeding it gives CUDA_ERROR_OUT_OF_MEMORY. Pitch is width rounded up
  *    to 512. cuMemGetAddressRange and the pointer attributes accept interior
  *    pointers; frees need the base pointer.
+ *  - Pinned host memory (cuMemHostAlloc keeps its flags for
+ *    cuMemHostGetFlags; cuMemAllocHost: 0). Unified addressing:
+ *    cuMemHostGetDevicePointer(_v2) gives back p itself for any p inside a
+ *    live pinned allocation (flags must be 0). The legacy form writes 32
+ *    bits: CUDA_ERROR_INVALID_VALUE for memory above 4 GiB; the legacy
+ *    cuMemAllocHost places its memory below, so that form can succeed.
  *  - cuPointerGetAttribute writes booleans (IS_MANAGED, MAPPED,
  *    IS_LEGACY_CUDA_IPC_CAPABLE, SYNC_MEMOPS) as unsigned int, MEMORY_TYPE as
  *    unsigned int, DEVICE_ORDINAL as int, BUFFER_ID as unsigned long long,
  *    RANGE_SIZE as size_t. Other attributes: CUDA_ERROR_INVALID_VALUE.
  *    cuPointerGetAttributes on an unknown pointer writes zero/NULL for every
  *    attribute and returns CUDA_SUCCESS, as the driver documents.
+ *  - IPC: cuIpcGetMemHandle works on cuMemAlloc* memory (not VMM memory:
+ *    CUDA_ERROR_INVALID_VALUE, as the driver). The stand-in is one process,
+ *    so cuIpcOpenMemHandle(_v2) opens handles of its own process and gives
+ *    back the allocation's base while it is live (deviation: the driver
+ *    refuses its own process's handles); opening twice counts twice, and
+ *    each open needs its cuIpcCloseMemHandle. Flags other than 0 or
+ *    CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS, an unknown or stale handle, or a
+ *    close of a pointer not open: CUDA_ERROR_INVALID_VALUE.
+ *    cuCtxEnablePeerAccess: flags != 0 -> CUDA_ERROR_INVALID_VALUE; an
+ *    invalid peer or no current context -> CUDA_ERROR_INVALID_CONTEXT; else
+ *    CUDA_ERROR_INVALID_DEVICE (one device, no peer).
  *  - cuGetProcAddress_v2 follows cuda.h: newest form whose version <=
  *    cudaVersion; the _ptsz/_ptds form with
  *    CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM; cudaVersion > 13000 ->
@@ -49,17 +66,43 @@
  *    .entry names, so drk's image reader can be tested on a real PTX image.
  *  - Virtual memory management (cuMemAddressReserve/Free, cuMemCreate/
  *    Release, cuMemMap/Unmap, cuMemSetAccess, granularity 2 MiB, device 0
- *    pinned memory only): a reservation is a PROT_NONE host range, a physical
- *    allocation a memfd (counted as device memory in use until released),
- *    cuMemMap maps it (no access until cuMemSetAccess), so one allocation
- *    shows at every address it is mapped at. Such memory is not known to the
- *    copy and pointer-attribute calls (use it directly from the host).
+ *    pinned memory only; VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED is 1): a
+ *    reservation is a PROT_NONE host range, a physical allocation a memfd
+ *    (counted as device memory in use, in cuMemGetInfo and
+ *    fakecuda_live_device_bytes, until released), cuMemMap maps a whole
+ *    allocation (offset 0) inside a reservation over nothing mapped, so one
+ *    allocation shows at every address it is mapped at. cuMemUnmap and
+ *    cuMemSetAccess take whole mappings end to end; cuMemAddressFree the
+ *    whole reservation with nothing mapped in it (else
+ *    CUDA_ERROR_INVALID_VALUE). Once cuMemSetAccess grants access, mapped
+ *    memory is device memory everywhere: copies and sets (also across
+ *    mappings end to end; writes into a read-only mapping:
+ *    CUDA_ERROR_INVALID_VALUE), kernels, cuMemGetAddressRange and the
+ *    pointer attributes, which answer as for VMM memory on the driver:
+ *    device memory of device 0 in the primary context, the range is the one
+ *    cuMemMap call containing the pointer, BUFFER_ID unique per mapping,
+ *    IS_LEGACY_CUDA_IPC_CAPABLE 0. Reserved but unmapped memory, or mapped
+ *    without access, is unknown memory to those calls.
+ *  - Sharing (POSIX file descriptors only): cuMemCreate accepts
+ *    requestedHandleTypes 0 or CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+ *    (others: CUDA_ERROR_NOT_SUPPORTED). cuMemExportToShareableHandle writes
+ *    an int fd (a dup of the allocation's memfd; the caller closes it) for
+ *    handles created with that type requested, else
+ *    CUDA_ERROR_INVALID_VALUE; another handle type:
+ *    CUDA_ERROR_NOT_SUPPORTED. cuMemImportFromShareableHandle((void
+ *    *)(uintptr_t)fd) gives a new handle on the same memory, not counted as
+ *    device memory again; an fd that is not such an export:
+ *    CUDA_ERROR_INVALID_VALUE.
  *  - Events (cuEventCreate/Record/Query/Synchronize/Destroy_v2): work is
  *    synchronous, so a recorded event has always completed.
  *  - Launches run the kernel synchronously on the calling thread, once per
  *    (block, thread), blocks in x-fastest order. A CUfunction or a CUkernel
  *    may be launched. Streams are only validated: NULL, CU_STREAM_LEGACY,
- *    CU_STREAM_PER_THREAD or a live created stream.
+ *    CU_STREAM_PER_THREAD or a live created stream (else
+ *    CUDA_ERROR_INVALID_HANDLE). No stream ever captures:
+ *    cuStreamIsCapturing(_ptsz) says CU_STREAM_CAPTURE_STATUS_NONE unless a
+ *    test set another status with fakecuda_set_capturing; nothing else
+ *    changes while a stream "captures".
  *  - Every exported cu* function counts its calls under its exact exported
  *    name, whatever the outcome (also when it fails).
  *  - Thread-safe: many threads may allocate, load and launch at once.
@@ -140,8 +183,9 @@ int fakecuda_inject_error(const char *exported_name, CUresult result, unsigned i
 
 /* ---- memory --------------------------------------------------------------- */
 
-/* Live device allocations (all cuMemAlloc* forms, including async) and their
- * requested bytes; live pinned host allocations. For leak checks. */
+/* Live device allocations (all cuMemAlloc* forms, including async); device
+ * bytes in use: their requested bytes plus those of unreleased cuMemCreate
+ * handles; live pinned host allocations. For leak checks. */
 unsigned long long fakecuda_live_device_allocations(void);
 size_t fakecuda_live_device_bytes(void);
 unsigned long long fakecuda_live_host_allocations(void);
@@ -149,6 +193,17 @@ unsigned long long fakecuda_live_host_allocations(void);
 /* Total device memory reported by cuMemGetInfo/cuDeviceTotalMem and the
  * limit allocations are held to (default 1 GiB). For out-of-memory tests. */
 void fakecuda_set_total_memory(size_t bytes);
+
+/* Successful cuIpcOpenMemHandle(_v2) calls not yet closed by
+ * cuIpcCloseMemHandle. */
+unsigned long long fakecuda_ipc_open_count(void);
+
+/* ---- streams -------------------------------------------------------------- */
+
+/* What cuStreamIsCapturing reports for `stream` from now on: a
+ * CUstreamCaptureStatus (0 none, 1 active, 2 invalidated). Returns 0, or -1
+ * for an invalid stream or status. */
+int fakecuda_set_capturing(CUstream stream, int capturing);
 
 /* Function pointer types, for programs that reach the fake only through drk
  * (DRK_CUDA_LIBRARY) and look the helpers up with dlsym on FAKECUDA_LIBRARY
@@ -163,6 +218,8 @@ typedef unsigned long long (*fakecuda_live_device_allocations_fn)(void);
 typedef size_t (*fakecuda_live_device_bytes_fn)(void);
 typedef unsigned long long (*fakecuda_live_host_allocations_fn)(void);
 typedef void (*fakecuda_set_total_memory_fn)(size_t);
+typedef unsigned long long (*fakecuda_ipc_open_count_fn)(void);
+typedef int (*fakecuda_set_capturing_fn)(CUstream, int);
 
 #define FAKECUDA_IMAGE_MAGIC "DRKFAKE1"
 #define FAKECUDA_DRIVER_VERSION 13000

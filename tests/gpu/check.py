@@ -3,11 +3,14 @@
 prints one line per check, "PASS <workload>: <check>: <detail>" or
 "FAIL ...", the detail saying what differed, with numbers.
 
-    check.py workload DIR [--losses] [--cupti-missing WHY]
+    check.py workload DIR [--losses] [--min-pool-allocs N] [--want-async] [--cupti-missing WHY]
     check.py routes DIR
+    check.py frag DIR        (alloc_frag: native, drk, nodefrag, disabled)
+    check.py ipc DIR         (ipc_pair: native, drk, noalloc, disabled)
+    check.py memcheck DIR    (alloc_heavy under compute-sanitizer: native, drk)
 
-DIR holds one folder per mode (native, drk, disabled), each with what run.sh
-wrote: stdout, stderr, rc, wall (seconds), timeout (seconds), counts.json
+DIR holds one folder per mode (native, drk, disabled; nodefrag and noalloc
+are drk with DRK_DEFRAG=0 and DRK_ALLOC=0), each with what run.sh wrote: stdout, stderr, rc, wall (seconds), timeout (seconds), counts.json
 (the program's own counts), cupti-<pid>.json (the CUPTI counter's), and
 reports/ (DRK_REPORT, a directory). The exit status is 0 when every check
 passed, 1 otherwise; an error of this script is itself printed as a FAIL
@@ -20,6 +23,13 @@ import os
 import sys
 
 MODES = ("native", "drk", "disabled")
+# What the device pool's report object holds (docs/report.md, device_pool).
+POOL_KEYS = ("enabled", "allocs", "frees", "failed_allocs", "bad_frees", "driver_allocs", "live_bytes",
+             "peak_live_bytes", "reserved_bytes", "peak_reserved_bytes", "pages_created", "pages_released",
+             "pages_moved", "defrag_events", "out_of_memory")
+# Allocation entry points the pool serves, as CUPTI names them.
+ALLOC_APIS = ("cuMemAlloc_v2", "cuMemAllocPitch_v2", "cuMemAllocAsync", "cuMemAllocAsync_ptsz")
+PAGE = 2 << 20
 LAUNCH_APIS = ("cuLaunchKernel", "cuLaunchKernel_ptsz", "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz",
                "cuLaunchCooperativeKernel", "cuLaunchCooperativeKernel_ptsz")
 
@@ -154,7 +164,7 @@ def similar(name, keys, limit=3):
     return ", ".join(short(h, 60) for h in hits[:limit]) or "none"
 
 
-def check_workload(d, name, losses, cupti_missing):
+def check_workload(d, name, losses, cupti_missing, min_pool_allocs=0, want_async=False):
     j = Judge(name)
     runs = {m: Run(os.path.join(d, m), m) for m in MODES}
     nat, drk, dis = runs["native"], runs["drk"], runs["disabled"]
@@ -184,13 +194,14 @@ def check_workload(d, name, losses, cupti_missing):
         j.emit(not bad, "outputs identical",
                "; ".join(bad) if bad else f"{len(outs['native'])} bytes, {len(outs['native'].splitlines())} lines")
 
-    # 2b. PPO: the final losses, bitwise.
+    # 2b. Trainers: the final losses ("final <name>loss <float.hex()>" lines), bitwise.
     if losses:
         vals = {}
         for m in MODES:
             text = (outs[m] or b"").decode(errors="replace").splitlines()
-            vals[m] = tuple(ln.split()[-1] for ln in text if ln.startswith(("final policy_loss", "final value_loss")))
-        ok = len(vals["native"]) == 2 and len(set(vals.values())) == 1
+            vals[m] = tuple(ln.split()[-1] for ln in text
+                            if ln.startswith("final ") and len(ln.split()) == 3 and ln.split()[1].endswith("loss"))
+        ok = len(vals["native"]) >= 1 and len(set(vals.values())) == 1
         j.emit(ok, "final losses bitwise equal",
                " ".join(f"{m}=({', '.join(vals[m]) or 'missing'})" for m in MODES))
 
@@ -344,6 +355,28 @@ def check_workload(d, name, losses, cupti_missing):
     # 7. DRK_DISABLE=1: invisible.
     j.emit(*disabled_invisible(dis))
 
+    # 7b. The device pool (on by default) served the program's allocations.
+    if rep is None:
+        j.emit(False, "device pool served allocations", "no usable drk report")
+    else:
+        j.emit(*pool_served(rep, cup["native"], cup["drk"], min_pool_allocs, want_async))
+
+    # 7c. Pinned host memory: drk saw the program's allocations and queries.
+    if isinstance(counts, dict) and "host_allocs" in counts:
+        n = counts["host_allocs"]
+        if rep is None:
+            j.emit(False, "pinned host allocations seen", "no usable drk report")
+        else:
+            host = ((rep.get("memory") or {}).get("host") or {}).get("allocs", 0)
+            dptr = calls_named(rep, "host_memory", "cuMemHostGetDevicePointer")
+            flags = calls_named(rep, "host_memory", "cuMemHostGetFlags")
+            ok = host == n and dptr >= n and flags >= n
+            pools = {k: v for k, v in rep.items() if "host" in k and isinstance(v, dict)}
+            j.emit(ok, "pinned host allocations seen",
+                   f"program {n}; report memory.host.allocs={host}, cuMemHostGetDevicePointer*={dptr}, "
+                   f"cuMemHostGetFlags={flags} (each >= {n})"
+                   + "".join(f"; {k}: {short(json.dumps(v), 200)}" for k, v in pools.items()))
+
     # 8. Every launched kernel is known: a name, and a parameter layout read
     #    from its image that equals the driver's (cuFuncGetParamInfo).
     if rep is None:
@@ -352,6 +385,319 @@ def check_workload(d, name, losses, cupti_missing):
     else:
         j.emit(*kernel_facts(rep))
         j.emit(*kernel_resources(rep))
+    return j
+
+
+def pool_of(rep):
+    """(device_pool object, None) or (None, why)."""
+    dp = rep.get("device_pool") if isinstance(rep, dict) else None
+    if not isinstance(dp, dict):
+        return None, "the report has no device_pool object"
+    missing = [k for k in POOL_KEYS if k not in dp]
+    if missing:
+        return None, f"device_pool lacks {', '.join(missing)}"
+    return dp, None
+
+
+def hook_allocs(rep):
+    """Successful allocations drk's hooks counted, by kind (memory.*.allocs)."""
+    mem = rep.get("memory") or {}
+    return {k: (mem.get(k) or {}).get("allocs", 0) for k in ("device", "pitch", "async")}
+
+
+def cupti_allocs(doc, key="by_api_ok"):
+    """CUPTI's allocation calls per entry point ({} without a counter)."""
+    return nonzero(((doc or {}).get("memory") or {}).get(key) or {})
+
+
+def pool_line(dp):
+    return (f"device_pool allocs={dp['allocs']} frees={dp['frees']} driver_allocs={dp['driver_allocs']} "
+            f"failed_allocs={dp['failed_allocs']} bad_frees={dp['bad_frees']} "
+            f"peak_live={dp['peak_live_bytes']} peak_reserved={dp['peak_reserved_bytes']} "
+            f"pages created={dp['pages_created']} moved={dp['pages_moved']} released={dp['pages_released']}")
+
+
+def pool_served(rep, native_cupti, drk_cupti, min_allocs=0, want_async=False):
+    """The pool is on (the default) and served the program's cuMemAlloc,
+    cuMemAllocPitch and cuMemAllocAsync calls where it made any (native
+    CUPTI, or drk's own hook counts); no bad frees, no failures."""
+    check = "device pool served allocations"
+    dp, why = pool_of(rep)
+    if dp is None:
+        return False, check, why
+    kinds = hook_allocs(rep)
+    made = sum(kinds.values())
+    nat = {k: v for k, v in cupti_allocs(native_cupti).items() if k in ALLOC_APIS}
+    nat_async = nat.get("cuMemAllocAsync", 0) + nat.get("cuMemAllocAsync_ptsz", 0)
+    probs = []
+    if dp["enabled"] is not True:
+        probs.append(f"device_pool.enabled={dp['enabled']!r} (the pool is on by default)")
+    if (made or nat) and not dp["allocs"]:
+        probs.append(f"the program allocated (hooks {made}, native CUPTI {sum(nat.values())}) but the pool served none")
+    if dp["allocs"] + dp["driver_allocs"] < made:
+        probs.append(f"allocs + driver_allocs = {dp['allocs'] + dp['driver_allocs']} < {made} allocations the hooks "
+                     f"counted")
+    if min_allocs and dp["allocs"] < min_allocs:
+        probs.append(f"device_pool.allocs={dp['allocs']} < {min_allocs} expected")
+    if want_async and not (kinds["async"] and (nat_async or native_cupti is None)):
+        probs.append(f"cuMemAllocAsync not reached: hooks async={kinds['async']}, native CUPTI {nat_async}")
+    if dp["bad_frees"]:
+        probs.append(f"device_pool.bad_frees={dp['bad_frees']}")
+    # Failed allocations only where the driver refused as many natively.
+    nat_failed = sum(v for k, v in cupti_allocs(native_cupti, "by_api_failed").items() if k in ALLOC_APIS)
+    for key in ("failed_allocs", "out_of_memory"):
+        if dp[key] > nat_failed:
+            probs.append(f"device_pool.{key}={dp[key]} (native failed allocations: {nat_failed})")
+    detail = (pool_line(dp) + f"; hooks: device={kinds['device']} pitch={kinds['pitch']} async={kinds['async']}"
+              + (f"; native CUPTI: {', '.join(f'{k}={v}' for k, v in sorted(nat.items())) or 'none'}"
+                 if native_cupti is not None else "")
+              + (f"; reached the driver under drk: {sum(v for k, v in cupti_allocs(drk_cupti).items() if k in ALLOC_APIS)}"
+                 if drk_cupti is not None else ""))
+    return not probs, check, ("; ".join(probs) + " | " + detail) if probs else detail
+
+
+def own_report(run, pid=None):
+    """The report a run's process wrote: (doc, None) or (None, why). pid
+    defaults to the program's (counts.json); without one, the only report."""
+    pid = run.pid if pid is None else pid
+    docs, bad = [], []
+    for p in run.report_files:
+        doc, why = read_json(p)
+        if doc is None:
+            bad.append(why)
+        else:
+            docs.append(doc)
+    if pid is not None:
+        mine = [doc for doc in docs if (doc.get("process") or {}).get("pid") == pid]
+    else:
+        mine = docs if len(docs) == 1 else []
+    if len(mine) != 1:
+        return None, (f"{run.mode}: {len(mine)} reports for pid {pid} ({len(run.report_files)} files in "
+                      f"{run.mode}/reports/" + (f"; {'; '.join(bad)}" if bad else "") + ")")
+    doc = mine[0]
+    if doc.get("schema") != "drk-report" or doc.get("version") != 1:
+        return None, f"{run.mode}: report of pid {pid}: schema={doc.get('schema')!r} version={doc.get('version')!r}"
+    return doc, None
+
+
+def last_json(run):
+    """The last stdout line that is a JSON object, or None."""
+    for ln in reversed((run.stdout or b"").decode(errors="replace").splitlines()):
+        ln = ln.strip()
+        if ln.startswith("{"):
+            try:
+                return json.loads(ln)
+            except ValueError:
+                return None
+    return None
+
+
+def stream_reserve(rep, total):
+    """DRK_STREAM_RESERVE in bytes, as the report's options say (default 5%
+    of device memory)."""
+    text = str(((rep or {}).get("options") or {}).get("DRK_STREAM_RESERVE") or "5%").strip()
+    try:
+        if text.endswith("%"):
+            return int(float(text[:-1]) / 100 * total)
+        mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(text[-1:].upper(), 1)
+        return int(float(text[:-1] if mult > 1 else text) * mult)
+    except ValueError:
+        return int(0.05 * total)
+
+
+def check_frag(d, name):
+    """alloc_frag: completes natively and under drk's pool with peak
+    reserved close to peak live; runs out of memory under DRK_DEFRAG=0."""
+    j = Judge(name)
+    modes = ("native", "drk", "nodefrag", "disabled")
+    runs = {m: Run(os.path.join(d, m), m) for m in modes}
+    res = {m: last_json(runs[m]) for m in modes}
+    for m in ("native", "drk", "disabled"):
+        r, doc = runs[m], res[m]
+        ok = r.ran_ok() and isinstance(doc, dict) and doc.get("alloc_frag") == "completed"
+        if ok:
+            detail = (f"peak live {doc['peak_live_bytes']} bytes in {doc['peak_live_blocks']} blocks "
+                      f"({100 * doc['peak_live_bytes'] / doc['total_bytes']:.1f}% of {doc['total_bytes']}), "
+                      f"{doc['allocs']} allocations" + (f" in {r.wall:.1f} s" if r.wall is not None else ""))
+        else:
+            detail = f"{r.failure()}; last JSON: {short(json.dumps(doc), 200) if doc else 'none'}"
+        j.emit(ok, f"run {m} completes", detail)
+    nat, drk = res["native"], res["drk"]
+    same = isinstance(nat, dict) and nat == drk
+    j.emit(same, "same allocations native and under drk",
+           "the programs' summaries are equal" if same else f"native {short(json.dumps(nat), 150)} drk "
+                                                            f"{short(json.dumps(drk), 150)}")
+
+    # Under drk's pool: peak reserved close to the program's peak live.
+    rep, why = own_report(runs["drk"])
+    dp, why2 = pool_of(rep) if rep else (None, why)
+    if dp is None or not isinstance(drk, dict) or drk.get("alloc_frag") != "completed":
+        for c in ("pool peak live == program's", "pool peak reserved close to peak live", "pool stitched pages"):
+            j.emit(False, c, why2 or "the drk run did not complete")
+    else:
+        live, blocks, total = drk["peak_live_bytes"], drk["peak_live_blocks"], drk["total_bytes"]
+        ok = live <= dp["peak_live_bytes"] <= live + 512 * blocks
+        j.emit(ok, "pool peak live == program's",
+               f"device_pool.peak_live_bytes={dp['peak_live_bytes']}, the program's {live} "
+               f"(allowed: up to 512 bytes of rounding on each of {blocks} blocks)")
+        # Pages under live blocks: at most the live bytes plus two partly
+        # used pages per block; idle pages kept in place: the stream reserve
+        # and the heap's 1% of live pages. Anything beyond is memory a
+        # stitching pool should not hold.
+        reserve = stream_reserve(rep, total)
+        bound = live + 2 * PAGE * blocks + reserve + live // 100
+        pr = dp["peak_reserved_bytes"]
+        ok = dp["peak_live_bytes"] <= pr <= bound
+        j.emit(ok, "pool peak reserved close to peak live",
+               f"peak_reserved_bytes={pr} ({pr / max(live, 1):.3f}x the program's peak live {live}); bound "
+               f"{bound} = peak live + 2 pages x {blocks} blocks + stream reserve {reserve} + 1% of peak live"
+               f" ({100 * bound / total:.1f}% of device memory); " + pool_line(dp))
+        ok = dp["pages_moved"] > 0 and not dp["out_of_memory"] and not dp["bad_frees"]
+        j.emit(ok, "pool stitched pages",
+               f"pages_moved={dp['pages_moved']} (> 0: free pages mapped into new ranges), "
+               f"defrag_events={dp['defrag_events']}, out_of_memory={dp['out_of_memory']}, "
+               f"bad_frees={dp['bad_frees']}")
+
+    # DRK_DEFRAG=0: a pool that cannot stitch runs out while the live set fits.
+    r, doc = runs["nodefrag"], res["nodefrag"]
+    oom = r.rc == 3 and isinstance(doc, dict) and doc.get("alloc_frag") == "out_of_memory"
+    if oom:
+        share = (doc["live_bytes"] + doc["request_bytes"]) / doc["total_bytes"]
+        oom = share <= 0.6
+        detail = (f"exit 3 in cycle {doc['cycle']}: {doc['request_bytes']} bytes asked with {doc['live_bytes']} live "
+                  f"({100 * share:.1f}% of device memory with the request; must be <= 60%)")
+    else:
+        detail = f"want exit 3 (CUDA_ERROR_OUT_OF_MEMORY): {r.failure() if r.rc else 'exit 0, completed'}"
+    j.emit(oom, "DRK_DEFRAG=0 runs out of memory", detail)
+    rep, why = own_report(r)
+    dp, why = pool_of(rep) if rep else (None, why)
+    if dp is None:
+        j.emit(False, "DRK_DEFRAG=0 pool never moved a page", why)
+    else:
+        ok = dp["enabled"] is True and dp["out_of_memory"] >= 1 and dp["pages_moved"] == 0 \
+            and dp["pages_released"] == 0 and not dp["bad_frees"]
+        j.emit(ok, "DRK_DEFRAG=0 pool never moved a page",
+               f"out_of_memory={dp['out_of_memory']} (>= 1), pages_moved={dp['pages_moved']} and "
+               f"pages_released={dp['pages_released']} (0); " + pool_line(dp))
+    j.emit(*disabled_invisible(runs["disabled"]))
+    return j
+
+
+def stdout_lines(run, strip_prefix=None):
+    lines = (run.stdout or b"").decode(errors="replace").splitlines()
+    return [ln for ln in lines if not (strip_prefix and ln.startswith(strip_prefix))]
+
+
+def same_outputs(runs, modes, strip_prefix=None):
+    """(ok, detail): the runs' stdout lines (less strip_prefix ones) equal the first mode's."""
+    base = stdout_lines(runs[modes[0]], strip_prefix)
+    if not base:
+        return False, f"{modes[0]} printed nothing"
+    bad = []
+    for m in modes[1:]:
+        other = stdout_lines(runs[m], strip_prefix)
+        if other != base:
+            i = next((i for i in range(max(len(base), len(other)))
+                      if i >= len(base) or i >= len(other) or base[i] != other[i]), 0)
+            la = base[i] if i < len(base) else "<end>"
+            lb = other[i] if i < len(other) else "<end>"
+            bad.append(f"{m} differs from {modes[0]} at line {i + 1}: {modes[0]}={short(la)!r} {m}={short(lb)!r}")
+    return not bad, "; ".join(bad) if bad else f"{len(base)} lines, same in {', '.join(modes)}"
+
+
+def calls_named(rep, family, prefix):
+    by = (((rep or {}).get("calls") or {}).get(family) or {}).get("by_name") or {}
+    return sum(v for k, v in by.items() if k.startswith(prefix))
+
+
+def check_ipc(d, name):
+    """ipc_pair: a parent and its exec'd child share cuMemAlloc memory by
+    CUDA IPC natively, under drk (pool memory) and under DRK_ALLOC=0."""
+    j = Judge(name)
+    modes = ("native", "drk", "noalloc", "disabled")
+    runs = {m: Run(os.path.join(d, m), m) for m in modes}
+    for m in modes:
+        r = runs[m]
+        if r.ran_ok():
+            j.emit(True, f"run {m}", "exit 0" + (f" in {r.wall:.1f} s" if r.wall is not None else ""))
+        else:
+            # The program's own lines (the child's CUDA error among them), else the stderr tail.
+            errs = [ln.strip() for ln in r.stderr.splitlines() if ln.startswith("ipc_pair")]
+            what = r.failure().split("; stderr:")[0]
+            j.emit(False, f"run {m}", what + (f"; {short(' | '.join(errs[-4:]), 400)}" if errs else
+                                               r.failure()[len(what):]))
+    ok, detail = same_outputs(runs, modes)
+    j.emit(ok, "outputs identical", detail)
+    key = "ipc_pair: cuIpcGetMemHandle of the cuMemAllocAsync buffer:"
+    got = {m: next((ln[len(key):].strip() for ln in stdout_lines(runs[m]) if ln.startswith(key)), None) for m in modes}
+    ok = got["native"] is not None and len(set(got.values())) == 1
+    j.emit(ok, "cuMemAllocAsync memory's IPC handle as the driver's",
+           " ".join(f"{m}={got[m] or 'missing'}" for m in modes)
+           + ("" if ok else " (the driver refuses IPC on memory of the device's default async pool; drk must too)"))
+    for m in ("drk", "noalloc"):
+        r = runs[m]
+        parent, why = own_report(r)
+        child_pid = r.counts.get("child_pid") if isinstance(r.counts, dict) else None
+        child, cwhy = own_report(r, child_pid) if child_pid else (None, f"{m}: no child pid in counts.json")
+        probs = [w for w in (why, cwhy) if w]
+        if not probs:
+            opened = calls_named(child, "memory", "cuIpcOpenMemHandle")
+            closed = calls_named(child, "memory", "cuIpcCloseMemHandle")
+            got_h = calls_named(parent, "memory", "cuIpcGetMemHandle")
+            if got_h < 2 or opened < 1 or closed < 1:
+                probs.append(f"parent cuIpcGetMemHandle={got_h} (want 2), child cuIpcOpenMemHandle*={opened}, "
+                             f"cuIpcCloseMemHandle={closed} (want >= 1)")
+        j.emit(not probs, f"{m}: a report per process, IPC calls seen",
+               "; ".join(probs) if probs else f"parent pid {r.pid}, child pid {child_pid}")
+        for who, rep in (("parent", parent), ("child", child)):
+            if rep is None:
+                continue
+            dp, why = pool_of(rep)
+            if dp is None:
+                j.emit(False, f"{m}: {who}'s device pool", why)
+                continue
+            if m == "drk":
+                # Parent: its cuMemAlloc and cuMemAllocAsync buffers; child: none of its own.
+                ok = dp["enabled"] is True and (who == "child" or dp["allocs"] >= 2) and not dp["bad_frees"]
+                want = "enabled, allocs >= 2 (its two buffers), no bad frees" if who == "parent" else \
+                    "enabled, no bad frees"
+            else:
+                ok = dp["enabled"] is False and dp["allocs"] == 0
+                want = "DRK_ALLOC=0: enabled false, allocs 0 (the driver allocates)"
+            j.emit(ok, f"{m}: {who}'s device pool", f"want {want}; " + pool_line(dp) + f", enabled={dp['enabled']}")
+    j.emit(*disabled_invisible(runs["disabled"]))
+    return j
+
+
+def check_memcheck(d, name):
+    """alloc_heavy under compute-sanitizer's memcheck, natively and with
+    drk preloaded: exit 0 and "ERROR SUMMARY: 0 errors" both times."""
+    j = Judge(name)
+    modes = ("native", "drk")
+    runs = {m: Run(os.path.join(d, m), m) for m in modes}
+    for m in modes:
+        r = runs[m]
+        text = (r.stdout or b"").decode(errors="replace") + "\n" + r.stderr
+        summary = [ln for ln in text.splitlines() if "ERROR SUMMARY:" in ln]
+        clean = bool(summary) and summary[-1].split("ERROR SUMMARY:")[1].split()[0] == "0"
+        ok = r.ran_ok() and clean
+        if ok:
+            detail = summary[-1].strip("= ").strip() + (f" in {r.wall:.1f} s" if r.wall is not None else "")
+        else:
+            errs = [ln.strip("= ").strip() for ln in text.splitlines()
+                    if ln.startswith("=========") and ln.strip("= ").strip()
+                    and not any(k in ln for k in ("COMPUTE-SANITIZER", "ERROR SUMMARY", "LEAK SUMMARY"))][:4]
+            detail = (r.failure() if not r.ran_ok() else "exit 0") + \
+                f"; {summary[-1].strip() if summary else 'no ERROR SUMMARY line'}" + \
+                (f"; first lines: {short(' | '.join(errs), 400)}" if errs else "")
+        j.emit(ok, f"memcheck {m}", detail)
+    ok, detail = same_outputs(runs, modes, strip_prefix="=========")
+    j.emit(ok, "outputs identical", detail)
+    rep, why = own_report(runs["drk"])
+    if rep is None:
+        j.emit(False, "device pool served allocations", why)
+    else:
+        j.emit(*pool_served(rep, None, None))
     return j
 
 
@@ -489,21 +835,29 @@ def check_routes(d):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    w = sub.add_parser("workload")
-    w.add_argument("dir")
-    w.add_argument("--name")
-    w.add_argument("--losses", action="store_true", help="also compare the final losses (ppo)")
-    w.add_argument("--cupti-missing", default="", help="why no CUPTI counter ran: its checks fail with this")
-    r = sub.add_parser("routes")
-    r.add_argument("dir")
+    subs = {c: sub.add_parser(c) for c in ("workload", "routes", "frag", "ipc", "memcheck")}
+    for p in subs.values():
+        p.add_argument("dir")
+        p.add_argument("--name")
+        p.add_argument("--cupti-missing", default="", help="why no CUPTI counter ran: its checks fail with this")
+    w = subs["workload"]
+    w.add_argument("--losses", action="store_true", help="also compare the final losses (trainers)")
+    w.add_argument("--min-pool-allocs", type=int, default=0, help="the device pool must serve at least this many")
+    w.add_argument("--want-async", action="store_true", help="the program must reach cuMemAllocAsync")
     args = ap.parse_args()
-    scope = args.name if args.cmd == "workload" and args.name else (
-        "routes" if args.cmd == "routes" else os.path.basename(os.path.normpath(args.dir)))
+    scope = args.name or ("routes" if args.cmd == "routes" else os.path.basename(os.path.normpath(args.dir)))
     try:
         if args.cmd == "workload":
-            j = check_workload(args.dir, scope, args.losses, args.cupti_missing)
-        else:
+            j = check_workload(args.dir, scope, args.losses, args.cupti_missing, args.min_pool_allocs,
+                               args.want_async)
+        elif args.cmd == "routes":
             j = check_routes(args.dir)
+        elif args.cmd == "frag":
+            j = check_frag(args.dir, scope)
+        elif args.cmd == "ipc":
+            j = check_ipc(args.dir, scope)
+        else:
+            j = check_memcheck(args.dir, scope)
     except Exception as e:  # a bug here must still count as a failure
         import traceback
         traceback.print_exc(file=sys.stderr)

@@ -1,8 +1,8 @@
 /* An independent launch counter for the GPU suite, built on CUPTI and knowing
  * nothing of drk. The driver loads it through CUDA_INJECTION64_PATH at cuInit
  * and calls InitializeInjection; it subscribes to the driver-API callbacks of
- * the six launch entry points only (enabling the whole domain would slow every
- * driver call), and counts:
+ * the six launch entry points and of the allocation calls drk's pools serve
+ * only (enabling the whole domain would slow every driver call), and counts:
  *
  *   - at API_ENTER: every call, per entry point (CBID) and per kernel name;
  *   - at API_EXIT: whether the driver accepted it (CUDA_SUCCESS) or not, so a
@@ -13,10 +13,15 @@
  * empty, the driver's own cuFuncGetName / cuKernelGetName on the launched
  * handle (the name_source object says how often each was used).
  *
+ * Allocation calls (cuMemAlloc_v2, cuMemAllocAsync, cuMemFree_v2, ...) are
+ * counted per entry point, called and accepted, under "memory": natively,
+ * what the program asked of the driver; under drk, what still reached it.
+ *
  * At exit it writes JSON to $DRK_TEST_CUPTI_OUT (%p becomes the pid):
  *   {"pid", "enabled", "error", "total", "ok", "failed",
  *    "by_api", "by_api_ok", "by_api_failed", "by_kernel", "by_kernel_ok",
- *    "by_kernel_failed", "name_source"}
+ *    "by_kernel_failed", "name_source",
+ *    "memory": {"by_api", "by_api_ok", "by_api_failed"}}
  * Any CUPTI error is printed, recorded in "error", and disables the counter
  * ("enabled": false); the program itself always goes on. */
 #define _GNU_SOURCE
@@ -48,6 +53,27 @@ static const struct {
 };
 
 static atomic_ullong api_entry[API_COUNT], api_ok[API_COUNT], api_failed[API_COUNT];
+
+enum { MEM_COUNT = 13 };
+static const struct {
+    CUpti_CallbackId cbid;
+    const char *name;
+} mem_apis[MEM_COUNT] = {
+    {CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, "cuMemAlloc_v2"},
+    {CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2, "cuMemAllocPitch_v2"},
+    {CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync, "cuMemAllocAsync"},
+    {CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz, "cuMemAllocAsync_ptsz"},
+    {CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync"},
+    {CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz, "cuMemAllocFromPoolAsync_ptsz"},
+    {CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2, "cuMemFree_v2"},
+    {CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync, "cuMemFreeAsync"},
+    {CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz, "cuMemFreeAsync_ptsz"},
+    {CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc, "cuMemHostAlloc"},
+    {CUPTI_DRIVER_TRACE_CBID_cuMemAllocHost_v2, "cuMemAllocHost_v2"},
+    {CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost, "cuMemFreeHost"},
+    {CUPTI_DRIVER_TRACE_CBID_cuIpcGetMemHandle, "cuIpcGetMemHandle"},
+};
+static atomic_ullong mem_entry[MEM_COUNT], mem_ok[MEM_COUNT], mem_failed[MEM_COUNT];
 static atomic_int enabled;
 static char error_text[512];
 static char out_path[4096];
@@ -178,9 +204,21 @@ static void CUPTIAPI on_callback(void *userdata, CUpti_CallbackDomain domain, CU
     for (int i = 0; i < API_COUNT; i++)
         if (apis[i].cbid == cbid)
             api = i;
-    if (api < 0)
-        return;
     const CUpti_CallbackData *cd = data;
+    if (api < 0) {
+        for (int i = 0; i < MEM_COUNT; i++) {
+            if (mem_apis[i].cbid != cbid)
+                continue;
+            if (cd->callbackSite == CUPTI_API_ENTER)
+                atomic_fetch_add(&mem_entry[i], 1);
+            else if (cd->callbackSite == CUPTI_API_EXIT)
+                atomic_fetch_add(cd->functionReturnValue && *(const CUresult *)cd->functionReturnValue == CUDA_SUCCESS
+                                     ? &mem_ok[i]
+                                     : &mem_failed[i],
+                                 1);
+        }
+        return;
+    }
     if (cd->callbackSite == CUPTI_API_ENTER) {
         atomic_fetch_add(&api_entry[api], 1);
         const char *name = kernel_name(cbid, cd);
@@ -228,6 +266,14 @@ static void json_api_map(FILE *f, const char *key, atomic_ullong *counts)
     for (int i = 0; i < API_COUNT; i++)
         fprintf(f, "%s\"%s\": %llu", i ? ", " : "", apis[i].name, (unsigned long long)atomic_load(&counts[i]));
     fprintf(f, "},\n");
+}
+
+static void json_mem_map(FILE *f, const char *key, atomic_ullong *counts, const char *end)
+{
+    fprintf(f, "    \"%s\": {", key);
+    for (int i = 0; i < MEM_COUNT; i++)
+        fprintf(f, "%s\"%s\": %llu", i ? ", " : "", mem_apis[i].name, (unsigned long long)atomic_load(&counts[i]));
+    fprintf(f, "}%s\n", end);
 }
 
 static void json_kernel_map(FILE *f, const char *key, int which)
@@ -309,7 +355,11 @@ static void write_counts(void)
     fprintf(f, "  \"name_source\": {");
     for (int i = 0; i < SRC_COUNT; i++)
         fprintf(f, "%s\"%s\": %llu", i ? ", " : "", src_names[i], (unsigned long long)atomic_load(&name_source[i]));
-    fprintf(f, "}\n}\n");
+    fprintf(f, "},\n  \"memory\": {\n");
+    json_mem_map(f, "by_api", mem_entry, ",");
+    json_mem_map(f, "by_api_ok", mem_ok, ",");
+    json_mem_map(f, "by_api_failed", mem_failed, "");
+    fprintf(f, "  }\n}\n");
     pthread_mutex_unlock(&table_lock);
     if (fclose(f) != 0 || rename(tmp, path) != 0)
         perror(path);
@@ -325,6 +375,11 @@ static void after_fork_child(void)
     }
     for (int i = 0; i < SRC_COUNT; i++)
         atomic_store(&name_source[i], 0);
+    for (int i = 0; i < MEM_COUNT; i++) {
+        atomic_store(&mem_entry[i], 0);
+        atomic_store(&mem_ok[i], 0);
+        atomic_store(&mem_failed[i], 0);
+    }
     pthread_mutex_init(&table_lock, NULL);
     /* Keep the entries (an exit callback in flight may hold one); zero them. */
     for (size_t i = 0; i < table_cap; i++)
@@ -362,6 +417,16 @@ int InitializeInjection(void)
         if (r != CUPTI_SUCCESS) {
             char what[96];
             snprintf(what, sizeof what, "cuptiEnableCallback(%s)", apis[i].name);
+            fail(what, r);
+            cuptiUnsubscribe(subscriber);
+            return 1;
+        }
+    }
+    for (int i = 0; i < MEM_COUNT; i++) {
+        r = cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, mem_apis[i].cbid);
+        if (r != CUPTI_SUCCESS) {
+            char what[96];
+            snprintf(what, sizeof what, "cuptiEnableCallback(%s)", mem_apis[i].name);
             fail(what, r);
             cuptiUnsubscribe(subscriber);
             return 1;

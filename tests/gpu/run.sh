@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
-# The GPU suite: real CUDA programs run natively, under drk, and under drk with
-# DRK_DISABLE=1, each counted independently by a CUPTI injection library;
-# check.py then holds drk's report against CUPTI, the programs' own counts and
-# the native run. Run from the repository root on a machine with a GPU:
+# The GPU suite: real CUDA programs run natively, under drk (its device pool
+# on, the default), and under drk with DRK_DISABLE=1, each counted
+# independently by a CUPTI injection library; check.py then holds drk's report
+# against CUPTI, the programs' own counts and the native run. Run from the
+# repository root on a machine with a GPU:
 #
 #   tests/gpu/run.sh [BUILD_DIR] [WORKLOAD...]
 #
 # BUILD_DIR (default: build) holds lib/libdrk_shim.so and tests/gpu/ (the
 # programs and libdrk_test_cupti_count.so). WORKLOADs (default: all) are among
-# rt_vecadd drv_vecadd routes triton_add cupy_ops jax_jit ppo vmm_heap vmm_pool.
+# rt_vecadd drv_vecadd routes triton_add cupy_ops jax_jit ppo vmm_heap vmm_pool
+# alloc_heavy host_map ipc_pair alloc_frag alloc_memcheck gpt_nocache gpt_async.
+# The memory workloads add modes: alloc_frag runs under DRK_DEFRAG=0 too (a
+# pool that cannot stitch: it must run out of memory), ipc_pair under
+# DRK_ALLOC=0; alloc_memcheck runs alloc_heavy under compute-sanitizer's
+# memcheck, natively and with drk preloaded; gpt_nocache and gpt_async train
+# with PYTORCH_NO_CUDA_MEMORY_CACHING=1 and with PyTorch's cudaMallocAsync
+# backend.
 #
 # Every check prints one PASS/FAIL line; the last line is "N passed, M failed"
 # and the exit status is non-zero when M > 0. With $OUT set, the logs, CUPTI
@@ -18,14 +26,18 @@
 # Environment: PYTHON (default python3); DRK_GPU_TIMEOUT (seconds one Python
 # run may take, default 180); DRK_GPU_BUDGET (seconds for the whole suite,
 # default 540: later workloads are failed as skipped rather than overrun);
-# DRK_GPU_CUPTI_LIB (the libcupti.so.13 to use instead of searching for one).
+# DRK_GPU_CUPTI_LIB (the libcupti.so.13 to use instead of searching for one);
+# DRK_GPU_SANITIZER (the compute-sanitizer to use). Other DRK_* variables and
+# PyTorch's allocator settings are removed from every run: each mode sets its
+# own.
 set -u -o pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PY=${PYTHON:-python3}
 py_limit=${DRK_GPU_TIMEOUT:-180}
 budget=${DRK_GPU_BUDGET:-540}
-all_workloads=(rt_vecadd drv_vecadd routes triton_add cupy_ops jax_jit ppo vmm_heap vmm_pool)
+all_workloads=(rt_vecadd drv_vecadd routes triton_add cupy_ops jax_jit ppo vmm_heap vmm_pool
+    alloc_heavy host_map ipc_pair alloc_frag alloc_memcheck gpt_nocache gpt_async)
 
 build_arg=${1:-build}
 [ $# -gt 0 ] && shift
@@ -146,9 +158,22 @@ else
     verdict 0 preflight "CUPTI counter" "$cupti_missing; every CUPTI check fails"
 fi
 
+# The caller's drk options and PyTorch allocator settings must not change
+# what a mode means.
+clear_env=(-u DRK_DISABLE -u DRK_REPORT -u CUDA_INJECTION64_PATH -u DRK_TEST_CUPTI_OUT
+    -u PYTORCH_NO_CUDA_MEMORY_CACHING -u PYTORCH_CUDA_ALLOC_CONF)
+while IFS= read -r var; do
+    case $var in
+    DRK_GPU_*) ;;
+    DRK_*) clear_env+=(-u "$var") ;;
+    esac
+done < <(compgen -e)
+
 # --- running ------------------------------------------------------------------
 # run_mode WORKLOAD MODE LIMIT COUNTED CMD...: one run, its outputs in
-# $work/WORKLOAD/MODE/ (see check.py for the layout).
+# $work/WORKLOAD/MODE/ (see check.py for the layout). MODE: native, drk
+# (defaults: the device pool on), disabled (DRK_DISABLE=1), nodefrag
+# (DRK_DEFRAG=0), noalloc (DRK_ALLOC=0).
 run_mode() {
     local w=$1 mode=$2 limit=$3 counted=$4
     shift 4
@@ -163,8 +188,7 @@ run_mode() {
         echo 127 >"$d/rc"
         return
     fi
-    local -a env_args=(-u DRK_DISABLE -u DRK_REPORT -u CUDA_INJECTION64_PATH -u DRK_TEST_CUPTI_OUT
-        DRK_TEST_COUNTS="$d/counts.json")
+    local -a env_args=("${clear_env[@]}" DRK_TEST_COUNTS="$d/counts.json")
     if [ "$counted" = 1 ] && [ -z "$cupti_missing" ]; then
         env_args+=(CUDA_INJECTION64_PATH="$counter" DRK_TEST_CUPTI_OUT="$d/cupti-%p.json"
             LD_LIBRARY_PATH="$cupti_libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
@@ -173,6 +197,8 @@ run_mode() {
     native) env_args=(-u LD_PRELOAD "${env_args[@]}") ;;
     drk) env_args+=(LD_PRELOAD="$shim" DRK_REPORT="$d/reports/") ;;
     disabled) env_args+=(LD_PRELOAD="$shim" DRK_REPORT="$d/reports/" DRK_DISABLE=1) ;;
+    nodefrag) env_args+=(LD_PRELOAD="$shim" DRK_REPORT="$d/reports/" DRK_DEFRAG=0) ;;
+    noalloc) env_args+=(LD_PRELOAD="$shim" DRK_REPORT="$d/reports/" DRK_ALLOC=0) ;;
     esac
     local t0 t1 ms
     t0=$(date +%s%N)
@@ -183,28 +209,58 @@ run_mode() {
     printf '%d.%03d\n' $((ms / 1000)) $((ms % 1000)) >"$d/wall"
 }
 
-# run_workload NAME LIMIT COUNTED CHECK_ARGS -- CMD...
+# run_workload NAME LIMIT COUNTED MODES CHECK -- CMD...: CMD run in each of
+# MODES (e.g. "native drk disabled"), then judged by "check.py CHECK"
+# (CHECK: the check's name and its flags, e.g. "workload --losses").
 run_workload() {
-    local w=$1 limit=$2 counted=$3 check_args=$4
-    shift 5
+    local w=$1 limit=$2 counted=$3 modes=$4 check=$5
+    shift 6
     say "== $w: $*"
     if [ $(($(date +%s) - start_s)) -ge "$budget" ]; then
         verdict 0 "$w" skipped "the suite's time budget (${budget} s) is spent"
         return
     fi
     local mode
-    for mode in native drk disabled; do
+    for mode in $modes; do
         run_mode "$w" "$mode" "$limit" "$counted" "$@"
     done
-    local out
-    if [ "$w" = routes ]; then
-        out=$("$PY" "$here/check.py" routes "$work/$w" 2>"$work/$w/check.stderr")
-    else
-        # shellcheck disable=SC2086 # check_args is a list of flags
-        out=$("$PY" "$here/check.py" workload "$work/$w" --name "$w" $check_args \
-            --cupti-missing "$cupti_missing" 2>"$work/$w/check.stderr")
-    fi
+    judge "$w" "$check"
+}
+
+# judge NAME CHECK: check.py's verdicts on $work/NAME.
+judge() {
+    local w=$1 check=$2 out
+    # shellcheck disable=SC2086 # check is a command and its flags
+    out=$("$PY" "$here/check.py" ${check%% *} "$work/$w" --name "$w" ${check#"${check%% *}"} \
+        --cupti-missing "$cupti_missing" 2>"$work/$w/check.stderr")
     record "$out" || verdict 0 "$w" check.py "printed no verdict: $(tail -n 3 "$work/$w/check.stderr" | tr '\n' ' ')"
+}
+
+# run_memcheck NAME LIMIT PROG...: PROG under compute-sanitizer's memcheck,
+# natively with --leak-check full (the program frees all it allocates) and
+# with drk preloaded without it (drk's pool keeps its pages mapped until the
+# process ends: its cache, not the program's leak).
+run_memcheck() {
+    local w=$1 limit=$2
+    shift 2
+    say "== $w: compute-sanitizer --tool memcheck $*"
+    local san=${DRK_GPU_SANITIZER:-}
+    if [ -z "$san" ]; then
+        san=$(command -v compute-sanitizer 2>/dev/null ||
+            ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1)
+    fi
+    if [ -z "$san" ] || [ ! -x "$san" ]; then
+        verdict 0 "$w" compute-sanitizer "not found (PATH, /usr/local/cuda*/bin; or set DRK_GPU_SANITIZER)"
+        return
+    fi
+    if [ $(($(date +%s) - start_s)) -ge "$budget" ]; then
+        verdict 0 "$w" skipped "the suite's time budget (${budget} s) is spent"
+        return
+    fi
+    local -a memcheck=("$san" --tool memcheck --error-exitcode 9)
+    run_mode "$w" native "$limit" 0 "${memcheck[@]}" --leak-check full "$@"
+    run_mode "$w" drk "$limit" 0 "${memcheck[@]}" "$@"
+    judge "$w" memcheck
 }
 
 # run_program NAME LIMIT CMD...: a program that checks itself, run once
@@ -229,17 +285,31 @@ run_program() {
     fi
 }
 
+three="native drk disabled"
 for w in "${workloads[@]}"; do
     case $w in
-    rt_vecadd) run_workload "$w" 60 1 "" -- "$progs/rt_vecadd" 2000 1000 ;;
-    drv_vecadd) run_workload "$w" 60 1 "" -- "$progs/drv_vecadd" 1000 500 100 100 ;;
-    routes) run_workload "$w" 60 0 "" -- "$PY" "$here/workloads/routes_probe.py" ;;
-    triton_add) run_workload "$w" "$py_limit" 1 "" -- "$PY" "$here/workloads/triton_add.py" --n 500 ;;
-    cupy_ops) run_workload "$w" "$py_limit" 1 "" -- "$PY" "$here/workloads/cupy_ops.py" --n 300 ;;
-    jax_jit) run_workload "$w" "$py_limit" 1 "" -- "$PY" "$here/workloads/jax_jit.py" --n 200 ;;
-    ppo) run_workload "$w" "$py_limit" 1 "--losses" -- "$PY" "$here/workloads/ppo.py" --steps 50 ;;
+    rt_vecadd) run_workload "$w" 60 1 "$three" workload -- "$progs/rt_vecadd" 2000 1000 ;;
+    drv_vecadd) run_workload "$w" 60 1 "$three" workload -- "$progs/drv_vecadd" 1000 500 100 100 ;;
+    routes) run_workload "$w" 60 0 "$three" routes -- "$PY" "$here/workloads/routes_probe.py" ;;
+    triton_add) run_workload "$w" "$py_limit" 1 "$three" workload -- "$PY" "$here/workloads/triton_add.py" --n 500 ;;
+    cupy_ops) run_workload "$w" "$py_limit" 1 "$three" workload -- "$PY" "$here/workloads/cupy_ops.py" --n 300 ;;
+    jax_jit) run_workload "$w" "$py_limit" 1 "$three" workload -- "$PY" "$here/workloads/jax_jit.py" --n 200 ;;
+    ppo) run_workload "$w" "$py_limit" 1 "$three" "workload --losses" -- "$PY" "$here/workloads/ppo.py" --steps 50 ;;
     vmm_heap) run_program "$w" 60 "$progs/vmm_heap" ;;
     vmm_pool) run_program "$w" 60 "$progs/vmm_pool" ;;
+    alloc_heavy) run_workload "$w" 60 1 "$three" workload -- "$progs/alloc_heavy" ;;
+    host_map) run_workload "$w" 60 1 "$three" workload -- "$progs/host_map" 20 ;;
+    ipc_pair) run_workload "$w" 60 0 "native drk noalloc disabled" ipc -- "$progs/ipc_pair" ;;
+    alloc_frag) run_workload "$w" 90 0 "native drk nodefrag disabled" frag -- "$progs/alloc_frag" ;;
+    alloc_memcheck) run_memcheck "$w" 180 "$progs/alloc_heavy" ;;
+    gpt_nocache)
+        run_workload "$w" "$py_limit" 1 "$three" "workload --losses --min-pool-allocs 1000" -- \
+            env PYTORCH_NO_CUDA_MEMORY_CACHING=1 "$PY" "$here/workloads/gpt_train.py" --steps 30
+        ;;
+    gpt_async)
+        run_workload "$w" "$py_limit" 1 "$three" "workload --losses --min-pool-allocs 1000 --want-async" -- \
+            env PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync "$PY" "$here/workloads/gpt_train.py" --steps 30
+        ;;
     *) verdict 0 "$w" workload "unknown (known: ${all_workloads[*]})" ;;
     esac
 done

@@ -53,6 +53,11 @@ class Runner:
         if preload:
             env["LD_PRELOAD"] = " ".join(preload)
         env.update(env_extra or {})
+        # drk's device pool serves memory calls unless drk or the pool is off.
+        if drk and env.get("DRK_DISABLE") != "1" and env.get("DRK_ALLOC") != "0":
+            env["ROUTE_POOL"] = "1"
+        if drk and env.get("DRK_DISABLE") != "1" and env.get("DRK_HOST_ALLOC") != "0":
+            env["ROUTE_HOST_POOL"] = "1"
         argv = [self.program] + [a.replace("{counts}", counts) for a in self.args]
         p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
         label = f"{os.path.basename(self.program)} ({'drk' if drk else 'native'}{', ' + str(env_extra) if env_extra else ''})"
@@ -199,6 +204,9 @@ def mode_workload(r, owners):
     out5, err5, counts5, _ = r.run(True, {"DRK_ALLOC_TRACE": trace})
     check(out5 == out0, "output under DRK_ALLOC_TRACE differs from native")
     check_alloc_trace(glob.glob(trace.replace("%p", "*")), counts5)
+    # DRK_ALLOC=0, DRK_HOST_ALLOC=0: the driver allocates, and sees every memory call.
+    out6, err6, _, _ = r.run(True, {"DRK_ALLOC": "0", "DRK_HOST_ALLOC": "0"})
+    check(out6 == out0, f"output under DRK_ALLOC=0 differs from native:\n{out6}{err6}")
     # DRK_IMAGES=0: no image is read; the driver's answers remain.
     out4, _, _, rep_dir4 = r.run(True, {"DRK_IMAGES": "0"})
     check(out4 == out0, "output under DRK_IMAGES=0 differs from native")
@@ -308,6 +316,46 @@ def mode_private(r):
     check(k["facts"]["images"]["objects_read"] >= 1, f"images {k['facts']['images']}")
 
 
+def mode_pool(r):
+    """drk's device pool: every answer the program sees is the driver's, the
+    report says the pool served it, and a fragmenting live set that fits
+    completes with the defaults but not when pages may not move."""
+    out0, err0, _, _ = r.run(False, None)
+    out1, err1, _, rep_dir = r.run(True)
+    check(out1 == out0 and "threads ok" in out0, f"basic: native {out0!r} drk {out1!r}\n{err1}")
+    check(not drk_lines(err1), f"drk logged at the default level: {drk_lines(err1)}")
+    rep = one_report(r, rep_dir, "drk")
+    if rep:
+        p = rep.get("device_pool", {})
+        # sizes 10 + 1, queries 2, async 6, threads 8 x (300 + ...) allocations.
+        check(p.get("enabled") is True and p.get("allocs", 0) >= 2400, f"device_pool: {p}")
+        check(p.get("bad_frees") == 2, f"bad frees {p.get('bad_frees')}, expected 2 (interior, double)")
+        check(p.get("live_bytes") == 0 and p.get("frees") == p.get("allocs"), f"live at exit: {p}")
+        check(p.get("peak_reserved_bytes", 0) >= p.get("peak_live_bytes", 1), f"reserved below live: {p}")
+    out2, err2, _, rep_dir2 = r.run(True, {"DRK_ALLOC": "0"})
+    check(out2 == out0, f"DRK_ALLOC=0: {out2!r}\n{err2}")
+    rep2 = one_report(r, rep_dir2, "DRK_ALLOC=0")
+    if rep2:
+        check(rep2["device_pool"]["enabled"] is False and rep2["device_pool"]["allocs"] == 0,
+              f"DRK_ALLOC=0 pool: {rep2['device_pool']}")
+    out3, err3, _, _ = r.run(True, {"DRK_ALLOC_SYNC_FREE": "1"})
+    check(out3 == out0, f"DRK_ALLOC_SYNC_FREE=1: {out3!r}\n{err3}")
+    r.args = ["frag"]
+    f0, _, _, _ = r.run(False)
+    check(f0 == "frag completed\n", f"frag natively: {f0!r}")
+    f1, ferr1, _, frep = r.run(True)
+    check(f1 == "frag completed\n", f"frag under drk: {f1!r}\n{ferr1}")
+    rep = one_report(r, frep, "frag")
+    if rep:
+        p = rep["device_pool"]
+        # Peak live is 96 MiB; the reserve (5% of 128 MiB: 3 pages) and one
+        # page per boundary are what reserved may exceed it by.
+        check(p["peak_reserved_bytes"] <= p["peak_live_bytes"] + (8 << 20), f"frag: reserved {p['peak_reserved_bytes']} for live {p['peak_live_bytes']}")
+        check(p["pages_moved"] > 0 and p["defrag_events"] > 0, f"frag: no page moved: {p}")
+    f2, ferr2, _, _ = r.run(True, {"DRK_DEFRAG": "0"})
+    check(f2 == "frag out of memory\n", f"frag with DRK_DEFRAG=0: {f2!r}\n{ferr2}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shim", required=True)
@@ -319,7 +367,7 @@ def main():
     ap.add_argument("--drk", help="the drk command, to replay recorded traces")
     ap.add_argument("--expect", default="ok", help="same mode: a regex the output must match")
     ap.add_argument("--launches", type=int, help="same mode: launches the report must count")
-    ap.add_argument("mode", choices=["workload", "counts", "fork", "badopts", "same", "private"])
+    ap.add_argument("mode", choices=["workload", "counts", "fork", "badopts", "same", "private", "pool"])
     ap.add_argument("program")
     ap.add_argument("args", nargs="*")
     a = ap.parse_args()
@@ -328,7 +376,7 @@ def main():
     r = Runner(a.shim, a.driver, a.program, a.args, a.preload_before, a.preload_after, a.sanitizer_runtime)
     {"workload": lambda: mode_workload(r, a.owners), "counts": lambda: mode_counts(r), "fork": lambda: mode_fork(r),
      "badopts": lambda: mode_badopts(r), "same": lambda: mode_same(r, a.expect, a.launches),
-     "private": lambda: mode_private(r)}[a.mode]()
+     "private": lambda: mode_private(r), "pool": lambda: mode_pool(r)}[a.mode]()
     print(f"{'FAILED' if FAILURES else 'passed'}: {a.mode} {os.path.basename(a.program)}")
     sys.exit(1 if FAILURES else 0)
 

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../fakecuda/fakecuda.h"
 #include "counts.h"
@@ -79,8 +80,12 @@ int main(int argc, char **argv)
     char memory[160];
     snprintf(memory, sizeof memory, "{\"device\": {\"allocs\": %llu, \"bytes\": %llu, \"frees\": %llu, \"failed_frees\": 0}}",
              T * L, T * L * 64 * sizeof(float), T * L);
+    /* Under drk's device pool the driver sees no allocation calls. */
+    const char *pool = getenv("ROUTE_POOL");
+    int pooled = pool && strcmp(pool, "1") == 0;
     for (size_t i = 0; i < sizeof calls / sizeof *calls; i++)
-        if (fakecuda_calls(calls[i].name) != calls[i].n) {
+        if (fakecuda_calls(calls[i].name) != calls[i].n &&
+            !(pooled && strncmp(calls[i].name, "cuMem", 5) == 0 && fakecuda_calls(calls[i].name) == 0)) {
             fprintf(stderr, "driver saw %llu %s, expected %llu\n", fakecuda_calls(calls[i].name), calls[i].name,
                     calls[i].n);
             failures++;

@@ -12,7 +12,7 @@
 /* Driver functions the workload needs besides the hooked ones. */
 #define ROUTE_HELPERS(X)                                                       \
     X(cuInit) X(cuDeviceGet) X(cuDevicePrimaryCtxRetain) X(cuCtxSetCurrent)    \
-    X(cuMemcpyHtoD_v2) X(cuMemcpyDtoH_v2) X(cuStreamSynchronize)
+    X(cuMemcpyHtoD_v2) X(cuMemcpyDtoH_v2)
 
 typedef enum route_fn {
 #define ROUTE_HOOKED_(name, body, family) R_##name,

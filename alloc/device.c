@@ -1,0 +1,825 @@
+/* The process's device pools. Per device, one set of pages (pages_vmm.c)
+ * and several shards, each a stream-ordered pool (pool.c) over a paged heap
+ * (heap.c) behind its own mutex: shard 0 serves cuMemAlloc and the default
+ * streams; every created stream that allocates gets a shard of its own (up
+ * to MAX_SHARDS), so threads on their own streams never wait for each
+ * other. A free goes to the shard whose virtual range holds the pointer,
+ * found without a lock in a table of the ranges the shards reserved (only
+ * ever appended to). Idle pages stay in their shard up to its share of the
+ * reserve; under pressure a shard takes the others' idle pages by having
+ * them give theirs back to the driver. */
+#define _GNU_SOURCE
+#include "device.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../shim/log.h"
+#include "heap.h"
+#include "pages_vmm.h"
+#include "pool.h"
+#include "pool_events.h"
+
+#define MAX_DEVICES 64
+#define MAX_SHARDS 64
+#define MAX_RANGES 8192
+#define VA_CHUNK_MAX ((size_t)64 << 30)
+#define VA_CHUNK_STREAM ((size_t)8 << 30)
+/* Latency is timed on one operation in this many. */
+#define SAMPLE_EVERY 16
+
+typedef struct shard {
+    pthread_mutex_t lock;
+    uintptr_t stream; /* 0 for shard 0 */
+    int index;
+    drk_page_backend *pages; /* the device's pages, seen through this shard's range notes */
+    drk_heap *heap;
+    drk_cuda_events *events;
+    drk_pool *pool;
+    /* Under the lock. */
+    uint64_t allocs, frees, failed, bad_frees, ooms, defrag_events, quiet_trims, last_moves, steals;
+    uint64_t alloc_ns[32], free_ns[32], samples;
+    size_t keep_pages; /* its share of the reserve */
+    uint64_t seen_live, seen_pages; /* what the device's totals last heard from it */
+} shard;
+
+typedef struct dpool {
+    atomic_int state; /* 0 not started, 1 ready, -1 failed: the driver allocates */
+    int ordinal;
+    CUcontext ctx;
+    CUdevice dev;
+    drk_page_backend *vmm; /* shared by the shards; thread-safe */
+    size_t total, keep_pages;
+    pthread_mutex_t grow_lock; /* adding shards, granting peers */
+    shard *shards[MAX_SHARDS];
+    atomic_int nshards;
+    /* All shards together, and their peaks. */
+    _Atomic uint64_t live, peak_live, pages, peak_pages;
+} dpool;
+
+static dpool pools[MAX_DEVICES];
+static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+static drk_driver drv_copy;
+static const drk_driver *drv = &drv_copy;
+static drk_dpool_settings cfg;
+static atomic_int configured;
+static _Atomic uint64_t driver_allocs;
+/* Per device: the devices given peer access to its memory. */
+static _Atomic uint64_t peer_grants[MAX_DEVICES];
+
+/* Reserved ranges and whose they are; read without a lock. */
+static struct range {
+    uintptr_t base, end;
+    shard *owner;
+    dpool *pool;
+} ranges[MAX_RANGES];
+static atomic_size_t nranges;
+static pthread_mutex_t ranges_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Created streams and their devices, for shards that start later. */
+static pthread_mutex_t streams_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct known_stream {
+    CUstream s;
+    int device;
+} *streams;
+static size_t nstreams, streams_cap;
+
+void drk_dpool_configure(const drk_driver *d, const drk_dpool_settings *s)
+{
+    drv_copy = *d; /* the table handed in may be a thread's own copy */
+    cfg = *s;
+    for (int i = 0; i < MAX_DEVICES; i++)
+        pthread_mutex_init(&pools[i].grow_lock, NULL);
+    atomic_store(&configured, 1);
+}
+
+/* ---- Ranges: each shard's view of the pages notes what it reserves ---- */
+
+typedef struct ranged {
+    drk_page_backend base; /* first */
+    drk_page_backend *inner;
+    shard *owner;
+    dpool *pool;
+} ranged;
+
+static drk_page_backend *inner_of(drk_page_backend *b) { return ((ranged *)b)->inner; }
+
+static int r_reserve(drk_page_backend *b, size_t size, uintptr_t *va)
+{
+    int rc = inner_of(b)->reserve(inner_of(b), size, va);
+    if (rc != DRK_PAGES_OK)
+        return rc;
+    pthread_mutex_lock(&ranges_lock);
+    size_t i = atomic_load(&nranges);
+    if (i < MAX_RANGES) {
+        ranges[i] = (struct range){*va, *va + size, ((ranged *)b)->owner, ((ranged *)b)->pool};
+        atomic_store_explicit(&nranges, i + 1, memory_order_release);
+    }
+    pthread_mutex_unlock(&ranges_lock);
+    if (i >= MAX_RANGES) {
+        inner_of(b)->unreserve(inner_of(b), *va, size);
+        return DRK_PAGES_OOM;
+    }
+    return rc;
+}
+/* Shards are never deleted, so their ranges are freed only when a shard
+ * fails to start (before it was ever used). */
+static int r_unreserve(drk_page_backend *b, uintptr_t va, size_t size) { return inner_of(b)->unreserve(inner_of(b), va, size); }
+static int r_create(drk_page_backend *b, drk_page_handle *p) { return inner_of(b)->create(inner_of(b), p); }
+static int r_release(drk_page_backend *b, drk_page_handle p) { return inner_of(b)->release(inner_of(b), p); }
+static int r_map(drk_page_backend *b, uintptr_t va, const drk_page_handle *p, size_t n)
+{
+    return inner_of(b)->map(inner_of(b), va, p, n);
+}
+static int r_unmap(drk_page_backend *b, uintptr_t va, size_t n) { return inner_of(b)->unmap(inner_of(b), va, n); }
+static size_t r_created(drk_page_backend *b) { return inner_of(b)->pages_created(inner_of(b)); }
+static size_t r_mapped(drk_page_backend *b) { return inner_of(b)->pages_mapped(inner_of(b)); }
+static void r_destroy(drk_page_backend *b) { free(b); } /* the device's pages outlive a shard */
+
+static drk_page_backend *ranged_new(dpool *d, shard *s)
+{
+    ranged *g = calloc(1, sizeof *g);
+    if (!g)
+        return NULL;
+    g->inner = d->vmm, g->owner = s, g->pool = d;
+    g->base = *d->vmm;
+    g->base.reserve = r_reserve, g->base.unreserve = r_unreserve, g->base.create = r_create;
+    g->base.release = r_release, g->base.map = r_map, g->base.unmap = r_unmap;
+    g->base.pages_created = r_created, g->base.pages_mapped = r_mapped, g->base.destroy = r_destroy;
+    return &g->base;
+}
+
+static shard *owner(uintptr_t p, dpool **d)
+{
+    size_t n = atomic_load_explicit(&nranges, memory_order_acquire);
+    for (size_t i = 0; i < n; i++)
+        if (p >= ranges[i].base && p < ranges[i].end) {
+            *d = ranges[i].pool;
+            return ranges[i].owner;
+        }
+    return NULL;
+}
+
+/* ---- Shards ---- */
+
+static size_t reserve_bytes(size_t total)
+{
+    return cfg.reserve >= 0 ? (size_t)cfg.reserve : (size_t)((double)total * (double)-cfg.reserve / 10000.0);
+}
+
+static void register_streams(dpool *d, shard *s)
+{
+    pthread_mutex_lock(&streams_lock);
+    for (size_t i = 0; i < nstreams; i++)
+        if (streams[i].device == d->ordinal)
+            drk_pool_stream_created(s->pool, (uintptr_t)streams[i].s);
+    pthread_mutex_unlock(&streams_lock);
+}
+
+/* A new shard for `stream` (0: the device's shared one), or NULL. Under
+ * grow_lock (or start_lock for shard 0). */
+static shard *shard_new(dpool *d, uintptr_t stream, int index)
+{
+    /* A cache line of its own: threads on other shards never touch it. */
+    shard *s = aligned_alloc(64, (sizeof(shard) + 63) / 64 * 64);
+    if (!s)
+        return NULL;
+    memset(s, 0, sizeof *s);
+    pthread_mutex_init(&s->lock, NULL);
+    s->stream = stream, s->index = index;
+    size_t page = d->vmm->page_size;
+    size_t chunk = index == 0 ? (d->total + page - 1) / page * page : VA_CHUNK_STREAM;
+    if (chunk > VA_CHUNK_MAX)
+        chunk = VA_CHUNK_MAX;
+    chunk = chunk / page * page;
+    s->pages = ranged_new(d, s);
+    s->heap = s->pages ? drk_heap_new(s->pages, chunk) : NULL;
+    s->events = s->heap ? drk_cuda_events_new(drv) : NULL;
+    drk_pool_events table = s->events ? drk_cuda_events_table(s->events) : (drk_pool_events){0};
+    s->pool = s->events ? drk_pool_new(s->heap, &table) : NULL;
+    if (!s->pool) {
+        if (s->events)
+            drk_cuda_events_delete(s->events);
+        drk_heap_delete(s->heap);
+        if (s->pages)
+            s->pages->destroy(s->pages);
+        free(s);
+        return NULL;
+    }
+    register_streams(d, s);
+    return s;
+}
+
+/* Each shard keeps an equal share of the reserve; a new shard shrinks the
+ * others' shares. Under grow_lock. */
+static void share_reserve(dpool *d, int n)
+{
+    size_t each = d->keep_pages / (size_t)(n > 0 ? n : 1);
+    for (int i = 0; i < n; i++) {
+        shard *s = d->shards[i];
+        pthread_mutex_lock(&s->lock);
+        s->keep_pages = each;
+        drk_heap_set_policy(s->heap, DRK_HEAP_IDLE_PERMILLE, each, cfg.defrag);
+        pthread_mutex_unlock(&s->lock);
+    }
+}
+
+/* Under start_lock, with `ctx` current. */
+static void start(dpool *d, CUcontext ctx, CUdevice dev)
+{
+    d->vmm = drk_pages_vmm(drv, dev, 0);
+    if (!d->vmm || drv->device_total_mem(&d->total, dev) != CUDA_SUCCESS) {
+        if (d->vmm)
+            d->vmm->destroy(d->vmm);
+        drk_log(DRK_LOG_WARN, "device %d: the driver offers no virtual memory management; it allocates "
+                              "(drk's device pool is off for this device)", d->ordinal);
+        atomic_store(&d->state, -1);
+        return;
+    }
+    d->ctx = ctx, d->dev = dev;
+    uint64_t grants = atomic_load(&peer_grants[d->ordinal]);
+    for (int i = 0; i < MAX_DEVICES; i++)
+        if (grants >> i & 1)
+            drk_pages_vmm_add_access(d->vmm, (CUdevice)i, 0, 0);
+    size_t page = d->vmm->page_size;
+    d->keep_pages = reserve_bytes(d->total) / page;
+    shard *s0 = shard_new(d, 0, 0);
+    if (!s0) {
+        drk_log(DRK_LOG_WARN, "device %d: drk's device pool could not start (out of host memory or no events); "
+                              "the driver allocates", d->ordinal);
+        atomic_store(&d->state, -1);
+        return;
+    }
+    d->shards[0] = s0;
+    atomic_store(&d->nshards, 1);
+    share_reserve(d, 1);
+    drk_log(DRK_LOG_INFO, "device %d: drk's device pool serves allocations (pages of %zu KiB, up to %zu MiB kept "
+                          "free for reuse, stitching %s)", d->ordinal, page >> 10, (d->keep_pages * page) >> 20,
+            cfg.defrag ? "on" : "off");
+    atomic_store_explicit(&d->state, 1, memory_order_release);
+}
+
+static __thread CUcontext tl_ctx;
+static __thread dpool *tl_pool;
+static __thread uintptr_t tl_stream;
+static __thread shard *tl_shard;
+
+/* The pool of the current context's device, started on first use; NULL
+ * when there is no current context or the pool cannot run there. */
+static dpool *current_pool(CUcontext *current)
+{
+    CUcontext ctx = NULL;
+    if (!atomic_load_explicit(&configured, memory_order_relaxed) || drv->ctx_get_current(&ctx) != CUDA_SUCCESS ||
+        !ctx)
+        return NULL;
+    *current = ctx;
+    if (ctx == tl_ctx && tl_pool)
+        return tl_pool;
+    CUdevice dev;
+    if (drv->ctx_get_device(&dev) != CUDA_SUCCESS || dev < 0 || dev >= MAX_DEVICES)
+        return NULL;
+    dpool *d = &pools[dev];
+    if (atomic_load_explicit(&d->state, memory_order_acquire) == 0) {
+        pthread_mutex_lock(&start_lock);
+        if (atomic_load(&d->state) == 0) {
+            d->ordinal = (int)dev;
+            start(d, ctx, dev);
+        }
+        pthread_mutex_unlock(&start_lock);
+    }
+    if (atomic_load_explicit(&d->state, memory_order_acquire) != 1)
+        return NULL;
+    tl_ctx = ctx, tl_pool = d, tl_shard = NULL;
+    return d;
+}
+
+/* The shard serving allocations on `stream` (0: shard 0). */
+static shard *shard_for(dpool *d, uintptr_t stream)
+{
+    if (!stream)
+        return d->shards[0];
+    if (tl_shard && tl_stream == stream && tl_pool == d)
+        return tl_shard;
+    int n = atomic_load_explicit(&d->nshards, memory_order_acquire);
+    shard *found = NULL;
+    for (int i = 1; i < n && !found; i++)
+        if (d->shards[i]->stream == stream)
+            found = d->shards[i];
+    if (!found) {
+        pthread_mutex_lock(&d->grow_lock);
+        n = atomic_load(&d->nshards);
+        for (int i = 1; i < n && !found; i++)
+            if (d->shards[i]->stream == stream)
+                found = d->shards[i];
+        if (!found && n < MAX_SHARDS && (found = shard_new(d, stream, n)) != NULL) {
+            d->shards[n] = found;
+            atomic_store_explicit(&d->nshards, n + 1, memory_order_release);
+            share_reserve(d, n + 1);
+        }
+        pthread_mutex_unlock(&d->grow_lock);
+        if (!found)
+            found = d->shards[0]; /* past the table, or out of host memory: share */
+    }
+    tl_stream = stream, tl_shard = found;
+    return found;
+}
+
+/* Pool calls run in the pool's context: its events belong there. `cur`
+ * is the caller's current context. */
+static CUcontext enter_from(dpool *d, shard *s, CUcontext cur)
+{
+    pthread_mutex_lock(&s->lock);
+    if (cur != d->ctx && drv->ctx_set_current(d->ctx) != CUDA_SUCCESS)
+        cur = d->ctx;
+    return cur;
+}
+
+static CUcontext enter(dpool *d, shard *s)
+{
+    CUcontext cur = NULL;
+    if (drv->ctx_get_current(&cur) != CUDA_SUCCESS)
+        cur = d->ctx;
+    return enter_from(d, s, cur);
+}
+
+static void leave(dpool *d, shard *s, CUcontext cur)
+{
+    if (cur != d->ctx)
+        drv->ctx_set_current(cur);
+    pthread_mutex_unlock(&s->lock);
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void note_ns(uint64_t *hist, uint64_t ns)
+{
+    int b = ns ? 63 - __builtin_clzll(ns) : 0;
+    hist[b < 32 ? b : 31]++;
+}
+
+static int capturing(CUstream s)
+{
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    return drv->stream_is_capturing && drv->stream_is_capturing(s, &st) == CUDA_SUCCESS &&
+           st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+static void raise_peak(_Atomic uint64_t *peak, uint64_t v)
+{
+    uint64_t p = atomic_load_explicit(peak, memory_order_relaxed);
+    while (v > p && !atomic_compare_exchange_weak_explicit(peak, &p, v, memory_order_relaxed, memory_order_relaxed)) {
+    }
+}
+
+/* Carries a shard's changes of live bytes and pages to the device's
+ * totals, shared by every thread: pages whenever they change (rarely),
+ * live bytes once they moved by ACCOUNT_SLACK or pages changed, so the
+ * device's peak live is exact to within that much per shard. Under the
+ * shard's lock. */
+#define ACCOUNT_SLACK ((uint64_t)4 << 20)
+
+static void account(dpool *d, shard *s)
+{
+    uint64_t live = drk_pool_live_bytes(s->pool), pages = drk_heap_pages(s->heap);
+    uint64_t drift = live > s->seen_live ? live - s->seen_live : s->seen_live - live;
+    if (drift >= ACCOUNT_SLACK || (pages != s->seen_pages && live != s->seen_live)) {
+        raise_peak(&d->peak_live, atomic_fetch_add(&d->live, live - s->seen_live) + (live - s->seen_live));
+        s->seen_live = live;
+    }
+    if (pages != s->seen_pages) {
+        raise_peak(&d->peak_pages, atomic_fetch_add(&d->pages, pages - s->seen_pages) + (pages - s->seen_pages));
+        s->seen_pages = pages;
+    }
+}
+
+/* Memory is short in `self`: every other shard waits for its pending frees
+ * and gives its idle pages back to the driver, for `self` to create. Takes
+ * one shard lock at a time, holding none of its own. 1 if pages went back. */
+static int take_from_others(dpool *d, shard *self)
+{
+    int n = atomic_load_explicit(&d->nshards, memory_order_acquire), got = 0;
+    for (int i = 0; i < n; i++) {
+        shard *s = d->shards[i];
+        if (s == self)
+            continue;
+        CUcontext cur = enter(d, s);
+        drk_pool_flush(s->pool);
+        drk_heap_stats before = drk_heap_get_stats(s->heap);
+        drk_heap_trim(s->heap, 0);
+        drk_heap_stats after = drk_heap_get_stats(s->heap);
+        account(d, s);
+        leave(d, s, cur);
+        got |= after.pages < before.pages;
+    }
+    return got;
+}
+
+/* ---- Allocation ---- */
+
+int drk_dpool_alloc(CUdeviceptr *ptr, size_t size, CUstream stream, int has_stream, CUresult *r)
+{
+    /* The driver answers its own errors: no pointer, size 0, absurd sizes. */
+    if (!ptr || !size || size > ((size_t)1 << 48))
+        return 0;
+    CUcontext ctx;
+    dpool *d = current_pool(&ctx);
+    if (!d)
+        return 0;
+    /* A capture records the allocation as a graph node: only the driver can. */
+    if (has_stream && capturing(stream)) {
+        atomic_fetch_add_explicit(&driver_allocs, 1, memory_order_relaxed);
+        return 0;
+    }
+    /* A stream's own shard when it has one; cuMemAlloc's blocks, usable by
+     * any stream, come from shard 0. */
+    shard *s = shard_for(d, has_stream && stream != CU_STREAM_LEGACY ? (uintptr_t)stream : 0);
+    uintptr_t p = 0;
+    int rc, stitched = 0, took = 0;
+    uint64_t moves = 0;
+    for (;;) {
+        CUcontext cur = enter_from(d, s, ctx);
+        int timed = (s->allocs % SAMPLE_EVERY) == 0;
+        uint64_t t0 = timed ? now_ns() : 0;
+        rc = drk_pool_alloc(s->pool, size, (uintptr_t)stream, has_stream, &p);
+        s->allocs++;
+        if (timed) {
+            note_ns(s->alloc_ns, now_ns() - t0);
+            s->samples++;
+        }
+        moves = drk_heap_moves(s->heap);
+        if (moves != s->last_moves) {
+            s->defrag_events++;
+            s->last_moves = moves;
+            stitched = 1;
+        }
+        if (rc == DRK_PAGES_OOM && !took)
+            s->steals++;
+        else if (rc == DRK_PAGES_OOM)
+            s->ooms++;
+        else if (rc != 0)
+            s->failed++;
+        account(d, s);
+        leave(d, s, cur);
+        if (rc != DRK_PAGES_OOM || took || atomic_load(&d->nshards) == 1 || !take_from_others(d, s))
+            break;
+        took = 1;
+    }
+    if (stitched)
+        drk_log(DRK_LOG_INFO, "device %d: stitched free pages into a new range for %zu bytes (%llu pages moved "
+                              "so far on this stream)", d->ordinal, size, (unsigned long long)moves);
+    if (rc == 0) {
+        *ptr = (CUdeviceptr)p;
+        *r = CUDA_SUCCESS;
+        return 1;
+    }
+    if (rc == DRK_PAGES_OOM) {
+        *r = CUDA_ERROR_OUT_OF_MEMORY;
+        return 1;
+    }
+    /* drk's own failure: the driver allocates this one. */
+    drk_log(DRK_LOG_WARN, "device %d: drk's device pool failed an allocation of %zu bytes (error %d); the driver "
+                          "serves it", d->ordinal, size, rc);
+    atomic_fetch_add_explicit(&driver_allocs, 1, memory_order_relaxed);
+    return 0;
+}
+
+int drk_dpool_free(CUdeviceptr ptr, CUstream stream, int has_stream, CUresult *r)
+{
+    dpool *d;
+    shard *s = owner((uintptr_t)ptr, &d);
+    if (!s)
+        return 0;
+    /* The driver's cuMemFree may wait for the device; some programs rely on it. */
+    if (cfg.sync_free && !has_stream && drv->ctx_synchronize)
+        drv->ctx_synchronize();
+    CUcontext cur = enter(d, s);
+    int timed = (s->frees % SAMPLE_EVERY) == 0;
+    uint64_t t0 = timed ? now_ns() : 0;
+    int rc = drk_pool_free(s->pool, (uintptr_t)ptr, (uintptr_t)stream, has_stream);
+    if (timed)
+        note_ns(s->free_ns, now_ns() - t0);
+    if (rc == 0)
+        s->frees++;
+    else if (rc == DRK_PAGES_INVALID)
+        s->bad_frees++;
+    account(d, s);
+    leave(d, s, cur);
+    if (rc == DRK_PAGES_INVALID) {
+        *r = CUDA_ERROR_INVALID_VALUE; /* what the driver says of a pointer that is no allocation's start */
+        return 1;
+    }
+    if (rc != 0)
+        drk_log(DRK_LOG_WARN, "device %d: drk's device pool could not queue a free (out of host memory); the "
+                              "block at 0x%llx stays allocated", d->ordinal, (unsigned long long)ptr);
+    *r = CUDA_SUCCESS;
+    return 1;
+}
+
+/* ---- Queries ---- */
+
+int drk_dpool_query(CUdeviceptr ptr, drk_dpool_block *out)
+{
+    dpool *d;
+    shard *s = owner((uintptr_t)ptr, &d);
+    if (!s)
+        return -1;
+    uintptr_t base;
+    size_t size;
+    uint64_t serial;
+    pthread_mutex_lock(&s->lock);
+    int async = 0;
+    int rc = drk_pool_lookup(s->pool, (uintptr_t)ptr, &base, &size, &serial, &async);
+    pthread_mutex_unlock(&s->lock);
+    if (rc != 0)
+        return 0;
+    /* Driver buffer ids count up from small numbers; these start at 2^62. */
+    *out = (drk_dpool_block){.base = (CUdeviceptr)base,
+                             .size = size,
+                             .buffer_id = (1ull << 62) | ((unsigned long long)d->ordinal << 54) |
+                                          ((unsigned long long)s->index << 47) | serial,
+                             .ctx = d->ctx,
+                             .device = d->ordinal,
+                             .async = async};
+    return 1;
+}
+
+/* Calls fn on every shard of every started device, under the shard's lock
+ * (or, with `try`, on those whose lock is free). */
+static void each_shard(int try, void (*fn)(dpool *, shard *, void *), void *arg)
+{
+    for (int i = 0; i < MAX_DEVICES; i++) {
+        dpool *d = &pools[i];
+        if (atomic_load_explicit(&d->state, memory_order_acquire) != 1)
+            continue;
+        int n = atomic_load_explicit(&d->nshards, memory_order_acquire);
+        for (int k = 0; k < n; k++) {
+            shard *s = d->shards[k];
+            if (try ? pthread_mutex_trylock(&s->lock) != 0 : pthread_mutex_lock(&s->lock) != 0)
+                continue;
+            fn(d, s, arg);
+            pthread_mutex_unlock(&s->lock);
+        }
+    }
+}
+
+static void add_cached(dpool *d, shard *s, void *arg)
+{
+    drk_heap_stats hs = drk_heap_get_stats(s->heap);
+    *(size_t *)arg += (size_t)(hs.idle_pages + hs.spare_pages) * d->vmm->page_size;
+}
+
+size_t drk_dpool_cached_free(void)
+{
+    size_t bytes = 0;
+    each_shard(0, add_cached, &bytes);
+    return bytes;
+}
+
+/* ---- Streams ---- */
+
+void drk_dpool_stream_created(CUstream stream)
+{
+    if (!atomic_load_explicit(&configured, memory_order_relaxed))
+        return;
+    CUdevice dev;
+    if (drv->ctx_get_device(&dev) != CUDA_SUCCESS || dev < 0 || dev >= MAX_DEVICES)
+        return;
+    pthread_mutex_lock(&streams_lock);
+    if (nstreams == streams_cap) {
+        size_t cap = streams_cap ? streams_cap * 2 : 64;
+        struct known_stream *n = realloc(streams, cap * sizeof *n);
+        if (!n) {
+            pthread_mutex_unlock(&streams_lock);
+            drk_log(DRK_LOG_WARN, "out of host memory: drk's device pool cannot follow a new stream");
+            return;
+        }
+        streams = n, streams_cap = cap;
+    }
+    streams[nstreams++] = (struct known_stream){stream, (int)dev};
+    /* Told to every shard under streams_lock, so a shard starting now sees it once. */
+    dpool *d = &pools[dev];
+    if (atomic_load_explicit(&d->state, memory_order_acquire) == 1) {
+        int n = atomic_load_explicit(&d->nshards, memory_order_acquire);
+        for (int k = 0; k < n; k++) {
+            pthread_mutex_lock(&d->shards[k]->lock);
+            drk_pool_stream_created(d->shards[k]->pool, (uintptr_t)stream);
+            pthread_mutex_unlock(&d->shards[k]->lock);
+        }
+    }
+    pthread_mutex_unlock(&streams_lock);
+}
+
+void drk_dpool_stream_destroyed(CUstream stream)
+{
+    if (!atomic_load_explicit(&configured, memory_order_relaxed))
+        return;
+    pthread_mutex_lock(&streams_lock);
+    for (size_t i = 0; i < nstreams; i++)
+        if (streams[i].s == stream) {
+            dpool *d = &pools[streams[i].device];
+            if (atomic_load_explicit(&d->state, memory_order_acquire) == 1) {
+                int n = atomic_load_explicit(&d->nshards, memory_order_acquire);
+                for (int k = 0; k < n; k++) {
+                    CUcontext cur = enter(d, d->shards[k]);
+                    drk_pool_stream_destroyed(d->shards[k]->pool, (uintptr_t)stream);
+                    leave(d, d->shards[k], cur);
+                }
+            }
+            streams[i] = streams[--nstreams];
+            break;
+        }
+    pthread_mutex_unlock(&streams_lock);
+    /* A thread's cached shard for this handle stays right: a new stream
+     * with the same handle gets the same shard. */
+}
+
+/* ---- Quiet moments, peers, IPC ---- */
+
+static void quiet_shard(dpool *d, shard *s, void *arg)
+{
+    (void)d, (void)arg;
+    drk_pool_reclaim(s->pool);
+    drk_heap_stats hs = drk_heap_get_stats(s->heap);
+    uint64_t idle = hs.idle_pages + hs.spare_pages;
+    if (hs.pages && idle * 10000 > (uint64_t)cfg.defrag_threshold * hs.pages && idle > s->keep_pages) {
+        drk_heap_trim(s->heap, s->keep_pages);
+        account(d, s);
+        s->quiet_trims++;
+        s->defrag_events++;
+        drk_log(DRK_LOG_INFO, "device %d: a quiet moment gave back %llu idle pages (%llu idle of %llu, kept %zu)",
+                d->ordinal, (unsigned long long)(hs.pages - drk_heap_get_stats(s->heap).pages),
+                (unsigned long long)idle, (unsigned long long)hs.pages, s->keep_pages);
+    }
+}
+
+void drk_dpool_quiet(void)
+{
+    if (atomic_load_explicit(&configured, memory_order_relaxed) && cfg.defrag)
+        each_shard(1, quiet_shard, NULL);
+}
+
+typedef struct grant {
+    dpool *d;
+    CUdevice to;
+    int rc;
+} grant;
+
+static void grant_run(void *ctx, uintptr_t va, size_t bytes)
+{
+    grant *g = ctx;
+    int rc = drk_pages_vmm_add_access(g->d->vmm, g->to, va, bytes);
+    if (rc)
+        g->rc = rc;
+}
+
+void drk_dpool_peer_enabled(CUcontext peer)
+{
+    if (!atomic_load_explicit(&configured, memory_order_relaxed))
+        return;
+    /* The current context's device may now read the peer's memory. */
+    CUcontext cur = NULL;
+    CUdevice self, peer_dev;
+    if (drv->ctx_get_current(&cur) != CUDA_SUCCESS || drv->ctx_get_device(&self) != CUDA_SUCCESS ||
+        drv->ctx_set_current(peer) != CUDA_SUCCESS)
+        return;
+    CUresult r = drv->ctx_get_device(&peer_dev);
+    drv->ctx_set_current(cur);
+    if (r != CUDA_SUCCESS || peer_dev < 0 || peer_dev >= MAX_DEVICES || peer_dev == self)
+        return;
+    dpool *d = &pools[peer_dev];
+    atomic_fetch_or(&peer_grants[peer_dev], 1ull << self);
+    if (atomic_load_explicit(&d->state, memory_order_acquire) != 1)
+        return; /* it grants the access when it starts */
+    pthread_mutex_lock(&d->grow_lock);
+    /* Future pages first, then every page mapped now. */
+    grant g = {d, self, drk_pages_vmm_add_access(d->vmm, self, 0, 0)};
+    int n = atomic_load(&d->nshards);
+    for (int k = 0; g.rc == 0 && k < n; k++) {
+        CUcontext was = enter(d, d->shards[k]);
+        drk_heap_mapped_runs(d->shards[k]->heap, grant_run, &g);
+        leave(d, d->shards[k], was);
+    }
+    pthread_mutex_unlock(&d->grow_lock);
+    if (g.rc != 0)
+        drk_log(DRK_LOG_WARN, "device %d: cannot give device %d access to drk's pool pages (error %d); its "
+                              "kernels cannot reach this device's pool memory", (int)peer_dev, (int)self, g.rc);
+    else
+        drk_log(DRK_LOG_INFO, "device %d: pool pages, present and future, are open to device %d", (int)peer_dev,
+                (int)self);
+}
+
+int drk_dpool_block_pages(CUdeviceptr ptr, uint64_t *handles, size_t max, size_t *n, uintptr_t *first_va,
+                          size_t *size, struct drk_page_backend **pages)
+{
+    dpool *d;
+    shard *s = owner((uintptr_t)ptr, &d);
+    if (!s)
+        return -1;
+    uintptr_t base;
+    uint64_t serial;
+    pthread_mutex_lock(&s->lock);
+    int rc = drk_pool_lookup(s->pool, (uintptr_t)ptr, &base, size, &serial, NULL);
+    if (rc == 0 && base != (uintptr_t)ptr)
+        rc = DRK_PAGES_INVALID;
+    if (rc == 0)
+        rc = drk_heap_block_pages(s->heap, base, handles, max, n, first_va);
+    pthread_mutex_unlock(&s->lock);
+    *pages = d->vmm;
+    return rc;
+}
+
+/* ---- Report, fork ---- */
+
+static void report_shard(dpool *d, shard *s, void *arg)
+{
+    drk_dpool_report *o = arg;
+    drk_heap_stats hs = drk_heap_get_stats(s->heap);
+    drk_pool_stats ps = drk_pool_get_stats(s->pool);
+    uint64_t total, big, page = d->vmm->page_size;
+    drk_heap_holes(s->heap, &total, &big);
+    o->page_bytes = page;
+    o->allocs += s->allocs, o->frees += s->frees, o->failed_allocs += s->failed;
+    o->bad_frees += s->bad_frees, o->out_of_memory += s->ooms;
+    o->live_blocks += hs.live_blocks - ps.pending_blocks;
+    o->live_bytes += ps.live_bytes, o->reserved_bytes += hs.pages * page;
+    o->va_bytes += hs.reserved_va;
+    o->pages_created += hs.creates, o->pages_released += hs.releases, o->pages_moved += hs.moves;
+    o->idle_pages += hs.idle_pages, o->spare_pages += hs.spare_pages;
+    o->map_calls += hs.map_calls, o->unmap_calls += hs.unmap_calls;
+    o->defrag_events += s->defrag_events, o->quiet_trims += s->quiet_trims, o->steals += s->steals;
+    o->oom_waits += ps.waits, o->same_stream_reuses += ps.same_stream_reuses, o->events += ps.events;
+    o->pending_bytes += ps.pending_bytes;
+    o->free_total += total;
+    if (big > o->free_largest)
+        o->free_largest = big;
+    for (int b = 0; b < 32; b++)
+        o->alloc_ns[b] += s->alloc_ns[b], o->free_ns[b] += s->free_ns[b];
+    o->latency_samples += s->samples;
+    if (o->nshards < DRK_DPOOL_REPORT_SHARDS)
+        o->shards[o->nshards++] = (drk_dpool_shard_report){
+            .device = d->ordinal,
+            .stream = s->stream,
+            .allocs = s->allocs,
+            .frees = s->frees,
+            .live_bytes = ps.live_bytes,
+            .peak_live_bytes = ps.peak_live_bytes,
+            .reserved_bytes = hs.pages * page,
+            .peak_reserved_bytes = hs.peak_pages * page,
+            .idle_bytes = (hs.idle_pages + hs.spare_pages) * page,
+            .same_stream_reuses = ps.same_stream_reuses,
+            .pages_moved = hs.moves,
+        };
+}
+
+void drk_dpool_get_report(drk_dpool_report *o)
+{
+    memset(o, 0, sizeof *o);
+    o->enabled = atomic_load(&configured);
+    o->driver_allocs = atomic_load(&driver_allocs);
+    for (int i = 0; i < MAX_DEVICES; i++)
+        o->started += atomic_load_explicit(&pools[i].state, memory_order_acquire) == 1;
+    each_shard(0, report_shard, o);
+    for (int i = 0; i < MAX_DEVICES; i++) {
+        dpool *d = &pools[i];
+        if (atomic_load_explicit(&d->state, memory_order_acquire) != 1)
+            continue;
+        uint64_t page = d->vmm->page_size;
+        o->peak_live_bytes += atomic_load(&d->peak_live);
+        o->peak_reserved_bytes += atomic_load(&d->peak_pages) * page;
+    }
+    if (o->peak_live_bytes < o->live_bytes)
+        o->peak_live_bytes = o->live_bytes;
+    if (o->peak_reserved_bytes < o->reserved_bytes)
+        o->peak_reserved_bytes = o->reserved_bytes;
+    pthread_mutex_lock(&streams_lock);
+    o->streams = nstreams;
+    pthread_mutex_unlock(&streams_lock);
+}
+
+void drk_dpool_after_fork_child(void)
+{
+    /* The parent's device memory is not the child's: nothing of it may be
+     * used or released here. Leak the records and start over. */
+    for (int i = 0; i < MAX_DEVICES; i++) {
+        atomic_store(&pools[i].state, 0);
+        atomic_store(&pools[i].nshards, 0);
+        atomic_store(&pools[i].live, 0), atomic_store(&pools[i].peak_live, 0);
+        atomic_store(&pools[i].pages, 0), atomic_store(&pools[i].peak_pages, 0);
+        pthread_mutex_init(&pools[i].grow_lock, NULL);
+    }
+    atomic_store(&nranges, 0);
+    pthread_mutex_init(&ranges_lock, NULL);
+    pthread_mutex_init(&streams_lock, NULL);
+    pthread_mutex_init(&start_lock, NULL);
+    nstreams = 0;
+    tl_ctx = NULL, tl_pool = NULL, tl_shard = NULL, tl_stream = 0;
+    atomic_store(&driver_allocs, 0);
+}

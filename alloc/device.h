@@ -1,0 +1,103 @@
+/* The process's device pools, one per device, behind the allocation hooks:
+ * what cuMemAlloc, cuMemAllocAsync, cuMemAllocPitch and their frees become,
+ * and the pointer queries that must answer for pool memory as the driver
+ * answers for its own allocations.
+ *
+ * Each call says whether the pool handled it (1, with the driver result it
+ * gives the program in *r) or whether the hook should hand the call to the
+ * driver unchanged (0): memory the pool does not own, allocations while a
+ * stream captures a graph, and everything once the pool could not start.
+ * The pool reaches the driver only through the driver table. */
+#ifndef DRK_ALLOC_DEVICE_H
+#define DRK_ALLOC_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda.h>
+
+#include "../shim/driver.h"
+
+typedef struct drk_dpool_settings {
+    int sync_free;              /* cuMemFree waits for the device first */
+    int defrag;                 /* idle pages may move (stitching) */
+    long reserve;               /* DRK_STREAM_RESERVE: bytes, or -(basis points) of device memory */
+    unsigned defrag_threshold;  /* basis points of pages idle past which a quiet moment trims */
+} drk_dpool_settings;
+
+/* Called once, before any other call, with the driver table to use. */
+void drk_dpool_configure(const drk_driver *drv, const drk_dpool_settings *s);
+
+/* has_stream: cuMemAllocAsync on `stream` (already normalized: NULL is
+ * CU_STREAM_LEGACY; a per-thread stream counts as no stream). */
+int drk_dpool_alloc(CUdeviceptr *ptr, size_t size, CUstream stream, int has_stream, CUresult *r);
+int drk_dpool_free(CUdeviceptr ptr, CUstream stream, int has_stream, CUresult *r);
+
+/* What the pools know of an address, for the pointer queries. */
+typedef struct drk_dpool_block {
+    CUdeviceptr base;
+    size_t size;                 /* as asked */
+    unsigned long long buffer_id; /* unique in the process, never one of the driver's */
+    CUcontext ctx;                /* the context the pool serves */
+    int device;                   /* ordinal */
+    int async;                    /* from cuMemAllocAsync: no legacy IPC, as with the driver's pools */
+} drk_dpool_block;
+
+/* -1: not pool memory (ask the driver); 0: in a pool's address space but
+ * in no live allocation (unknown to the program); 1: inside the live
+ * allocation *out. Interior pointers count. */
+int drk_dpool_query(CUdeviceptr ptr, drk_dpool_block *out);
+/* Free memory the pools hold (whole pages under no live block). */
+size_t drk_dpool_cached_free(void);
+
+/* Streams the program creates and destroys: frees without a stream must
+ * wait for work on every one of them. */
+void drk_dpool_stream_created(CUstream stream);
+void drk_dpool_stream_destroyed(CUstream stream);
+
+/* A quiet moment (the program waits for the device): give back idle pages
+ * past the reserve when more than the threshold of pages are idle. Never
+ * waits for a lock. */
+void drk_dpool_quiet(void);
+
+/* A peer context's device may now access the pools' pages, present and future. */
+void drk_dpool_peer_enabled(CUcontext peer);
+
+/* For IPC: the pages under the live allocation at `ptr` (its start) and the
+ * backend that made them. 0 on success. */
+struct drk_page_backend;
+int drk_dpool_block_pages(CUdeviceptr ptr, uint64_t *handles, size_t max, size_t *n, uintptr_t *first_va,
+                          size_t *size, struct drk_page_backend **pages);
+
+/* One shard: the device's shared one (stream 0) or a stream's own. */
+typedef struct drk_dpool_shard_report {
+    int device;
+    uintptr_t stream;
+    uint64_t allocs, frees, live_bytes, peak_live_bytes, reserved_bytes, peak_reserved_bytes, idle_bytes;
+    uint64_t same_stream_reuses, pages_moved;
+} drk_dpool_shard_report;
+
+#define DRK_DPOOL_REPORT_SHARDS 64
+
+typedef struct drk_dpool_report {
+    int enabled, started;
+    uint64_t page_bytes;
+    uint64_t allocs, frees, failed_allocs, bad_frees, driver_allocs, out_of_memory, steals;
+    uint64_t live_bytes, peak_live_bytes, live_blocks;   /* peaks: of the device, all shards together */
+    uint64_t reserved_bytes, peak_reserved_bytes, va_bytes;
+    uint64_t pages_created, pages_released, pages_moved, idle_pages, spare_pages, map_calls, unmap_calls;
+    uint64_t defrag_events, quiet_trims, oom_waits, same_stream_reuses, events, pending_bytes;
+    uint64_t free_total, free_largest; /* holes of the virtual space */
+    uint64_t streams;                  /* created streams alive */
+    uint64_t alloc_ns[32], free_ns[32]; /* sampled latency, bucket b: [2^b, 2^(b+1)) ns */
+    uint64_t latency_samples;
+    int nshards;
+    drk_dpool_shard_report shards[DRK_DPOOL_REPORT_SHARDS];
+} drk_dpool_report;
+
+/* Summed over devices. */
+void drk_dpool_get_report(drk_dpool_report *out);
+/* In a fork child: the parent's pools are unusable (CUDA is); forget them. */
+void drk_dpool_after_fork_child(void);
+
+#endif

@@ -1,0 +1,323 @@
+/* The pinned host pool's allocator: one jemalloc arena per flag set, whose
+ * extent hooks carve pinned chunks from the driver. jemalloc does the work
+ * of an allocation and a free; the chunk maps (alloc/host_chunks.h) record
+ * what is live, for frees, double frees and pointer queries.
+ *
+ * Chunks grow from DRK_HOST_FIRST_CHUNK, doubling per flag set up to
+ * DRK_HOST_CHUNK_MAX (or the request, rounded up), and are never given back
+ * to the driver: the extent hooks refuse every dalloc, decommit and purge,
+ * so jemalloc retains what it freed and reuses it. The process's exit (or
+ * the driver's teardown) unpins them. */
+#define _GNU_SOURCE
+#include "host_pool.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../shim/log.h"
+#include "../shim/options.h"
+#include "host_chunks.h"
+#include "host_je.h"
+
+#define DRK_HOST_FIRST_CHUNK ((size_t)16 << 20)
+#define DRK_HOST_CHUNK_MAX ((size_t)256 << 20)
+/* jemalloc grows an arena by geometric steps up to this, and takes larger
+ * requests at their size; after a large one its steps stay small. */
+#define DRK_HOST_GROW_LIMIT ((size_t)64 << 20)
+#define DRK_HOST_CHUNK_ROUND ((size_t)2 << 20)
+
+typedef struct host_arena {
+    extent_hooks_t hooks; /* first: the hooks' extent_hooks_t * is their arena */
+    unsigned flags;
+    atomic_int ready;     /* jemalloc's arena exists: index is valid */
+    int broken;           /* jemalloc refused the arena: the driver serves this set */
+    unsigned index;
+    pthread_mutex_t lock; /* carving and pinning */
+    const drk_driver *drv;
+    drk_host_chunk *cur;  /* the chunk being carved */
+    size_t used;          /* its bytes carved */
+    size_t next_chunk;    /* the size of the next chunk to pin */
+} host_arena;
+
+static host_arena arenas[DRK_HOST_FLAG_SETS];
+
+/* 0 not started, 1 on, -1 off (DRK_HOST_ALLOC=0, jemalloc failed, or a fork
+ * child of a process whose pool had started). */
+static atomic_int pool_state;
+/* The process that started the pool: a fork child sees another pid and
+ * never waits on a lock a parent's thread held when it forked. */
+static atomic_int started_pid;
+static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+/* DRK_ALLOC_SYNC_FREE: the driver's cuMemFreeHost waits for the device, so a
+ * copy still reading the memory finishes before it can be reused; a program
+ * that relies on that asks for the wait. */
+static int sync_free;
+
+static atomic_int logged_pin, logged_chunks;
+
+static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+/* Alignment: the driver's pointers are page-aligned; programs may do
+ * O_DIRECT I/O on page-sized buffers. 256 bytes for smaller ones. */
+static int align_flags(size_t size) { return size >= 4096 ? MALLOCX_LG_ALIGN(12) : MALLOCX_LG_ALIGN(8); }
+
+/* ---- extent hooks: jemalloc's locks may be held; a->lock is taken inside them only. */
+
+/* Pins a chunk of `size` bytes for arena a and makes it the one carved.
+ * Caller holds a->lock. */
+static int pin_chunk(host_arena *a, size_t size)
+{
+    void *p = NULL;
+    CUresult r = a->drv && a->drv->mem_host_alloc ? a->drv->mem_host_alloc(&p, size, a->flags) : CUDA_ERROR_NOT_FOUND;
+    if (r != CUDA_SUCCESS) {
+        /* Also before cuInit or without a context: the driver then answers
+         * the program's call itself, with the same error. */
+        if (!atomic_exchange(&logged_pin, 1))
+            drk_log(DRK_LOG_INFO, "host pool: cannot pin a %zu-byte chunk (flags %#x): error %d; the driver serves "
+                    "such allocations until a chunk can be pinned", size, a->flags, (int)r);
+        return -1;
+    }
+    drk_host_chunk *c = drk_host_chunk_add((uintptr_t)p, size, a->flags, a->drv);
+    if (!c) {
+        if (a->drv->mem_free_host)
+            a->drv->mem_free_host(p);
+        if (!atomic_exchange(&logged_chunks, 1))
+            drk_log(DRK_LOG_WARN, "host pool: no room to track another chunk; the driver serves what the pool cannot");
+        return -1;
+    }
+    drk_host_stats_chunk(a->flags, size);
+    a->cur = c, a->used = 0;
+    if (a->next_chunk < DRK_HOST_CHUNK_MAX)
+        a->next_chunk *= 2;
+    return 0;
+}
+
+static void *carve(host_arena *a, size_t size, size_t alignment)
+{
+    drk_host_chunk *c = a->cur;
+    if (!c)
+        return NULL;
+    uintptr_t start = round_up(c->base + a->used, alignment);
+    if (start + size > c->base + c->size || start + size < start)
+        return NULL;
+    a->used = start + size - c->base;
+    return (void *)start;
+}
+
+static void *hook_alloc(extent_hooks_t *hooks, void *new_addr, size_t size, size_t alignment, bool *zero,
+                        bool *commit, unsigned arena_ind)
+{
+    (void)arena_ind;
+    host_arena *a = (host_arena *)hooks;
+    /* A given address is asked only to grow an extent in place; chunks
+     * are carved front to back, so decline. */
+    if (new_addr)
+        return NULL;
+    pthread_mutex_lock(&a->lock);
+    void *p = carve(a, size, alignment);
+    if (!p) {
+        size_t want = round_up(size + alignment, DRK_HOST_CHUNK_ROUND);
+        if (want >= size && pin_chunk(a, want > a->next_chunk ? want : a->next_chunk) == 0)
+            p = carve(a, size, alignment);
+    }
+    pthread_mutex_unlock(&a->lock);
+    if (p && *zero)
+        memset(p, 0, size);
+    if (p)
+        *commit = true;
+    return p;
+}
+
+/* Pinned memory stays committed and whole. */
+static bool hook_commit(extent_hooks_t *hooks, void *addr, size_t size, size_t offset, size_t length,
+                        unsigned arena_ind)
+{
+    (void)hooks, (void)addr, (void)size, (void)offset, (void)length, (void)arena_ind;
+    return false;
+}
+
+static bool hook_decommit(extent_hooks_t *hooks, void *addr, size_t size, size_t offset, size_t length,
+                          unsigned arena_ind)
+{
+    (void)hooks, (void)addr, (void)size, (void)offset, (void)length, (void)arena_ind;
+    return true;
+}
+
+static bool hook_split(extent_hooks_t *hooks, void *addr, size_t size, size_t size_a, size_t size_b, bool committed,
+                       unsigned arena_ind)
+{
+    (void)hooks, (void)addr, (void)size, (void)size_a, (void)size_b, (void)committed, (void)arena_ind;
+    return false;
+}
+
+/* Neighbours in two chunks stay apart: each chunk is its own pinned
+ * allocation to the driver, with its own device pointer. */
+static bool hook_merge(extent_hooks_t *hooks, void *addr_a, size_t size_a, void *addr_b, size_t size_b,
+                       bool committed, unsigned arena_ind)
+{
+    (void)hooks, (void)size_a, (void)size_b, (void)committed, (void)arena_ind;
+    return drk_host_chunk_of((uintptr_t)addr_a) != drk_host_chunk_of((uintptr_t)addr_b);
+}
+
+/* ---- starting */
+
+static void je_message(void *opaque, const char *s)
+{
+    (void)opaque;
+    size_t n = strlen(s);
+    while (n && s[n - 1] == '\n')
+        n--;
+    drk_log(DRK_LOG_WARN, "host pool: jemalloc: %.*s", (int)n, s);
+}
+
+/* The child of a fork is a new process whose pool is off: its jemalloc and
+ * chunks are copies of the parent's (and not pinned). Pool pointers it
+ * inherited are still known and may be freed (nothing is reused). */
+static void after_fork_child(void)
+{
+    atomic_store(&pool_state, -1);
+    drk_host_stats_after_fork_child();
+}
+
+static int pool_start(void)
+{
+    int s = atomic_load(&pool_state);
+    if (s)
+        return s;
+    int pid = (int)getpid(), owner = 0;
+    if (!atomic_compare_exchange_strong(&started_pid, &owner, pid) && owner != pid)
+        return -1; /* a fork child of a process that was starting the pool */
+    pthread_mutex_lock(&start_lock);
+    s = atomic_load(&pool_state);
+    if (!s) {
+        s = -1;
+        const char *version = NULL;
+        size_t len = sizeof version;
+        drk_je_malloc_message = je_message;
+        if (!drk_opt_num(DRK_OPT_HOST_ALLOC)) {
+            /* off: the driver pins every allocation */
+        } else if (pthread_atfork(NULL, NULL, after_fork_child) != 0) {
+            drk_log(DRK_LOG_WARN, "host pool: cannot register a fork handler; the driver serves pinned host memory");
+        } else if (drk_je_mallctl("version", &version, &len, NULL, 0) != 0) {
+            drk_log(DRK_LOG_WARN, "host pool: jemalloc did not start; the driver serves pinned host memory");
+        } else {
+            for (unsigned i = 0; i < DRK_HOST_FLAG_SETS; i++) {
+                host_arena *a = &arenas[i];
+                a->hooks = (extent_hooks_t){.alloc = hook_alloc, .commit = hook_commit, .decommit = hook_decommit,
+                                            .split = hook_split, .merge = hook_merge};
+                a->flags = i;
+                a->next_chunk = DRK_HOST_FIRST_CHUNK;
+                pthread_mutex_init(&a->lock, NULL);
+            }
+            sync_free = (int)drk_opt_num(DRK_OPT_ALLOC_SYNC_FREE);
+            drk_host_stats_started();
+            drk_log(DRK_LOG_INFO, "host pool: on (jemalloc %s)", version);
+            s = 1;
+        }
+        atomic_store(&pool_state, s);
+    }
+    pthread_mutex_unlock(&start_lock);
+    return s;
+}
+
+static int arena_set(unsigned index, const char *what, size_t value_size, void *value)
+{
+    char name[64];
+    snprintf(name, sizeof name, "arena.%u.%s", index, what);
+    return drk_je_mallctl(name, NULL, NULL, value, value_size);
+}
+
+/* Creates flag set a's arena, its first chunk pinned beforehand (the
+ * arena's own metadata lives in it). 0 when ready; -1: the driver serves
+ * this call (and the next one tries again, unless jemalloc refused). */
+static int arena_start(host_arena *a, const drk_driver *drv)
+{
+    pthread_mutex_lock(&start_lock);
+    int ok = atomic_load(&a->ready);
+    if (!ok && !a->broken) {
+        pthread_mutex_lock(&a->lock);
+        a->drv = drv;
+        int pinned = a->cur || pin_chunk(a, a->next_chunk) == 0;
+        pthread_mutex_unlock(&a->lock);
+        unsigned index;
+        size_t len = sizeof index;
+        extent_hooks_t *hooks = &a->hooks;
+        if (!pinned) {
+            /* the driver's error is the program's too */
+        } else if (drk_je_mallctl("arenas.create", &index, &len, &hooks, sizeof hooks) != 0) {
+            a->broken = 1;
+            drk_log(DRK_LOG_WARN, "host pool: jemalloc cannot create an arena; the driver serves flags %#x", a->flags);
+        } else {
+            size_t grow = DRK_HOST_GROW_LIMIT;
+            ssize_t never = -1;
+            if (arena_set(index, "retain_grow_limit", sizeof grow, &grow) != 0 ||
+                arena_set(index, "dirty_decay_ms", sizeof never, &never) != 0 ||
+                arena_set(index, "muzzy_decay_ms", sizeof never, &never) != 0)
+                drk_log(DRK_LOG_DEBUG, "host pool: arena %u keeps jemalloc's defaults", index);
+            a->index = index;
+            atomic_store_explicit(&a->ready, 1, memory_order_release);
+            ok = 1;
+        }
+    }
+    pthread_mutex_unlock(&start_lock);
+    return ok ? 0 : -1;
+}
+
+/* ---- allocating and freeing */
+
+int drk_host_pool_alloc(const drk_driver *drv, void **pp, size_t size, unsigned flags)
+{
+    int s = atomic_load_explicit(&pool_state, memory_order_relaxed);
+    if (__builtin_expect(s != 1, 0) && (s < 0 || pool_start() != 1))
+        return -1;
+    flags &= DRK_HOST_FLAGS_ALL;
+    if (size == 0)
+        return -1; /* the driver's answer, whatever it is */
+    if (size > DRK_HOST_POOL_LARGEST) {
+        drk_host_stats_direct(flags);
+        return -1;
+    }
+    /* The driver refuses to pin without a current context; so does the pool. */
+    CUcontext ctx = NULL;
+    if (drv->ctx_get_current && (drv->ctx_get_current(&ctx) != CUDA_SUCCESS || !ctx))
+        return -1;
+    host_arena *a = &arenas[flags];
+    if (__builtin_expect(!atomic_load_explicit(&a->ready, memory_order_acquire), 0) && arena_start(a, drv) != 0) {
+        drk_host_stats_fallback(flags);
+        return -1;
+    }
+    void *p = drk_je_mallocx(size, MALLOCX_ARENA(a->index) | MALLOCX_TCACHE_NONE | align_flags(size));
+    drk_host_chunk *c = p ? drk_host_chunk_of((uintptr_t)p) : NULL;
+    if (__builtin_expect(!c, 0)) {
+        drk_host_stats_fallback(flags);
+        return -1;
+    }
+    drk_host_chunk_note(c, (uintptr_t)p, size);
+    drk_host_stats_alloc(flags, size);
+    *pp = p;
+    return 0;
+}
+
+int drk_host_pool_free(void *p)
+{
+    drk_host_chunk *c = drk_host_chunk_of((uintptr_t)p);
+    if (!c)
+        return DRK_HOST_FOREIGN;
+    size_t size;
+    if (drk_host_chunk_take(c, (uintptr_t)p, &size) != 0) {
+        drk_host_stats_invalid_free();
+        return DRK_HOST_INVALID;
+    }
+    drk_host_stats_free(c->flags, size);
+    /* A fork child leaves its copy of the pool alone. */
+    if (atomic_load_explicit(&pool_state, memory_order_relaxed) == 1) {
+        if (sync_free && c->drv->ctx_synchronize)
+            c->drv->ctx_synchronize();
+        drk_je_sdallocx(p, size, MALLOCX_TCACHE_NONE | align_flags(size));
+    }
+    return DRK_HOST_FREED;
+}

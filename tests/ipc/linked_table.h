@@ -1,0 +1,38 @@
+/* The driver table (shim/driver.h) of a test linked with the stand-in
+ * driver: what the device pool and IPC call. */
+#ifndef DRK_TESTS_IPC_LINKED_TABLE_H
+#define DRK_TESTS_IPC_LINKED_TABLE_H
+
+#include <cuda.h>
+
+#include "../../shim/driver.h"
+
+static const drk_driver ipc_driver = {
+    .ctx_get_device = cuCtxGetDevice,
+    .device_get = cuDeviceGet,
+    .device_get_attribute = cuDeviceGetAttribute,
+    .device_total_mem = cuDeviceTotalMem,
+    .mem_address_reserve = cuMemAddressReserve,
+    .mem_address_free = cuMemAddressFree,
+    .mem_create = cuMemCreate,
+    .mem_release = cuMemRelease,
+    .mem_map = cuMemMap,
+    .mem_unmap = cuMemUnmap,
+    .mem_set_access = cuMemSetAccess,
+    .mem_get_allocation_granularity = cuMemGetAllocationGranularity,
+    .event_create = cuEventCreate,
+    .event_record = cuEventRecord,
+    .event_query = cuEventQuery,
+    .event_synchronize = cuEventSynchronize,
+    .event_destroy = cuEventDestroy,
+    .mem_export_to_shareable_handle = cuMemExportToShareableHandle,
+    .mem_import_from_shareable_handle = cuMemImportFromShareableHandle,
+    .mem_get_info = cuMemGetInfo,
+    .stream_is_capturing = cuStreamIsCapturing,
+    .stream_synchronize = cuStreamSynchronize,
+    .ctx_synchronize = cuCtxSynchronize,
+    .ctx_get_current = cuCtxGetCurrent,
+    .ctx_set_current = cuCtxSetCurrent,
+};
+
+#endif

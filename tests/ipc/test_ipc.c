@@ -1,0 +1,354 @@
+/* IPC on pool memory (alloc/ipc.c) between real processes, on the device
+ * pool (alloc/device.c) over the stand-in driver's virtual memory calls,
+ * linked directly (no preloading): the parent allocates and exports, a
+ * child it execs opens the handle, reads the parent's bytes, writes its
+ * own and closes; the parent sees them. Then the failures: interior
+ * pointers, pages that cannot be exported, bad handles, a handle of a
+ * process that has exited, a freed allocation, another user, fork.
+ *
+ * Usage: test_ipc                      (the test)
+ *        test_ipc open HANDLE SIZE     (the importing child)
+ *        test_ipc export SIZE          (prints a handle, exits)
+ *        test_ipc other-user HANDLE    (opens as uid 65534: refused) */
+#define _GNU_SOURCE
+#include <cuda.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../../alloc/device.h"
+#include "../../alloc/ipc.h"
+#include "../fakecuda/fakecuda.h"
+#include "../unit/check.h"
+#include "linked_table.h"
+
+#define MIB ((size_t)1 << 20)
+
+static void setup(void)
+{
+    CUdevice dev;
+    CUcontext ctx;
+    if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) || cuCtxSetCurrent(ctx)) {
+        fprintf(stderr, "set-up failed\n");
+        exit(1);
+    }
+    drk_dpool_settings s = {.reserve = 0, .defrag = 1, .defrag_threshold = 1000};
+    drk_dpool_configure(&ipc_driver, &s);
+    drk_ipc_configure(&ipc_driver);
+}
+
+static CUdeviceptr alloc(size_t size)
+{
+    CUdeviceptr p = 0;
+    CUresult r = CUDA_ERROR_UNKNOWN;
+    if (!drk_dpool_alloc(&p, size, NULL, 0, &r) || r != CUDA_SUCCESS) {
+        fprintf(stderr, "pool allocation of %zu bytes failed\n", size);
+        exit(1);
+    }
+    return p;
+}
+
+static void release(CUdeviceptr p)
+{
+    CUresult r = CUDA_ERROR_UNKNOWN;
+    CHECK(drk_dpool_free(p, NULL, 0, &r) && r == CUDA_SUCCESS);
+}
+
+/* Byte i of pattern `seed`. */
+static unsigned char pat(size_t i, unsigned seed) { return (unsigned char)(i * 31u + seed + (i >> 12)); }
+
+static void write_pattern(CUdeviceptr p, size_t size, unsigned seed)
+{
+    unsigned char *h = malloc(size);
+    for (size_t i = 0; i < size; i++)
+        h[i] = pat(i, seed);
+    CHECK(cuMemcpyHtoD(p, h, size) == CUDA_SUCCESS);
+    free(h);
+}
+
+static int has_pattern(CUdeviceptr p, size_t size, unsigned seed)
+{
+    unsigned char *h = malloc(size);
+    int ok = cuMemcpyDtoH(h, p, size) == CUDA_SUCCESS;
+    for (size_t i = 0; ok && i < size; i++)
+        ok = h[i] == pat(i, seed);
+    free(h);
+    return ok;
+}
+
+static void to_hex(const CUipcMemHandle *h, char out[129])
+{
+    for (int i = 0; i < 64; i++)
+        sprintf(out + 2 * i, "%02x", (unsigned char)h->reserved[i]);
+}
+
+static int from_hex(const char *s, CUipcMemHandle *h)
+{
+    if (strlen(s) != 128)
+        return -1;
+    for (int i = 0; i < 64; i++) {
+        unsigned v;
+        if (sscanf(s + 2 * i, "%2x", &v) != 1)
+            return -1;
+        h->reserved[i] = (char)v;
+    }
+    return 0;
+}
+
+/* Runs this program with `args` and returns its exit status (-1 if it
+ * did not exit); its standard output, if `out`, in out. */
+static int run_self(const char *a1, const char *a2, const char *a3, char *out, size_t outlen)
+{
+    int pfd[2];
+    if (pipe(pfd) != 0)
+        return -1;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(pfd[1], 1);
+        close(pfd[0]);
+        close(pfd[1]);
+        execl("/proc/self/exe", "test_ipc", a1, a2, a3, (char *)NULL);
+        _exit(127);
+    }
+    close(pfd[1]);
+    size_t n = 0;
+    ssize_t k;
+    while (out && n + 1 < outlen && (k = read(pfd[0], out + n, outlen - 1 - n)) > 0)
+        n += (size_t)k;
+    if (out)
+        out[n] = '\0';
+    close(pfd[0]);
+    int st;
+    if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+        return -1;
+    return WEXITSTATUS(st);
+}
+
+/* Open file descriptors: neither side keeps the pages' descriptors. */
+static int count_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    int n = 0;
+    while (d && readdir(d))
+        n++;
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* ---- The child's side ---- */
+
+static int child_open(const char *hex, size_t size)
+{
+    CUipcMemHandle h;
+    CUdeviceptr p = 0, q = 0;
+    CUresult r = CUDA_ERROR_UNKNOWN;
+    int fds = count_fds();
+    CHECK(from_hex(hex, &h) == 0 && drk_ipc_is_drk_handle(&h));
+    CHECK(drk_ipc_import(&p, &h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) == CUDA_SUCCESS && p);
+    CHECK(has_pattern(p, size, 1));
+    write_pattern(p, size, 2);
+    /* Open again in the same context: the same pointer, one more close. */
+    CHECK(drk_ipc_import(&q, &h, 0) == CUDA_SUCCESS && q == p);
+    CHECK(drk_ipc_close(p, &r) == 1 && r == CUDA_SUCCESS);
+    CHECK(has_pattern(p, size, 2));
+    CHECK(drk_ipc_close(p, &r) == 1 && r == CUDA_SUCCESS);
+    CHECK(drk_ipc_close(p, &r) == 0); /* closed: the driver's to answer */
+    size_t free_b, total;
+    CHECK(cuMemGetInfo(&free_b, &total) == CUDA_SUCCESS && free_b == total); /* nothing left mapped */
+    CHECK(count_fds() == fds);
+    return check_failures ? 1 : 0;
+}
+
+static int child_export(size_t size)
+{
+    CUdeviceptr p = alloc(size);
+    write_pattern(p, size, 3);
+    CUipcMemHandle h;
+    char hex[129];
+    if (drk_ipc_export(&h, p) != CUDA_SUCCESS)
+        return 1;
+    to_hex(&h, hex);
+    printf("%s\n", hex);
+    return 0;
+}
+
+static int child_other_user(const char *hex)
+{
+    CUipcMemHandle h;
+    CUdeviceptr p = 0;
+    if (from_hex(hex, &h) != 0 || setgid(65534) != 0 || setuid(65534) != 0)
+        return 2;
+    return drk_ipc_import(&p, &h, 0) == CUDA_ERROR_INVALID_HANDLE ? 0 : 1;
+}
+
+/* ---- The tests ---- */
+
+static void test_share(void)
+{
+    /* A block that starts inside a page and spans several. */
+    CUdeviceptr head = alloc(MIB + 4096);
+    size_t size = 5 * MIB + 100;
+    CUdeviceptr p = alloc(size);
+    write_pattern(p, size, 1);
+    CUipcMemHandle h, h2;
+    int fds = count_fds();
+    uint64_t offset;
+    CHECK(drk_ipc_export(&h, p) == CUDA_SUCCESS && drk_ipc_is_drk_handle(&h));
+    memcpy(&offset, h.reserved + 16, sizeof offset);
+    CHECK(offset == (p - head) % (2 * MIB) && offset != 0);
+    CHECK(drk_ipc_export(&h2, p) == CUDA_SUCCESS && memcmp(&h, &h2, sizeof h) == 0); /* the same export */
+    char hex[129], sz[32];
+    to_hex(&h, hex);
+    snprintf(sz, sizeof sz, "%zu", size);
+    CHECK(run_self("open", hex, sz, NULL, 0) == 0);
+    CHECK(has_pattern(p, size, 2));    /* the child's bytes */
+    CHECK(count_fds() == fds + 1);     /* the socket only */
+
+    /* The exporting process may open its own handle (its thread answers). */
+    CUdeviceptr q = 0, q2 = 0;
+    CUresult r;
+    CHECK(drk_ipc_import(&q, &h, 0) == CUDA_SUCCESS && q && q != p && has_pattern(q, size, 2));
+    CHECK(drk_ipc_import(&q2, &h, 0) == CUDA_SUCCESS && q2 == q);
+    CHECK(drk_ipc_close(q, &r) == 1 && r == CUDA_SUCCESS && drk_ipc_close(q, &r) == 1 && r == CUDA_SUCCESS);
+    CHECK(drk_ipc_close(q, &r) == 0);
+
+    /* Interior pointers and memory not the pool's cannot be exported. */
+    CHECK(drk_ipc_export(&h2, p + 4096) == CUDA_ERROR_INVALID_VALUE);
+    CHECK(drk_ipc_export(&h2, (CUdeviceptr)(uintptr_t)&h2) == CUDA_ERROR_INVALID_VALUE);
+    CHECK(drk_ipc_export(NULL, p) == CUDA_ERROR_INVALID_VALUE);
+    release(p);
+    release(head);
+}
+
+static void test_not_exportable(void)
+{
+    CUdeviceptr p = alloc(3 * MIB);
+    CUipcMemHandle h;
+    fakecuda_inject_error("cuMemExportToShareableHandle", CUDA_ERROR_NOT_SUPPORTED, 1);
+    CHECK(drk_ipc_export(&h, p) == CUDA_ERROR_INVALID_VALUE);
+    CHECK(drk_ipc_export(&h, p) == CUDA_SUCCESS); /* the driver exports again */
+    release(p);
+}
+
+static void test_bad_handles(void)
+{
+    CUipcMemHandle zero, h, bad;
+    CUdeviceptr p = 0;
+    memset(&zero, 0, sizeof zero);
+    CHECK(!drk_ipc_is_drk_handle(&zero) && !drk_ipc_is_drk_handle(NULL));
+    CHECK(drk_ipc_import(&p, &zero, 0) == CUDA_ERROR_INVALID_HANDLE);
+
+    CUdeviceptr a = alloc(MIB);
+    write_pattern(a, MIB, 5);
+    CHECK(drk_ipc_export(&h, a) == CUDA_SUCCESS);
+    CHECK(drk_ipc_import(&p, &h, 0x10) == CUDA_ERROR_INVALID_VALUE);
+    CHECK(drk_ipc_import(NULL, &h, 0) == CUDA_ERROR_INVALID_VALUE);
+    /* An export id the exporter never gave. */
+    bad = h;
+    bad.reserved[8] ^= 0x40;
+    CHECK(drk_ipc_import(&p, &bad, 0) == CUDA_ERROR_INVALID_HANDLE);
+    /* Another socket name (pid or random part): nobody answers. */
+    bad = h;
+    bad.reserved[32] ^= 1;
+    CHECK(drk_ipc_import(&p, &bad, 0) == CUDA_ERROR_INVALID_HANDLE);
+    bad = h;
+    bad.reserved[4] ^= 1;
+    CHECK(drk_ipc_import(&p, &bad, 0) == CUDA_ERROR_INVALID_HANDLE);
+    /* A size that does not match the exporter's: refused. */
+    bad = h;
+    bad.reserved[24] ^= 1;
+    CHECK(drk_ipc_import(&p, &bad, 0) == CUDA_ERROR_INVALID_HANDLE);
+
+    /* A freed allocation's handle no longer opens; the next allocation at
+     * the same address gets a handle of its own (cuda.h). */
+    release(a);
+    CHECK(drk_ipc_import(&p, &h, 0) == CUDA_ERROR_INVALID_HANDLE);
+    CUdeviceptr b = alloc(MIB);
+    CUipcMemHandle hb;
+    CHECK(drk_ipc_export(&hb, b) == CUDA_SUCCESS && memcmp(&hb, &h, sizeof h) != 0);
+    release(b);
+}
+
+static void test_exited_process(void)
+{
+    char out[256];
+    CHECK(run_self("export", "3000000", NULL, out, sizeof out) == 0);
+    out[strcspn(out, "\n")] = '\0';
+    CUipcMemHandle h;
+    CUdeviceptr p = 0;
+    CHECK(from_hex(out, &h) == 0 && drk_ipc_is_drk_handle(&h));
+    CHECK(drk_ipc_import(&p, &h, 0) == CUDA_ERROR_INVALID_HANDLE);
+}
+
+static void test_other_user(void)
+{
+    if (geteuid() != 0) {
+        printf("%s: not root, another user's open is not tested\n", __FILE__);
+        return;
+    }
+    CUdeviceptr a = alloc(MIB);
+    CUipcMemHandle h;
+    char hex[129];
+    CHECK(drk_ipc_export(&h, a) == CUDA_SUCCESS);
+    to_hex(&h, hex);
+    CHECK(run_self("other-user", hex, NULL, NULL, 0) == 0);
+    release(a);
+}
+
+/* A fork child: the parent's imports are not its own; it exports through
+ * a socket of its own and may still open the parent's handles. */
+static void test_fork(void)
+{
+    size_t size = 2 * MIB + 7;
+    CUdeviceptr a = alloc(size), q = 0;
+    write_pattern(a, size, 6);
+    CUipcMemHandle h;
+    CUresult r;
+    CHECK(drk_ipc_export(&h, a) == CUDA_SUCCESS && drk_ipc_import(&q, &h, 0) == CUDA_SUCCESS);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        drk_dpool_after_fork_child();
+        drk_ipc_after_fork_child();
+        int ok = drk_ipc_close(q, &r) == 0; /* the parent's import: forgotten */
+        CUdeviceptr pq = 0, c = alloc(MIB), cq = 0;
+        write_pattern(c, MIB, 7);
+        CUipcMemHandle hc;
+        ok &= drk_ipc_import(&pq, &h, 0) == CUDA_SUCCESS && has_pattern(pq, size, 6);
+        ok &= drk_ipc_export(&hc, c) == CUDA_SUCCESS;
+        uint32_t pid_in;
+        memcpy(&pid_in, hc.reserved + 4, sizeof pid_in);
+        ok &= pid_in == (uint32_t)getpid();
+        ok &= drk_ipc_import(&cq, &hc, 0) == CUDA_SUCCESS && has_pattern(cq, MIB, 7);
+        ok &= drk_ipc_close(cq, &r) == 1 && r == CUDA_SUCCESS && drk_ipc_close(pq, &r) == 1 && r == CUDA_SUCCESS;
+        _exit(ok ? 0 : 1);
+    }
+    int st;
+    CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    CHECK(drk_ipc_close(q, &r) == 1 && r == CUDA_SUCCESS); /* the parent's own, still there */
+    release(a);
+}
+
+int main(int argc, char **argv)
+{
+    setup();
+    if (argc == 4 && strcmp(argv[1], "open") == 0)
+        return child_open(argv[2], strtoull(argv[3], NULL, 10));
+    if (argc == 3 && strcmp(argv[1], "export") == 0)
+        return child_export(strtoull(argv[2], NULL, 10));
+    if (argc == 3 && strcmp(argv[1], "other-user") == 0)
+        return child_other_user(argv[2]);
+    test_share();
+    test_not_exportable();
+    test_bad_handles();
+    test_exited_process();
+    test_other_user();
+    test_fork();
+    return CHECK_DONE();
+}

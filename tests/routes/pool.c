@@ -1,0 +1,250 @@
+/* Device allocation as a program sees it, natively and under drk's pool:
+ * every answer the program can observe must be the driver's. Linked -lcuda
+ * (the stand-in driver).
+ *
+ *   route_pool basic   sizes, alignment, bytes kept, range and pointer
+ *                      queries, bad frees, async and pitch forms, threads
+ *                      on their own streams; prints one line per check
+ *   route_pool frag    a live set that always fits in a small device, in
+ *                      holes too small for later requests: prints
+ *                      "frag completed" or "frag out of memory" */
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../fakecuda/fakecuda.h"
+
+static int failures;
+
+#define CHECK(call)                                                                            \
+    do {                                                                                       \
+        CUresult r_ = (call);                                                                  \
+        if (r_ != CUDA_SUCCESS) {                                                              \
+            fprintf(stderr, "%s:%d: %s = %d\n", __FILE__, __LINE__, #call, (int)r_);           \
+            __atomic_add_fetch(&failures, 1, __ATOMIC_RELAXED);                                \
+        }                                                                                      \
+    } while (0)
+#define EXPECT(cond)                                                                           \
+    do {                                                                                       \
+        if (!(cond)) {                                                                         \
+            fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #cond);                \
+            __atomic_add_fetch(&failures, 1, __ATOMIC_RELAXED);                                \
+        }                                                                                      \
+    } while (0)
+
+static CUcontext ctx;
+
+/* Fills [p, p+n) with `v` and checks the first and last bytes come back. */
+static void fill_check(CUdeviceptr p, size_t n, unsigned char v)
+{
+    CHECK(cuMemsetD8_v2(p, v, n));
+    unsigned char first = 0, last = 0;
+    CHECK(cuMemcpyDtoH_v2(&first, p, 1));
+    CHECK(cuMemcpyDtoH_v2(&last, p + n - 1, 1));
+    EXPECT(first == v && last == v);
+}
+
+static void sizes(void)
+{
+    static const size_t sz[] = {1, 255, 256, 511, 512, 4096, 65537, (2u << 20) - 1, 2u << 20, (5u << 20) + 3};
+    CUdeviceptr p[sizeof sz / sizeof sz[0]];
+    for (size_t i = 0; i < sizeof sz / sizeof sz[0]; i++) {
+        CHECK(cuMemAlloc_v2(&p[i], sz[i]));
+        EXPECT(p[i] % 256 == 0);
+        fill_check(p[i], sz[i], (unsigned char)(i + 1));
+    }
+    /* Every block kept its bytes while the others were written. */
+    for (size_t i = 0; i < sizeof sz / sizeof sz[0]; i++) {
+        unsigned char b = 0;
+        CHECK(cuMemcpyDtoH_v2(&b, p[i] + sz[i] / 2, 1));
+        EXPECT(b == (unsigned char)(i + 1));
+    }
+    CUdeviceptr z = 0;
+    EXPECT(cuMemAlloc_v2(&z, 0) == CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuMemAlloc_v2(NULL, 64) == CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuMemAlloc_v2(&z, (size_t)1 << 62) == CUDA_ERROR_OUT_OF_MEMORY);
+    for (size_t i = 0; i < sizeof sz / sizeof sz[0]; i++)
+        CHECK(cuMemFree_v2(p[i]));
+    printf("sizes ok\n");
+}
+
+static void queries(void)
+{
+    CUdeviceptr a, b;
+    CHECK(cuMemAlloc_v2(&a, 1000));
+    CHECK(cuMemAlloc_v2(&b, 3000));
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    CHECK(cuMemGetAddressRange_v2(&base, &size, a + 999));
+    EXPECT(base == a && size == 1000);
+    CHECK(cuMemGetAddressRange_v2(&base, NULL, b + 1));
+    EXPECT(base == b);
+    unsigned long long ida = 0, idb = 0;
+    CHECK(cuPointerGetAttribute(&ida, CU_POINTER_ATTRIBUTE_BUFFER_ID, a));
+    CHECK(cuPointerGetAttribute(&idb, CU_POINTER_ATTRIBUTE_BUFFER_ID, b + 7));
+    EXPECT(ida != idb);
+    unsigned int type = 0;
+    int ordinal = -1;
+    CUcontext c = NULL;
+    CHECK(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, b + 100));
+    CHECK(cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, b));
+    CHECK(cuPointerGetAttribute(&c, CU_POINTER_ATTRIBUTE_CONTEXT, b));
+    EXPECT(type == CU_MEMORYTYPE_DEVICE && ordinal == 0 && c == ctx);
+    CUpointer_attribute attrs[3] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+                                    CU_POINTER_ATTRIBUTE_MEMORY_TYPE};
+    size_t rsize = 0;
+    void *data[3] = {&base, &rsize, &type};
+    CHECK(cuPointerGetAttributes(3, attrs, data, a + 5));
+    EXPECT(base == a && rsize == 1000 && type == CU_MEMORYTYPE_DEVICE);
+    /* Bad frees: an interior pointer, twice the same, never allocated. */
+    EXPECT(cuMemFree_v2(a + 256) == CUDA_ERROR_INVALID_VALUE);
+    CHECK(cuMemFree_v2(a));
+    EXPECT(cuMemFree_v2(a) == CUDA_ERROR_INVALID_VALUE);
+    /* A freed block is unknown to the queries (unless reused, which here
+     * nothing asked for). */
+    EXPECT(cuMemGetAddressRange_v2(&base, &size, a) != CUDA_SUCCESS);
+    /* b was untouched by all that. */
+    fill_check(b, 3000, 0x5a);
+    CHECK(cuMemFree_v2(b));
+    size_t free_b = 0, total = 0;
+    CHECK(cuMemGetInfo_v2(&free_b, &total));
+    EXPECT(free_b <= total && total > 0);
+    printf("queries ok\n");
+}
+
+static void async_forms(void)
+{
+    CUstream s;
+    CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CUdeviceptr p[6];
+    CHECK(cuMemAllocAsync(&p[0], 4096, s));
+    CHECK(cuMemAllocAsync(&p[1], 100, NULL));
+    CHECK(cuMemAllocAsync_ptsz(&p[2], 70000, NULL));
+    CHECK(cuMemAllocAsync(&p[3], 1 << 20, CU_STREAM_PER_THREAD));
+    size_t pitch = 0;
+    CHECK(cuMemAllocPitch_v2(&p[4], &pitch, 1000, 7, 4));
+    EXPECT(pitch >= 1000 && p[4] % 256 == 0);
+    CHECK(cuMemAlloc_v2(&p[5], 123));
+    for (int i = 0; i < 4; i++)
+        fill_check(p[i], 64, (unsigned char)(0x10 + i));
+    fill_check(p[4], pitch * 7, 0x77);
+    CHECK(cuMemFreeAsync(p[0], s));
+    CHECK(cuMemFreeAsync(p[1], NULL));
+    CHECK(cuMemFreeAsync_ptsz(p[2], NULL));
+    CHECK(cuMemFreeAsync(p[3], CU_STREAM_PER_THREAD));
+    CHECK(cuMemFree_v2(p[4]));
+    CHECK(cuMemFreeAsync(p[5], s)); /* a cuMemAlloc block freed in stream order */
+    CHECK(cuStreamSynchronize(s));
+    CHECK(cuStreamDestroy_v2(s));
+    printf("async pitch=%zu ok\n", pitch);
+}
+
+/* Threads on their own streams: blocks of one never overlap another's
+ * (each writes its id into its live blocks and finds it unchanged). */
+enum { THREADS = 8, LIVE = 16, ROUNDS = 300 };
+static pthread_barrier_t go;
+
+static void *worker(void *arg)
+{
+    unsigned char id = (unsigned char)(uintptr_t)arg;
+    CUstream s;
+    CHECK(cuCtxSetCurrent(ctx));
+    CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CUdeviceptr live[LIVE] = {0};
+    size_t len[LIVE] = {0};
+    unsigned seed = id * 7919u + 1;
+    pthread_barrier_wait(&go);
+    for (int i = 0; i < ROUNDS; i++) {
+        int k = (int)(rand_r(&seed) % LIVE);
+        if (live[k]) {
+            unsigned char b = 0;
+            CHECK(cuMemcpyDtoH_v2(&b, live[k] + len[k] - 1, 1));
+            EXPECT(b == id);
+            CHECK(i % 3 ? cuMemFreeAsync(live[k], s) : cuMemFree_v2(live[k]));
+        }
+        len[k] = 1 + rand_r(&seed) % (1u << 20);
+        CHECK(i % 2 ? cuMemAllocAsync(&live[k], len[k], s) : cuMemAlloc_v2(&live[k], len[k]));
+        CHECK(cuMemsetD8_v2(live[k], id, len[k]));
+    }
+    CHECK(cuStreamSynchronize(s));
+    for (int k = 0; k < LIVE; k++)
+        if (live[k]) {
+            unsigned char b = 0;
+            CHECK(cuMemcpyDtoH_v2(&b, live[k], 1));
+            EXPECT(b == id);
+            CHECK(cuMemFreeAsync(live[k], s));
+        }
+    CHECK(cuStreamDestroy_v2(s));
+    return NULL;
+}
+
+static void threads(void)
+{
+    pthread_t t[THREADS];
+    pthread_barrier_init(&go, NULL, THREADS);
+    for (int i = 0; i < THREADS; i++)
+        pthread_create(&t[i], NULL, worker, (void *)(uintptr_t)(i + 1));
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(t[i], NULL);
+    printf("threads ok\n");
+}
+
+/* 96 MiB of 2 MiB blocks, every other one freed (48 MiB free in 2 MiB
+ * holes), then 8 MiB blocks up to 40 MiB more: the live set never passes
+ * 96 MiB of a 128 MiB device, but only a pool that can map free pages
+ * elsewhere (or the driver) finds room for them. */
+static int frag(void)
+{
+    enum { SMALL = 48, BIG = 5 };
+    fakecuda_set_total_memory((size_t)128 << 20);
+    CUdeviceptr small[SMALL], big[BIG];
+    for (int i = 0; i < SMALL; i++) {
+        CHECK(cuMemAlloc_v2(&small[i], (size_t)2 << 20));
+        fill_check(small[i], (size_t)2 << 20, (unsigned char)i);
+    }
+    for (int i = 0; i < SMALL; i += 2)
+        CHECK(cuMemFree_v2(small[i]));
+    CHECK(cuCtxSynchronize());
+    for (int i = 0; i < BIG; i++) {
+        CUresult r = cuMemAlloc_v2(&big[i], (size_t)8 << 20);
+        if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+            printf("frag out of memory\n");
+            return 0;
+        }
+        CHECK(r);
+        fill_check(big[i], (size_t)8 << 20, 0xee);
+    }
+    /* The survivors kept their bytes. */
+    for (int i = 1; i < SMALL; i += 2) {
+        unsigned char b = 0;
+        CHECK(cuMemcpyDtoH_v2(&b, small[i] + 12345, 1));
+        EXPECT(b == (unsigned char)i);
+    }
+    printf("frag completed\n");
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "basic";
+    CUdevice dev;
+    CHECK(cuInit(0));
+    CHECK(cuDeviceGet(&dev, 0));
+    CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CHECK(cuCtxSetCurrent(ctx));
+    if (strcmp(mode, "frag") == 0) {
+        frag();
+    } else {
+        sizes();
+        queries();
+        async_forms();
+        threads();
+    }
+    if (failures)
+        printf("FAILED (%d)\n", failures);
+    return failures ? 1 : 0;
+}
