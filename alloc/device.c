@@ -28,8 +28,9 @@
 #define MAX_RANGES 8192
 #define VA_CHUNK_MAX ((size_t)64 << 30)
 #define VA_CHUNK_STREAM ((size_t)8 << 30)
-/* Latency is timed on one operation in this many. */
-#define SAMPLE_EVERY 16
+/* Latency is timed on one operation in this many: a prime, so that the
+ * sample does not fall in step with the pool's periodic work. */
+#define SAMPLE_EVERY 13
 
 typedef struct shard {
     pthread_mutex_t lock;
@@ -381,16 +382,17 @@ static void raise_peak(_Atomic uint64_t *peak, uint64_t v)
 
 /* Carries a shard's changes of live bytes and pages to the device's
  * totals, shared by every thread: pages whenever they change (rarely),
- * live bytes once they moved by ACCOUNT_SLACK or pages changed, so the
- * device's peak live is exact to within that much per shard. Under the
- * shard's lock. */
+ * live bytes once they moved by ACCOUNT_SLACK or 1/64 of the device's live
+ * bytes, whichever is more, or pages changed; so the device's peak live is
+ * exact to within that much per shard. Under the shard's lock. */
 #define ACCOUNT_SLACK ((uint64_t)4 << 20)
 
 static void account(dpool *d, shard *s)
 {
     uint64_t live = drk_pool_live_bytes(s->pool), pages = drk_heap_pages(s->heap);
     uint64_t drift = live > s->seen_live ? live - s->seen_live : s->seen_live - live;
-    if (drift >= ACCOUNT_SLACK || (pages != s->seen_pages && live != s->seen_live)) {
+    uint64_t slack = atomic_load_explicit(&d->live, memory_order_relaxed) / 64;
+    if (drift >= (slack > ACCOUNT_SLACK ? slack : ACCOUNT_SLACK) || (pages != s->seen_pages && live != s->seen_live)) {
         raise_peak(&d->peak_live, atomic_fetch_add(&d->live, live - s->seen_live) + (live - s->seen_live));
         s->seen_live = live;
     }
@@ -460,17 +462,24 @@ int drk_dpool_alloc(CUdeviceptr *ptr, size_t size, CUstream stream, int has_stre
             s->last_moves = moves;
             stitched = 1;
         }
-        if (rc == DRK_PAGES_OOM && !took)
+        int steal = rc == DRK_PAGES_OOM && !took && atomic_load(&d->nshards) > 1;
+        if (steal)
             s->steals++;
         else if (rc == DRK_PAGES_OOM)
-            s->ooms++;
+            s->ooms++; /* the program's answer */
         else if (rc != 0)
             s->failed++;
         account(d, s);
         leave(d, s, cur);
-        if (rc != DRK_PAGES_OOM || took || atomic_load(&d->nshards) == 1 || !take_from_others(d, s))
+        if (!steal)
             break;
         took = 1;
+        if (!take_from_others(d, s)) {
+            CUcontext again = enter_from(d, s, ctx);
+            s->ooms++;
+            leave(d, s, again);
+            break;
+        }
     }
     if (stitched)
         drk_log(DRK_LOG_INFO, "device %d: stitched free pages into a new range for %zu bytes (%llu pages moved "

@@ -409,7 +409,8 @@ static pend *take_same_stream(drk_pool *p, stream_state *s, size_t size)
 /* A batch left open this many allocations is sealed, so that frees on a
  * quiet stream do not stay out of everyone else's reach. */
 #define SEAL_AFTER 32
-#define RECLAIM_EVERY 16
+#define STALE_EVERY 16
+#define RECLAIM_EVERY 64
 
 static void seal_stale(drk_pool *p)
 {
@@ -432,12 +433,14 @@ int drk_pool_alloc(drk_pool *p, size_t size, uintptr_t stream, int has_stream, u
     if (!size)
         return DRK_PAGES_INVALID;
     /* Stale batches and completed events are looked at every few
-     * allocations, not each: an event query costs more than an allocation. */
-    if ((p->allocs++ & (RECLAIM_EVERY - 1)) == 0) {
+     * allocations, not each: an event query costs more than ten
+     * allocations. Before pages are made, completed ones are looked at
+     * anyway (below). */
+    uint64_t n = p->allocs++;
+    if ((n & (STALE_EVERY - 1)) == 0)
         seal_stale(p);
-        if (p->sealed)
-            drk_pool_reclaim(p);
-    }
+    if ((n & (RECLAIM_EVERY - 1)) == 0 && p->sealed)
+        drk_pool_reclaim(p);
     stream_state *s = has_stream ? stream_get(p, stream) : NULL;
     if (s) {
         pend *b = take_same_stream(p, s, size);

@@ -240,16 +240,17 @@ static void write_memory(drk_json *j)
 {
     drk_json_open(j, "memory", '{');
     for (int k = 0; k < DRK_ALLOC_KINDS; k++) {
-        const drk_alloc_counts *c = drk_alloc_counts_of((drk_alloc_kind)k);
+        drk_alloc_counts totals = drk_alloc_counts_of((drk_alloc_kind)k);
+        const drk_alloc_counts *c = &totals;
         drk_json_open(j, drk_alloc_kind_name[k], '{');
-        drk_json_u64(j, "allocs", atomic_load(&c->allocs));
-        drk_json_u64(j, "failed", atomic_load(&c->failed));
-        drk_json_u64(j, "bytes", atomic_load(&c->bytes));
-        drk_json_u64(j, "frees", atomic_load(&c->frees));
-        drk_json_u64(j, "failed_frees", atomic_load(&c->free_failed));
+        drk_json_u64(j, "allocs", c->allocs);
+        drk_json_u64(j, "failed", c->failed);
+        drk_json_u64(j, "bytes", c->bytes);
+        drk_json_u64(j, "frees", c->frees);
+        drk_json_u64(j, "failed_frees", c->free_failed);
         drk_json_open(j, "sizes", '{');
         for (int b = 0; b < DRK_SIZE_BUCKETS; b++) {
-            uint64_t v = atomic_load(&c->by_size[b]);
+            uint64_t v = c->by_size[b];
             char key[8];
             snprintf(key, sizeof key, b ? "2^%d" : "0", b);
             if (v)
@@ -337,7 +338,7 @@ void drk_report_at_exit(void)
         return;
     uint64_t launches = drk_registry_launches(), allocs = 0;
     for (int k = 0; k < DRK_ALLOC_KINDS; k++)
-        allocs += atomic_load(&drk_alloc_counts_of((drk_alloc_kind)k)->allocs);
+        allocs += drk_alloc_counts_of((drk_alloc_kind)k).allocs;
     if (!*drk_opt_str(DRK_OPT_REPORT)) {
         drk_log(DRK_LOG_INFO, "%llu launches of %zu kernel handles, %llu allocations; set DRK_REPORT for a report",
                 (unsigned long long)launches, drk_registry_size(), (unsigned long long)allocs);

@@ -41,7 +41,6 @@ typedef struct rep_memkind {
     uint64_t allocs, failed, bytes, frees, failed_frees;
 } rep_memkind;
 
-/* The counters of a process, or of several processes added up. */
 /* What the report says drk knows of the launched kernels (kernels.facts,
  * absent from reports of drk before it read images). */
 typedef struct rep_facts {
@@ -50,9 +49,33 @@ typedef struct rep_facts {
     uint64_t device_sm; /* 0 if unknown; when processes differ, the first */
 } rep_facts;
 
+/* Latency histograms: bucket b counts samples in [2^b, 2^(b+1)) ns. */
+#define REP_LATENCY_BUCKETS 64
+
+/* drk's device pool (device_pool, absent from reports of drk before it had
+ * one). Added up over processes, peaks are sums of per-process peaks. */
+typedef struct rep_dpool {
+    int present;
+    uint64_t processes; /* reports whose pool served allocations */
+    uint64_t allocs, frees, failed_allocs, out_of_memory, bad_frees, driver_allocs;
+    uint64_t peak_live_bytes, peak_reserved_bytes;
+    uint64_t pages_created, pages_moved, pages_released, defrag_events;
+    uint64_t latency_samples, alloc_ns[REP_LATENCY_BUCKETS], free_ns[REP_LATENCY_BUCKETS];
+} rep_dpool;
+
+/* The pinned host pool (host_pool, likewise optional). */
+typedef struct rep_hpool {
+    int present;
+    uint64_t processes; /* reports whose pool served allocations */
+    uint64_t allocs, frees, bad_frees, peak_live_bytes, pinned_bytes, chunks, driver_fallbacks, driver_direct;
+} rep_hpool;
+
+/* The counters of a process, or of several processes added up. */
 typedef struct rep_totals {
     uint64_t launches, failed_launches, untracked_launches;
     rep_facts facts;
+    rep_dpool dpool;
+    rep_hpool hpool;
     rep_kernel *kernels; /* most launched first */
     size_t nkernels;
     rep_family *families;

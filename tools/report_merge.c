@@ -1,6 +1,7 @@
 /* Adding up reports: kernels by name, shapes by (grid, block, shared
- * bytes), call names and memory kinds by name. Counters saturate rather
- * than wrap, so an absurd sum never prints as a small one. */
+ * bytes), call names and memory kinds by name, the pools' counters.
+ * Counters saturate rather than wrap, so an absurd sum never prints as a
+ * small one. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -182,6 +183,49 @@ static int merge_memory(const rep_totals *const *parts, size_t n, rep_totals *ou
     return 0;
 }
 
+/* Peaks add up too: the sum of per-process peaks, an upper bound of the
+ * processes' peak together (they need not peak at once). */
+static void merge_dpool(rep_dpool *o, const rep_dpool *d)
+{
+    if (!d->present)
+        return;
+    o->present = 1;
+    o->processes = add(o->processes, d->processes);
+    o->allocs = add(o->allocs, d->allocs);
+    o->frees = add(o->frees, d->frees);
+    o->failed_allocs = add(o->failed_allocs, d->failed_allocs);
+    o->out_of_memory = add(o->out_of_memory, d->out_of_memory);
+    o->bad_frees = add(o->bad_frees, d->bad_frees);
+    o->driver_allocs = add(o->driver_allocs, d->driver_allocs);
+    o->peak_live_bytes = add(o->peak_live_bytes, d->peak_live_bytes);
+    o->peak_reserved_bytes = add(o->peak_reserved_bytes, d->peak_reserved_bytes);
+    o->pages_created = add(o->pages_created, d->pages_created);
+    o->pages_moved = add(o->pages_moved, d->pages_moved);
+    o->pages_released = add(o->pages_released, d->pages_released);
+    o->defrag_events = add(o->defrag_events, d->defrag_events);
+    o->latency_samples = add(o->latency_samples, d->latency_samples);
+    for (int b = 0; b < REP_LATENCY_BUCKETS; b++) {
+        o->alloc_ns[b] = add(o->alloc_ns[b], d->alloc_ns[b]);
+        o->free_ns[b] = add(o->free_ns[b], d->free_ns[b]);
+    }
+}
+
+static void merge_hpool(rep_hpool *o, const rep_hpool *h)
+{
+    if (!h->present)
+        return;
+    o->present = 1;
+    o->processes = add(o->processes, h->processes);
+    o->allocs = add(o->allocs, h->allocs);
+    o->frees = add(o->frees, h->frees);
+    o->bad_frees = add(o->bad_frees, h->bad_frees);
+    o->peak_live_bytes = add(o->peak_live_bytes, h->peak_live_bytes);
+    o->pinned_bytes = add(o->pinned_bytes, h->pinned_bytes);
+    o->chunks = add(o->chunks, h->chunks);
+    o->driver_fallbacks = add(o->driver_fallbacks, h->driver_fallbacks);
+    o->driver_direct = add(o->driver_direct, h->driver_direct);
+}
+
 int totals_merge(const rep_totals *const *parts, size_t n, rep_totals *out)
 {
     memset(out, 0, sizeof *out);
@@ -189,6 +233,8 @@ int totals_merge(const rep_totals *const *parts, size_t n, rep_totals *out)
         out->launches = add(out->launches, parts[p]->launches);
         out->failed_launches = add(out->failed_launches, parts[p]->failed_launches);
         out->untracked_launches = add(out->untracked_launches, parts[p]->untracked_launches);
+        merge_dpool(&out->dpool, &parts[p]->dpool);
+        merge_hpool(&out->hpool, &parts[p]->hpool);
         const rep_facts *f = &parts[p]->facts;
         if (!f->present)
             continue;

@@ -1,5 +1,5 @@
 /* What `drk report` prints: a section per process (header, kernels, calls,
- * memory), a combined section, or the combined numbers as JSON. */
+ * memory, the pools), a combined section, or the combined numbers as JSON. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,12 +121,80 @@ static void print_facts(FILE *f, const rep_facts *x)
             x->launched, x->with_layout, x->from_image, x->equal, x->differs, sm, x->ptx_for_device, x->with_ptx);
 }
 
-static void print_totals(FILE *f, const rep_totals *t, size_t top)
+static uint64_t add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
+static uint64_t samples_of(const uint64_t *hist)
+{
+    uint64_t n = 0;
+    for (int b = 0; b < REP_LATENCY_BUCKETS; b++)
+        n = add(n, hist[b]);
+    return n;
+}
+
+/* The bucket holding the median sample (the lower middle one of an even
+ * count), as "256–511 ns": the histogram says no more than that. */
+static const char *median_text(const uint64_t *hist, char *buf, size_t n)
+{
+    uint64_t total = samples_of(hist), seen = 0;
+    snprintf(buf, n, "-");
+    for (int b = 0; b < REP_LATENCY_BUCKETS && total; b++) {
+        seen = add(seen, hist[b]);
+        if (seen >= total / 2 + total % 2) {
+            /* The shim's first bucket also holds 0 ns. */
+            uint64_t lo = b ? (uint64_t)1 << b : 0, hi = b == 63 ? UINT64_MAX : ((uint64_t)2 << b) - 1;
+            snprintf(buf, n, "%" PRIu64 "\u2013%" PRIu64 " ns", lo, hi);
+            break;
+        }
+    }
+    return buf;
+}
+
+/* `nprocs`: 0 for one process's section, else the combined one's count,
+ * where peaks are sums of per-process peaks. */
+static void print_device_pool(FILE *f, const rep_dpool *d, size_t nprocs)
+{
+    if (!d->allocs)
+        return;
+    char live[32], reserved[32], am[64], fm[64];
+    fprintf(f, "\ndevice pool");
+    if (nprocs)
+        fprintf(f, " (%" PRIu64 " of %zu processes)", d->processes, nprocs);
+    fprintf(f, ": %" PRIu64 " allocs, %" PRIu64 " frees, %" PRIu64 " out of memory, %" PRIu64 " bad frees\n",
+            d->allocs, d->frees, d->out_of_memory, d->bad_frees);
+    double frag = d->peak_reserved_bytes ? 1.0 - (double)d->peak_live_bytes / (double)d->peak_reserved_bytes : 0.0;
+    fprintf(f, "  %s %s, %s %s: fragmentation %.2f%%\n", nprocs ? "sum of per-process peaks: live" : "peak live",
+            human_bytes(d->peak_live_bytes, live, sizeof live), nprocs ? "reserved" : "peak reserved",
+            human_bytes(d->peak_reserved_bytes, reserved, sizeof reserved), 100.0 * frag);
+    fprintf(f, "  pages: %" PRIu64 " created, %" PRIu64 " moved, %" PRIu64 " released; %" PRIu64 " defrag event%s\n",
+            d->pages_created, d->pages_moved, d->pages_released, d->defrag_events, d->defrag_events == 1 ? "" : "s");
+    fprintf(f, "  latency, sampled: alloc median %s (%" PRIu64 " samples), free median %s (%" PRIu64 " samples)\n",
+            median_text(d->alloc_ns, am, sizeof am), samples_of(d->alloc_ns), median_text(d->free_ns, fm, sizeof fm),
+            samples_of(d->free_ns));
+}
+
+static void print_host_pool(FILE *f, const rep_hpool *h, size_t nprocs, int after_device)
+{
+    if (!h->allocs)
+        return;
+    char live[32], pinned[32];
+    fprintf(f, "%shost pool", after_device ? "" : "\n");
+    if (nprocs)
+        fprintf(f, " (%" PRIu64 " of %zu processes)", h->processes, nprocs);
+    fprintf(f, ": %" PRIu64 " allocs, %" PRIu64 " frees, peak live %s%s, pinned %s in %" PRIu64 " chunk%s, %" PRIu64
+               " driver fallback%s\n",
+            h->allocs, h->frees, human_bytes(h->peak_live_bytes, live, sizeof live),
+            nprocs ? " (sum of per-process peaks)" : "", human_bytes(h->pinned_bytes, pinned, sizeof pinned),
+            h->chunks, h->chunks == 1 ? "" : "s", h->driver_fallbacks, h->driver_fallbacks == 1 ? "" : "s");
+}
+
+static void print_totals(FILE *f, const rep_totals *t, size_t top, size_t nprocs)
 {
     print_kernels(f, t, top);
     print_facts(f, &t->facts);
     print_calls(f, t);
     print_memory(f, t);
+    print_device_pool(f, &t->dpool, nprocs);
+    print_host_pool(f, &t->hpool, nprocs, t->dpool.allocs > 0);
 }
 
 static void print_duration(FILE *f, const char *label, uint64_t start, uint64_t end)
@@ -157,7 +225,7 @@ void print_process(FILE *f, const rep_process *p, size_t top)
     fputc('\n', f);
     print_duration(f, "duration", p->start_ns, p->end_ns);
     fprintf(f, "  drk       %s\n\n", p->drk_version);
-    print_totals(f, &p->t, top);
+    print_totals(f, &p->t, top, 0);
 }
 
 void print_combined(FILE *f, const rep_process *const *procs, size_t n, const rep_totals *t, size_t top)
@@ -180,7 +248,7 @@ void print_combined(FILE *f, const rep_process *const *procs, size_t n, const re
     fputc('\n', f);
     print_duration(f, "span", start, end);
     fputc('\n', f);
-    print_totals(f, t, top);
+    print_totals(f, t, top, n);
 }
 
 /* A small JSON writer: two-space indentation, strings escaped as the shim
@@ -255,6 +323,59 @@ static void jw_dim3(jw *w, const char *key, const uint64_t v[3])
 {
     jw_item(w, key);
     fprintf(w->f, "[%" PRIu64 ", %" PRIu64 ", %" PRIu64 "]", v[0], v[1], v[2]);
+}
+
+static void jw_histogram(jw *w, const char *key, const uint64_t *hist)
+{
+    jw_open(w, key, '{');
+    for (int b = 0; b < REP_LATENCY_BUCKETS; b++)
+        if (hist[b]) {
+            char floor[24];
+            snprintf(floor, sizeof floor, "%" PRIu64, (uint64_t)1 << b);
+            jw_u64(w, floor, hist[b]);
+        }
+    jw_close(w, '}');
+}
+
+/* Sums over the reports that have the object; peaks are sums of
+ * per-process peaks. */
+static void jw_device_pool(jw *w, const rep_dpool *d)
+{
+    jw_open(w, "device_pool", '{');
+    jw_u64(w, "processes", d->processes);
+    jw_u64(w, "allocs", d->allocs);
+    jw_u64(w, "frees", d->frees);
+    jw_u64(w, "failed_allocs", d->failed_allocs);
+    jw_u64(w, "out_of_memory", d->out_of_memory);
+    jw_u64(w, "bad_frees", d->bad_frees);
+    jw_u64(w, "driver_allocs", d->driver_allocs);
+    jw_u64(w, "peak_live_bytes", d->peak_live_bytes);
+    jw_u64(w, "peak_reserved_bytes", d->peak_reserved_bytes);
+    jw_u64(w, "pages_created", d->pages_created);
+    jw_u64(w, "pages_moved", d->pages_moved);
+    jw_u64(w, "pages_released", d->pages_released);
+    jw_u64(w, "defrag_events", d->defrag_events);
+    jw_open(w, "latency_ns", '{');
+    jw_u64(w, "samples", d->latency_samples);
+    jw_histogram(w, "alloc", d->alloc_ns);
+    jw_histogram(w, "free", d->free_ns);
+    jw_close(w, '}');
+    jw_close(w, '}');
+}
+
+static void jw_host_pool(jw *w, const rep_hpool *h)
+{
+    jw_open(w, "host_pool", '{');
+    jw_u64(w, "processes", h->processes);
+    jw_u64(w, "allocs", h->allocs);
+    jw_u64(w, "frees", h->frees);
+    jw_u64(w, "bad_frees", h->bad_frees);
+    jw_u64(w, "peak_live_bytes", h->peak_live_bytes);
+    jw_u64(w, "pinned_bytes", h->pinned_bytes);
+    jw_u64(w, "chunks", h->chunks);
+    jw_u64(w, "driver_fallbacks", h->driver_fallbacks);
+    jw_u64(w, "driver_direct", h->driver_direct);
+    jw_close(w, '}');
 }
 
 void print_json(FILE *f, const rep_process *const *procs, size_t n, const rep_totals *t, size_t top)
@@ -342,5 +463,9 @@ void print_json(FILE *f, const rep_process *const *procs, size_t n, const rep_to
         jw_close(&w, '}');
     }
     jw_close(&w, '}');
+    if (t->dpool.present)
+        jw_device_pool(&w, &t->dpool);
+    if (t->hpool.present)
+        jw_host_pool(&w, &t->hpool);
     jw_close(&w, '}');
 }

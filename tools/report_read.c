@@ -283,6 +283,92 @@ static int read_memory(ctx *c, const json_value *doc, rep_totals *t)
     return c->failed ? -1 : 0;
 }
 
+/* An optional top-level object: NULL when absent (reports of an older drk),
+ * a failure when present with another type. */
+static const json_value *optional_object(ctx *c, const json_value *doc, const char *key)
+{
+    const json_value *v = json_get(doc, key);
+    if (!v || c->failed)
+        return NULL;
+    if (v->type != JSON_OBJECT) {
+        bad(c, "%s: expected an object, found %s", key, json_type_name(v->type));
+        return NULL;
+    }
+    return v;
+}
+
+/* A latency histogram: bucket floors in ns (powers of two) -> samples. */
+static void read_histogram(ctx *c, const json_value *lat, const char *key, uint64_t *buckets)
+{
+    char at[64];
+    const json_value *h = field(c, lat, "device_pool.latency_ns", key, JSON_OBJECT);
+    if (!h)
+        return;
+    join(at, sizeof at, "device_pool.latency_ns", key);
+    for (size_t i = 0; i < h->u.obj.count && !c->failed; i++) {
+        const char *floor = h->u.obj.members[i].key;
+        char *end;
+        errno = 0;
+        unsigned long long f = strtoull(floor, &end, 10);
+        if (!*floor || *end || errno || floor[0] == '-' || !f || (f & (f - 1))) {
+            bad(c, "%s: bucket \"%s\" is not a power of two of nanoseconds", at, floor);
+            return;
+        }
+        char where[96];
+        uint64_t count = 0;
+        if (as_u64(c, &h->u.obj.members[i].value, join(where, sizeof where, at, floor), &count) != 0)
+            return;
+        uint64_t *b = &buckets[__builtin_ctzll(f)];
+        *b = count > UINT64_MAX - *b ? UINT64_MAX : *b + count; /* a repeated floor adds up */
+    }
+}
+
+static int read_device_pool(ctx *c, const json_value *doc, rep_dpool *d)
+{
+    const char *at = "device_pool";
+    const json_value *o = optional_object(c, doc, at);
+    if (!o)
+        return c->failed ? -1 : 0;
+    d->present = 1;
+    get_u64(c, o, at, "allocs", &d->allocs);
+    get_u64(c, o, at, "frees", &d->frees);
+    get_u64(c, o, at, "failed_allocs", &d->failed_allocs);
+    get_u64(c, o, at, "out_of_memory", &d->out_of_memory);
+    get_u64(c, o, at, "bad_frees", &d->bad_frees);
+    get_u64(c, o, at, "driver_allocs", &d->driver_allocs);
+    get_u64(c, o, at, "peak_live_bytes", &d->peak_live_bytes);
+    get_u64(c, o, at, "peak_reserved_bytes", &d->peak_reserved_bytes);
+    get_u64(c, o, at, "pages_created", &d->pages_created);
+    get_u64(c, o, at, "pages_moved", &d->pages_moved);
+    get_u64(c, o, at, "pages_released", &d->pages_released);
+    get_u64(c, o, at, "defrag_events", &d->defrag_events);
+    const json_value *lat = field(c, o, at, "latency_ns", JSON_OBJECT);
+    get_u64(c, lat, "device_pool.latency_ns", "samples", &d->latency_samples);
+    read_histogram(c, lat, "alloc", d->alloc_ns);
+    read_histogram(c, lat, "free", d->free_ns);
+    d->processes = d->allocs > 0;
+    return c->failed ? -1 : 0;
+}
+
+static int read_host_pool(ctx *c, const json_value *doc, rep_hpool *h)
+{
+    const char *at = "host_pool";
+    const json_value *o = optional_object(c, doc, at);
+    if (!o)
+        return c->failed ? -1 : 0;
+    h->present = 1;
+    get_u64(c, o, at, "allocs", &h->allocs);
+    get_u64(c, o, at, "frees", &h->frees);
+    get_u64(c, o, at, "bad_frees", &h->bad_frees);
+    get_u64(c, o, at, "peak_live_bytes", &h->peak_live_bytes);
+    get_u64(c, o, at, "pinned_bytes", &h->pinned_bytes);
+    get_u64(c, o, at, "chunks", &h->chunks);
+    get_u64(c, o, at, "driver_fallbacks", &h->driver_fallbacks);
+    get_u64(c, o, at, "driver_direct", &h->driver_direct);
+    h->processes = h->allocs > 0;
+    return c->failed ? -1 : 0;
+}
+
 static int read_process(ctx *c, const json_value *doc, rep_process *p)
 {
     const json_value *proc = field(c, doc, "", "process", JSON_OBJECT);
@@ -363,7 +449,8 @@ int report_load(const char *path, rep_process *out, char *why, size_t whylen)
                REPORT_ERROR;
 
     if (read_process(&c, doc, out) != 0 || read_kernels(&c, doc, &out->t) != 0 || read_calls(&c, doc, &out->t) != 0 ||
-        read_memory(&c, doc, &out->t) != 0)
+        read_memory(&c, doc, &out->t) != 0 || read_device_pool(&c, doc, &out->t.dpool) != 0 ||
+        read_host_pool(&c, doc, &out->t.hpool) != 0)
         return REPORT_ERROR;
     return REPORT_OK;
 }

@@ -297,6 +297,7 @@ def case_report_single():
           "every family, zero ones too", p)
     check("cuLaunchKernel_ptsz" not in o and "cuGraphLaunch" not in o, "names with no calls are left out", p)
     check("kernel facts" not in o, "a report without kernel facts (older drk) prints none", p)
+    check("device pool" not in o and "host pool" not in o, "a report without the pools (older drk) prints none", p)
     check(row(o, "device", "12", "1", "1.50 GiB", "10") and row(o, "host", "2", "0", "8.00 MiB", "2")
           and row(o, "pitch", "0", "0", "0 B", "0"), "allocations by kind, bytes human-readable", p)
     check("combined" not in o, "one file: no combined section", p)
@@ -315,6 +316,12 @@ def case_report_top():
         check(p.returncode == 2 and "usage: drk report" in p.stderr, f"drk report {bad}: usage error", p)
     p = drk("report", fixture("single.json"), fixture("future.json"))
     check(p.returncode == 2, "two paths: usage error", p)
+
+
+def pool_lines(section):
+    """The pool lines of one section: from "device pool" or "host pool" to the section's end."""
+    m = re.search(r"^(device|host) pool.*", section, re.M | re.S)
+    return m.group(0).rstrip("\n").split("\n") if m else []
 
 
 def case_report_dir():
@@ -339,6 +346,38 @@ def case_report_dir():
     check(re.search(r"span\s+5\.000 s", combined), "the combined span", p)
     check("kernel facts: 4 launched kernels, 4 with a parameter layout (3 read from their image: 3 equal to the "
           "driver's, 0 differ); PTX for sm_90: 1 (any PTX: 1)" in combined, "kernel facts summed", p)
+    check("device pool" not in o and "host pool" not in o, "reports without the pools: no pool lines", p)
+
+    # device_pool and host_pool: reports that have both, the device pool only, neither (an older drk).
+    p = drk("report", fixture("pools"))
+    o = p.stdout
+    check(p.returncode == 0 and not p.stderr, "drk report on reports with and without pools", p)
+    i = [o.find(h) for h in ("== python (pid 7000) ==", "== python (pid 7001) ==", "== python (pid 7002) ==",
+                             "== combined: 3 processes ==")]
+    check(0 <= i[0] < i[1] < i[2] < i[3], "three processes, then combined", p)
+    both, device_only, older, combined = o[i[0]:i[1]], o[i[1]:i[2]], o[i[2]:i[3]], o[i[3]:]
+    check(pool_lines(both) == [
+        "device pool: 1000 allocs, 990 frees, 1 out of memory, 2 bad frees",
+        "  peak live 3.00 GiB, peak reserved 4.00 GiB: fragmentation 25.00%",
+        "  pages: 2048 created, 12 moved, 100 released; 3 defrag events",
+        "  latency, sampled: alloc median 512\u20131023 ns (16 samples), free median 128\u2013255 ns (16 samples)",
+        "host pool: 40 allocs, 38 frees, peak live 6.00 MiB, pinned 32.0 MiB in 1 chunk, 1 driver fallback",
+    ], "both pools, after the allocations table", p)
+    check(pool_lines(device_only) == [
+        "device pool: 500 allocs, 500 frees, 0 out of memory, 0 bad frees",
+        "  peak live 1.00 GiB, peak reserved 1.50 GiB: fragmentation 33.33%",
+        "  pages: 768 created, 0 moved, 768 released; 0 defrag events",
+        "  latency, sampled: alloc median 512\u20131023 ns (8 samples), free median 64\u2013127 ns (8 samples)",
+    ], "a host pool without allocations prints no line", p)
+    check(pool_lines(older) == [] and "allocations by kind" in older, "a report without the pools prints none", p)
+    check(pool_lines(combined) == [
+        "device pool (2 of 3 processes): 1500 allocs, 1490 frees, 1 out of memory, 2 bad frees",
+        "  sum of per-process peaks: live 4.00 GiB, reserved 5.50 GiB: fragmentation 27.27%",
+        "  pages: 2816 created, 12 moved, 868 released; 3 defrag events",
+        "  latency, sampled: alloc median 512\u20131023 ns (24 samples), free median 128\u2013255 ns (24 samples)",
+        "host pool (1 of 3 processes): 40 allocs, 38 frees, peak live 6.00 MiB (sum of per-process peaks), "
+        "pinned 32.0 MiB in 1 chunk, 1 driver fallback",
+    ], "combined: counts and peaks summed, histograms merged before the median", p)
 
 
 def case_report_json():
@@ -362,6 +401,7 @@ def case_report_json():
                          "layout_differs_from_driver": 0, "with_ptx": 1, "ptx_for_device": 1}, "kernel facts", p)
     check(d["memory"]["device"] == {"allocs": 5, "failed": 0, "bytes": 1052672, "frees": 4, "failed_frees": 0},
           "memory", p)
+    check("device_pool" not in d and "host_pool" not in d, "reports without the pools: none in --json", p)
     p = drk("report", "--json", "--top", "1", fixture("dir"))
     d = json.loads(p.stdout)
     check(len(d["kernels"]["list"]) == 1 and d["kernels"]["distinct"] == 3, "--json --top 1", p)
@@ -369,6 +409,22 @@ def case_report_json():
     d = json.loads(p.stdout)
     check(d["kernels"]["launches"] == 27000 and len(d["kernels"]["list"]) == 5
           and d["kernels"]["list"][4]["name"] == "kernel_caf\u00e9_\U0001F680", "--json on one file", p)
+    p = drk("report", "--json", fixture("pools"))
+    check(p.returncode == 0, "drk report --json with pools", p)
+    d = json.loads(p.stdout)
+    check(d.get("device_pool") == {
+        "processes": 2, "allocs": 1500, "frees": 1490, "failed_allocs": 0, "out_of_memory": 1, "bad_frees": 2,
+        "driver_allocs": 0, "peak_live_bytes": 4 << 30, "peak_reserved_bytes": 11 << 29, "pages_created": 2816,
+        "pages_moved": 12, "pages_released": 868, "defrag_events": 3,
+        "latency_ns": {"samples": 24, "alloc": {"256": 6, "512": 10, "1024": 4, "2048": 4},
+                       "free": {"64": 8, "128": 10, "256": 6}}}, "device pool sums in --json", p)
+    check(d.get("host_pool") == {
+        "processes": 1, "allocs": 40, "frees": 38, "bad_frees": 0, "peak_live_bytes": 6 << 20,
+        "pinned_bytes": 32 << 20, "chunks": 1, "driver_fallbacks": 1, "driver_direct": 0}, "host pool sums", p)
+    p = drk("report", "--json", fixture("pools", "drk-python-7002.json"))
+    d = json.loads(p.stdout)
+    check(p.returncode == 0 and "device_pool" not in d and "host_pool" not in d,
+          "--json on a report without the pools has none", p)
 
 
 def case_report_errors():
@@ -484,6 +540,68 @@ def case_report_parser():
         text = "\ufeff\r\n\t " + open(path, encoding="utf-8").read() + "\n\n"
         p = drk("report", write(text, "bom.json"))
         check(p.returncode == 0 and "27000 launches" in p.stdout, "BOM, whitespace, unknown fields", p)
+
+    # device_pool and host_pool: optional, but checked when there.
+    base = json.load(open(fixture("pools", "drk-python-7000.json")))
+    with tempfile.TemporaryDirectory() as tmp:
+        def variant(edit, name="r.json"):
+            d = json.loads(json.dumps(base))
+            edit(d)
+            path = os.path.join(tmp, name)
+            with open(path, "w", encoding="utf-8") as f:
+                json.dump(d, f, indent=2)
+            return path
+
+        # DRK_ALLOC=0 and DRK_HOST_ALLOC=0: both objects, no allocations, no lines.
+        def off(d):
+            for k in ("allocs", "frees", "peak_live_bytes", "peak_reserved_bytes", "pages_created"):
+                d["device_pool"][k] = 0
+            d["device_pool"]["enabled"] = d["host_pool"]["enabled"] = False
+            d["device_pool"]["latency_ns"] = {"samples": 0, "alloc": {}, "free": {}}
+            d["host_pool"]["allocs"] = 0
+        p = drk("report", variant(off))
+        check(p.returncode == 0 and "device pool" not in p.stdout and "host pool" not in p.stdout,
+              "pools that served nothing print nothing", p)
+
+        def host_only(d):
+            d["device_pool"]["allocs"] = 0
+        p = drk("report", variant(host_only))
+        check(p.returncode == 0 and "device pool" not in p.stdout
+              and re.search(r"^  host  .*\n\nhost pool: 40 allocs", p.stdout, re.M),
+              "a host pool line without a device pool one", p)
+
+        # The lowest bucket also holds 0 ns; an empty histogram has no median.
+        def first_bucket(d):
+            d["device_pool"]["latency_ns"] = {"samples": 3, "alloc": {"1": 2, "1024": 1}, "free": {}}
+        p = drk("report", variant(first_bucket))
+        check("alloc median 0\u20131 ns (3 samples), free median - (0 samples)" in p.stdout,
+              "the first bucket's range starts at 0; no samples, no median", p)
+
+        def fail(edit, *words):
+            p = drk("report", variant(edit))
+            check(p.returncode == 1 and all(w in p.stderr for w in words) and "Traceback" not in p.stderr,
+                  f"refused with {words}", p)
+        def not_object(d):
+            d["device_pool"] = [1]
+        fail(not_object, "device_pool: expected an object, found array")
+        def host_not_object(d):
+            d["host_pool"] = None
+        fail(host_not_object, "host_pool: expected an object, found null")
+        def missing(d):
+            del d["device_pool"]["pages_moved"]
+        fail(missing, "device_pool: missing \"pages_moved\"")
+        def negative(d):
+            d["host_pool"]["chunks"] = -1
+        fail(negative, "host_pool.chunks", "non-negative integer")
+        def bucket(d):
+            d["device_pool"]["latency_ns"]["alloc"]["300"] = 1
+        fail(bucket, "device_pool.latency_ns.alloc", "\"300\"", "power of two")
+        def count(d):
+            d["device_pool"]["latency_ns"]["free"]["128"] = 1.5
+        fail(count, "device_pool.latency_ns.free.128", "non-negative integer")
+        def no_latency(d):
+            del d["device_pool"]["latency_ns"]
+        fail(no_latency, "device_pool: missing \"latency_ns\"")
 
 
 # ---------------------------------------------------------------- drk inspect

@@ -191,9 +191,70 @@ static void test_scale(void)
     pb->destroy(pb);
 }
 
+/* The reserve and the caching mode: idle pages up to the floor stay where
+ * they are (a request no hole fits gets new pages); with moves off they
+ * stay for good and a full backend means out of memory; alloc_existing
+ * never creates. Tags and serials follow each allocation. */
+static void test_policy(void)
+{
+    drk_page_backend *pb = drk_pages_host(PAGE, 12);
+    drk_heap *h = pb ? drk_heap_new(pb, 64 * PAGE) : NULL;
+    CHECK(h != NULL);
+    if (!h)
+        return;
+    uintptr_t a[4], big, base;
+    size_t size;
+    uint64_t s1, s2;
+    unsigned tag = 9;
+    drk_heap_set_policy(h, 0, 2, 1); /* keep 2 idle pages in place */
+    for (int i = 0; i < 4; i++) {
+        CHECK(drk_heap_alloc(h, PAGE, &a[i]) == 0);
+        fill(a[i], PAGE, (uint32_t)i);
+    }
+    CHECK(drk_heap_lookup(h, a[1] + 5, &base, &size, &s1, &tag) == 0 && base == a[1] && tag == 0);
+    CHECK(drk_heap_set_tag(h, a[1], 1) == 0 && drk_heap_lookup(h, a[1], &base, &size, &s2, &tag) == 0 && tag == 1);
+    CHECK(drk_heap_set_tag(h, a[1] + 512, 1) == DRK_PAGES_INVALID);
+    CHECK(drk_heap_free(h, a[0]) == 0 && drk_heap_free(h, a[2]) == 0); /* two idle pages: within the floor */
+    drk_heap_stats st = drk_heap_get_stats(h);
+    CHECK(st.idle_pages == 2 && st.pages == 4);
+    CHECK(drk_heap_alloc_existing(h, 2 * PAGE, &big) == DRK_PAGES_OOM); /* would need new pages */
+    CHECK(drk_heap_alloc(h, 2 * PAGE, &big) == 0);
+    st = drk_heap_get_stats(h);
+    CHECK(st.pages == 6 && st.moves == 0 && st.idle_pages == 2); /* created: the idle ones stayed */
+    CHECK(drk_heap_free(h, big) == 0);
+    /* Past the floor the idle pages move to where a request needs them. */
+    drk_heap_set_policy(h, 0, 0, 1);
+    CHECK(drk_heap_alloc_existing(h, 3 * PAGE, &big) == 0);
+    st = drk_heap_get_stats(h);
+    CHECK(st.pages == 6 && st.moves >= 1);
+    CHECK(intact(a[1], PAGE, 1) && intact(a[3], PAGE, 3));
+    CHECK(drk_heap_free(h, big) == 0);
+    CHECK(checked(h));
+    drk_heap_delete(h);
+    pb->destroy(pb);
+
+    /* Moves off: a full backend and idle pages in holes is out of memory. */
+    pb = drk_pages_host(PAGE, 4);
+    h = pb ? drk_heap_new(pb, 64 * PAGE) : NULL;
+    CHECK(h != NULL);
+    if (!h)
+        return;
+    drk_heap_set_policy(h, 0, 0, 0);
+    for (int i = 0; i < 4; i++)
+        CHECK(drk_heap_alloc(h, PAGE, &a[i]) == 0);
+    CHECK(drk_heap_free(h, a[0]) == 0 && drk_heap_free(h, a[2]) == 0);
+    CHECK(drk_heap_alloc(h, 2 * PAGE, &big) == DRK_PAGES_OOM);
+    drk_heap_set_policy(h, 0, 0, 1);
+    CHECK(drk_heap_alloc(h, 2 * PAGE, &big) == 0); /* stitched from the two holes' pages */
+    CHECK(checked(h));
+    drk_heap_delete(h);
+    pb->destroy(pb);
+}
+
 int main(void)
 {
     test_basics();
+    test_policy();
     test_stitching();
     test_random();
     test_scale();

@@ -175,6 +175,46 @@ static void test_oom_waits(void)
     rig_end(&r);
 }
 
+/* Before creating pages the pool takes back frees whose events completed
+ * (without waiting); lookups skip pending blocks and know async ones; a
+ * flush waits for everything; live bytes are the program's. */
+static void test_soft_reclaim_lookup_flush(void)
+{
+    rig r = rig_new(64);
+    uintptr_t a, b, base;
+    size_t size;
+    uint64_t serial;
+    int async = -1;
+    CHECK(drk_pool_alloc(r.pool, 8 * MIB, 0x10, 1, &a) == 0);
+    CHECK(drk_pool_lookup(r.pool, a + 5, &base, &size, &serial, &async) == 0 && base == a && async == 1);
+    CHECK(drk_pool_get_stats(r.pool).live_bytes == 8 * MIB);
+    CHECK(drk_pool_free(r.pool, a, 0x10, 1) == 0);
+    CHECK(drk_pool_lookup(r.pool, a, &base, &size, &serial, NULL) == DRK_PAGES_INVALID); /* pending */
+    CHECK(drk_pool_get_stats(r.pool).live_bytes == 0);
+    /* Allocations elsewhere seal 0x10's batch (SEAL_AFTER), whose work then
+     * completes; the block stays pending until someone looks. */
+    uintptr_t small[40];
+    for (int i = 0; i < 40; i++)
+        CHECK(drk_pool_alloc(r.pool, 512, 0x30, 1, &small[i]) == 0);
+    CHECK(fev.recorded[sidx(0x10)] == 1);
+    complete(0x10);
+    CHECK(drk_pool_get_stats(r.pool).pending_blocks == 1);
+    uint64_t pages = drk_heap_get_stats(r.heap).pages;
+    CHECK(drk_pool_alloc(r.pool, 8 * MIB, 0x20, 1, &b) == 0);
+    /* Given back before new pages were made: its pages served 0x20. */
+    CHECK(drk_heap_get_stats(r.heap).pages == pages && fev.waits == 0);
+    for (int i = 0; i < 40; i++)
+        CHECK(drk_pool_free(r.pool, small[i], 0x30, 1) == 0);
+    complete(0x30);
+    drk_pool_flush(r.pool);
+    CHECK(drk_pool_alloc(r.pool, 100, 0, 0, &a) == 0);
+    CHECK(drk_pool_lookup(r.pool, a, &base, &size, &serial, &async) == 0 && async == 0);
+    CHECK(drk_pool_free(r.pool, a, 0, 0) == 0 && drk_pool_free(r.pool, b, 0x20, 1) == 0);
+    CHECK(drk_pool_get_stats(r.pool).pending_blocks == 2);
+    CHECK(drk_pool_flush(r.pool) == 2 && drk_pool_get_stats(r.pool).pending_blocks == 0);
+    rig_end(&r);
+}
+
 /* Random allocations and frees on five streams (and cuMemAlloc/cuMemFree):
  * a returned block never overlaps a block freed on another stream whose
  * event has not completed. */
@@ -238,6 +278,7 @@ static void test_random(void)
 
 int main(void)
 {
+    test_soft_reclaim_lookup_flush();
     test_same_stream();
     test_cross_stream();
     test_epoch();
