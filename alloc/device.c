@@ -381,18 +381,25 @@ static void raise_peak(_Atomic uint64_t *peak, uint64_t v)
 }
 
 /* Carries a shard's changes of live bytes and pages to the device's
- * totals, shared by every thread: pages whenever they change (rarely),
- * live bytes once they moved by ACCOUNT_SLACK or 1/64 of the device's live
- * bytes, whichever is more, or pages changed; so the device's peak live is
- * exact to within that much per shard. Under the shard's lock. */
+ * totals: pages whenever they change (rarely); live bytes at once while
+ * the device has one shard, and with several (threads on their own
+ * streams, which would all write these totals) once they moved by
+ * ACCOUNT_SLACK or 1/64 of the device's live bytes, whichever is more, or
+ * pages changed; so the device's peak live is exact with one shard and
+ * within that much per shard with several. Under the shard's lock. */
 #define ACCOUNT_SLACK ((uint64_t)4 << 20)
 
 static void account(dpool *d, shard *s)
 {
     uint64_t live = drk_pool_live_bytes(s->pool), pages = drk_heap_pages(s->heap);
     uint64_t drift = live > s->seen_live ? live - s->seen_live : s->seen_live - live;
+    /* One shard has the device to itself: nothing to share, so exact. */
     uint64_t slack = atomic_load_explicit(&d->live, memory_order_relaxed) / 64;
-    if (drift >= (slack > ACCOUNT_SLACK ? slack : ACCOUNT_SLACK) || (pages != s->seen_pages && live != s->seen_live)) {
+    if (slack < ACCOUNT_SLACK)
+        slack = ACCOUNT_SLACK;
+    if (atomic_load_explicit(&d->nshards, memory_order_relaxed) == 1)
+        slack = 1;
+    if (drift >= slack || (pages != s->seen_pages && live != s->seen_live)) {
         raise_peak(&d->peak_live, atomic_fetch_add(&d->live, live - s->seen_live) + (live - s->seen_live));
         s->seen_live = live;
     }

@@ -352,6 +352,8 @@ def mode_pool(r):
         # page per boundary are what reserved may exceed it by.
         check(p["peak_reserved_bytes"] <= p["peak_live_bytes"] + (8 << 20), f"frag: reserved {p['peak_reserved_bytes']} for live {p['peak_live_bytes']}")
         check(p["pages_moved"] > 0 and p["defrag_events"] > 0, f"frag: no page moved: {p}")
+        # One shard: its peak live is exact (48 blocks of 2 MiB).
+        check(p["peak_live_bytes"] == 96 << 20, f"frag: peak live {p['peak_live_bytes']}, expected {96 << 20}")
     f2, ferr2, _, frep2 = r.run(True, {"DRK_DEFRAG": "0"})
     check(f2 == "frag out of memory\n", f"frag with DRK_DEFRAG=0: {f2!r}\n{ferr2}")
     rep = one_report(r, frep2, "frag, DRK_DEFRAG=0")
