@@ -1,10 +1,11 @@
 #include "heap.h"
 
+#include "slab.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 /* ---- Blocks, pages, chunks ---- */
 
@@ -50,20 +51,13 @@ typedef struct live_map {
     size_t cap, n;
 } live_map;
 
-/* Block structs come from slabs of mmap'd memory and go back to a free
- * list: splitting and merging blocks, on every allocation and free, never
- * calls malloc. */
+/* Block records come from slabs (slab.h): splitting and merging blocks, on
+ * every allocation and free, never calls malloc. */
 #define SLAB_BLOCKS 4096
-
-typedef struct slab {
-    struct slab *next;
-    block blocks[SLAB_BLOCKS];
-} slab;
 
 struct drk_heap {
     drk_page_backend *pb;
-    slab *slabs;
-    block *spare_blocks; /* free list through fnext */
+    drk_slab blocks;
     size_t page, va_chunk;
     chunk *chunks;
     block *free_lists[CLASSES];
@@ -82,30 +76,9 @@ struct drk_heap {
 
 static size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
 
-static block *block_new(drk_heap *h)
-{
-    if (!h->spare_blocks) {
-        slab *s = mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (s == MAP_FAILED)
-            return NULL;
-        s->next = h->slabs;
-        h->slabs = s;
-        for (size_t i = 0; i < SLAB_BLOCKS; i++) {
-            s->blocks[i].fnext = h->spare_blocks;
-            h->spare_blocks = &s->blocks[i];
-        }
-    }
-    block *b = h->spare_blocks;
-    h->spare_blocks = b->fnext;
-    memset(b, 0, sizeof *b);
-    return b;
-}
+static block *block_new(drk_heap *h) { return drk_slab_get(&h->blocks); }
 
-static void block_del(drk_heap *h, block *b)
-{
-    b->fnext = h->spare_blocks;
-    h->spare_blocks = b;
-}
+static void block_del(drk_heap *h, block *b) { drk_slab_put(&h->blocks, b); }
 
 static int size_class(size_t s)
 {
@@ -423,6 +396,7 @@ drk_heap *drk_heap_new(drk_page_backend *pages, size_t va_chunk)
     if (!h)
         return NULL;
     h->pb = pages;
+    drk_slab_init(&h->blocks, sizeof(block), SLAB_BLOCKS);
     h->page = pages->page_size;
     h->va_chunk = va_chunk;
     h->idle_permille = DRK_HEAP_IDLE_PERMILLE;
@@ -608,6 +582,15 @@ int drk_heap_set_tag(drk_heap *h, uintptr_t ptr, unsigned tag)
 
 int drk_heap_contains(const drk_heap *h, uintptr_t ptr) { return chunk_of(h, ptr) != NULL; }
 
+int drk_heap_block_size(const drk_heap *h, uintptr_t ptr, size_t *size)
+{
+    size_t j = live_index(&h->live, ptr);
+    if (j == SIZE_MAX)
+        return DRK_PAGES_INVALID;
+    *size = h->live.slot[j]->asked;
+    return 0;
+}
+
 int drk_heap_lookup(const drk_heap *h, uintptr_t ptr, uintptr_t *base, size_t *size, uint64_t *serial,
                     unsigned *tag)
 {
@@ -724,11 +707,7 @@ void drk_heap_delete(drk_heap *h)
     }
     for (size_t i = 0; i < h->nspare; i++)
         h->pb->release(h->pb, h->spare[i]);
-    while (h->slabs) {
-        slab *n = h->slabs->next;
-        munmap(h->slabs, sizeof *h->slabs);
-        h->slabs = n;
-    }
+    drk_slab_fini(&h->blocks);
     free(h->spare);
     free(h->live.slot);
     free(h);

@@ -55,6 +55,9 @@ int drk_heap_lookup(const drk_heap *h, uintptr_t ptr, uintptr_t *base, size_t *s
 /* Marks the live block starting at `ptr` for the caller (0 after each
  * allocation and resize). 0, or DRK_PAGES_INVALID. */
 int drk_heap_set_tag(drk_heap *h, uintptr_t ptr, unsigned tag);
+/* The size asked of the live block starting at `ptr` (its start only: one
+ * hash lookup). 0, or DRK_PAGES_INVALID. */
+int drk_heap_block_size(const drk_heap *h, uintptr_t ptr, size_t *size);
 /* Whether `ptr` lies in the heap's virtual space, live or not. */
 int drk_heap_contains(const drk_heap *h, uintptr_t ptr);
 

@@ -1,8 +1,9 @@
 #include "pool.h"
 
+#include "slab.h"
+
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 /* Handles the legacy default stream has (CU_STREAM_LEGACY, and NULL as the
  * caller normalizes it). An event there waits for every blocking stream's
@@ -31,19 +32,12 @@ typedef struct stream_state {
     batch *head, *tail; /* sealed, oldest first */
 } stream_state;
 
-/* Pending records come from mmap'd slabs and go back to a free list, so a
- * free never calls malloc. */
+/* Pending records come from slabs (slab.h), so a free never calls malloc. */
 #define SLAB_PENDS 2048
-
-typedef struct pend_slab {
-    struct pend_slab *next;
-    pend items[SLAB_PENDS];
-} pend_slab;
 
 struct drk_pool {
     drk_heap *heap;
-    pend_slab *slabs;
-    pend *spare;      /* free records, through next */
+    drk_slab pends;
     uint64_t sealed;  /* sealed batches not yet given back */
     drk_pool_events ev;
     stream_state *streams;
@@ -57,30 +51,9 @@ struct drk_pool {
 
 /* ---- Pending records ---- */
 
-static pend *pend_new(drk_pool *p)
-{
-    if (!p->spare) {
-        pend_slab *s = mmap(NULL, sizeof *s, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (s == MAP_FAILED)
-            return NULL;
-        s->next = p->slabs;
-        p->slabs = s;
-        for (size_t i = 0; i < SLAB_PENDS; i++) {
-            s->items[i].next = p->spare;
-            p->spare = &s->items[i];
-        }
-    }
-    pend *e = p->spare;
-    p->spare = e->next;
-    memset(e, 0, sizeof *e);
-    return e;
-}
+static pend *pend_new(drk_pool *p) { return drk_slab_get(&p->pends); }
 
-static void pend_del(drk_pool *p, pend *e)
-{
-    e->next = p->spare;
-    p->spare = e;
-}
+static void pend_del(drk_pool *p, pend *e) { drk_slab_put(&p->pends, e); }
 
 /* ---- Pending blocks by pointer ---- */
 
@@ -347,6 +320,7 @@ drk_pool *drk_pool_new(drk_heap *heap, const drk_pool_events *events)
     if (!p)
         return NULL;
     p->heap = heap;
+    drk_slab_init(&p->pends, sizeof(pend), SLAB_PENDS);
     p->ev = *events;
     if (!stream_get(p, LEGACY_STREAM)) {
         free(p);
@@ -383,15 +357,20 @@ void drk_pool_stream_destroyed(drk_pool *p, uintptr_t stream)
 
 /* A block freed on `s`, still pending, that can hold `size` bytes without
  * wasting more than half of it: stream order makes it safe on `s` at once.
- * Looks at the open batch and the newest sealed one (at most 2 batches of
- * DRK_POOL_BATCH blocks). */
+ * Looks at the newest SAME_STREAM_LOOK frees of the open batch and the
+ * newest sealed one. */
+#define SAME_STREAM_LOOK 24
+
 static pend *take_same_stream(drk_pool *p, stream_state *s, size_t size)
 {
     batch *where[2] = {s->open, s->tail};
+    int looked = 0;
     for (int w = 0; w < 2; w++) {
         if (!where[w])
             continue;
-        for (pend **e = &where[w]->blocks; *e; e = &(*e)->next) {
+        /* The newest frees first, and not too many: this runs on every
+         * allocation on the stream. */
+        for (pend **e = &where[w]->blocks; *e && looked < SAME_STREAM_LOOK; e = &(*e)->next, looked++) {
             pend *b = *e;
             if (b->room >= size && b->room / 2 <= size) {
                 *e = b->next;
@@ -473,9 +452,8 @@ int drk_pool_alloc(drk_pool *p, size_t size, uintptr_t stream, int has_stream, u
 
 int drk_pool_free(drk_pool *p, uintptr_t ptr, uintptr_t stream, int has_stream)
 {
-    uintptr_t base;
     size_t asked;
-    if (drk_heap_find(p->heap, ptr, &base, &asked) != 0 || base != ptr || is_pending(p, ptr))
+    if (drk_heap_block_size(p->heap, ptr, &asked) != 0 || is_pending(p, ptr))
         return DRK_PAGES_INVALID;
     stream_state *s = has_stream ? stream_get(p, stream) : NULL;
     batch **open = s ? &s->open : &p->epoch_open;
@@ -560,10 +538,7 @@ void drk_pool_delete(drk_pool *p)
             drop_batch(p, p->streams[i].open);
     free(p->streams);
     free(p->buckets);
-    for (pend_slab *sl = p->slabs, *next; sl; sl = next) {
-        next = sl->next;
-        munmap(sl, sizeof *sl);
-    }
+    drk_slab_fini(&p->pends);
     free(p);
 }
 
