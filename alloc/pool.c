@@ -10,26 +10,36 @@
  * earlier work, per-thread default streams included. */
 #define LEGACY_STREAM ((uintptr_t)0x1)
 
+typedef struct batch batch;
+
 typedef struct pend {
     uintptr_t ptr;
-    size_t room;       /* the block's size in the heap: a reuse may ask up to this */
-    struct pend *next; /* in its batch */
+    size_t room;              /* the block's size in the heap: a reuse may ask up to this */
+    struct pend *next, *prev; /* in its batch */
+    batch *in;
     struct pend *hnext;
+    /* Frees on a stream are also listed by size class, for that stream's
+     * allocations to find at once (chead: the list's head, or NULL). */
+    struct pend *cnext, *cprev, **chead;
 } pend;
 
-typedef struct batch {
+struct batch {
     struct batch *next; /* sealed: the FIFO it waits in */
     pend *blocks;
     size_t n;
     uint64_t opened_at; /* the pool's allocation count when it opened */
     size_t nev;
     uint64_t *ev; /* one (a stream's batch) or one per stream (an epoch) */
-} batch;
+};
+
+/* Size classes of pending frees on a stream: one per power of two. */
+#define CLASSES 64
 
 typedef struct stream_state {
     uintptr_t stream;
     batch *open;
     batch *head, *tail; /* sealed, oldest first */
+    pend **by_class;    /* its pending frees by size class; made at its first free */
 } stream_state;
 
 /* Pending records come from slabs (slab.h), so a free never calls malloc. */
@@ -54,6 +64,43 @@ struct drk_pool {
 static pend *pend_new(drk_pool *p) { return drk_slab_get(&p->pends); }
 
 static void pend_del(drk_pool *p, pend *e) { drk_slab_put(&p->pends, e); }
+
+static int class_of(size_t room) { return 63 - __builtin_clzll((unsigned long long)room); }
+
+static void class_link(pend **head, pend *e)
+{
+    e->chead = head;
+    e->cprev = NULL;
+    e->cnext = *head;
+    if (*head)
+        (*head)->cprev = e;
+    *head = e;
+}
+
+static void class_unlink(pend *e)
+{
+    if (!e->chead)
+        return;
+    if (e->cprev)
+        e->cprev->cnext = e->cnext;
+    else
+        *e->chead = e->cnext;
+    if (e->cnext)
+        e->cnext->cprev = e->cprev;
+    e->chead = NULL;
+}
+
+/* Takes `e` out of its batch, which stays where it is. */
+static void batch_unlink(pend *e)
+{
+    if (e->prev)
+        e->prev->next = e->next;
+    else
+        e->in->blocks = e->next;
+    if (e->next)
+        e->next->prev = e->prev;
+    e->in->n--;
+}
 
 /* ---- Pending blocks by pointer ---- */
 
@@ -150,6 +197,7 @@ static size_t batch_release(drk_pool *p, batch *b)
     for (pend *e = b->blocks, *next; e; e = next) {
         next = e->next;
         pend_unindex(p, e);
+        class_unlink(e);
         drk_heap_free(p->heap, e->ptr);
         p->st.pending_blocks--;
         p->st.pending_bytes -= e->room;
@@ -222,6 +270,8 @@ static int seal_epoch(drk_pool *p)
     p->st.events += sealed->nev;
     p->st.epochs++;
     p->sealed++;
+    for (pend *e = sealed->blocks; e; e = e->next)
+        e->in = sealed;
     free(b);
     p->epoch_open = NULL;
     if (p->epoch_tail)
@@ -352,35 +402,33 @@ void drk_pool_stream_destroyed(drk_pool *p, uintptr_t stream)
     }
     if (s->head) /* keep it, so its blocks stay accounted for */
         return;
+    free(s->by_class);
     *s = p->streams[--p->nstreams];
 }
 
 /* A block freed on `s`, still pending, that can hold `size` bytes without
  * wasting more than half of it: stream order makes it safe on `s` at once.
- * Looks at the newest SAME_STREAM_LOOK frees of the open batch and the
- * newest sealed one. */
-#define SAME_STREAM_LOOK 24
+ * Looks at the newest SAME_STREAM_LOOK frees of the two size classes where
+ * such a block can be. */
+#define SAME_STREAM_LOOK 8
 
 static pend *take_same_stream(drk_pool *p, stream_state *s, size_t size)
 {
-    batch *where[2] = {s->open, s->tail};
-    int looked = 0;
-    for (int w = 0; w < 2; w++) {
-        if (!where[w])
-            continue;
-        /* The newest frees first, and not too many: this runs on every
-         * allocation on the stream. */
-        for (pend **e = &where[w]->blocks; *e && looked < SAME_STREAM_LOOK; e = &(*e)->next, looked++) {
-            pend *b = *e;
+    if (!s->by_class)
+        return NULL;
+    size_t need = (size + DRK_HEAP_ALIGN - 1) / DRK_HEAP_ALIGN * DRK_HEAP_ALIGN;
+    int c = class_of(need);
+    for (int k = c; k <= c + 1 && k < CLASSES; k++) {
+        int looked = 0;
+        for (pend *b = s->by_class[k]; b && looked < SAME_STREAM_LOOK; b = b->cnext, looked++)
             if (b->room >= size && b->room / 2 <= size) {
-                *e = b->next;
-                where[w]->n--;
+                class_unlink(b);
+                batch_unlink(b);
                 pend_unindex(p, b);
                 p->st.pending_blocks--;
                 p->st.pending_bytes -= b->room;
                 return b;
             }
-        }
     }
     return NULL;
 }
@@ -472,8 +520,16 @@ int drk_pool_free(drk_pool *p, uintptr_t ptr, uintptr_t stream, int has_stream)
     }
     b->room = (asked + DRK_HEAP_ALIGN - 1) / DRK_HEAP_ALIGN * DRK_HEAP_ALIGN;
     p->st.live_bytes -= asked;
+    b->in = *open;
     b->next = (*open)->blocks;
+    if (b->next)
+        b->next->prev = b;
     (*open)->blocks = b;
+    /* Without room for its index, a stream's frees wait for their event. */
+    if (s && !s->by_class)
+        s->by_class = calloc(CLASSES, sizeof *s->by_class);
+    if (s && s->by_class)
+        class_link(&s->by_class[class_of(b->room)], b);
     p->st.pending_blocks++;
     p->st.pending_bytes += b->room;
     if (++(*open)->n >= DRK_POOL_BATCH) {
@@ -496,6 +552,7 @@ static void drop_batch(drk_pool *p, batch *b)
     for (pend *e = b->blocks, *next; e; e = next) {
         next = e->next;
         pend_unindex(p, e);
+        class_unlink(e);
         p->st.pending_blocks--;
         p->st.pending_bytes -= e->room;
         pend_del(p, e);
@@ -536,6 +593,8 @@ void drk_pool_delete(drk_pool *p)
     for (size_t i = 0; i < p->nstreams; i++)
         if (p->streams[i].open)
             drop_batch(p, p->streams[i].open);
+    for (size_t i = 0; i < p->nstreams; i++)
+        free(p->streams[i].by_class);
     free(p->streams);
     free(p->buckets);
     drk_slab_fini(&p->pends);
