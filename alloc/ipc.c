@@ -114,6 +114,7 @@ typedef struct import {
     uint64_t secret, id;
     CUcontext ctx;
     CUdeviceptr ptr, va;
+    size_t size; /* the allocation's, as its exporter asked */
     size_t n, page_size;
     CUmemGenericAllocationHandle *handles;
     unsigned refs;
@@ -124,6 +125,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 /* Under the lock. */
 static export *exports;
 static import *imports;
+static atomic_int nimports; /* so queries on other memory skip the lock */
 static uint64_t next_id = 1;
 static int listen_fd = -1;
 static uint64_t secret;
@@ -655,7 +657,7 @@ CUresult drk_ipc_import(CUdeviceptr *ptr, const CUipcMemHandle *handle, unsigned
         return r;
     }
     *x = (import){.pid = w.pid, .secret = w.secret, .id = w.id, .ctx = ctx, .ptr = va + f.offset, .va = va,
-                  .n = f.n, .page_size = f.page_size, .handles = f.handles, .refs = 1};
+                  .size = w.size, .n = f.n, .page_size = f.page_size, .handles = f.handles, .refs = 1};
     pthread_mutex_lock(&lock);
     i = find_import(&w, ctx); /* opened meanwhile by another thread: share that one */
     if (i) {
@@ -663,12 +665,29 @@ CUresult drk_ipc_import(CUdeviceptr *ptr, const CUipcMemHandle *handle, unsigned
     } else {
         x->next = imports;
         imports = i = x, x = NULL;
+        atomic_fetch_add(&nimports, 1);
     }
     *ptr = i->ptr;
     pthread_mutex_unlock(&lock);
     if (x)
         unmap_import(x);
     return CUDA_SUCCESS;
+}
+
+int drk_ipc_imported(CUdeviceptr ptr, CUdeviceptr *base, size_t *size)
+{
+    if (!atomic_load_explicit(&nimports, memory_order_relaxed))
+        return 0;
+    pthread_mutex_lock(&lock);
+    const import *i = imports;
+    while (i && !(ptr >= i->ptr && ptr - i->ptr < i->size))
+        i = i->next;
+    if (i) {
+        *base = i->ptr;
+        *size = i->size;
+    }
+    pthread_mutex_unlock(&lock);
+    return i != NULL;
 }
 
 int drk_ipc_close(CUdeviceptr ptr, CUresult *r)
@@ -679,8 +698,10 @@ int drk_ipc_close(CUdeviceptr ptr, CUresult *r)
         p = &(*p)->next;
     import *i = *p;
     int last = i && --i->refs == 0;
-    if (last)
+    if (last) {
         *p = i->next;
+        atomic_fetch_sub(&nimports, 1);
+    }
     pthread_mutex_unlock(&lock);
     if (!i)
         return 0;
@@ -714,4 +735,5 @@ void drk_ipc_after_fork_child(void)
         free(i->handles);
         free(i);
     }
+    atomic_store(&nimports, 0);
 }

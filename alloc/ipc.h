@@ -33,6 +33,11 @@ CUresult drk_ipc_import(CUdeviceptr *ptr, const CUipcMemHandle *handle, unsigned
  * when `ptr` is not one of drk's imports (the driver's to close). */
 int drk_ipc_close(CUdeviceptr ptr, CUresult *r);
 
+/* Whether `ptr` lies in an allocation this process imported: its start
+ * (the pointer cuIpcOpenMemHandle gave) and size, for the pointer queries,
+ * which would otherwise see the pages' mappings. */
+int drk_ipc_imported(CUdeviceptr ptr, CUdeviceptr *base, size_t *size);
+
 /* In a fork child: the parent's exports and imports are not the child's. */
 void drk_ipc_after_fork_child(void);
 

@@ -68,6 +68,7 @@
     X(cuStreamDestroy_v2,               stream_destroy,         stream)      \
     X(cuStreamSynchronize,              stream_synchronize,     stream)      \
     X(cuStreamSynchronize_ptsz,         stream_synchronize,     stream)      \
+    X(cuCtxSynchronize,                 ctx_synchronize,        stream)      \
     X(cuGetProcAddress,                 get_proc_address_v1,    entry)       \
     X(cuGetProcAddress_v2,              get_proc_address,       entry)
 

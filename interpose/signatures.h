@@ -132,6 +132,7 @@
       (stream, flags, priority))
 #define DRK_SIG_stream_destroy(M, ...) M(__VA_ARGS__, (CUstream stream), (stream))
 #define DRK_SIG_stream_synchronize(M, ...) M(__VA_ARGS__, (CUstream stream), (stream))
+#define DRK_SIG_ctx_synchronize(M, ...) M(__VA_ARGS__, (void), ())
 
 #define DRK_SIG_get_proc_address_v1(M, ...)                                    \
     M(__VA_ARGS__,                                                             \

@@ -15,6 +15,11 @@
 #include "hooks_module.h"
 #include "hooks_stream.h"
 
+/* A body's call: its slot, then the parameters, if any (cuCtxSynchronize
+ * has none: __VA_OPT__ leaves the comma out). */
+#define DRK_CALL_WITH_(fn, sym, ...) fn(sym __VA_OPT__(, ) __VA_ARGS__)
+#define DRK_CALL_BODY_(fn, sym, args) DRK_CALL_WITH_(fn, sym, DRK_UNPAREN args)
+
 /* drk_export_<name> is hidden and is what hook tables point at, so lookups
  * inside drk never resolve to another object's definition; <name> is its
  * exported alias. */
@@ -22,7 +27,7 @@
     CUresult drk_export_##name params;                                        \
     CUresult drk_export_##name params                                         \
     {                                                                          \
-        return drk_body_##body(DRK_SYM_##name, DRK_UNPAREN args);             \
+        return DRK_CALL_BODY_(drk_body_##body, DRK_SYM_##name, args);         \
     }                                                                          \
     extern __typeof__(drk_export_##name) name                                 \
         __attribute__((alias("drk_export_" #name), visibility("default")));

@@ -224,6 +224,16 @@ DRK_BODY drk_body_mem_get_range(drk_sym sym, CUdeviceptr *base, size_t *size, CU
                 *size = hsize;
             return CUDA_SUCCESS;
         }
+        /* Memory another drk process shared: its allocation, not the pages. */
+        CUdeviceptr ibase;
+        size_t isize;
+        if (drk_current_mode() != DRK_MODE_OFF && drk_ipc_imported(dptr, &ibase, &isize)) {
+            if (base)
+                *base = ibase;
+            if (size)
+                *size = isize;
+            return CUDA_SUCCESS;
+        }
         drk_fn_mem_get_range real = DRK_REAL(mem_get_range);
         return real ? real(base, size, dptr) : drk_missing(sym);
     }
@@ -247,16 +257,26 @@ static inline int pool_attribute(const drk_dpool_block *b, CUpointer_attribute a
     }
 }
 
-/* A pinned host pool allocation's own range, for the range attributes
- * (the driver would give its chunk's); 1 if written. */
+/* The range attributes of a pinned host pool allocation (the driver would
+ * give its chunk's) or of memory imported from another drk process (the
+ * driver would give a page's); 1 if written. */
 static inline int host_attribute(CUdeviceptr ptr, CUpointer_attribute attr, void *data)
 {
     void *base;
     size_t size;
     unsigned flags;
+    CUdeviceptr ibase;
     if ((attr != CU_POINTER_ATTRIBUTE_RANGE_START_ADDR && attr != CU_POINTER_ATTRIBUTE_RANGE_SIZE) ||
-        drk_current_mode() == DRK_MODE_OFF ||
-        drk_host_pool_find((const void *)(uintptr_t)ptr, &base, &size, &flags) != 0)
+        drk_current_mode() == DRK_MODE_OFF)
+        return 0;
+    if (drk_ipc_imported(ptr, &ibase, &size)) {
+        if (attr == CU_POINTER_ATTRIBUTE_RANGE_SIZE)
+            *(size_t *)data = size;
+        else
+            *(CUdeviceptr *)data = ibase;
+        return 1;
+    }
+    if (drk_host_pool_find((const void *)(uintptr_t)ptr, &base, &size, &flags) != 0)
         return 0;
     if (attr == CU_POINTER_ATTRIBUTE_RANGE_SIZE) {
         *(size_t *)data = size;

@@ -1,6 +1,7 @@
 /* Stream hooks: created and destroyed streams are told to the device pool
  * (frees without a stream wait for work on each of them); a program waiting
- * for the device is a quiet moment for the pool to give back idle pages.
+ * for a stream or the device (cuStreamSynchronize, cuCtxSynchronize) is a
+ * quiet moment for the pool to give back idle pages.
  * Included once, by shim/exports.c. */
 #ifndef DRK_SHIM_HOOKS_STREAM_H
 #define DRK_SHIM_HOOKS_STREAM_H
@@ -51,6 +52,19 @@ DRK_BODY drk_body_stream_synchronize(drk_sym sym, CUstream stream)
     if (__builtin_expect(real == NULL, 0))
         return drk_missing(sym);
     CUresult r = real(stream);
+    if (r == CUDA_SUCCESS && drk_pooling())
+        drk_dpool_quiet();
+    if (drk_observing())
+        drk_count_call(sym);
+    return r;
+}
+
+DRK_BODY drk_body_ctx_synchronize(drk_sym sym)
+{
+    drk_fn_ctx_synchronize real = DRK_REAL(ctx_synchronize);
+    if (__builtin_expect(real == NULL, 0))
+        return drk_missing(sym);
+    CUresult r = real();
     if (r == CUDA_SUCCESS && drk_pooling())
         drk_dpool_quiet();
     if (drk_observing())

@@ -53,6 +53,14 @@ static int child(const char *hex)
         return 1;
     }
     int ok = holds(p, 1) && fill(p, 2);
+    /* The queries see the shared allocation, not the pages under it. */
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    if (cuMemGetAddressRange(&base, &size, p + SIZE - 1) != CUDA_SUCCESS || base != p || size != SIZE) {
+        fprintf(stderr, "child: cuMemGetAddressRange gave 0x%llx + %zu for the import at 0x%llx\n",
+                (unsigned long long)base, size, (unsigned long long)p);
+        ok = 0;
+    }
     ok &= cuIpcCloseMemHandle(p) == CUDA_SUCCESS;
     if (!ok)
         fprintf(stderr, "child: the parent's bytes were not there, or writing or closing failed\n");
