@@ -68,6 +68,7 @@ static const drk_driver *drv = &drv_copy;
 static drk_dpool_settings cfg;
 static atomic_int configured;
 static _Atomic uint64_t driver_allocs;
+static atomic_int warned_alloc, warned_free; /* drk's own failures: said once */
 /* Per device: the devices given peer access to its memory. */
 static _Atomic uint64_t peer_grants[MAX_DEVICES];
 
@@ -500,9 +501,11 @@ int drk_dpool_alloc(CUdeviceptr *ptr, size_t size, CUstream stream, int has_stre
         *r = CUDA_ERROR_OUT_OF_MEMORY;
         return 1;
     }
-    /* drk's own failure: the driver allocates this one. */
-    drk_log(DRK_LOG_WARN, "device %d: drk's device pool failed an allocation of %zu bytes (error %d); the driver "
-                          "serves it", d->ordinal, size, rc);
+    /* drk's own failure: the driver allocates this one (said once; the
+     * report counts them all as failed_allocs). */
+    if (!atomic_exchange(&warned_alloc, 1))
+        drk_log(DRK_LOG_WARN, "device %d: drk's device pool failed an allocation of %zu bytes (error %d); the "
+                              "driver serves such allocations", d->ordinal, size, rc);
     atomic_fetch_add_explicit(&driver_allocs, 1, memory_order_relaxed);
     return 0;
 }
@@ -532,9 +535,10 @@ int drk_dpool_free(CUdeviceptr ptr, CUstream stream, int has_stream, CUresult *r
         *r = CUDA_ERROR_INVALID_VALUE; /* what the driver says of a pointer that is no allocation's start */
         return 1;
     }
-    if (rc != 0)
+    if (rc != 0 && !atomic_exchange(&warned_free, 1))
         drk_log(DRK_LOG_WARN, "device %d: drk's device pool could not queue a free (out of host memory); the "
-                              "block at 0x%llx stays allocated", d->ordinal, (unsigned long long)ptr);
+                              "block at 0x%llx stays allocated, as will others that meet this", d->ordinal,
+                (unsigned long long)ptr);
     *r = CUDA_SUCCESS;
     return 1;
 }

@@ -28,8 +28,8 @@ struct batch {
     pend *blocks;
     size_t n;
     uint64_t opened_at; /* the pool's allocation count when it opened */
-    size_t nev;
-    uint64_t *ev; /* one (a stream's batch) or one per stream (an epoch) */
+    size_t nev, room; /* events recorded; room for */
+    uint64_t *ev;     /* one (a stream's batch) or one per stream (an epoch) */
 };
 
 /* Size classes of pending frees on a stream: one per power of two. */
@@ -44,10 +44,11 @@ typedef struct stream_state {
 
 /* Pending records come from slabs (slab.h), so a free never calls malloc. */
 #define SLAB_PENDS 2048
+#define SLAB_BATCHES 256
 
 struct drk_pool {
     drk_heap *heap;
-    drk_slab pends;
+    drk_slab pends, batches;
     uint64_t sealed;  /* sealed batches not yet given back */
     drk_pool_events ev;
     stream_state *streams;
@@ -182,12 +183,25 @@ static stream_state *stream_get(drk_pool *p, uintptr_t s)
 
 /* ---- Batches ---- */
 
-static batch *batch_new(size_t nev)
+/* A batch with room for `nev` events: one-event batches (every stream's,
+ * and the open epoch) from a slab, for they come and go with the frees;
+ * sealed epochs, one event per stream, from malloc. */
+static batch *batch_new(drk_pool *p, size_t nev)
 {
-    batch *b = calloc(1, sizeof *b + nev * sizeof(uint64_t));
-    if (b)
+    batch *b = nev == 1 ? drk_slab_get(&p->batches) : calloc(1, sizeof *b + nev * sizeof(uint64_t));
+    if (b) {
         b->ev = (uint64_t *)(b + 1);
+        b->room = nev;
+    }
     return b;
+}
+
+static void batch_del(drk_pool *p, batch *b, size_t nev)
+{
+    if (nev == 1)
+        drk_slab_put(&p->batches, b);
+    else
+        free(b);
 }
 
 /* Gives a completed batch's blocks back to the heap. */
@@ -206,7 +220,7 @@ static size_t batch_release(drk_pool *p, batch *b)
     }
     for (size_t i = 0; i < b->nev; i++)
         p->ev.release(p->ev.ctx, b->ev[i]);
-    free(b);
+    batch_del(p, b, b->room);
     return n;
 }
 
@@ -251,7 +265,7 @@ static int seal_epoch(drk_pool *p)
     batch *b = p->epoch_open;
     if (!b)
         return 0;
-    batch *sealed = batch_new(p->nstreams + 1);
+    batch *sealed = batch_new(p, p->nstreams + 1);
     if (!sealed)
         return -1;
     sealed->blocks = b->blocks, sealed->n = b->n;
@@ -264,7 +278,7 @@ static int seal_epoch(drk_pool *p)
     if (r != 0) {
         for (size_t i = 0; i < sealed->nev; i++)
             p->ev.release(p->ev.ctx, sealed->ev[i]);
-        free(sealed);
+        batch_del(p, sealed, sealed->room);
         return -1;
     }
     p->st.events += sealed->nev;
@@ -272,7 +286,7 @@ static int seal_epoch(drk_pool *p)
     p->sealed++;
     for (pend *e = sealed->blocks; e; e = e->next)
         e->in = sealed;
-    free(b);
+    batch_del(p, b, b->room);
     p->epoch_open = NULL;
     if (p->epoch_tail)
         p->epoch_tail->next = sealed;
@@ -371,6 +385,7 @@ drk_pool *drk_pool_new(drk_heap *heap, const drk_pool_events *events)
         return NULL;
     p->heap = heap;
     drk_slab_init(&p->pends, sizeof(pend), SLAB_PENDS);
+    drk_slab_init(&p->batches, sizeof(batch) + sizeof(uint64_t), SLAB_BATCHES);
     p->ev = *events;
     if (!stream_get(p, LEGACY_STREAM)) {
         free(p);
@@ -506,7 +521,7 @@ int drk_pool_free(drk_pool *p, uintptr_t ptr, uintptr_t stream, int has_stream)
     stream_state *s = has_stream ? stream_get(p, stream) : NULL;
     batch **open = s ? &s->open : &p->epoch_open;
     if (!*open) {
-        if (!(*open = batch_new(1)))
+        if (!(*open = batch_new(p, 1)))
             return DRK_PAGES_FAILED;
         (*open)->opened_at = p->allocs;
     }
@@ -559,7 +574,7 @@ static void drop_batch(drk_pool *p, batch *b)
     }
     for (size_t i = 0; i < b->nev; i++)
         p->ev.release(p->ev.ctx, b->ev[i]);
-    free(b);
+    batch_del(p, b, b->room);
 }
 
 /* Waits for every batch of a FIFO, giving back what completes. */
@@ -598,6 +613,7 @@ void drk_pool_delete(drk_pool *p)
     free(p->streams);
     free(p->buckets);
     drk_slab_fini(&p->pends);
+    drk_slab_fini(&p->batches);
     free(p);
 }
 
