@@ -367,8 +367,24 @@ static void note_ns(uint64_t *hist, uint64_t ns)
     hist[b < 32 ? b : 31]++;
 }
 
+/* Captures begun and not ended, in any thread. */
+static atomic_long captures;
+
+void drk_dpool_capture_begins(void) { atomic_fetch_add(&captures, 1); }
+
+void drk_dpool_capture_ends(void)
+{
+    long n = atomic_load(&captures);
+    while (n > 0 && !atomic_compare_exchange_weak(&captures, &n, n - 1)) {
+    }
+}
+
+/* Whether `s` is capturing a graph; asked of the driver only while some
+ * capture is under way (a stream joins one through events, not calls). */
 static int capturing(CUstream s)
 {
+    if (!atomic_load_explicit(&captures, memory_order_acquire))
+        return 0;
     CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
     return drv->stream_is_capturing && drv->stream_is_capturing(s, &st) == CUDA_SUCCESS &&
            st != CU_STREAM_CAPTURE_STATUS_NONE;

@@ -55,6 +55,12 @@ size_t drk_dpool_cached_free(void);
 void drk_dpool_stream_created(CUstream stream);
 void drk_dpool_stream_destroyed(CUstream stream);
 
+/* A graph capture begins (before the driver's call) or ends. While none is
+ * under way, allocations need not ask the driver whether their stream
+ * captures. Any thread; never below zero. */
+void drk_dpool_capture_begins(void);
+void drk_dpool_capture_ends(void);
+
 /* A quiet moment (the program waits for the device): give back idle pages
  * past the reserve when more than the threshold of pages are idle. Never
  * waits for a lock. */

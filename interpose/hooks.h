@@ -69,6 +69,15 @@
     X(cuStreamSynchronize,              stream_synchronize,     stream)      \
     X(cuStreamSynchronize_ptsz,         stream_synchronize,     stream)      \
     X(cuCtxSynchronize,                 ctx_synchronize,        stream)      \
+    X(cuCtxSynchronize_v2,              ctx_synchronize_v2,     stream)      \
+    X(cuStreamBeginCapture,             begin_capture_v1,       graph)       \
+    X(cuStreamBeginCapture_ptsz,        begin_capture_v1,       graph)       \
+    X(cuStreamBeginCapture_v2,          begin_capture,          graph)       \
+    X(cuStreamBeginCapture_v2_ptsz,     begin_capture,          graph)       \
+    X(cuStreamBeginCaptureToGraph,      begin_capture_to_graph, graph)       \
+    X(cuStreamBeginCaptureToGraph_ptsz, begin_capture_to_graph, graph)       \
+    X(cuStreamEndCapture,               end_capture,            graph)       \
+    X(cuStreamEndCapture_ptsz,          end_capture,            graph)       \
     X(cuGetProcAddress,                 get_proc_address_v1,    entry)       \
     X(cuGetProcAddress_v2,              get_proc_address,       entry)
 

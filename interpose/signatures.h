@@ -133,6 +133,17 @@
 #define DRK_SIG_stream_destroy(M, ...) M(__VA_ARGS__, (CUstream stream), (stream))
 #define DRK_SIG_stream_synchronize(M, ...) M(__VA_ARGS__, (CUstream stream), (stream))
 #define DRK_SIG_ctx_synchronize(M, ...) M(__VA_ARGS__, (void), ())
+#define DRK_SIG_ctx_synchronize_v2(M, ...) M(__VA_ARGS__, (CUcontext ctx), (ctx))
+#define DRK_SIG_begin_capture_v1(M, ...) M(__VA_ARGS__, (CUstream stream), (stream))
+#define DRK_SIG_begin_capture(M, ...)                                          \
+    M(__VA_ARGS__, (CUstream stream, CUstreamCaptureMode mode), (stream, mode))
+#define DRK_SIG_begin_capture_to_graph(M, ...)                                 \
+    M(__VA_ARGS__,                                                             \
+      (CUstream stream, CUgraph graph, const CUgraphNode *deps,                \
+       const CUgraphEdgeData *edges, size_t ndeps, CUstreamCaptureMode mode),  \
+      (stream, graph, deps, edges, ndeps, mode))
+#define DRK_SIG_end_capture(M, ...)                                            \
+    M(__VA_ARGS__, (CUstream stream, CUgraph *graph), (stream, graph))
 
 #define DRK_SIG_get_proc_address_v1(M, ...)                                    \
     M(__VA_ARGS__,                                                             \

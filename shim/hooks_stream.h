@@ -46,12 +46,9 @@ DRK_BODY drk_body_stream_destroy(drk_sym sym, CUstream stream)
     return r;
 }
 
-DRK_BODY drk_body_stream_synchronize(drk_sym sym, CUstream stream)
+
+static inline __attribute__((always_inline)) CUresult waited(drk_sym sym, CUresult r)
 {
-    drk_fn_stream_synchronize real = DRK_REAL(stream_synchronize);
-    if (__builtin_expect(real == NULL, 0))
-        return drk_missing(sym);
-    CUresult r = real(stream);
     if (r == CUDA_SUCCESS && drk_pooling())
         drk_dpool_quiet();
     if (drk_observing())
@@ -62,11 +59,52 @@ DRK_BODY drk_body_stream_synchronize(drk_sym sym, CUstream stream)
 DRK_BODY drk_body_ctx_synchronize(drk_sym sym)
 {
     drk_fn_ctx_synchronize real = DRK_REAL(ctx_synchronize);
+    return real ? waited(sym, real()) : drk_missing(sym);
+}
+
+DRK_BODY drk_body_stream_synchronize(drk_sym sym, CUstream stream)
+{
+    drk_fn_stream_synchronize real = DRK_REAL(stream_synchronize);
+    return real ? waited(sym, real(stream)) : drk_missing(sym);
+}
+
+/* CUDA 13's form, which names the context. */
+DRK_BODY drk_body_ctx_synchronize_v2(drk_sym sym, CUcontext ctx)
+{
+    drk_fn_ctx_synchronize_v2 real = DRK_REAL(ctx_synchronize_v2);
+    return real ? waited(sym, real(ctx)) : drk_missing(sym);
+}
+
+/* Graph captures: while any is under way an async allocation asks whether
+ * its stream captures (the driver must take it then); with none, it need
+ * not ask. Counted before a capture begins, so no allocation can slip in
+ * between; uncounted when one ends (successfully or invalidated). */
+#define DRK_BEGIN_CAPTURE_BODY_(body, params, args)                            \
+    DRK_BODY drk_body_##body(drk_sym sym, DRK_UNPAREN params)                  \
+    {                                                                          \
+        drk_fn_##body real = DRK_REAL(body);                                   \
+        if (__builtin_expect(real == NULL, 0))                                 \
+            return drk_missing(sym);                                           \
+        drk_dpool_capture_begins();                                            \
+        CUresult r = real args;                                                \
+        if (r != CUDA_SUCCESS)                                                 \
+            drk_dpool_capture_ends();                                          \
+        if (drk_observing())                                                   \
+            drk_count_call(sym);                                               \
+        return r;                                                              \
+    }
+DRK_SIG_begin_capture_v1(DRK_BEGIN_CAPTURE_BODY_, begin_capture_v1)
+DRK_SIG_begin_capture(DRK_BEGIN_CAPTURE_BODY_, begin_capture)
+DRK_SIG_begin_capture_to_graph(DRK_BEGIN_CAPTURE_BODY_, begin_capture_to_graph)
+
+DRK_BODY drk_body_end_capture(drk_sym sym, CUstream stream, CUgraph *graph)
+{
+    drk_fn_end_capture real = DRK_REAL(end_capture);
     if (__builtin_expect(real == NULL, 0))
         return drk_missing(sym);
-    CUresult r = real();
-    if (r == CUDA_SUCCESS && drk_pooling())
-        drk_dpool_quiet();
+    CUresult r = real(stream, graph);
+    if (r == CUDA_SUCCESS || r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
+        drk_dpool_capture_ends();
     if (drk_observing())
         drk_count_call(sym);
     return r;

@@ -71,6 +71,10 @@
     X(cuStreamDestroy_v2) X(cuStreamSynchronize) X(cuStreamSynchronize_ptsz)   \
     X(cuStreamQuery) X(cuStreamQuery_ptsz)                                     \
     X(cuStreamIsCapturing) X(cuStreamIsCapturing_ptsz)                         \
+    X(cuStreamBeginCapture) X(cuStreamBeginCapture_ptsz)                       \
+    X(cuStreamBeginCapture_v2) X(cuStreamBeginCapture_v2_ptsz)                 \
+    X(cuStreamBeginCaptureToGraph) X(cuStreamBeginCaptureToGraph_ptsz)         \
+    X(cuStreamEndCapture) X(cuStreamEndCapture_ptsz)                           \
     X(cuMemGetAllocationGranularity) X(cuMemAddressReserve) X(cuMemAddressFree) \
     X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess)  \
     X(cuMemExportToShareableHandle) X(cuMemImportFromShareableHandle)           \
@@ -3052,6 +3056,98 @@ FC_EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureSta
     return stream_is_capturing(hStream, captureStatus);
 }
 
+/* Capture only marks the stream (nothing is recorded into a graph): begin
+ * on a stream already capturing is CUDA_ERROR_ILLEGAL_STATE, end on one
+ * that is not CUDA_ERROR_ILLEGAL_STATE; end of an invalidated capture gives
+ * CUDA_ERROR_STREAM_CAPTURE_INVALIDATED and ends it. The graph end returns
+ * is a stand-in value, not a graph. */
+static CUresult begin_capture(CUstream s)
+{
+    LOCK();
+    int *slot = capture_slot_locked(s);
+    CUresult r = !slot ? CUDA_ERROR_INVALID_HANDLE
+                 : *slot != CU_STREAM_CAPTURE_STATUS_NONE ? CUDA_ERROR_ILLEGAL_STATE
+                                                          : CUDA_SUCCESS;
+    if (r == CUDA_SUCCESS)
+        *slot = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    UNLOCK();
+    return r;
+}
+
+static CUresult end_capture(CUstream s, CUgraph *graph)
+{
+    if (!graph)
+        return CUDA_ERROR_INVALID_VALUE;
+    LOCK();
+    int *slot = capture_slot_locked(s);
+    CUresult r = !slot ? CUDA_ERROR_INVALID_HANDLE
+                 : *slot == CU_STREAM_CAPTURE_STATUS_NONE        ? CUDA_ERROR_ILLEGAL_STATE
+                 : *slot == CU_STREAM_CAPTURE_STATUS_INVALIDATED ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+                                                                 : CUDA_SUCCESS;
+    if (slot && *slot != CU_STREAM_CAPTURE_STATUS_NONE)
+        *slot = CU_STREAM_CAPTURE_STATUS_NONE;
+    UNLOCK();
+    *graph = r == CUDA_SUCCESS ? (CUgraph)(uintptr_t)0x3000 : NULL;
+    return r;
+}
+
+FC_EXPORT CUresult cuStreamBeginCapture(CUstream hStream)
+{
+    ENTER_INIT(cuStreamBeginCapture);
+    return begin_capture(hStream);
+}
+
+FC_EXPORT CUresult cuStreamBeginCapture_ptsz(CUstream hStream)
+{
+    ENTER_INIT(cuStreamBeginCapture_ptsz);
+    return begin_capture(hStream);
+}
+
+FC_EXPORT CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
+{
+    ENTER_INIT(cuStreamBeginCapture_v2);
+    (void)mode;
+    return begin_capture(hStream);
+}
+
+FC_EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode)
+{
+    ENTER_INIT(cuStreamBeginCapture_v2_ptsz);
+    (void)mode;
+    return begin_capture(hStream);
+}
+
+FC_EXPORT CUresult cuStreamBeginCaptureToGraph(CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies,
+                                               const CUgraphEdgeData *dependencyData, size_t numDependencies,
+                                               CUstreamCaptureMode mode)
+{
+    ENTER_INIT(cuStreamBeginCaptureToGraph);
+    (void)hGraph, (void)dependencies, (void)dependencyData, (void)numDependencies, (void)mode;
+    return begin_capture(hStream);
+}
+
+FC_EXPORT CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream hStream, CUgraph hGraph,
+                                                    const CUgraphNode *dependencies,
+                                                    const CUgraphEdgeData *dependencyData, size_t numDependencies,
+                                                    CUstreamCaptureMode mode)
+{
+    ENTER_INIT(cuStreamBeginCaptureToGraph_ptsz);
+    (void)hGraph, (void)dependencies, (void)dependencyData, (void)numDependencies, (void)mode;
+    return begin_capture(hStream);
+}
+
+FC_EXPORT CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
+{
+    ENTER_INIT(cuStreamEndCapture);
+    return end_capture(hStream, phGraph);
+}
+
+FC_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
+{
+    ENTER_INIT(cuStreamEndCapture_ptsz);
+    return end_capture(hStream, phGraph);
+}
+
 FC_EXPORT int fakecuda_set_capturing(CUstream stream, int capturing)
 {
     if (capturing != CU_STREAM_CAPTURE_STATUS_NONE && capturing != CU_STREAM_CAPTURE_STATUS_ACTIVE &&
@@ -3285,6 +3381,14 @@ static const struct proc fc_procs[] = {
     P_(cuStreamQuery, cuStreamQuery_ptsz, 7000, 1)
     P_(cuStreamIsCapturing, cuStreamIsCapturing, 10000, 0)
     P_(cuStreamIsCapturing, cuStreamIsCapturing_ptsz, 10000, 1)
+    P_(cuStreamBeginCapture, cuStreamBeginCapture, 10000, 0)
+    P_(cuStreamBeginCapture, cuStreamBeginCapture_ptsz, 10000, 1)
+    P_(cuStreamBeginCapture, cuStreamBeginCapture_v2, 10010, 0)
+    P_(cuStreamBeginCapture, cuStreamBeginCapture_v2_ptsz, 10010, 1)
+    P_(cuStreamBeginCaptureToGraph, cuStreamBeginCaptureToGraph, 12030, 0)
+    P_(cuStreamBeginCaptureToGraph, cuStreamBeginCaptureToGraph_ptsz, 12030, 1)
+    P_(cuStreamEndCapture, cuStreamEndCapture, 10000, 0)
+    P_(cuStreamEndCapture, cuStreamEndCapture_ptsz, 10000, 1)
     P_(cuMemGetAllocationGranularity, cuMemGetAllocationGranularity, 10020, 0)
     P_(cuMemAddressReserve, cuMemAddressReserve, 10020, 0)
     P_(cuMemAddressFree, cuMemAddressFree, 10020, 0)

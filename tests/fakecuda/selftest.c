@@ -161,6 +161,16 @@ static CUipcMemHandle no_ipc;
     X(cuMemHostGetFlags, CUDA_ERROR_INVALID_VALUE, NULL, NULL)                                           \
     X(cuStreamIsCapturing, CUDA_ERROR_INVALID_VALUE, NULL, NULL)                                         \
     X(cuStreamIsCapturing_ptsz, CUDA_ERROR_INVALID_VALUE, NULL, NULL)                                    \
+    X(cuStreamBeginCapture, CUDA_ERROR_INVALID_HANDLE, (CUstream)&no_ipc)                                \
+    X(cuStreamBeginCapture_ptsz, CUDA_ERROR_INVALID_HANDLE, (CUstream)&no_ipc)                           \
+    X(cuStreamBeginCapture_v2, CUDA_ERROR_INVALID_HANDLE, (CUstream)&no_ipc, CU_STREAM_CAPTURE_MODE_GLOBAL) \
+    X(cuStreamBeginCapture_v2_ptsz, CUDA_ERROR_INVALID_HANDLE, (CUstream)&no_ipc, CU_STREAM_CAPTURE_MODE_GLOBAL) \
+    X(cuStreamBeginCaptureToGraph, CUDA_ERROR_INVALID_HANDLE, (CUstream)&no_ipc, NULL, NULL, NULL, 0,       \
+      CU_STREAM_CAPTURE_MODE_GLOBAL)                                                                     \
+    X(cuStreamBeginCaptureToGraph_ptsz, CUDA_ERROR_INVALID_HANDLE, (CUstream)&no_ipc, NULL, NULL, NULL, 0,  \
+      CU_STREAM_CAPTURE_MODE_GLOBAL)                                                                     \
+    X(cuStreamEndCapture, CUDA_ERROR_INVALID_VALUE, NULL, NULL)                                          \
+    X(cuStreamEndCapture_ptsz, CUDA_ERROR_INVALID_VALUE, NULL, NULL)                                     \
     X(cuMemExportToShareableHandle, CUDA_ERROR_INVALID_VALUE, NULL, 0, 0, 0)                             \
     X(cuMemImportFromShareableHandle, CUDA_ERROR_INVALID_VALUE, NULL, NULL, 0)                           \
     X(cuStreamCreate, CUDA_ERROR_INVALID_VALUE, NULL, 0)                                                 \
@@ -330,6 +340,14 @@ static const struct {
     {"cuCtxSynchronize", 12080, PT, "cuCtxSynchronize", CU_GET_PROC_ADDRESS_SUCCESS},
     {"cuCtxSynchronize", 13000, 0, "cuCtxSynchronize_v2", CU_GET_PROC_ADDRESS_SUCCESS},
     {"cuStreamSynchronize", 2000, 0, "cuStreamSynchronize", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuStreamBeginCapture", 10000, 0, "cuStreamBeginCapture", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuStreamBeginCapture", 10000, PT, "cuStreamBeginCapture_ptsz", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuStreamBeginCapture", 10010, 0, "cuStreamBeginCapture_v2", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuStreamBeginCapture", 10010, PT, "cuStreamBeginCapture_v2_ptsz", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuStreamBeginCaptureToGraph", 12030, 0, "cuStreamBeginCaptureToGraph", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuStreamBeginCaptureToGraph", 12030, PT, "cuStreamBeginCaptureToGraph_ptsz", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuStreamEndCapture", 10000, 0, "cuStreamEndCapture", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuStreamEndCapture", 10000, PT, "cuStreamEndCapture_ptsz", CU_GET_PROC_ADDRESS_SUCCESS},
     {"cuStreamSynchronize", 13000, 0, "cuStreamSynchronize", CU_GET_PROC_ADDRESS_SUCCESS},
     {"cuStreamQuery", 2000, 0, "cuStreamQuery", CU_GET_PROC_ADDRESS_SUCCESS},
     {"cuStreamQuery", 7000, PT, "cuStreamQuery_ptsz", CU_GET_PROC_ADDRESS_SUCCESS},

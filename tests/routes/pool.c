@@ -139,6 +139,27 @@ static void async_forms(void)
     CHECK(cuMemFree_v2(p[4]));
     CHECK(cuMemFreeAsync(p[5], s)); /* a cuMemAlloc block freed in stream order */
     CHECK(cuStreamSynchronize(s));
+    /* While the stream captures a graph its async allocations are the
+     * driver's (under drk's pool too); after the capture, the pool's again. */
+    const char *pool_env = getenv("ROUTE_POOL");
+    int pooled = pool_env && strcmp(pool_env, "1") == 0;
+    unsigned long long before = fakecuda_calls("cuMemAllocAsync");
+    CUdeviceptr c1, c2;
+    CHECK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+    CHECK(cuMemAllocAsync(&c1, 4096, s));
+    CUgraph graph = NULL;
+    CHECK(cuStreamEndCapture(s, &graph));
+    EXPECT(fakecuda_calls("cuMemAllocAsync") == before + 1);
+    CHECK(cuMemAllocAsync(&c2, 4096, s));
+    EXPECT(fakecuda_calls("cuMemAllocAsync") == before + (pooled ? 1 : 2));
+    CHECK(cuMemFreeAsync(c1, s));
+    CHECK(cuMemFreeAsync(c2, s));
+    /* A capture that fails to begin leaves the pool serving. */
+    EXPECT(cuStreamBeginCapture_v2((CUstream)(uintptr_t)0x1234, CU_STREAM_CAPTURE_MODE_RELAXED) != CUDA_SUCCESS);
+    CHECK(cuMemAllocAsync(&c2, 4096, s));
+    EXPECT(fakecuda_calls("cuMemAllocAsync") == before + (pooled ? 1 : 3));
+    CHECK(cuMemFreeAsync(c2, s));
+    CHECK(cuStreamSynchronize(s));
     CHECK(cuStreamDestroy_v2(s));
     printf("async pitch=%zu ok\n", pitch);
 }

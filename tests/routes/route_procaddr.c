@@ -22,17 +22,30 @@ static void query_for(const char *name, char *base, int *version, cuuint64_t *fl
     strcpy(base, name);
     *version = 12000;
     *flags = CU_GET_PROC_ADDRESS_LEGACY_STREAM;
+    /* Forms that a later version replaced: asked for with a version from before. */
+    static const char *const replaced_in_10010[] = {"cuStreamBeginCapture"};
+    int v2 = 0;
     if (n > 5 && strcmp(name + n - 5, "_ptsz") == 0) {
-        base[n - 5] = '\0';
+        base[n -= 5] = '\0';
         *flags = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+        if (n > 3 && strcmp(base + n - 3, "_v2") == 0)
+            base[n - 3] = '\0', v2 = 1; /* the per-thread form of a _v2 */
     } else if (n > 3 && strcmp(name + n - 3, "_v2") == 0) {
         base[n - 3] = '\0';
         *flags = CU_GET_PROC_ADDRESS_DEFAULT;
+        v2 = 1;
     } else {
         for (size_t i = 0; i < sizeof legacy_with_v2 / sizeof *legacy_with_v2; i++)
             if (strcmp(name, legacy_with_v2[i]) == 0)
                 *version = 2000;
     }
+    for (size_t i = 0; !v2 && i < sizeof replaced_in_10010 / sizeof *replaced_in_10010; i++)
+        if (strcmp(base, replaced_in_10010[i]) == 0)
+            *version = 10000;
+    if (strcmp(base, "cuStreamBeginCaptureToGraph") == 0)
+        *version = 12030; /* new in 12.3 */
+    if (v2 && strcmp(base, "cuCtxSynchronize") == 0)
+        *version = 13000; /* its _v2 is CUDA 13's */
 }
 
 int main(int argc, char **argv)
