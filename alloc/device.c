@@ -587,9 +587,26 @@ int drk_dpool_query(CUdeviceptr ptr, drk_dpool_block *out)
     return 1;
 }
 
-/* Calls fn on every shard of every started device, under the shard's lock
- * (or, with `try`, on those whose lock is free). */
-static void each_shard(int try, void (*fn)(dpool *, shard *, void *), void *arg)
+/* How each_shard takes a shard's lock. */
+enum { WAIT, TRY, PATIENT };
+
+/* A lock taken within about a millisecond, or not: at exit another thread
+ * may hold one for good (it was stopped inside the pool), and the report
+ * must not hang the program. */
+static int lock_patiently(pthread_mutex_t *m)
+{
+    for (int i = 0; i < 1000; i++) {
+        if (pthread_mutex_trylock(m) == 0)
+            return 0;
+        struct timespec ts = {0, 1000};
+        nanosleep(&ts, NULL);
+    }
+    return -1;
+}
+
+/* Calls fn on every shard of every started device, under the shard's lock:
+ * waiting for it, only if it is free (TRY), or waiting a little (PATIENT). */
+static void each_shard(int how, void (*fn)(dpool *, shard *, void *), void *arg)
 {
     for (int i = 0; i < MAX_DEVICES; i++) {
         dpool *d = &pools[i];
@@ -598,7 +615,10 @@ static void each_shard(int try, void (*fn)(dpool *, shard *, void *), void *arg)
         int n = atomic_load_explicit(&d->nshards, memory_order_acquire);
         for (int k = 0; k < n; k++) {
             shard *s = d->shards[k];
-            if (try ? pthread_mutex_trylock(&s->lock) != 0 : pthread_mutex_lock(&s->lock) != 0)
+            int got = how == WAIT  ? pthread_mutex_lock(&s->lock)
+                      : how == TRY ? pthread_mutex_trylock(&s->lock)
+                                   : lock_patiently(&s->lock);
+            if (got != 0)
                 continue;
             fn(d, s, arg);
             pthread_mutex_unlock(&s->lock);
@@ -615,7 +635,7 @@ static void add_cached(dpool *d, shard *s, void *arg)
 size_t drk_dpool_cached_free(void)
 {
     size_t bytes = 0;
-    each_shard(0, add_cached, &bytes);
+    each_shard(WAIT, add_cached, &bytes);
     return bytes;
 }
 
@@ -699,7 +719,7 @@ static void quiet_shard(dpool *d, shard *s, void *arg)
 void drk_dpool_quiet(void)
 {
     if (atomic_load_explicit(&configured, memory_order_relaxed) && cfg.defrag)
-        each_shard(1, quiet_shard, NULL);
+        each_shard(TRY, quiet_shard, NULL);
 }
 
 typedef struct grant {
@@ -822,7 +842,7 @@ void drk_dpool_get_report(drk_dpool_report *o)
     o->driver_allocs = atomic_load(&driver_allocs);
     for (int i = 0; i < MAX_DEVICES; i++)
         o->started += atomic_load_explicit(&pools[i].state, memory_order_acquire) == 1;
-    each_shard(0, report_shard, o);
+    each_shard(PATIENT, report_shard, o);
     for (int i = 0; i < MAX_DEVICES; i++) {
         dpool *d = &pools[i];
         if (atomic_load_explicit(&d->state, memory_order_acquire) != 1)
@@ -835,9 +855,10 @@ void drk_dpool_get_report(drk_dpool_report *o)
         o->peak_live_bytes = o->live_bytes;
     if (o->peak_reserved_bytes < o->reserved_bytes)
         o->peak_reserved_bytes = o->reserved_bytes;
-    pthread_mutex_lock(&streams_lock);
-    o->streams = nstreams;
-    pthread_mutex_unlock(&streams_lock);
+    if (lock_patiently(&streams_lock) == 0) {
+        o->streams = nstreams;
+        pthread_mutex_unlock(&streams_lock);
+    }
 }
 
 void drk_dpool_after_fork_child(void)
