@@ -107,7 +107,9 @@ static int parse_amount(const char *t, long *out, int share_only)
     case 'K': case 'k': unit *= 1024; end++; break;
     default: break;
     }
-    if ((*end == 'B' || *end == 'b') && unit > 1)
+    if (unit > 1 && (end[0] == 'i' || end[0] == 'I') && (end[1] == 'B' || end[1] == 'b'))
+        end += 2; /* KiB, MiB ... */
+    else if (unit > 1 && (*end == 'B' || *end == 'b'))
         end++;
     if (*end || v * unit > 9.2e18)
         return -1;

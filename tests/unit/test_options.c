@@ -47,6 +47,28 @@ int main(void)
     longpath[sizeof longpath - 1] = '\0';
     CHECK(!parses(DRK_OPT_REPORT, longpath, NULL, NULL));
 
+    /* Amounts: bytes with a binary suffix, or a share kept as basis points. */
+    CHECK(parses(DRK_OPT_STREAM_RESERVE, "5%", &n, t) && n == -500 && strcmp(t, "5%") == 0);
+    CHECK(drk_option_amount(n, 1000000) == 50000);
+    CHECK(parses(DRK_OPT_STREAM_RESERVE, "12.25%", &n, NULL) && n == -1225);
+    CHECK(parses(DRK_OPT_STREAM_RESERVE, "2G", &n, t) && n == 2L << 30 && strcmp(t, "2147483648") == 0);
+    CHECK(drk_option_amount(n, 1) == (size_t)2 << 30);
+    CHECK(parses(DRK_OPT_STREAM_RESERVE, "512MiB", &n, NULL) && n == 512L << 20);
+    CHECK(parses(DRK_OPT_STREAM_RESERVE, "512MB", &n, NULL) && n == 512L << 20);
+    CHECK(!parses(DRK_OPT_STREAM_RESERVE, "512B", NULL, NULL)); /* a suffix needs its unit */
+    CHECK(parses(DRK_OPT_STREAM_RESERVE, "0", &n, NULL) && n == 0);
+    CHECK(parses(DRK_OPT_STREAM_RESERVE, "1.5k", &n, NULL) && n == 1536);
+    CHECK(!parses(DRK_OPT_STREAM_RESERVE, "101%", NULL, NULL));
+    CHECK(!parses(DRK_OPT_STREAM_RESERVE, "-1", NULL, NULL));
+    CHECK(!parses(DRK_OPT_STREAM_RESERVE, "lots", NULL, NULL));
+    CHECK(!parses(DRK_OPT_STREAM_RESERVE, "4X", NULL, NULL));
+    CHECK(!parses(DRK_OPT_STREAM_RESERVE, "", NULL, NULL));
+    /* Percentages: with or without the sign, 0 to 100. */
+    CHECK(parses(DRK_OPT_DEFRAG_THRESHOLD, "10%", &n, t) && n == 1000 && strcmp(t, "10%") == 0);
+    CHECK(parses(DRK_OPT_DEFRAG_THRESHOLD, "2.5", &n, NULL) && n == 250);
+    CHECK(!parses(DRK_OPT_DEFRAG_THRESHOLD, "150", NULL, NULL));
+    CHECK(!parses(DRK_OPT_DEFRAG_THRESHOLD, "1G", NULL, NULL));
+
     /* Every default parses, and every option has a name and a doc. */
     for (int i = 0; i < DRK_OPT_COUNT; i++) {
         CHECK(parses((drk_option_id)i, drk_option_table[i].fallback, NULL, NULL));
