@@ -24,7 +24,7 @@
 #include "../../alloc/ipc.h"
 #include "../fakecuda/fakecuda.h"
 #include "../unit/check.h"
-#include "linked_table.h"
+#include "../gpu/programs/linked_driver.h"
 
 #define MIB ((size_t)1 << 20)
 
@@ -37,8 +37,8 @@ static void setup(void)
         exit(1);
     }
     drk_dpool_settings s = {.reserve = 0, .defrag = 1, .defrag_threshold = 1000};
-    drk_dpool_configure(&ipc_driver, &s);
-    drk_ipc_configure(&ipc_driver);
+    drk_dpool_configure(&linked_driver, &s);
+    drk_ipc_configure(&linked_driver);
 }
 
 static CUdeviceptr alloc(size_t size)

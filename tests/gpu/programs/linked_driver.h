@@ -1,6 +1,6 @@
-/* The driver table (shim/driver.h) of a program linked with -lcuda: its
- * virtual memory and event calls, for the pool's pieces to run on the real
- * driver or on the stand-in one. */
+/* The driver table (shim/driver.h) of a program linked with -lcuda: what
+ * the device pool and IPC call, for them to run on the real driver or on
+ * the stand-in one. */
 #ifndef DRK_TESTS_LINKED_DRIVER_H
 #define DRK_TESTS_LINKED_DRIVER_H
 
@@ -9,6 +9,9 @@
 #include "../../../shim/driver.h"
 
 static const drk_driver linked_driver = {
+    .ctx_get_device = cuCtxGetDevice,
+    .device_get = cuDeviceGet,
+    .device_get_attribute = cuDeviceGetAttribute,
     .device_total_mem = cuDeviceTotalMem,
     .mem_address_reserve = cuMemAddressReserve,
     .mem_address_free = cuMemAddressFree,
@@ -23,6 +26,14 @@ static const drk_driver linked_driver = {
     .event_query = cuEventQuery,
     .event_synchronize = cuEventSynchronize,
     .event_destroy = cuEventDestroy,
+    .mem_export_to_shareable_handle = cuMemExportToShareableHandle,
+    .mem_import_from_shareable_handle = cuMemImportFromShareableHandle,
+    .mem_get_info = cuMemGetInfo,
+    .stream_is_capturing = cuStreamIsCapturing,
+    .stream_synchronize = cuStreamSynchronize,
+    .ctx_synchronize = cuCtxSynchronize,
+    .ctx_get_current = cuCtxGetCurrent,
+    .ctx_set_current = cuCtxSetCurrent,
 };
 
 #endif
