@@ -45,7 +45,10 @@ int main(void)
     /* A, written by S1 for a while, freed on S1. */
     uintptr_t a, b, c;
     EXPECT(drk_pool_alloc(p, half, (uintptr_t)s1, 1, &a) == 0);
-    CHECK(busy(s1, a, half, 400));
+    /* Long enough (tens of ms) that S1 is still running when S2 runs out:
+     * the pool takes back completed frees without waiting, so a short
+     * burst would leave nothing to wait for. */
+    CHECK(busy(s1, a, half, 4000));
     EXPECT(drk_pool_free(p, a, (uintptr_t)s1, 1) == 0);
     /* S1 may have it back at once; S2 gets other memory while S1 runs. */
     EXPECT(drk_pool_alloc(p, half, (uintptr_t)s1, 1, &c) == 0 && c == a);
@@ -60,7 +63,8 @@ int main(void)
     CHECK(busy(s2, c, half, 1));
     CHECK(cuStreamSynchronize(s2));
     drk_pool_stats st = drk_pool_get_stats(p);
-    EXPECT(st.same_stream_reuses == 1 && st.waits >= 1);
+    EXPECT(st.same_stream_reuses == 1);
+    EXPECT(s1_busy && st.waits >= 1);
     EXPECT(drk_pool_free(p, b, (uintptr_t)s2, 1) == 0 && drk_pool_free(p, c, (uintptr_t)s2, 1) == 0);
     drk_pool_delete(p);
     drk_cuda_events_delete(ce);
@@ -70,8 +74,8 @@ int main(void)
     pb->destroy(pb);
     CHECK(cuStreamDestroy(s1));
     CHECK(cuStreamDestroy(s2));
-    printf("ok same-stream reuse while S1 ran (S1 still busy at S2's allocation: %s); S2 kept off S1's pending block; "
+    printf("ok same-stream reuse while S1 ran; S2 kept off S1's pending block; "
            "full memory: S2 waited (%llu waits) for S1 and got its pages; %llu events recorded\n",
-           s1_busy ? "yes" : "no", (unsigned long long)st.waits, (unsigned long long)st.events);
+           (unsigned long long)st.waits, (unsigned long long)st.events);
     return 0;
 }
