@@ -1,0 +1,156 @@
+/* What the driver's virtual-memory calls cost by physical handle size, and
+ * what the few driver calls on the pool's hot path cost: the facts behind
+ * the device pool's page size and growth (docs/memory.md). Handles are made
+ * as the pool makes them (pinned, POSIX-fd exportable, GPUDirect RDMA where
+ * supported); for each size, `--total` bytes of handles are created, mapped
+ * into one reserved range, made accessible in one call, unmapped and
+ * released, and each step is timed. Prints one line per size and per call,
+ * and exits non-zero if any driver call fails.
+ *
+ *   vmm_costs [--total MiB] [--sizes 2,8,32,...]                           */
+#include <cuda.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define CHECK(x)                                                                                                       \
+    do {                                                                                                               \
+        CUresult r_ = (x);                                                                                             \
+        if (r_ != CUDA_SUCCESS) {                                                                                      \
+            const char *n_ = NULL;                                                                                     \
+            cuGetErrorName(r_, &n_);                                                                                   \
+            fprintf(stderr, "vmm_costs: %s failed: %s\n", #x, n_ ? n_ : "?");                                          \
+            exit(1);                                                                                                   \
+        }                                                                                                              \
+    } while (0)
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static void one_size(CUdevice dev, const CUmemAllocationProp *prop, size_t gran, size_t mib, size_t total_mib)
+{
+    size_t size = mib << 20, n = total_mib / mib;
+    if (size % gran || !n)
+        return;
+    CUmemGenericAllocationHandle *h = calloc(n, sizeof *h);
+    if (!h)
+        exit(1);
+    CUdeviceptr va;
+    CHECK(cuMemAddressReserve(&va, n * size, gran, 0, 0));
+    CUmemAccessDesc acc = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = (int)dev},
+                           .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    double t0 = now_us();
+    for (size_t i = 0; i < n; i++)
+        CHECK(cuMemCreate(&h[i], size, prop, 0));
+    double t1 = now_us();
+    for (size_t i = 0; i < n; i++)
+        CHECK(cuMemMap(va + i * size, size, 0, h[i], 0));
+    double t2 = now_us();
+    CHECK(cuMemSetAccess(va, n * size, &acc, 1));
+    double t3 = now_us();
+    /* Access per handle too: what mapping pages one by one costs. */
+    for (size_t i = 0; i < n; i++)
+        CHECK(cuMemSetAccess(va + i * size, size, &acc, 1));
+    double t4 = now_us();
+    CHECK(cuMemsetD8(va, 1, n * size));
+    CHECK(cuCtxSynchronize());
+    double t5 = now_us();
+    for (size_t i = 0; i < n; i++)
+        CHECK(cuMemUnmap(va + i * size, size));
+    double t6 = now_us();
+    for (size_t i = 0; i < n; i++)
+        CHECK(cuMemRelease(h[i]));
+    double t7 = now_us();
+    CHECK(cuMemAddressFree(va, n * size));
+    double per2 = (double)(n * size) / (2u << 20);
+    printf("handle %4zu MiB x %4zu: create %8.1f us (%6.2f per 2 MiB)  map %7.1f (%6.2f)  access-once %8.1f (%6.2f)  "
+           "access-each %8.1f (%6.2f)  unmap %8.1f (%6.2f)  release %8.1f (%6.2f)  total-new %6.2f us per 2 MiB\n",
+           mib, n, (t1 - t0) / n, (t1 - t0) / per2, (t2 - t1) / n, (t2 - t1) / per2, t3 - t2, (t3 - t2) / per2,
+           (t4 - t3) / n, (t4 - t3) / per2, (t6 - t5) / n, (t6 - t5) / per2, (t7 - t6) / n, (t7 - t6) / per2,
+           (t3 - t0) / per2);
+    free(h);
+}
+
+static void hot_calls(void)
+{
+    enum { N = 200000 };
+    CUcontext c;
+    double t0 = now_us();
+    for (int i = 0; i < N; i++)
+        CHECK(cuCtxGetCurrent(&c));
+    double t1 = now_us();
+    CUevent e;
+    CUstream s;
+    CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CHECK(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+    double t2 = now_us();
+    for (int i = 0; i < N / 10; i++)
+        CHECK(cuEventRecord(e, s));
+    double t3 = now_us();
+    CHECK(cuStreamSynchronize(s));
+    double t4 = now_us();
+    for (int i = 0; i < N / 10; i++)
+        CHECK(cuEventQuery(e));
+    double t5 = now_us();
+    CUstreamCaptureStatus st;
+    for (int i = 0; i < N / 10; i++)
+        CHECK(cuStreamIsCapturing(s, &st));
+    double t6 = now_us();
+    for (int i = 0; i < N / 10; i++)
+        CHECK(cuCtxSetCurrent(c));
+    double t7 = now_us();
+    printf("hot calls: cuCtxGetCurrent %.3f us  cuEventRecord %.3f  cuEventQuery(done) %.3f  cuStreamIsCapturing "
+           "%.3f  cuCtxSetCurrent(same) %.3f\n",
+           (t1 - t0) / N, (t3 - t2) / (N / 10), (t5 - t4) / (N / 10), (t6 - t5) / (N / 10), (t7 - t6) / (N / 10));
+    CHECK(cuEventDestroy(e));
+    CHECK(cuStreamDestroy(s));
+}
+
+int main(int argc, char **argv)
+{
+    size_t total = 1024;
+    const char *sizes = "2,4,8,16,32,64,128,256,512";
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--total"))
+            total = strtoull(argv[i + 1], NULL, 10);
+        else if (!strcmp(argv[i], "--sizes"))
+            sizes = argv[i + 1];
+        else {
+            fprintf(stderr, "usage: vmm_costs [--total MiB] [--sizes 2,8,32,...]\n");
+            return 2;
+        }
+    }
+    CUdevice dev;
+    CUcontext ctx;
+    CHECK(cuInit(0));
+    CHECK(cuDeviceGet(&dev, 0));
+    CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CHECK(cuCtxSetCurrent(ctx));
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = (int)dev},
+                                .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR};
+    int rdma = 0;
+    CHECK(cuDeviceGetAttribute(&rdma, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, dev));
+    prop.allocFlags.gpuDirectRDMACapable = rdma ? 1 : 0;
+    size_t gran = 0;
+    CHECK(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+    printf("granularity %zu KiB, gpuDirectRDMACapable %d, %zu MiB of handles per size\n", gran >> 10, rdma, total);
+    hot_calls();
+    /* Once unmeasured: the first VMM calls of a process pay set-up. */
+    one_size(dev, &prop, gran, 2, 64);
+    for (const char *p = sizes; *p;) {
+        char *end;
+        size_t mib = strtoull(p, &end, 10);
+        if (end == p)
+            break;
+        one_size(dev, &prop, gran, mib, total);
+        p = *end == ',' ? end + 1 : end;
+    }
+    CHECK(cuDevicePrimaryCtxRelease(dev));
+    return 0;
+}
