@@ -54,6 +54,8 @@ struct drk_pool {
     stream_state *streams;
     size_t nstreams, cap_streams;
     batch *epoch_open, *epoch_head, *epoch_tail;
+    batch *spare_epochs; /* released epoch batches, kept for the next seals */
+    size_t nspare_epochs;
     uint64_t allocs;
     pend **buckets; /* pending blocks by pointer */
     size_t nbuckets, npending;
@@ -185,14 +187,41 @@ static stream_state *stream_get(drk_pool *p, uintptr_t s)
 
 /* A batch with room for `nev` events: one-event batches (every stream's,
  * and the open epoch) from a slab, for they come and go with the frees;
- * sealed epochs, one event per stream, from malloc. */
+ * sealed epochs, one event per stream, from a few kept from earlier epochs
+ * (so sealing calls malloc only when streams were added), else malloc. */
+#define SPARE_EPOCHS 8
+
+/* A kept epoch batch with room for `nev` events, or NULL. Kept ones too
+ * small for today's streams will never fit again: they go. */
+static batch *spare_take(drk_pool *p, size_t nev)
+{
+    while (p->spare_epochs) {
+        batch *b = p->spare_epochs;
+        p->spare_epochs = b->next;
+        p->nspare_epochs--;
+        if (b->room >= nev) {
+            size_t room = b->room;
+            memset(b, 0, sizeof *b);
+            b->room = room;
+            return b;
+        }
+        free(b);
+    }
+    return NULL;
+}
+
 static batch *batch_new(drk_pool *p, size_t nev)
 {
-    batch *b = nev == 1 ? drk_slab_get(&p->batches) : calloc(1, sizeof *b + nev * sizeof(uint64_t));
-    if (b) {
-        b->ev = (uint64_t *)(b + 1);
+    batch *b;
+    if (nev == 1) {
+        if ((b = drk_slab_get(&p->batches)) != NULL)
+            b->room = 1;
+    } else if ((b = spare_take(p, nev)) == NULL && (b = calloc(1, sizeof *b + nev * sizeof(uint64_t))) != NULL) {
         b->room = nev;
+        p->st.epoch_mallocs++;
     }
+    if (b)
+        b->ev = (uint64_t *)(b + 1);
     return b;
 }
 
@@ -200,7 +229,11 @@ static void batch_del(drk_pool *p, batch *b, size_t nev)
 {
     if (nev == 1)
         drk_slab_put(&p->batches, b);
-    else
+    else if (p->nspare_epochs < SPARE_EPOCHS && (!p->spare_epochs || b->room >= p->spare_epochs->room)) {
+        b->next = p->spare_epochs; /* the roomiest first */
+        p->spare_epochs = b;
+        p->nspare_epochs++;
+    } else
         free(b);
 }
 
@@ -612,6 +645,11 @@ void drk_pool_delete(drk_pool *p)
         free(p->streams[i].by_class);
     free(p->streams);
     free(p->buckets);
+    while (p->spare_epochs) {
+        batch *b = p->spare_epochs;
+        p->spare_epochs = b->next;
+        free(b);
+    }
     drk_slab_fini(&p->pends);
     drk_slab_fini(&p->batches);
     free(p);

@@ -158,6 +158,34 @@ static void test_epoch(void)
     rig_end(&r);
 }
 
+/* Sealing epoch after epoch reuses the records of completed ones: once a
+ * few are made (as many as are pending at once), no more malloc, and a few
+ * more when a stream is added. */
+static void test_epoch_records_reused(void)
+{
+    rig r = rig_new(256);
+    CHECK(drk_pool_stream_created(r.pool, 0x10) == 0);
+    uintptr_t x;
+    uint64_t warm = 0, warm_epochs = 0;
+    for (int i = 0; i < 3000; i++) {
+        CHECK(drk_pool_alloc(r.pool, 4096, 0, 0, &x) == 0);
+        CHECK(drk_pool_free(r.pool, x, 0, 0) == 0);
+        complete(LEGACY);
+        complete(0x10);
+        complete(0x20);
+        if (i == 1000)
+            CHECK(drk_pool_stream_created(r.pool, 0x20) == 0);
+        if (i == 2000)
+            warm = drk_pool_get_stats(r.pool).epoch_mallocs, warm_epochs = drk_pool_get_stats(r.pool).epochs;
+    }
+    drk_pool_stats st = drk_pool_get_stats(r.pool);
+    fprintf(stderr, "pool epochs: %llu sealed, %llu records from malloc (%llu of the last %llu)\n",
+            (unsigned long long)st.epochs, (unsigned long long)st.epoch_mallocs,
+            (unsigned long long)(st.epoch_mallocs - warm), (unsigned long long)(st.epochs - warm_epochs));
+    CHECK(st.epochs >= 80 && st.epochs - warm_epochs >= 25 && st.epoch_mallocs == warm && warm <= 8);
+    rig_end(&r);
+}
+
 static void test_oom_waits(void)
 {
     rig r = rig_new(4); /* 8 MiB */
@@ -282,6 +310,7 @@ int main(void)
     test_same_stream();
     test_cross_stream();
     test_epoch();
+    test_epoch_records_reused();
     test_oom_waits();
     test_random();
     return CHECK_DONE();
