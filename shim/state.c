@@ -67,11 +67,30 @@ static void after_fork_child(void)
     start_ns = now_ns();
 }
 
+/* Threads racing drk's start would otherwise see the mode before the pool
+ * is set up and allocate from the driver. They wait for it, briefly: the
+ * starting thread may need the loader lock one of them holds (a library
+ * constructor calling CUDA), so past ~100 ms they go on without the pool
+ * (the driver serves them; frees find their owner either way). */
+int drk_pool_wait(void)
+{
+    for (int i = 0; i < 2000 && atomic_load_explicit(&drk_pool_on, memory_order_acquire) == 2; i++) {
+        struct timespec ts = {0, 50000};
+        nanosleep(&ts, NULL);
+    }
+    return atomic_load_explicit(&drk_pool_on, memory_order_acquire) == 1;
+}
+
 drk_mode drk_mode_start(void)
 {
     drk_mode m = drk_opt_num(DRK_OPT_DISABLE)   ? DRK_MODE_OFF
                  : drk_opt_num(DRK_OPT_OBSERVE) ? DRK_MODE_OBSERVE
                                                 : DRK_MODE_FORWARD;
+    /* Pending before the mode is out: every thread reads the same options. */
+    if (m != DRK_MODE_OFF && drk_opt_num(DRK_OPT_ALLOC)) {
+        int off = 0;
+        atomic_compare_exchange_strong(&drk_pool_on, &off, 2);
+    }
     int expected = DRK_MODE_UNSET;
     if (!atomic_compare_exchange_strong(&drk_mode_now, &expected, (int)m))
         return (drk_mode)expected;
