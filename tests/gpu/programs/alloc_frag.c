@@ -32,6 +32,7 @@
 
 #define CU_CHECK_PROGRAM "alloc_frag"
 #include "cu_check.h"
+#include "test_counts.h"
 
 enum { EXIT_OOM = 3, EXIT_BYTES = 4, CYCLES = 4 };
 #define PAGE ((size_t)2 << 20)
@@ -141,15 +142,8 @@ int main(void)
 {
     clock_gettime(CLOCK_MONOTONIC, &t0);
     /* Written first: an out-of-memory exit must still name the process. */
-    const char *path = getenv("DRK_TEST_COUNTS");
-    if (path && *path) {
-        FILE *f = fopen(path, "w");
-        if (!f)
-            return perror(path), 1;
-        fprintf(f, "{\"workload\": \"alloc_frag\", \"pid\": %d}\n", (int)getpid());
-        if (fclose(f) != 0)
-            return perror(path), 1;
-    }
+    if (write_test_counts("{\"workload\": \"alloc_frag\", \"pid\": %d}\n", (int)getpid()) != 0)
+        return 1;
     CUdevice dev;
     CUcontext ctx;
     CU_CHECK(cuInit(0));

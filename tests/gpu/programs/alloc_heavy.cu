@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "test_counts.h"
+
 #define CHECK(call)                                                                                    \
     do {                                                                                               \
         cudaError_t err_ = (call);                                                                     \
@@ -225,20 +227,13 @@ int main(int argc, char **argv)
            bytes_total, launches);
     printf("checksum %016llx\n", (unsigned long long)fnv);
 
-    const char *path = getenv("DRK_TEST_COUNTS");
-    if (path && *path) {
-        FILE *f = fopen(path, "w");
-        if (!f)
-            return perror(path), 1;
-        // The sums buffer is one more cudaMalloc.
-        fprintf(f,
-                "{\"workload\": \"alloc_heavy\", \"pid\": %d, \"failed_launches\": 0, "
-                "\"kernels\": {\"drk_fill_bytes\": %ld, \"drk_sum_bytes\": %ld, \"drk_fill_pitch\": %ld, "
-                "\"drk_sum_pitch\": %ld}, \"allocs\": {\"malloc\": %ld, \"async\": %ld, \"pitch\": %ld}}\n",
-                (int)getpid(), n_malloc + n_async, n_malloc + n_async, n_pitch, n_pitch, n_malloc + 1, n_async,
-                n_pitch);
-        if (fclose(f) != 0)
-            return perror(path), 1;
-    }
+    // The sums buffer is one more cudaMalloc.
+    if (write_test_counts(
+            "{\"workload\": \"alloc_heavy\", \"pid\": %d, \"failed_launches\": 0, "
+            "\"kernels\": {\"drk_fill_bytes\": %ld, \"drk_sum_bytes\": %ld, \"drk_fill_pitch\": %ld, "
+            "\"drk_sum_pitch\": %ld}, \"allocs\": {\"malloc\": %ld, \"async\": %ld, \"pitch\": %ld}}\n",
+            (int)getpid(), n_malloc + n_async, n_malloc + n_async, n_pitch, n_pitch, n_malloc + 1, n_async,
+            n_pitch) != 0)
+        return 1;
     return 0;
 }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "drv_vecadd.h"
+#include "test_counts.h"
 
 static void check(CUresult r, const char *what, int line)
 {
@@ -138,21 +139,14 @@ int main(int argc, char **argv)
     printf("checksum %016llx\n", (unsigned long long)fnv);
     printf("launches %ld failed %d (%s)\n", ok, 1, bad_name ? bad_name : "?");
 
-    const char *path = getenv("DRK_TEST_COUNTS");
-    if (path && *path) {
-        FILE *f = fopen(path, "w");
-        if (!f)
-            return perror(path), 1;
-        fprintf(f,
-                "{\"workload\": \"drv_vecadd\", \"pid\": %d, \"launches\": %ld, \"failed_launches\": 1, "
-                "\"kernels\": {\"drk_drv_vecadd\": %ld}, "
-                "\"by_api\": {\"cuLaunchKernel\": %ld, \"cuLaunchKernelEx\": %ld, "
-                "\"cuLaunchCooperativeKernel\": %ld, \"cuLaunchKernel_ptsz\": %ld, "
-                "\"cuLaunchKernelEx_ptsz\": %ld}}\n",
-                (int)getpid(), ok, ok, n_kernel + 1, n_ex, n_coop, n_ptsz, n_ptsz);
-        if (fclose(f) != 0)
-            return perror(path), 1;
-    }
+    if (write_test_counts(
+            "{\"workload\": \"drv_vecadd\", \"pid\": %d, \"launches\": %ld, \"failed_launches\": 1, "
+            "\"kernels\": {\"drk_drv_vecadd\": %ld}, "
+            "\"by_api\": {\"cuLaunchKernel\": %ld, \"cuLaunchKernelEx\": %ld, "
+            "\"cuLaunchCooperativeKernel\": %ld, \"cuLaunchKernel_ptsz\": %ld, "
+            "\"cuLaunchKernelEx_ptsz\": %ld}}\n",
+            (int)getpid(), ok, ok, n_kernel + 1, n_ex, n_coop, n_ptsz, n_ptsz) != 0)
+        return 1;
     free(ha);
     free(hb);
     free(hacc);

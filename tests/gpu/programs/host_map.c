@@ -20,6 +20,7 @@
 #define CU_CHECK_PROGRAM "host_map"
 #include "cu_check.h"
 #include "drv_vecadd.h"
+#include "test_counts.h"
 
 int main(int argc, char **argv)
 {
@@ -104,17 +105,10 @@ int main(int argc, char **argv)
            flags[0], flags[1], flags[2], got[0], got[1], got[2]);
     printf("checksum %016llx\n", (unsigned long long)fnv);
 
-    const char *path = getenv("DRK_TEST_COUNTS");
-    if (path && *path) {
-        FILE *f = fopen(path, "w");
-        if (!f)
-            return perror(path), 1;
-        fprintf(f,
-                "{\"workload\": \"host_map\", \"pid\": %d, \"kernels\": {\"drk_drv_vecadd\": %ld}, "
-                "\"by_api\": {\"cuLaunchKernel\": %ld}, \"failed_launches\": 0, \"host_allocs\": 3}\n",
-                (int)getpid(), launches, launches);
-        if (fclose(f) != 0)
-            return perror(path), 1;
-    }
+    if (write_test_counts(
+            "{\"workload\": \"host_map\", \"pid\": %d, \"kernels\": {\"drk_drv_vecadd\": %ld}, "
+            "\"by_api\": {\"cuLaunchKernel\": %ld}, \"failed_launches\": 0, \"host_allocs\": 3}\n",
+            (int)getpid(), launches, launches) != 0)
+        return 1;
     return 0;
 }

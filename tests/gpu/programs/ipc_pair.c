@@ -37,6 +37,7 @@
 static const char *prog_name = "ipc_pair";
 #define CU_CHECK_PROGRAM prog_name
 #include "cu_check.h"
+#include "test_counts.h"
 
 enum { CHILD_WAIT_S = 60 };
 
@@ -232,15 +233,9 @@ int main(int argc, char **argv)
 
     pid_t child_pid = 0;
     int st = run_child(args, &child_pid);
-    const char *path = getenv("DRK_TEST_COUNTS");
-    if (path && *path) {
-        FILE *f = fopen(path, "w");
-        if (!f)
-            return perror(path), 1;
-        fprintf(f, "{\"workload\": \"ipc_pair\", \"pid\": %d, \"child_pid\": %d}\n", (int)getpid(), (int)child_pid);
-        if (fclose(f) != 0)
-            return perror(path), 1;
-    }
+    if (write_test_counts("{\"workload\": \"ipc_pair\", \"pid\": %d, \"child_pid\": %d}\n", (int)getpid(),
+                          (int)child_pid) != 0)
+        return 1;
     if (st != 0) {
         fprintf(stderr, "ipc_pair: the child failed (exit status %d%s)\n", st,
                 st == 2 ? ": it could not open the handle" : st == 4 ? ": it read wrong bytes" : "");
