@@ -45,20 +45,27 @@ typedef struct shard {
     uint64_t alloc_ns[32], free_ns[32], samples;
     size_t keep_pages; /* its share of the reserve */
     uint64_t seen_live, seen_pages; /* what the device's totals last heard from it */
+    int retired; /* its context ended: nothing of it may be used (under the lock) */
 } shard;
 
 typedef struct dpool {
-    atomic_int state; /* 0 not started, 1 ready, -1 failed: the driver allocates */
+    atomic_int state; /* 0 not started, 1 ready, 2 ending, -1 failed: the driver allocates */
+    atomic_uint gen;  /* pools started on this device: threads' cached shards name one */
     int ordinal;
     CUcontext ctx;
     CUdevice dev;
+    int holds_primary; /* drk retained ctx, the device's primary context, so that the
+                          program's last release cannot end it under the pool */
     drk_page_backend *vmm; /* shared by the shards; thread-safe */
     size_t total, keep_pages;
+    size_t page_bytes; /* once a pool started here */
     pthread_mutex_t grow_lock; /* adding shards, granting peers */
     shard *shards[MAX_SHARDS];
     atomic_int nshards;
     /* All shards together, and their peaks. */
     _Atomic uint64_t live, peak_live, pages, peak_pages;
+    /* What shards of pools whose context ended had counted; under start_lock. */
+    drk_dpool_report ended;
 } dpool;
 
 static dpool pools[MAX_DEVICES];
@@ -77,6 +84,7 @@ static struct range {
     uintptr_t base, end;
     shard *owner;
     dpool *pool;
+    atomic_int dead; /* its context ended: the driver may hand the addresses out again */
 } ranges[MAX_RANGES];
 static atomic_size_t nranges;
 static pthread_mutex_t ranges_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -86,6 +94,7 @@ static pthread_mutex_t streams_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct known_stream {
     CUstream s;
     int device;
+    CUcontext ctx;
 } *streams;
 static size_t nstreams, streams_cap;
 
@@ -117,7 +126,9 @@ static int r_reserve(drk_page_backend *b, size_t size, uintptr_t *va)
     pthread_mutex_lock(&ranges_lock);
     size_t i = atomic_load(&nranges);
     if (i < MAX_RANGES) {
-        ranges[i] = (struct range){*va, *va + size, ((ranged *)b)->owner, ((ranged *)b)->pool};
+        ranges[i].base = *va, ranges[i].end = *va + size;
+        ranges[i].owner = ((ranged *)b)->owner, ranges[i].pool = ((ranged *)b)->pool;
+        atomic_store_explicit(&ranges[i].dead, 0, memory_order_relaxed);
         atomic_store_explicit(&nranges, i + 1, memory_order_release);
     }
     pthread_mutex_unlock(&ranges_lock);
@@ -158,7 +169,7 @@ static shard *owner(uintptr_t p, dpool **d)
 {
     size_t n = atomic_load_explicit(&nranges, memory_order_acquire);
     for (size_t i = 0; i < n; i++)
-        if (p >= ranges[i].base && p < ranges[i].end) {
+        if (p >= ranges[i].base && p < ranges[i].end && !atomic_load_explicit(&ranges[i].dead, memory_order_acquire)) {
             *d = ranges[i].pool;
             return ranges[i].owner;
         }
@@ -242,11 +253,27 @@ static void start(dpool *d, CUcontext ctx, CUdevice dev)
         return;
     }
     d->ctx = ctx, d->dev = dev;
+    /* The pool's pages live in this context: if it is the device's primary
+     * one, drk holds it too, so that the program's last release cannot end
+     * it while the pool has memory there (a reset still does: see
+     * drk_dpool_context_ends). */
+    unsigned int pflags;
+    int active = 0;
+    CUcontext primary = NULL;
+    if (!d->holds_primary && drv->primary_ctx_get_state && drv->primary_ctx_retain && drv->primary_ctx_release &&
+        drv->primary_ctx_get_state(dev, &pflags, &active) == CUDA_SUCCESS && active &&
+        drv->primary_ctx_retain(&primary, dev) == CUDA_SUCCESS) {
+        if (primary == ctx)
+            d->holds_primary = 1;
+        else
+            drv->primary_ctx_release(dev);
+    }
     uint64_t grants = atomic_load(&peer_grants[d->ordinal]);
     for (int i = 0; i < MAX_DEVICES; i++)
         if (grants >> i & 1)
             drk_pages_vmm_add_access(d->vmm, (CUdevice)i, 0, 0);
     size_t page = d->vmm->page_size;
+    d->page_bytes = page;
     d->keep_pages = reserve_bytes(d->total) / page;
     shard *s0 = shard_new(d, 0, 0);
     if (!s0) {
@@ -266,6 +293,7 @@ static void start(dpool *d, CUcontext ctx, CUdevice dev)
 
 static __thread CUcontext tl_ctx;
 static __thread dpool *tl_pool;
+static __thread unsigned tl_gen;
 static __thread uintptr_t tl_stream;
 static __thread shard *tl_shard;
 
@@ -278,12 +306,15 @@ static dpool *current_pool(CUcontext *current)
         !ctx)
         return NULL;
     *current = ctx;
-    if (ctx == tl_ctx && tl_pool)
+    if (ctx == tl_ctx && tl_pool && tl_gen == atomic_load_explicit(&tl_pool->gen, memory_order_acquire))
         return tl_pool;
     CUdevice dev;
     if (drv->ctx_get_device(&dev) != CUDA_SUCCESS || dev < 0 || dev >= MAX_DEVICES)
         return NULL;
     dpool *d = &pools[dev];
+    /* Read before the state: a pool ending meanwhile changes it, so this
+     * thread's cache goes stale at once. */
+    unsigned gen = atomic_load_explicit(&d->gen, memory_order_acquire);
     if (atomic_load_explicit(&d->state, memory_order_acquire) == 0) {
         pthread_mutex_lock(&start_lock);
         if (atomic_load(&d->state) == 0) {
@@ -294,7 +325,7 @@ static dpool *current_pool(CUcontext *current)
     }
     if (atomic_load_explicit(&d->state, memory_order_acquire) != 1)
         return NULL;
-    tl_ctx = ctx, tl_pool = d, tl_shard = NULL;
+    tl_ctx = ctx, tl_pool = d, tl_shard = NULL, tl_gen = gen;
     return d;
 }
 
@@ -437,6 +468,10 @@ static int take_from_others(dpool *d, shard *self)
         if (s == self)
             continue;
         CUcontext cur = enter(d, s);
+        if (s->retired) {
+            leave(d, s, cur);
+            continue;
+        }
         drk_pool_flush(s->pool);
         drk_heap_stats before = drk_heap_get_stats(s->heap);
         drk_heap_trim(s->heap, 0);
@@ -472,6 +507,10 @@ int drk_dpool_alloc(CUdeviceptr *ptr, size_t size, CUstream stream, int has_stre
     uint64_t moves = 0;
     for (;;) {
         CUcontext cur = enter_from(d, s, ctx);
+        if (__builtin_expect(s->retired, 0)) {
+            leave(d, s, cur); /* its context ended as this thread came in */
+            return 0;
+        }
         int timed = (s->allocs % SAMPLE_EVERY) == 0;
         uint64_t t0 = timed ? now_ns() : 0;
         rc = drk_pool_alloc(s->pool, size, (uintptr_t)stream, has_stream, &p);
@@ -536,6 +575,10 @@ int drk_dpool_free(CUdeviceptr ptr, CUstream stream, int has_stream, CUresult *r
     if (cfg.sync_free && !has_stream && drv->ctx_synchronize)
         drv->ctx_synchronize();
     CUcontext cur = enter(d, s);
+    if (__builtin_expect(s->retired, 0)) {
+        leave(d, s, cur);
+        return 0;
+    }
     int timed = (s->frees % SAMPLE_EVERY) == 0;
     uint64_t t0 = timed ? now_ns() : 0;
     int rc = drk_pool_free(s->pool, (uintptr_t)ptr, (uintptr_t)stream, has_stream);
@@ -572,8 +615,10 @@ int drk_dpool_query(CUdeviceptr ptr, drk_dpool_block *out)
     uint64_t serial;
     pthread_mutex_lock(&s->lock);
     int async = 0;
-    int rc = drk_pool_lookup(s->pool, (uintptr_t)ptr, &base, &size, &serial, &async);
+    int rc = s->retired ? -1 : drk_pool_lookup(s->pool, (uintptr_t)ptr, &base, &size, &serial, &async);
     pthread_mutex_unlock(&s->lock);
+    if (rc == -1)
+        return -1;
     if (rc != 0)
         return 0;
     /* Driver buffer ids count up from small numbers; these start at 2^62. */
@@ -620,7 +665,8 @@ static void each_shard(int how, void (*fn)(dpool *, shard *, void *), void *arg)
                                    : lock_patiently(&s->lock);
             if (got != 0)
                 continue;
-            fn(d, s, arg);
+            if (!s->retired)
+                fn(d, s, arg);
             pthread_mutex_unlock(&s->lock);
         }
     }
@@ -659,14 +705,18 @@ void drk_dpool_stream_created(CUstream stream)
         }
         streams = n, streams_cap = cap;
     }
-    streams[nstreams++] = (struct known_stream){stream, (int)dev};
+    CUcontext ctx = NULL;
+    if (drv->ctx_get_current)
+        drv->ctx_get_current(&ctx);
+    streams[nstreams++] = (struct known_stream){stream, (int)dev, ctx};
     /* Told to every shard under streams_lock, so a shard starting now sees it once. */
     dpool *d = &pools[dev];
     if (atomic_load_explicit(&d->state, memory_order_acquire) == 1) {
         int n = atomic_load_explicit(&d->nshards, memory_order_acquire);
         for (int k = 0; k < n; k++) {
             pthread_mutex_lock(&d->shards[k]->lock);
-            drk_pool_stream_created(d->shards[k]->pool, (uintptr_t)stream);
+            if (!d->shards[k]->retired)
+                drk_pool_stream_created(d->shards[k]->pool, (uintptr_t)stream);
             pthread_mutex_unlock(&d->shards[k]->lock);
         }
     }
@@ -685,7 +735,8 @@ void drk_dpool_stream_destroyed(CUstream stream)
                 int n = atomic_load_explicit(&d->nshards, memory_order_acquire);
                 for (int k = 0; k < n; k++) {
                     CUcontext cur = enter(d, d->shards[k]);
-                    drk_pool_stream_destroyed(d->shards[k]->pool, (uintptr_t)stream);
+                    if (!d->shards[k]->retired)
+                        drk_pool_stream_destroyed(d->shards[k]->pool, (uintptr_t)stream);
                     leave(d, d->shards[k], cur);
                 }
             }
@@ -760,7 +811,8 @@ void drk_dpool_peer_enabled(CUcontext peer)
     int n = atomic_load(&d->nshards);
     for (int k = 0; g.rc == 0 && k < n; k++) {
         CUcontext was = enter(d, d->shards[k]);
-        drk_heap_mapped_runs(d->shards[k]->heap, grant_run, &g);
+        if (!d->shards[k]->retired)
+            drk_heap_mapped_runs(d->shards[k]->heap, grant_run, &g);
         leave(d, d->shards[k], was);
     }
     pthread_mutex_unlock(&d->grow_lock);
@@ -782,6 +834,10 @@ int drk_dpool_block_pages(CUdeviceptr ptr, uint64_t *handles, size_t max, size_t
     uintptr_t base;
     uint64_t serial;
     pthread_mutex_lock(&s->lock);
+    if (s->retired) {
+        pthread_mutex_unlock(&s->lock);
+        return -1;
+    }
     int rc = drk_pool_lookup(s->pool, (uintptr_t)ptr, &base, size, &serial, NULL);
     if (rc == 0 && base != (uintptr_t)ptr)
         rc = DRK_PAGES_INVALID;
@@ -793,6 +849,21 @@ int drk_dpool_block_pages(CUdeviceptr ptr, uint64_t *handles, size_t max, size_t
 }
 
 /* ---- Report, fork ---- */
+
+/* What an ended pool's shards counted, kept for the report: counts, not
+ * state (it holds nothing now; every page went back). */
+static void keep_counts(drk_dpool_report *o, const drk_dpool_report *r)
+{
+    o->allocs += r->allocs, o->frees += r->frees, o->failed_allocs += r->failed_allocs;
+    o->bad_frees += r->bad_frees, o->out_of_memory += r->out_of_memory, o->steals += r->steals;
+    o->pages_created += r->pages_created, o->pages_released += r->pages_created, o->pages_moved += r->pages_moved;
+    o->map_calls += r->map_calls, o->unmap_calls += r->unmap_calls;
+    o->defrag_events += r->defrag_events, o->quiet_trims += r->quiet_trims, o->oom_waits += r->oom_waits;
+    o->same_stream_reuses += r->same_stream_reuses, o->events += r->events;
+    for (int b = 0; b < 32; b++)
+        o->alloc_ns[b] += r->alloc_ns[b], o->free_ns[b] += r->free_ns[b];
+    o->latency_samples += r->latency_samples;
+}
 
 static void report_shard(dpool *d, shard *s, void *arg)
 {
@@ -843,13 +914,20 @@ void drk_dpool_get_report(drk_dpool_report *o)
     for (int i = 0; i < MAX_DEVICES; i++)
         o->started += atomic_load_explicit(&pools[i].state, memory_order_acquire) == 1;
     each_shard(PATIENT, report_shard, o);
+    if (lock_patiently(&start_lock) == 0) {
+        for (int i = 0; i < MAX_DEVICES; i++) {
+            keep_counts(o, &pools[i].ended);
+            o->contexts_ended += pools[i].ended.contexts_ended;
+        }
+        pthread_mutex_unlock(&start_lock);
+    }
     for (int i = 0; i < MAX_DEVICES; i++) {
         dpool *d = &pools[i];
-        if (atomic_load_explicit(&d->state, memory_order_acquire) != 1)
+        /* Peaks span the process: a pool that ended keeps its device's. */
+        if (!d->page_bytes)
             continue;
-        uint64_t page = d->vmm->page_size;
         o->peak_live_bytes += atomic_load(&d->peak_live);
-        o->peak_reserved_bytes += atomic_load(&d->peak_pages) * page;
+        o->peak_reserved_bytes += atomic_load(&d->peak_pages) * d->page_bytes;
     }
     if (o->peak_live_bytes < o->live_bytes)
         o->peak_live_bytes = o->live_bytes;
@@ -861,6 +939,78 @@ void drk_dpool_get_report(drk_dpool_report *o)
     }
 }
 
+/* ---- Contexts ending ---- */
+
+/* Under start_lock. */
+static void end_pool(dpool *d, int alive)
+{
+    atomic_store(&d->state, 2);
+    atomic_fetch_add(&d->gen, 1);
+    size_t nr = atomic_load(&nranges);
+    for (size_t i = 0; i < nr; i++)
+        if (ranges[i].pool == d)
+            atomic_store_explicit(&ranges[i].dead, 1, memory_order_release);
+    pthread_mutex_lock(&d->grow_lock);
+    CUcontext cur = NULL;
+    int switched = alive && drv->ctx_get_current(&cur) == CUDA_SUCCESS && cur != d->ctx &&
+                   drv->ctx_set_current(d->ctx) == CUDA_SUCCESS;
+    uint64_t live_blocks = 0, pages = 0;
+    int n = atomic_load(&d->nshards);
+    for (int k = 0; k < n; k++) {
+        shard *s = d->shards[k];
+        pthread_mutex_lock(&s->lock);
+        drk_dpool_report r;
+        memset(&r, 0, sizeof r);
+        report_shard(d, s, &r);
+        keep_counts(&d->ended, &r);
+        live_blocks += r.live_blocks, pages += drk_heap_pages(s->heap);
+        /* Pending frees are waited for, then every page goes back. Past
+         * the context's end the driver has freed them itself. */
+        if (alive) {
+            drk_pool_delete(s->pool);
+            drk_cuda_events_delete(s->events);
+            drk_heap_delete(s->heap);
+        }
+        s->pages->destroy(s->pages);
+        s->pool = NULL, s->events = NULL, s->heap = NULL, s->pages = NULL;
+        s->retired = 1;
+        pthread_mutex_unlock(&s->lock);
+    }
+    if (alive)
+        d->vmm->destroy(d->vmm);
+    d->vmm = NULL;
+    atomic_store(&d->nshards, 0);
+    atomic_store(&d->live, 0);
+    atomic_store(&d->pages, 0);
+    d->ended.contexts_ended++;
+    if (switched)
+        drv->ctx_set_current(cur);
+    pthread_mutex_unlock(&d->grow_lock);
+    /* Its streams ended with it. */
+    pthread_mutex_lock(&streams_lock);
+    for (size_t i = 0; i < nstreams;)
+        if (streams[i].ctx == d->ctx)
+            streams[i] = streams[--nstreams];
+        else
+            i++;
+    pthread_mutex_unlock(&streams_lock);
+    drk_log(DRK_LOG_INFO, "device %d: its context ends: drk's device pool %s its %llu pages (%llu blocks still "
+                          "allocated end with the context) and starts again at the next allocation",
+            d->ordinal, alive ? "gave back" : "lost", (unsigned long long)pages, (unsigned long long)live_blocks);
+    atomic_store(&d->state, 0);
+}
+
+void drk_dpool_context_ends(CUcontext ctx, int alive)
+{
+    if (!atomic_load_explicit(&configured, memory_order_relaxed) || !ctx)
+        return;
+    pthread_mutex_lock(&start_lock);
+    for (int i = 0; i < MAX_DEVICES; i++)
+        if (atomic_load(&pools[i].state) == 1 && pools[i].ctx == ctx)
+            end_pool(&pools[i], alive);
+    pthread_mutex_unlock(&start_lock);
+}
+
 void drk_dpool_after_fork_child(void)
 {
     /* The parent's device memory is not the child's: nothing of it may be
@@ -870,6 +1020,9 @@ void drk_dpool_after_fork_child(void)
         atomic_store(&pools[i].nshards, 0);
         atomic_store(&pools[i].live, 0), atomic_store(&pools[i].peak_live, 0);
         atomic_store(&pools[i].pages, 0), atomic_store(&pools[i].peak_pages, 0);
+        atomic_fetch_add(&pools[i].gen, 1);
+        pools[i].page_bytes = 0, pools[i].holds_primary = 0;
+        memset(&pools[i].ended, 0, sizeof pools[i].ended);
         pthread_mutex_init(&pools[i].grow_lock, NULL);
     }
     atomic_store(&nranges, 0);

@@ -95,14 +95,23 @@ typedef struct drk_dpool_report {
     uint64_t defrag_events, quiet_trims, oom_waits, same_stream_reuses, events, pending_bytes;
     uint64_t free_total, free_largest; /* holes of the virtual space */
     uint64_t streams;                  /* created streams alive */
+    uint64_t contexts_ended;           /* pools ended with their context (reset, destroyed) */
     uint64_t alloc_ns[32], free_ns[32]; /* sampled latency, bucket b: [2^b, 2^(b+1)) ns */
     uint64_t latency_samples;
     int nshards;
     drk_dpool_shard_report shards[DRK_DPOOL_REPORT_SHARDS];
 } drk_dpool_report;
 
-/* Summed over devices. */
+/* Summed over devices; shards of pools that ended count with the rest. */
 void drk_dpool_get_report(drk_dpool_report *out);
+
+/* Context `ctx` is about to end (alive: it still exists; cuCtxDestroy,
+ * cuDevicePrimaryCtxReset) or has ended (0: its last release). A device
+ * pool there gives its memory back while it can (the program's blocks end
+ * with the context, as the driver's would), forgets its pointers (the
+ * driver may hand their addresses out again) and starts afresh at the next
+ * allocation. */
+void drk_dpool_context_ends(CUcontext ctx, int alive);
 /* In a fork child: the parent's pools are unusable (CUDA is); forget them. */
 void drk_dpool_after_fork_child(void);
 

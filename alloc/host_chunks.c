@@ -21,7 +21,8 @@ static void *map_zeroed(size_t bytes)
     return p == MAP_FAILED ? NULL : p;
 }
 
-drk_host_chunk *drk_host_chunk_add(uintptr_t base, size_t size, unsigned flags, const drk_driver *drv)
+drk_host_chunk *drk_host_chunk_add(uintptr_t base, size_t size, unsigned flags, const drk_driver *drv,
+                                   CUcontext ctx)
 {
     size_t granules = size / DRK_HOST_GRANULE;
     size_t bits_bytes = (granules + 63) / 64 * sizeof(uint64_t);
@@ -34,7 +35,8 @@ drk_host_chunk *drk_host_chunk_add(uintptr_t base, size_t size, unsigned flags, 
         if (sizes) {
             c = &chunks[n];
             c->base = base, c->size = size, c->flags = flags;
-            c->drv = drv;
+            c->drv = drv, c->ctx = ctx;
+            atomic_store_explicit(&c->dead, 0, memory_order_relaxed);
             atomic_store_explicit(&c->dptr, 0, memory_order_relaxed);
             c->starts = starts, c->sizes = sizes;
             atomic_store_explicit(&c->widest, 0, memory_order_relaxed);
@@ -59,9 +61,18 @@ drk_host_chunk *drk_host_chunk_of(uintptr_t p)
         return NULL;
     /* Newest first: later chunks are larger and hold most allocations. */
     for (size_t i = n; i-- > 0;)
-        if (p - chunks[i].base < chunks[i].size)
+        if (p - chunks[i].base < chunks[i].size && !atomic_load_explicit(&chunks[i].dead, memory_order_acquire))
             return &chunks[i];
     return NULL;
+}
+
+size_t drk_host_chunks_end_context(CUcontext ctx)
+{
+    size_t n = atomic_load_explicit(&nchunks, memory_order_acquire), ended = 0;
+    for (size_t i = 0; i < n; i++)
+        if (chunks[i].ctx == ctx && !atomic_exchange(&chunks[i].dead, 1))
+            ended++;
+    return ended;
 }
 
 void drk_host_chunk_note(drk_host_chunk *c, uintptr_t p, size_t size)

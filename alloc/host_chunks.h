@@ -9,7 +9,8 @@
  * bit operation, without a lock; the flags are the chunk's. An interior
  * pointer is found by scanning the bits backwards, 64 granules (16 KiB) a
  * word, no further than the widest allocation the chunk has held. The
- * registry of chunks is append-only (chunks are never unpinned), so readers
+ * registry of chunks is append-only (drk never unpins a chunk; a chunk whose
+ * context ended is only marked dead), so readers
  * scan it without a lock too, and nothing here can deadlock in a fork child. */
 #ifndef DRK_ALLOC_HOST_CHUNKS_H
 #define DRK_ALLOC_HOST_CHUNKS_H
@@ -33,13 +34,20 @@ typedef struct drk_host_chunk {
     _Atomic uint64_t *starts; /* bit g: a live allocation starts at granule g */
     _Atomic size_t *sizes;    /* at such a granule: its size as asked */
     _Atomic size_t widest;    /* the largest allocation noted here: bounds backward scans */
+    CUcontext ctx;            /* the context current when it was pinned: it ends with it */
+    atomic_int dead;          /* its context ended: the driver freed it */
 } drk_host_chunk;
 
 /* Registers a pinned chunk. NULL if the registry is full or its maps cannot
  * be made: the caller unpins it. Serialized inside; readers need no lock. */
-drk_host_chunk *drk_host_chunk_add(uintptr_t base, size_t size, unsigned flags, const drk_driver *drv);
+drk_host_chunk *drk_host_chunk_add(uintptr_t base, size_t size, unsigned flags, const drk_driver *drv,
+                                   CUcontext ctx);
 
-/* The chunk containing p, or NULL. */
+/* The chunks pinned in `ctx` are dead (the context ends): no pointer in
+ * them is the pool's any more. Returns how many. */
+size_t drk_host_chunks_end_context(CUcontext ctx);
+
+/* The live chunk containing p, or NULL. */
 drk_host_chunk *drk_host_chunk_of(uintptr_t p);
 
 /* A live allocation of `size` bytes (> 0) now starts at p, granule-aligned. */
@@ -58,6 +66,7 @@ void drk_host_stats_chunk(unsigned flags, size_t size);
 void drk_host_stats_fallback(unsigned flags);
 void drk_host_stats_direct(unsigned flags);
 void drk_host_stats_invalid_free(void);
+void drk_host_stats_context_ended(void);
 /* In a fork child: counting starts again; chunks and live bytes remain. */
 void drk_host_stats_after_fork_child(void);
 

@@ -81,7 +81,10 @@ static int pin_chunk(host_arena *a, size_t size)
                     "such allocations until a chunk can be pinned", size, a->flags, (int)r);
         return -1;
     }
-    drk_host_chunk *c = drk_host_chunk_add((uintptr_t)p, size, a->flags, a->drv);
+    CUcontext ctx = NULL;
+    if (a->drv->ctx_get_current)
+        a->drv->ctx_get_current(&ctx);
+    drk_host_chunk *c = drk_host_chunk_add((uintptr_t)p, size, a->flags, a->drv, ctx);
     if (!c) {
         if (a->drv->mem_free_host)
             a->drv->mem_free_host(p);
@@ -300,6 +303,21 @@ int drk_host_pool_alloc(const drk_driver *drv, void **pp, size_t size, unsigned 
     drk_host_stats_alloc(flags, size);
     *pp = p;
     return 0;
+}
+
+void drk_host_pool_context_ends(CUcontext ctx)
+{
+    size_t n = ctx ? drk_host_chunks_end_context(ctx) : 0;
+    if (!n)
+        return;
+    /* jemalloc keeps its own records in the chunks: with some gone it may
+     * not be called again. Pool pointers in other chunks stay valid and
+     * known; their frees are noted, and nothing is reused. */
+    int was = atomic_exchange(&pool_state, -1);
+    drk_host_stats_context_ended();
+    if (was == 1)
+        drk_log(DRK_LOG_INFO, "host pool: a context ends with %zu of its chunks; the pool stops and the driver "
+                "serves pinned host memory from now on", n);
 }
 
 int drk_host_pool_free(void *p)

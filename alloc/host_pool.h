@@ -34,6 +34,12 @@ enum {
 };
 int drk_host_pool_free(void *p);
 
+/* Context `ctx` ends (cuCtxDestroy, cuDevicePrimaryCtxReset, its last
+ * release): the driver frees the chunks pinned in it. Their pointers are no
+ * longer the pool's (the driver answers for them), and if there were any
+ * the pool stops for good: the driver serves later allocations. */
+void drk_host_pool_context_ends(CUcontext ctx);
+
 /* 0 if p lies inside a live pool allocation: its start, its size as asked
  * and its flags (any output may be NULL); else -1. A pointer inside a chunk
  * but outside every live allocation is unknown. Lock-free. */
@@ -64,6 +70,7 @@ typedef struct drk_host_pool_stats {
     int built;                /* the library has the pool (jemalloc was found at build time) */
     int on;                   /* the pool started in this process (DRK_HOST_ALLOC=1 and jemalloc ready) */
     uint64_t invalid_frees;   /* cuMemFreeHost inside a chunk but not of a live start (double frees) */
+    uint64_t contexts_ended;  /* contexts that ended with chunks in them (the pool then stopped) */
     drk_host_pool_counts total;
     drk_host_pool_counts by_flags[DRK_HOST_FLAG_SETS]; /* index: the CU_MEMHOSTALLOC_* bits */
 } drk_host_pool_stats;

@@ -17,6 +17,8 @@ int drk_host_pool_alloc(const drk_driver *drv, void **pp, size_t size, unsigned 
     return -1;
 }
 
+void drk_host_pool_context_ends(CUcontext ctx) { (void)ctx; }
+
 int drk_host_pool_free(void *p)
 {
     (void)p;

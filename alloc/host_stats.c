@@ -16,7 +16,7 @@ typedef struct set_counts {
 
 static set_counts sets[DRK_HOST_FLAG_SETS];
 static set_counts total;
-static _Atomic uint64_t invalid_frees;
+static _Atomic uint64_t invalid_frees, contexts_ended;
 static atomic_int started;
 
 static void raise_peak(_Atomic uint64_t *peak, uint64_t now)
@@ -56,6 +56,7 @@ void drk_host_stats_chunk(unsigned flags, size_t size)
 void drk_host_stats_fallback(unsigned flags) { ADD(flags, fallbacks, 1); }
 void drk_host_stats_direct(unsigned flags) { ADD(flags, direct, 1); }
 void drk_host_stats_invalid_free(void) { atomic_fetch_add_explicit(&invalid_frees, 1, memory_order_relaxed); }
+void drk_host_stats_context_ended(void) { atomic_fetch_add_explicit(&contexts_ended, 1, memory_order_relaxed); }
 
 static void reset(set_counts *s)
 {
@@ -91,6 +92,7 @@ void drk_host_pool_get_stats(drk_host_pool_stats *out)
     out->built = DRK_HOST_POOL_BUILT;
     out->on = atomic_load(&started);
     out->invalid_frees = atomic_load(&invalid_frees);
+    out->contexts_ended = atomic_load(&contexts_ended);
     fill(&out->total, &total);
     for (int i = 0; i < DRK_HOST_FLAG_SETS; i++)
         fill(&out->by_flags[i], &sets[i]);

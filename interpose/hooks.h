@@ -55,6 +55,12 @@
     X(cuIpcOpenMemHandle_v2,            ipc_open_mem_handle,    memory)      \
     X(cuIpcCloseMemHandle,              ipc_close_mem_handle,   memory)      \
     X(cuCtxEnablePeerAccess,            ctx_enable_peer_access, memory)      \
+    X(cuCtxDestroy,                     ctx_destroy,            memory)      \
+    X(cuCtxDestroy_v2,                  ctx_destroy,            memory)      \
+    X(cuDevicePrimaryCtxReset,          primary_ctx_reset,      memory)      \
+    X(cuDevicePrimaryCtxReset_v2,       primary_ctx_reset,      memory)      \
+    X(cuDevicePrimaryCtxRelease,        primary_ctx_release,    memory)      \
+    X(cuDevicePrimaryCtxRelease_v2,     primary_ctx_release,    memory)      \
     X(cuMemHostAlloc,                   mem_host_alloc,         host_memory) \
     X(cuMemAllocHost,                   mem_alloc_host_v1,      host_memory) \
     X(cuMemAllocHost_v2,                mem_alloc_host,         host_memory) \

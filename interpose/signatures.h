@@ -110,6 +110,9 @@
 #define DRK_SIG_ipc_close_mem_handle(M, ...) M(__VA_ARGS__, (CUdeviceptr dptr), (dptr))
 #define DRK_SIG_ctx_enable_peer_access(M, ...)                                 \
     M(__VA_ARGS__, (CUcontext peer, unsigned int flags), (peer, flags))
+#define DRK_SIG_ctx_destroy(M, ...) M(__VA_ARGS__, (CUcontext ctx), (ctx))
+#define DRK_SIG_primary_ctx_reset(M, ...) M(__VA_ARGS__, (CUdevice dev), (dev))
+#define DRK_SIG_primary_ctx_release(M, ...) M(__VA_ARGS__, (CUdevice dev), (dev))
 
 #define DRK_SIG_mem_host_alloc(M, ...)                                         \
     M(__VA_ARGS__, (void **pp, size_t size, unsigned int flags), (pp, size, flags))

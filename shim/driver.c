@@ -45,6 +45,9 @@ static void fill(drk_driver *t)
     t->ctx_synchronize = (__typeof__(t->ctx_synchronize))drk_driver_sym("cuCtxSynchronize");
     t->ctx_get_current = (__typeof__(t->ctx_get_current))drk_driver_sym("cuCtxGetCurrent");
     t->ctx_set_current = (__typeof__(t->ctx_set_current))drk_driver_sym("cuCtxSetCurrent");
+    t->primary_ctx_retain = (__typeof__(t->primary_ctx_retain))drk_driver_sym("cuDevicePrimaryCtxRetain");
+    t->primary_ctx_release = (__typeof__(t->primary_ctx_release))drk_driver_sym("cuDevicePrimaryCtxRelease_v2");
+    t->primary_ctx_get_state = (__typeof__(t->primary_ctx_get_state))drk_driver_sym("cuDevicePrimaryCtxGetState");
     t->mem_host_alloc = (__typeof__(t->mem_host_alloc))drk_driver_sym("cuMemHostAlloc");
     t->mem_free_host = (__typeof__(t->mem_free_host))drk_driver_sym("cuMemFreeHost");
     t->mem_host_get_device_pointer =

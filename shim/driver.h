@@ -48,6 +48,11 @@ typedef struct drk_driver {
     CUresult (*ctx_synchronize)(void);
     CUresult (*ctx_get_current)(CUcontext *ctx);
     CUresult (*ctx_set_current)(CUcontext ctx);
+    /* Primary contexts, for pools to outlive the program's releases and to
+     * know which context a reset ends. */
+    CUresult (*primary_ctx_retain)(CUcontext *ctx, CUdevice dev);
+    CUresult (*primary_ctx_release)(CUdevice dev);
+    CUresult (*primary_ctx_get_state)(CUdevice dev, unsigned int *flags, int *active);
     /* Pinned host memory, for the host pool's chunks. */
     CUresult (*mem_host_alloc)(void **p, size_t size, unsigned int flags);
     CUresult (*mem_free_host)(void *p);

@@ -8,6 +8,7 @@
 
 #include "../interpose/signatures.h"
 #include "../interpose/symbols.h"
+#include "hooks_context.h"
 #include "hooks_entry.h"
 #include "hooks_host.h"
 #include "hooks_launch.h"

@@ -53,6 +53,7 @@ void drk_report_device_pool(drk_json *j)
     drk_json_u64(j, "pending_free_bytes", r.pending_bytes);
     drk_json_u64(j, "pressure_steals", r.steals);
     drk_json_u64(j, "streams_alive", r.streams);
+    drk_json_u64(j, "contexts_ended", r.contexts_ended);
     /* GMLake's measure (peak live against peak reserved) and the free
      * space's: how much of it the largest hole is. */
     drk_json_open(j, "fragmentation", '{');
@@ -122,6 +123,7 @@ void drk_report_host_pool(drk_json *j)
     drk_json_u64(j, "chunks", st.total.chunks);
     drk_json_u64(j, "driver_fallbacks", st.total.fallbacks);
     drk_json_u64(j, "driver_direct", st.total.direct);
+    drk_json_u64(j, "contexts_ended", st.contexts_ended);
     /* Per flag set that was used, keyed by its CU_MEMHOSTALLOC_* bits. */
     drk_json_open(j, "by_flags", '{');
     for (int f = 0; f < DRK_HOST_FLAG_SETS; f++)

@@ -37,7 +37,9 @@
     X(cuInit) X(cuDriverGetVersion) X(cuDeviceGet) X(cuDeviceGetCount)         \
     X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDeviceTotalMem_v2)          \
     X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease)                   \
-    X(cuDevicePrimaryCtxRelease_v2) X(cuCtxCreate_v4) X(cuCtxDestroy_v2)       \
+    X(cuDevicePrimaryCtxRelease_v2) X(cuDevicePrimaryCtxReset)                 \
+    X(cuDevicePrimaryCtxReset_v2) X(cuDevicePrimaryCtxGetState)                \
+    X(cuCtxCreate_v4) X(cuCtxDestroy) X(cuCtxDestroy_v2)                       \
     X(cuCtxSetCurrent) X(cuCtxGetCurrent) X(cuCtxGetDevice)                    \
     X(cuCtxGetDevice_v2) X(cuCtxSynchronize) X(cuCtxSynchronize_v2)            \
     X(cuGetErrorName) X(cuGetErrorString)                                      \
@@ -193,6 +195,7 @@ enum {
     MAGIC_LIB = 0x42494c46u,    /* "FLIB" */
     MAGIC_KERN = 0x4e524b46u,   /* "FKRN" */
     MAGIC_STREAM = 0x4d525346u, /* "FSRM" */
+    MAGIC_EVENT = 0x544e5645u,  /* "EVNT" */
 };
 
 #define FC_DEVICE_NAME "fakecuda GPU (drk test stand-in, sm_90)"
@@ -281,13 +284,18 @@ struct ctx {
 
 static struct ctx g_primary = {MAGIC_CTX, 1};
 static unsigned int g_primary_refs;
+/* Active: retained (refs > 0) and not reset or released to 0 since the
+ * last retain. The handle stays valid (and current where it was) while
+ * inactive; the next retain makes it active again under the same value. */
+static int g_primary_active;
 static __thread struct ctx *t_current;
 
 struct stream {
     uint32_t magic;
     unsigned int flags;
     int priority;
-    int capture; /* CUstreamCaptureStatus, set by fakecuda_set_capturing */
+    int capture;     /* CUstreamCaptureStatus, set by fakecuda_set_capturing */
+    struct ctx *ctx; /* current at creation, else the primary */
 };
 
 /* Capture status of the NULL, legacy and per-thread streams. */
@@ -465,18 +473,24 @@ FC_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
         return CUDA_ERROR_INVALID_DEVICE;
     LOCK();
     g_primary_refs++;
+    g_primary_active = 1;
     UNLOCK();
     *pctx = (CUcontext)&g_primary;
     return CUDA_SUCCESS;
 }
 
+static void primary_teardown_locked(void);
+
+/* The last release destroys the context, as the driver does: the same
+ * teardown as cuDevicePrimaryCtxReset. A release with nothing retained does
+ * nothing. */
 static CUresult primary_release(CUdevice dev)
 {
     if (dev != 0)
         return CUDA_ERROR_INVALID_DEVICE;
     LOCK();
-    if (g_primary_refs > 0)
-        g_primary_refs--;
+    if (g_primary_refs > 0 && --g_primary_refs == 0)
+        primary_teardown_locked();
     UNLOCK();
     return CUDA_SUCCESS;
 }
@@ -520,9 +534,8 @@ FC_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateP
     return CUDA_SUCCESS;
 }
 
-FC_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
+static CUresult ctx_destroy(CUcontext ctx)
 {
-    ENTER_INIT(cuCtxDestroy_v2);
     LOCK();
     struct ctx *c = h_get(ctx, MAGIC_CTX);
     if (!c || c->primary) {
@@ -535,6 +548,19 @@ FC_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
         t_current = NULL;
     free(c);
     return CUDA_SUCCESS;
+}
+
+/* The legacy form (CUDA 2.0) and the _v2 one do the same. */
+FC_EXPORT CUresult cuCtxDestroy(CUcontext ctx)
+{
+    ENTER_INIT(cuCtxDestroy);
+    return ctx_destroy(ctx);
+}
+
+FC_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+    ENTER_INIT(cuCtxDestroy_v2);
+    return ctx_destroy(ctx);
 }
 
 FC_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
@@ -2955,10 +2981,11 @@ static CUresult stream_create(CUstream *ph, unsigned int flags, int priority)
         priority = 0;
     if (priority < -5)
         priority = -5;
+    struct ctx *c = current_ctx();
     struct stream *s = malloc(sizeof *s);
     if (!s)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    *s = (struct stream){MAGIC_STREAM, flags, priority, CU_STREAM_CAPTURE_STATUS_NONE};
+    *s = (struct stream){MAGIC_STREAM, flags, priority, CU_STREAM_CAPTURE_STATUS_NONE, c ? c : &g_primary};
     LOCK();
     int rc = h_add(s);
     UNLOCK();
@@ -3163,14 +3190,14 @@ FC_EXPORT int fakecuda_set_capturing(CUstream stream, int capturing)
 
 /* ------------------------------------------------------------------------ */
 /* Events: work runs synchronously here, so a recorded event has completed. */
-/* An event is a tagged heap object, checked before use.                    */
+/* An event is a heap object in the table of live handles, checked there    */
+/* before use, so a destroyed event is refused without being touched.       */
 /* ------------------------------------------------------------------------ */
 
-#define MAGIC_EVENT 0x544e5645u /* "EVNT" */
-
 typedef struct fc_event {
-    unsigned magic;
+    uint32_t magic;
     int recorded;
+    struct ctx *ctx; /* current at creation, else the primary */
 } fc_event;
 
 FC_EXPORT CUresult cuEventCreate(CUevent *event, unsigned int flags)
@@ -3178,52 +3205,187 @@ FC_EXPORT CUresult cuEventCreate(CUevent *event, unsigned int flags)
     ENTER_INIT(cuEventCreate);
     if (!event || (flags & ~0xfu))
         return CUDA_ERROR_INVALID_VALUE;
+    struct ctx *c = current_ctx();
     fc_event *e = calloc(1, sizeof *e);
     if (!e)
         return CUDA_ERROR_OUT_OF_MEMORY;
     e->magic = MAGIC_EVENT;
+    e->ctx = c ? c : &g_primary;
+    LOCK();
+    int rc = h_add(e);
+    UNLOCK();
+    if (rc != 0) {
+        free(e);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     *event = (CUevent)e;
     return CUDA_SUCCESS;
 }
 
-static fc_event *event_of(CUevent event)
+static int event_ok(CUevent event)
 {
-    fc_event *e = (fc_event *)event;
-    return e && e->magic == MAGIC_EVENT ? e : NULL;
+    LOCK();
+    int ok = h_get(event, MAGIC_EVENT) != NULL;
+    UNLOCK();
+    return ok;
 }
 
 FC_EXPORT CUresult cuEventRecord(CUevent event, CUstream stream)
 {
     ENTER_INIT(cuEventRecord);
-    fc_event *e = event_of(event);
-    if (!e)
-        return CUDA_ERROR_INVALID_HANDLE;
-    if (!stream_ok(stream))
-        return CUDA_ERROR_INVALID_HANDLE;
-    e->recorded = 1;
-    return CUDA_SUCCESS;
+    LOCK();
+    fc_event *e = h_get(event, MAGIC_EVENT);
+    CUresult rc = e && stream_ok_locked(stream) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    if (rc == CUDA_SUCCESS)
+        e->recorded = 1;
+    UNLOCK();
+    return rc;
 }
 
 FC_EXPORT CUresult cuEventQuery(CUevent event)
 {
     ENTER_INIT(cuEventQuery);
-    return event_of(event) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    return event_ok(event) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
 FC_EXPORT CUresult cuEventSynchronize(CUevent event)
 {
     ENTER_INIT(cuEventSynchronize);
-    return event_of(event) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    return event_ok(event) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
 FC_EXPORT CUresult cuEventDestroy_v2(CUevent event)
 {
     ENTER_INIT(cuEventDestroy_v2);
-    fc_event *e = event_of(event);
+    LOCK();
+    fc_event *e = h_get(event, MAGIC_EVENT);
+    if (e)
+        h_del(e);
+    UNLOCK();
     if (!e)
         return CUDA_ERROR_INVALID_HANDLE;
-    e->magic = 0;
     free(e);
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Primary context teardown (cuDevicePrimaryCtxReset, last release)         */
+/* ------------------------------------------------------------------------ */
+
+/* What dies with the primary context. Allocations, streams and events
+ * record the context current when they were made (the primary when none
+ * was), so those of a context made by cuCtxCreate survive. Destroyed:
+ *  - device memory (cuMemAlloc*, async and pool allocations) and pinned
+ *    host memory (cuMemHostAlloc, cuMemAllocHost*) of the primary context:
+ *    unmapped, so a later touch of such a pointer faults, and frees, copies
+ *    and queries on it answer as for an unknown pointer; IPC opens of that
+ *    memory are closed with it;
+ *  - all virtual memory state: every mapping, reservation (unmapped) and
+ *    cuMemCreate/imported handle (closed). VMM state carries no context in
+ *    the fake and its memory already counts as the primary context's (see
+ *    the pointer attributes), so all of it goes;
+ *  - streams and events of the primary context (later use:
+ *    CUDA_ERROR_INVALID_HANDLE), and any capture status of the NULL,
+ *    legacy and per-thread streams.
+ * Kept (deviation: the driver unloads a context's modules): modules,
+ * libraries and their functions and kernels. Caller holds the lock. */
+static void primary_teardown_locked(void)
+{
+    CUcontext primary = (CUcontext)&g_primary;
+    g_primary_active = 0;
+
+    /* Allocations and mappings; survivors keep their order. */
+    size_t kept = 0;
+    for (size_t i = 0; i < a_n; i++) {
+        struct alloc *a = a_items[i];
+        if (a->kind != A_VMM && a->ctx != primary) {
+            a_items[kept++] = a;
+            continue;
+        }
+        if (a->kind == A_HOST) {
+            g_live_host--;
+        } else if (a->kind == A_DEVICE) {
+            g_live_dev--;
+            g_live_bytes -= a->size;
+            struct ipc_open *o = ipc_find(a->base, &a->id);
+            if (o) {
+                g_ipc_live -= o->refs;
+                *o = g_ipc[--g_ipc_n];
+            }
+        }
+        if (a->kind != A_VMM) /* mappings go with their reservations below */
+            munmap((void *)a->base, a->maplen);
+        free(a);
+    }
+    a_n = kept;
+
+    for (size_t i = 0; i < g_resv_n; i++)
+        munmap((void *)g_resv[i].base, g_resv[i].size);
+    g_resv_n = 0;
+    for (int i = 0; g_vmm_init && i < FC_VMM_HANDLES; i++) {
+        vmm_alloc *v = &g_vmm[i];
+        if (v->fd < 0)
+            continue;
+        close(v->fd);
+        v->fd = -1;
+        if (!v->imported)
+            g_live_bytes -= v->size;
+    }
+
+    /* Streams and events: h_del shifts the table, so look again at i. */
+    for (size_t i = 0; i < h_n;) {
+        struct hdr *h = h_items[i];
+        if ((h->magic == MAGIC_STREAM && ((struct stream *)h)->ctx == &g_primary) ||
+            (h->magic == MAGIC_EVENT && ((fc_event *)h)->ctx == &g_primary)) {
+            h_del(h);
+            free(h);
+        } else {
+            i++;
+        }
+    }
+    memset(g_capture_builtin, 0, sizeof g_capture_builtin);
+}
+
+static CUresult primary_reset(CUdevice dev)
+{
+    if (dev != 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    LOCK();
+    primary_teardown_locked();
+    UNLOCK();
+    return CUDA_SUCCESS;
+}
+
+/* Resetting keeps the retain count: the context stays inactive until the
+ * next cuDevicePrimaryCtxRetain. Threads that had it current keep it
+ * current; calls made meanwhile behave as with an active context (memory,
+ * module and launch calls need no context here anyway; deviation: the
+ * driver may answer CUDA_ERROR_CONTEXT_IS_DESTROYED), and what they create
+ * belongs to the primary context. */
+FC_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev)
+{
+    ENTER_INIT(cuDevicePrimaryCtxReset);
+    return primary_reset(dev);
+}
+
+FC_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    ENTER_INIT(cuDevicePrimaryCtxReset_v2);
+    return primary_reset(dev);
+}
+
+/* Flags are always 0: cuDevicePrimaryCtxSetFlags is not modelled. */
+FC_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+{
+    ENTER_INIT(cuDevicePrimaryCtxGetState);
+    if (!flags || !active)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dev != 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    LOCK();
+    *active = g_primary_refs > 0 && g_primary_active;
+    UNLOCK();
+    *flags = 0;
     return CUDA_SUCCESS;
 }
 
@@ -3289,7 +3451,11 @@ static const struct proc fc_procs[] = {
     P_(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, 7000, 0)
     P_(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease, 7000, 0)
     P_(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease_v2, 11000, 0)
+    P_(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset, 7000, 0)
+    P_(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset_v2, 11000, 0)
+    P_(cuDevicePrimaryCtxGetState, cuDevicePrimaryCtxGetState, 7000, 0)
     P_(cuCtxCreate, cuCtxCreate_v4, 12050, 0)
+    P_(cuCtxDestroy, cuCtxDestroy, 2000, 0)
     P_(cuCtxDestroy, cuCtxDestroy_v2, 4000, 0)
     P_(cuCtxSetCurrent, cuCtxSetCurrent, 4000, 0)
     P_(cuCtxGetCurrent, cuCtxGetCurrent, 4000, 0)

@@ -13,11 +13,28 @@
  *  - Contexts exist (primary context, cuCtxCreate_v4) but memory, module and
  *    launch calls do not require a current one (deviation: the driver would
  *    return CUDA_ERROR_INVALID_CONTEXT). cuCtxGetDevice/cuCtxSynchronize do.
- *  - Handles (context, module, function, library, kernel, stream) are checked
- *    against a table of live objects, never dereferenced blindly: stale,
- *    foreign, NULL or wrong-type handles give CUDA_ERROR_INVALID_HANDLE
- *    (CUDA_ERROR_INVALID_CONTEXT for contexts). Each load makes fresh objects,
- *    so a handle value may come back after an unload, as with the driver.
+ *    cuCtxDestroy(_v2) ends the context handle only; what was made in it
+ *    stays (deviation).
+ *  - Primary context teardown: cuDevicePrimaryCtxReset(_v2), and the
+ *    cuDevicePrimaryCtxRelease(_v2) that drops the retain count to 0,
+ *    destroy what belongs to the primary context (allocations, streams and
+ *    events record the context current when made, the primary when none
+ *    was): device memory and pinned host memory (unmapped: touching it
+ *    faults; frees and queries answer as for an unknown pointer, e.g.
+ *    cuMemFree/cuMemFreeHost CUDA_ERROR_INVALID_VALUE), IPC opens of it,
+ *    all VMM state (mappings, reservations, cuMemCreate/imported handles),
+ *    streams and events (then CUDA_ERROR_INVALID_HANDLE). Modules and
+ *    libraries survive (deviation). Reset keeps the retain count; the
+ *    primary context stays current where it was but is inactive
+ *    (cuDevicePrimaryCtxGetState: active 0, flags always 0) until the next
+ *    cuDevicePrimaryCtxRetain, which gives back the same handle. Calls made
+ *    while it is inactive behave as if it were active (deviation).
+ *  - Handles (context, module, function, library, kernel, stream, event)
+ *    are checked against a table of live objects, never dereferenced
+ *    blindly: stale, foreign, NULL or wrong-type handles give
+ *    CUDA_ERROR_INVALID_HANDLE (CUDA_ERROR_INVALID_CONTEXT for contexts).
+ *    Each load makes fresh objects, so a handle value may come back after an
+ *    unload, as with the driver.
  *  - Device memory is host memory from mmap. _v2 and async allocations lie
  *    anywhere in the address space; the legacy 32-bit forms (cuMemAlloc,
  *    cuMemAllocPitch) use MAP_32BIT so their pointers fit in 32 bits. Total

@@ -11,6 +11,7 @@
 #include "hooks.h" /* interpose/: the names drk hooks, which the fake must export */
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 static int failures;
@@ -182,6 +184,14 @@ static CUipcMemHandle no_ipc;
     X(cuStreamQuery, CUDA_ERROR_INVALID_HANDLE, (CUstream)&no_ipc)                                       \
     X(cuStreamQuery_ptsz, CUDA_ERROR_INVALID_HANDLE, (CUstream)&no_ipc)                                  \
     X(cuCtxSynchronize, CUDA_ERROR_INVALID_CONTEXT)                                                      \
+    X(cuCtxDestroy, CUDA_ERROR_INVALID_CONTEXT, NULL)                                                    \
+    X(cuCtxDestroy_v2, CUDA_ERROR_INVALID_CONTEXT, NULL)                                                 \
+    X(cuDevicePrimaryCtxRetain, CUDA_ERROR_INVALID_VALUE, NULL, 0)                                       \
+    X(cuDevicePrimaryCtxRelease, CUDA_ERROR_INVALID_DEVICE, 1)                                           \
+    X(cuDevicePrimaryCtxRelease_v2, CUDA_ERROR_INVALID_DEVICE, 1)                                        \
+    X(cuDevicePrimaryCtxReset, CUDA_ERROR_INVALID_DEVICE, 1)                                             \
+    X(cuDevicePrimaryCtxReset_v2, CUDA_ERROR_INVALID_DEVICE, 1)                                          \
+    X(cuDevicePrimaryCtxGetState, CUDA_ERROR_INVALID_VALUE, 0, NULL, NULL)                               \
     X(cuCtxSynchronize_v2, CUDA_ERROR_INVALID_CONTEXT, (CUcontext)&no_ipc)                               \
     X(cuGetProcAddress, CUDA_ERROR_INVALID_VALUE, NULL, NULL, 0, 0)                                      \
     X(cuGetProcAddress_v2, CUDA_ERROR_INVALID_VALUE, NULL, NULL, 0, 0, NULL)
@@ -336,6 +346,20 @@ static const struct {
     {"cuGetProcAddress", 11030, 0, "cuGetProcAddress", CU_GET_PROC_ADDRESS_SUCCESS},
     {"cuGetProcAddress", 12000, 0, "cuGetProcAddress_v2", CU_GET_PROC_ADDRESS_SUCCESS},
     {"cuCtxGetDevice", 12080, 0, "cuCtxGetDevice", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuCtxDestroy", 2000, 0, "cuCtxDestroy", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuCtxDestroy", 4000, 0, "cuCtxDestroy_v2", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuDevicePrimaryCtxRetain", 7000, 0, "cuDevicePrimaryCtxRetain", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuDevicePrimaryCtxRelease", 7000, 0, "cuDevicePrimaryCtxRelease", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuDevicePrimaryCtxRelease", 11000, 0, "cuDevicePrimaryCtxRelease_v2", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuDevicePrimaryCtxReset", 6050, 0, NULL, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT},
+    {"cuDevicePrimaryCtxReset", 7000, 0, "cuDevicePrimaryCtxReset", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuDevicePrimaryCtxReset", 10020, PT, "cuDevicePrimaryCtxReset", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuDevicePrimaryCtxReset", 11000, 0, "cuDevicePrimaryCtxReset_v2", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuDevicePrimaryCtxReset", 13000, PT, "cuDevicePrimaryCtxReset_v2", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuDevicePrimaryCtxReset_v2", 13000, 0, NULL, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND},
+    {"cuDevicePrimaryCtxGetState", 6050, 0, NULL, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT},
+    {"cuDevicePrimaryCtxGetState", 7000, 0, "cuDevicePrimaryCtxGetState", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuDevicePrimaryCtxGetState", 13000, 0, "cuDevicePrimaryCtxGetState", CU_GET_PROC_ADDRESS_SUCCESS},
     {"cuCtxSynchronize", 2000, 0, "cuCtxSynchronize", CU_GET_PROC_ADDRESS_SUCCESS},
     {"cuCtxSynchronize", 12080, PT, "cuCtxSynchronize", CU_GET_PROC_ADDRESS_SUCCESS},
     {"cuCtxSynchronize", 13000, 0, "cuCtxSynchronize_v2", CU_GET_PROC_ADDRESS_SUCCESS},
@@ -1431,6 +1455,189 @@ static void test_host_pointers(void)
     CHECK(fakecuda_live_host_allocations() == 0, "host leaks");
 }
 
+/* Is the page at p gone from the address space (not merely freed)? */
+static int unmapped(uintptr_t p)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    unsigned char vec = 0;
+    return mincore((void *)(p & ~(uintptr_t)(page - 1)), (size_t)page, &vec) == -1 && errno == ENOMEM;
+}
+
+static void expect_state(int want_active, int line)
+{
+    unsigned int flags = 99;
+    int active = -1;
+    CUresult rc = cuDevicePrimaryCtxGetState(0, &flags, &active);
+    if (rc != CUDA_SUCCESS || flags != 0 || active != want_active) {
+        fprintf(stderr, "FAIL %s:%d: primary state rc %d flags %u active %d, expected active %d\n", __FILE__, line,
+                (int)rc, flags, active, want_active);
+        failures++;
+    }
+}
+#define EXPECT_STATE(active) expect_state(active, __LINE__)
+
+/* cuDevicePrimaryCtxReset destroys what the primary context holds but keeps
+ * the retain count and the handle; the next retain makes it active again.
+ * The last release destroys the same. A created context's things survive. */
+static void test_primary_reset(void)
+{
+    unsigned int flags = 0;
+    int active = 0;
+    EXPECT(cuDevicePrimaryCtxGetState(0, NULL, &active), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuDevicePrimaryCtxGetState(0, &flags, NULL), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuDevicePrimaryCtxGetState(1, &flags, &active), CUDA_ERROR_INVALID_DEVICE);
+    EXPECT(cuDevicePrimaryCtxReset(-1), CUDA_ERROR_INVALID_DEVICE);
+    EXPECT(cuDevicePrimaryCtxReset_v2(1), CUDA_ERROR_INVALID_DEVICE);
+    EXPECT_STATE(0); /* not retained */
+
+    CUcontext cur0 = NULL, primary = NULL, again = NULL, created = NULL, cur = NULL;
+    OK(cuCtxGetCurrent(&cur0));
+    OK(cuDevicePrimaryCtxRetain(&primary, 0));
+    EXPECT_STATE(1);
+    unsigned long long dev0 = fakecuda_live_device_allocations(), host0 = fakecuda_live_host_allocations(),
+                       ipc0 = fakecuda_ipc_open_count();
+    size_t bytes0 = fakecuda_live_device_bytes();
+
+    /* Things of a created context, which the primary's reset leaves alone. */
+    CUdeviceptr keep = 0;
+    CUstream keep_s = NULL;
+    CUevent keep_e = NULL;
+    OK(cuCtxCreate_v4(&created, NULL, 0, 0));
+    OK(cuMemAlloc_v2(&keep, 64));
+    OK(cuStreamCreate(&keep_s, 0));
+    OK(cuEventCreate(&keep_e, 0));
+
+    /* Things of the primary context. */
+    OK(cuCtxSetCurrent(primary));
+    CUdeviceptr d = 0, da = 0, opened = 0;
+    CUdeviceptr_v1 d32 = 0;
+    void *h = NULL, *h2 = NULL;
+    OK(cuMemAlloc_v2(&d, 4096));
+    OK(cuMemAlloc(&d32, 100));
+    OK(cuMemAllocAsync(&da, 256, NULL));
+    OK(cuMemHostAlloc(&h, 8192, CU_MEMHOSTALLOC_PORTABLE));
+    OK(cuMemAllocHost_v2(&h2, 100));
+    memset(h, 1, 8192);
+    CUipcMemHandle ih;
+    OK(cuIpcGetMemHandle(&ih, d));
+    OK(cuIpcOpenMemHandle_v2(&opened, ih, 0));
+    CUmemAllocationProp prop = vmm_prop(CU_MEM_HANDLE_TYPE_NONE);
+    CUmemAccessDesc rw = vmm_access(CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    CUmemGenericAllocationHandle hv = 0, hv2 = 0;
+    CUdeviceptr va = 0;
+    OK(cuMemCreate(&hv, GRAN, &prop, 0));
+    OK(cuMemCreate(&hv2, GRAN, &prop, 0)); /* created, never mapped */
+    OK(cuMemAddressReserve(&va, 2 * GRAN, 0, 0, 0));
+    OK(cuMemMap(va, GRAN, 0, hv, 0));
+    OK(cuMemSetAccess(va, GRAN, &rw, 1));
+    OK(cuMemsetD8_v2(va, 7, GRAN));
+    CUstream s = NULL;
+    CUevent e = NULL;
+    OK(cuStreamCreate(&s, 0));
+    OK(cuEventCreate(&e, 0));
+    OK(cuEventRecord(e, s));
+    CHECK(fakecuda_set_capturing(CU_STREAM_LEGACY, CU_STREAM_CAPTURE_STATUS_ACTIVE) == 0, "set capturing");
+    CHECK(fakecuda_live_device_allocations() == dev0 + 4 && fakecuda_live_host_allocations() == host0 + 2 &&
+              fakecuda_ipc_open_count() == ipc0 + 1,
+          "live before reset");
+
+    OK(cuDevicePrimaryCtxReset(0));
+    /* Unmapped, so a caller still using the memory faults. */
+    CHECK(unmapped(d) && unmapped(d32) && unmapped(da) && unmapped((uintptr_t)h) && unmapped((uintptr_t)h2) &&
+              unmapped(va) && unmapped(va + GRAN),
+          "memory still mapped after reset");
+    EXPECT_STATE(0);
+    OK(cuCtxGetCurrent(&cur));
+    CHECK(cur == primary, "the reset primary context stays current (%p)", (void *)cur);
+    CHECK(fakecuda_live_device_allocations() == dev0 + 1 && fakecuda_live_device_bytes() == bytes0 + 64 &&
+              fakecuda_live_host_allocations() == host0 && fakecuda_ipc_open_count() == ipc0,
+          "live after reset: %llu allocations, %zu bytes, %llu host, %llu ipc", fakecuda_live_device_allocations(),
+          fakecuda_live_device_bytes(), fakecuda_live_host_allocations(), fakecuda_ipc_open_count());
+
+    /* Everything destroyed answers as unknown. */
+    EXPECT(cuMemFree_v2(d), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuMemFree(d32), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuMemFreeAsync(da, NULL), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuMemFreeHost(h), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuMemFreeHost(h2), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuMemHostGetFlags(&flags, h), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuMemcpyHtoD_v2(d, "x", 1), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuMemGetAddressRange_v2(NULL, NULL, d), CUDA_ERROR_NOT_FOUND);
+    EXPECT(cuPointerGetAttribute(&cur, CU_POINTER_ATTRIBUTE_CONTEXT, d), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuIpcCloseMemHandle(opened), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuIpcOpenMemHandle_v2(&opened, ih, 0), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuMemsetD8_v2(va, 0, 1), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuMemUnmap(va, GRAN), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuMemAddressFree(va, 2 * GRAN), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuMemRelease(hv), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuMemRelease(hv2), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuStreamSynchronize(s), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT(cuStreamDestroy_v2(s), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT(cuEventQuery(e), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT(cuEventRecord(e, NULL), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT(cuEventDestroy_v2(e), CUDA_ERROR_INVALID_HANDLE);
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    OK(cuStreamIsCapturing(CU_STREAM_LEGACY, &st));
+    CHECK(st == CU_STREAM_CAPTURE_STATUS_NONE, "capture ended by the reset: %d", (int)st);
+    /* The created context's things are still there. */
+    OK(cuMemGetAddressRange_v2(NULL, NULL, keep));
+    OK(cuStreamQuery(keep_s));
+    OK(cuEventQuery(keep_e));
+
+    /* A new retain makes the same handle active again; allocating works. */
+    OK(cuDevicePrimaryCtxRetain(&again, 0));
+    CHECK(again == primary, "retain after reset: %p, was %p", (void *)again, (void *)primary);
+    EXPECT_STATE(1);
+    OK(cuCtxSetCurrent(again));
+    CUdeviceptr d2 = 0;
+    void *h3 = NULL;
+    char back[6] = "";
+    OK(cuMemAlloc_v2(&d2, 4096));
+    OK(cuMemcpyHtoD_v2(d2, "again", 6));
+    OK(cuMemcpyDtoH_v2(back, d2, 6));
+    CHECK(strcmp(back, "again") == 0, "copy after reset: %s", back);
+    OK(cuPointerGetAttribute(&cur, CU_POINTER_ATTRIBUTE_CONTEXT, d2));
+    CHECK(cur == primary, "new allocation in the primary context");
+    OK(cuMemHostAlloc(&h3, 100, 0));
+    memset(h3, 2, 100);
+    OK(cuMemCreate(&hv, GRAN, &prop, 0));
+    OK(cuMemAddressReserve(&va, GRAN, 0, 0, 0));
+    OK(cuMemMap(va, GRAN, 0, hv, 0));
+    OK(cuMemSetAccess(va, GRAN, &rw, 1));
+    OK(cuMemsetD32_v2(va, 0x01020304u, GRAN / 4));
+    OK(cuStreamCreate(&s, 0));
+    OK(cuEventCreate(&e, 0));
+    OK(cuEventRecord(e, s));
+    OK(cuMemUnmap(va, GRAN));
+    OK(cuMemAddressFree(va, GRAN));
+    OK(cuMemRelease(hv));
+    OK(cuEventDestroy_v2(e));
+    OK(cuStreamDestroy_v2(s));
+    OK(cuMemFreeHost(h3));
+
+    /* Reset kept the first retain: two releases, and the last destroys. */
+    OK(cuDevicePrimaryCtxRelease_v2(0));
+    EXPECT_STATE(1);
+    OK(cuEventCreate(&e, 0));
+    OK(cuDevicePrimaryCtxRelease(0));
+    EXPECT_STATE(0);
+    CHECK(unmapped(d2), "last release left the memory mapped");
+    EXPECT(cuMemFree_v2(d2), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuEventDestroy_v2(e), CUDA_ERROR_INVALID_HANDLE);
+    OK(cuDevicePrimaryCtxRelease(0)); /* nothing retained: nothing happens */
+    OK(cuDevicePrimaryCtxReset(0));   /* nor resetting what is not active */
+    EXPECT_STATE(0);
+
+    OK(cuMemFree_v2(keep));
+    OK(cuStreamDestroy_v2(keep_s));
+    OK(cuEventDestroy_v2(keep_e));
+    OK(cuCtxDestroy(created)); /* the legacy form */
+    OK(cuCtxSetCurrent(cur0));
+    CHECK(fakecuda_live_device_allocations() == dev0 && fakecuda_live_device_bytes() == bytes0 &&
+              fakecuda_live_host_allocations() == host0,
+          "leaks after the reset test");
+}
+
 /* Capture status: none unless a test says so. */
 static void test_capture(void)
 {
@@ -1587,6 +1794,7 @@ int main(void)
     test_vmm_sharing();
     test_ipc_peer();
     test_host_pointers();
+    test_primary_reset();
     test_capture();
     test_threads();
     if (failures) {

@@ -361,6 +361,17 @@ def check_workload(d, name, losses, cupti_missing, min_pool_allocs=0, want_async
     else:
         j.emit(*pool_served(rep, cup["native"], cup["drk"], min_pool_allocs, want_async))
 
+    # 7b'. Contexts the program ended: the device pool followed each.
+    if isinstance(counts, dict) and "contexts_ended" in counts:
+        n = counts["contexts_ended"]
+        dp = (rep or {}).get("device_pool") if isinstance(rep, dict) else None
+        got = dp.get("contexts_ended") if isinstance(dp, dict) else None
+        hp = (rep or {}).get("host_pool") if isinstance(rep, dict) else None
+        j.emit(got == n, "device pool followed contexts ending",
+               f"program ended {n}; device_pool.contexts_ended={got!r}, allocs={dp.get('allocs') if dp else None}, "
+               f"pages_created={dp.get('pages_created') if dp else None}; host_pool.contexts_ended="
+               f"{hp.get('contexts_ended') if isinstance(hp, dict) else None!r}")
+
     # 7c. Pinned host memory: drk saw the program's allocations and queries.
     if isinstance(counts, dict) and "host_allocs" in counts:
         n = counts["host_allocs"]

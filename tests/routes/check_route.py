@@ -53,6 +53,10 @@ class Runner:
         if preload:
             env["LD_PRELOAD"] = " ".join(preload)
         env.update(env_extra or {})
+        # drk asks the driver for primary contexts itself (its pool holds
+        # one; a context ending is checked) unless it is off.
+        if drk and env.get("DRK_DISABLE") != "1":
+            env["ROUTE_DRK"] = "1"
         # drk's device pool serves memory calls unless drk or the pool is off.
         if drk and env.get("DRK_DISABLE") != "1" and env.get("DRK_ALLOC") != "0":
             env["ROUTE_POOL"] = "1"
@@ -360,6 +364,19 @@ def mode_pool(r):
     if rep:
         p = rep["device_pool"]
         check(p["out_of_memory"] == 1 and p["pages_moved"] == 0, f"frag, DRK_DEFRAG=0: {p}")
+    # Contexts ending under the pools: the same answers, and both pools
+    # followed (the host pool's chunk was pinned in the created context).
+    r.args = ["reset"]
+    c0, cerr0, _, _ = r.run(False)
+    check(c0.endswith("reset ok\n"), f"reset natively: {c0!r}\n{cerr0}")
+    c1, cerr1, _, crep = r.run(True)
+    check(c1 == c0, f"reset under drk: {c1!r}, natively {c0!r}\n{cerr1}")
+    rep = one_report(r, crep, "reset")
+    if rep:
+        p, h = rep["device_pool"], rep["host_pool"]
+        check(p["contexts_ended"] == 2 and p["allocs"] >= 4 and p["bad_frees"] == 0,
+              f"reset: device_pool {p}")
+        check(h["contexts_ended"] == 1 and h["allocs"] == 1, f"reset: host_pool {h}")
 
 
 def main():

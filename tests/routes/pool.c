@@ -7,7 +7,12 @@
  *                      on their own streams; prints one line per check
  *   route_pool frag    a live set that always fits in a small device, in
  *                      holes too small for later requests: prints
- *                      "frag completed" or "frag out of memory" */
+ *                      "frag completed" or "frag out of memory"
+ *   route_pool reset   memory made in a created context that is destroyed,
+ *                      then in the primary context, which is reset with
+ *                      memory still allocated, then anew: prints the
+ *                      answers to freeing what the reset ended, and
+ *                      "reset ok" when every later allocation works */
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
 #include <pthread.h>
@@ -249,6 +254,59 @@ static int frag(void)
     return 0;
 }
 
+static const char *name_of(CUresult r)
+{
+    const char *n = NULL;
+    return cuGetErrorName(r, &n) == CUDA_SUCCESS && n ? n : "?";
+}
+
+static int reset(CUdevice dev)
+{
+    /* A created context, destroyed with nothing left allocated. */
+    CUcontext made;
+    CUdeviceptr p;
+    unsigned char *h;
+    CHECK(cuCtxCreate_v4(&made, NULL, 0, dev));
+    CHECK(cuMemAlloc_v2(&p, 3u << 20));
+    fill_check(p, 3u << 20, 0x11);
+    CHECK(cuMemHostAlloc((void **)&h, 4096, 0));
+    memset(h, 0x22, 4096);
+    CHECK(cuMemFree_v2(p));
+    CHECK(cuMemFreeHost(h));
+    CHECK(cuCtxDestroy_v2(made));
+    /* The primary context, reset with memory still allocated. */
+    CHECK(cuCtxSetCurrent(ctx));
+    CUdeviceptr q;
+    unsigned char *hh;
+    CHECK(cuMemAlloc_v2(&q, 5u << 20));
+    fill_check(q, 5u << 20, 0x33);
+    CHECK(cuMemHostAlloc((void **)&hh, 8192, 0));
+    CHECK(cuDevicePrimaryCtxReset_v2(dev));
+    /* Anew: what the reset ended is not the program's any more; new memory works. */
+    CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CHECK(cuCtxSetCurrent(ctx));
+    printf("after reset: cuMemFree %s, cuMemFreeHost %s\n", name_of(cuMemFree_v2(q)), name_of(cuMemFreeHost(hh)));
+    CUdeviceptr r1, r2;
+    CUstream s;
+    CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CHECK(cuMemAlloc_v2(&r1, 7u << 20));
+    CHECK(cuMemAllocAsync(&r2, 1u << 20, s));
+    fill_check(r1, 7u << 20, 0x44);
+    CHECK(cuStreamSynchronize(s));
+    fill_check(r2, 1u << 20, 0x55);
+    CHECK(cuMemFree_v2(r1));
+    CHECK(cuMemFreeAsync(r2, s));
+    CHECK(cuStreamSynchronize(s));
+    CHECK(cuStreamDestroy_v2(s));
+    CHECK(cuMemHostAlloc((void **)&hh, 8192, 0));
+    memset(hh, 0x66, 8192);
+    CHECK(cuMemFreeHost(hh));
+    CHECK(cuDevicePrimaryCtxRelease_v2(dev));
+    if (!failures)
+        printf("reset ok\n");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "basic";
@@ -259,6 +317,8 @@ int main(int argc, char **argv)
     CHECK(cuCtxSetCurrent(ctx));
     if (strcmp(mode, "frag") == 0) {
         frag();
+    } else if (strcmp(mode, "reset") == 0) {
+        reset(dev);
     } else {
         sizes();
         queries();

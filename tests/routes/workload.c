@@ -329,11 +329,15 @@ int workload_run(const route_api *route, int rounds, const char *counts_path)
         DRK_HOOKS(FAMILY_HOOKED_)
 #undef FAMILY_HOOKED_
     };
-    const char *pool_env = getenv("ROUTE_POOL"), *host_env = getenv("ROUTE_HOST_POOL");
+    const char *pool_env = getenv("ROUTE_POOL"), *host_env = getenv("ROUTE_HOST_POOL"), *drk_env = getenv("ROUTE_DRK");
     int pooled = pool_env && strcmp(pool_env, "1") == 0, host_pooled = host_env && strcmp(host_env, "1") == 0;
+    int drk_on = drk_env && strcmp(drk_env, "1") == 0;
     for (int i = 0; i < R_COUNT; i++) {
         unsigned long long seen = api->driver_calls(route_fn_name[i]);
         int served = pooled && family[i] && strcmp(family[i], "memory") == 0;
+        /* drk retains and releases primary contexts of its own. */
+        if (drk_on && strncmp(route_fn_name[i], "cuDevicePrimaryCtx", 18) == 0 && seen >= own[i])
+            continue;
         /* The host pool pins chunks of its own: the driver's counts tell nothing. */
         if (host_pooled && family[i] && strcmp(family[i], "host_memory") == 0)
             continue;

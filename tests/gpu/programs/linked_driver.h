@@ -34,6 +34,9 @@ static const drk_driver linked_driver = {
     .ctx_synchronize = cuCtxSynchronize,
     .ctx_get_current = cuCtxGetCurrent,
     .ctx_set_current = cuCtxSetCurrent,
+    .primary_ctx_retain = cuDevicePrimaryCtxRetain,
+    .primary_ctx_release = cuDevicePrimaryCtxRelease,
+    .primary_ctx_get_state = cuDevicePrimaryCtxGetState,
 };
 
 #endif
