@@ -31,10 +31,11 @@ else
 == the driver the way cudart does. The report is real drk output, but the
 == kernels, launches and memory are the stand-in's, not a GPU's.
 MSG
-    # ROUTE_POOL, ROUTE_HOST_POOL: the program's check of the stand-in's call
-    # counts knows drk's pools serve its memory calls.
+    # ROUTE_POOL, ROUTE_HOST_POOL, ROUTE_DRK: the program's check of the
+    # stand-in's call counts knows drk's pools serve its memory calls and
+    # drk retains primary contexts of its own.
     DRK_CUDA_LIBRARY="$PWD/build/tests/fakecuda/libcuda.so.1" LD_LIBRARY_PATH=build/tests/fakecuda \
-        ROUTE_POOL=1 ROUTE_HOST_POOL=1 \
+        ROUTE_POOL=1 ROUTE_HOST_POOL=1 ROUTE_DRK=1 \
         "$drk" run --report "$out/" -- build/tests/routes/route_procaddr 3
 fi
 echo
