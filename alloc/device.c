@@ -9,7 +9,7 @@
  * reserve; under pressure a shard takes the others' idle pages by having
  * them give theirs back to the driver. */
 #define _GNU_SOURCE
-#include "device.h"
+#include "alloc/device.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -17,11 +17,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "../shim/log.h"
-#include "heap.h"
-#include "pages_vmm.h"
-#include "pool.h"
-#include "pool_events.h"
+#include "shim/log.h"
+#include "alloc/heap.h"
+#include "alloc/pages_vmm.h"
+#include "alloc/pool.h"
+#include "alloc/pool_events.h"
 
 #define MAX_DEVICES 64
 #define MAX_SHARDS 64

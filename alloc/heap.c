@@ -1,6 +1,6 @@
-#include "heap.h"
+#include "alloc/heap.h"
 
-#include "slab.h"
+#include "alloc/slab.h"
 
 #include <stdarg.h>
 #include <stdio.h>

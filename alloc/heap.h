@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "pages.h"
+#include "alloc/pages.h"
 
 #define DRK_HEAP_ALIGN 512u /* every block starts and ends on this (cuMemAlloc guarantees 256) */
 

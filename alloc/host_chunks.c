@@ -2,12 +2,12 @@
  * pool's pointer queries. No jemalloc here: with no pool there are no
  * chunks and every query answers "not ours". */
 #define _GNU_SOURCE
-#include "host_chunks.h"
+#include "alloc/host_chunks.h"
 
 #include <pthread.h>
 #include <sys/mman.h>
 
-#include "host_pool.h"
+#include "alloc/host_pool.h"
 
 static drk_host_chunk chunks[DRK_HOST_CHUNKS_MAX];
 static atomic_size_t nchunks;

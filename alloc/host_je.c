@@ -2,7 +2,7 @@
  * stand-ins for the few outside functions the build redirects here
  * (cmake/host_pool.cmake, DRK_JE_REDIRECTS). */
 #define _GNU_SOURCE
-#include "host_je.h"
+#include "alloc/host_je.h"
 
 #include <errno.h>
 #include <math.h>

@@ -9,7 +9,7 @@
  * so jemalloc retains what it freed and reuses it. The process's exit (or
  * the driver's teardown) unpins them. */
 #define _GNU_SOURCE
-#include "host_pool.h"
+#include "alloc/host_pool.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -18,10 +18,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../shim/log.h"
-#include "../shim/options.h"
-#include "host_chunks.h"
-#include "host_je.h"
+#include "shim/log.h"
+#include "shim/options.h"
+#include "alloc/host_chunks.h"
+#include "alloc/host_je.h"
 
 #define DRK_HOST_FIRST_CHUNK ((size_t)16 << 20)
 #define DRK_HOST_CHUNK_MAX ((size_t)256 << 20)

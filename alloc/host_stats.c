@@ -2,8 +2,8 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "host_chunks.h"
-#include "host_pool.h"
+#include "alloc/host_chunks.h"
+#include "alloc/host_pool.h"
 
 #ifndef DRK_HOST_POOL_BUILT
 #define DRK_HOST_POOL_BUILT 0

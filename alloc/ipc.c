@@ -42,7 +42,7 @@
  * would not make exportable) gives CUDA_ERROR_INVALID_VALUE, as the driver
  * gives for its own pool memory, with one warning per reason. */
 #define _GNU_SOURCE
-#include "ipc.h"
+#include "alloc/ipc.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -58,10 +58,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../shim/log.h"
-#include "device.h"
-#include "pages.h"
-#include "pages_vmm.h"
+#include "shim/log.h"
+#include "alloc/device.h"
+#include "alloc/pages.h"
+#include "alloc/pages_vmm.h"
 
 #define MAGIC "drk\1"
 #define BATCH 250

@@ -1,4 +1,4 @@
-#include "pages_book.h"
+#include "alloc/pages_book.h"
 
 #include <stdlib.h>
 #include <string.h>

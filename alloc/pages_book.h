@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "pages.h"
+#include "alloc/pages.h"
 
 typedef struct drk_book_slot {
     uint32_t gen;  /* odd while the page is live; bumped on create and release */

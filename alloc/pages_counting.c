@@ -3,8 +3,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "pages.h"
-#include "pages_book.h"
+#include "alloc/pages.h"
+#include "alloc/pages_book.h"
 
 #define COUNTING_BASE ((uintptr_t)0x7f0000000000)
 

@@ -10,8 +10,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "pages.h"
-#include "pages_book.h"
+#include "alloc/pages.h"
+#include "alloc/pages_book.h"
 
 typedef struct host {
     drk_page_backend base; /* first: the backend pointer is the struct's */

@@ -8,9 +8,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "pages.h"
-#include "pages_book.h"
-#include "pages_vmm.h"
+#include "alloc/pages.h"
+#include "alloc/pages_book.h"
+#include "alloc/pages_vmm.h"
 
 typedef struct vmm {
     drk_page_backend base; /* first: the backend pointer is the struct's */

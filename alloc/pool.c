@@ -1,6 +1,6 @@
-#include "pool.h"
+#include "alloc/pool.h"
 
-#include "slab.h"
+#include "alloc/slab.h"
 
 #include <stdlib.h>
 #include <string.h>

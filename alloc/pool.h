@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "heap.h"
+#include "alloc/heap.h"
 
 /* The pool's only view of stream order. An event is recorded in a stream
  * and completes when the work queued before it has. */

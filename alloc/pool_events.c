@@ -1,4 +1,4 @@
-#include "pool_events.h"
+#include "alloc/pool_events.h"
 
 #include <stdlib.h>
 

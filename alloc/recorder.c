@@ -1,5 +1,5 @@
 #define _GNU_SOURCE
-#include "recorder.h"
+#include "alloc/recorder.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "trace.h"
+#include "alloc/trace.h"
 
 atomic_int drk_recording;
 

@@ -1,4 +1,4 @@
-#include "slab.h"
+#include "alloc/slab.h"
 
 #include <string.h>
 #include <sys/mman.h>

@@ -1,5 +1,5 @@
 /* The allocation trace format (docs/alloc-trace.md): writer and reader. */
-#include "trace.h"
+#include "alloc/trace.h"
 
 #include <stdarg.h>
 #include <stdlib.h>

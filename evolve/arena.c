@@ -1,4 +1,4 @@
-#include "arena.h"
+#include "evolve/arena.h"
 
 #include <stdatomic.h>
 #include <stdint.h>

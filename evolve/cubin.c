@@ -2,15 +2,15 @@
  * them, libelf reads a private writable copy, and every .nv.info record is
  * bounded by its section. Layouts verified on nvcc 13.0 output for sm_80,
  * sm_90, sm_100 and -rdc (tests/unit/test_cubin.c). */
-#include "cubin.h"
+#include "evolve/cubin.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "bytes.h"
-#include "libs.h"
+#include "evolve/bytes.h"
+#include "evolve/libs.h"
 
 #define DRK_STO_CUDA_ENTRY 0x10          /* st_other of __global__ functions (not of device functions) */
 #define DRK_SHT_CUDA_INFO 0x70000000u

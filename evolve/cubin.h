@@ -9,7 +9,7 @@
 
 #include <stddef.h>
 
-#include "kernel.h"
+#include "evolve/kernel.h"
 
 #ifndef EM_CUDA
 #define EM_CUDA 190

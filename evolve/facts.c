@@ -1,9 +1,9 @@
-#include "facts.h"
+#include "evolve/facts.h"
 
 #include <string.h>
 
-#include "arena.h"
-#include "registry.h"
+#include "evolve/arena.h"
+#include "evolve/registry.h"
 
 const drk_image_facts *drk_image_facts_make(const drk_image_kernel *k, const char *image, unsigned sm)
 {

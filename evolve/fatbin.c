@@ -1,10 +1,10 @@
-#include "fatbin.h"
+#include "evolve/fatbin.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "bytes.h"
-#include "libs.h"
+#include "evolve/bytes.h"
+#include "evolve/libs.h"
 
 const char *drk_fatbin_strerror(int err)
 {

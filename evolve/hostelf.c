@@ -1,5 +1,5 @@
 #define _GNU_SOURCE
-#include "hostelf.h"
+#include "evolve/hostelf.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -9,8 +9,8 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "bytes.h"
-#include "fatbin.h"
+#include "evolve/bytes.h"
+#include "evolve/fatbin.h"
 
 void drk_src_memory(drk_src *s, const void *data, size_t size)
 {

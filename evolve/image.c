@@ -1,5 +1,5 @@
 #define _GNU_SOURCE
-#include "image.h"
+#include "evolve/image.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -11,11 +11,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "bytes.h"
-#include "cubin.h"
-#include "fatbin.h"
-#include "hostelf.h"
-#include "ptx.h"
+#include "evolve/bytes.h"
+#include "evolve/cubin.h"
+#include "evolve/fatbin.h"
+#include "evolve/hostelf.h"
+#include "evolve/ptx.h"
 
 /* A container bigger than this is not believed (the largest in
  * libcublasLt.so.13 is 6 MB); the file reader's buffer never grows past it. */

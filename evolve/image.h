@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kernel.h"
+#include "evolve/kernel.h"
 
 typedef enum drk_image_format {
     DRK_IMAGE_UNKNOWN,

@@ -1,5 +1,5 @@
 #define _GNU_SOURCE
-#include "images.h"
+#include "evolve/images.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -13,8 +13,8 @@
 #include <link.h>
 #include <unistd.h>
 
-#include "../shim/log.h"
-#include "fatbin.h"
+#include "shim/log.h"
+#include "evolve/fatbin.h"
 
 typedef struct loaded {
     uintptr_t owner;               /* 0 once unloaded (a deferred image stays) */

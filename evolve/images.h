@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "facts.h"
+#include "evolve/facts.h"
 
 /* The SM of the device images are read for (90 for an H200): entries that
  * cannot run on it are left compressed. 0 until set: everything is read. */

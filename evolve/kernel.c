@@ -1,10 +1,10 @@
-#include "kernel.h"
+#include "evolve/kernel.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "bytes.h"
+#include "evolve/bytes.h"
 
 void drk_kernel_info_clear(drk_kernel_info *k)
 {

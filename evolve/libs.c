@@ -1,13 +1,13 @@
 #define _GNU_SOURCE
-#include "libs.h"
+#include "evolve/libs.h"
 
 #include <dlfcn.h>
 #include <lz4.h>
 #include <stdatomic.h>
 #include <zstd.h>
 
-#include "../interpose/driver.h"
-#include "../shim/log.h"
+#include "interpose/driver.h"
+#include "shim/log.h"
 
 /* A library opened once; racing first callers may both open it (dlopen
  * counts references), one result wins. 0 not tried, 1 open, 2 missing. */

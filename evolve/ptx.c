@@ -4,14 +4,14 @@
  * kernelParams: each at the next multiple of its alignment (natural for
  * scalars, .align N for arrays), the buffer ending at the last one's end —
  * the offsets and CBANK_PARAM_SIZE ptxas writes for the same PTX. */
-#include "ptx.h"
+#include "evolve/ptx.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "bytes.h"
+#include "evolve/bytes.h"
 
 enum { TOK_END = 0, TOK_DIR, TOK_IDENT, TOK_NUM, TOK_STR, TOK_PUNCT };
 

@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#include "kernel.h"
+#include "evolve/kernel.h"
 
 typedef struct drk_ptx {
     unsigned version_major, version_minor; /* .version 8.8 -> 8, 8; 0 if absent */

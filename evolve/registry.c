@@ -1,13 +1,13 @@
 #define _GNU_SOURCE
-#include "registry.h"
+#include "evolve/registry.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "../shim/counter.h"
-#include "../shim/log.h"
-#include "arena.h"
-#include "facts.h"
+#include "shim/counter.h"
+#include "shim/log.h"
+#include "evolve/arena.h"
+#include "evolve/facts.h"
 
 /* The slot table is fixed (.bss: untouched pages cost nothing); records come
  * from the arena as kernels appear, so a launch never calls malloc. 32768

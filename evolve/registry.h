@@ -10,8 +10,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../shim/counter.h"
-#include "../shim/driver.h"
+#include "shim/counter.h"
+#include "shim/driver.h"
 
 typedef enum drk_handle_kind {
     DRK_HANDLE_UNKNOWN,  /* seen only at launch, driver could not name it */

@@ -1,5 +1,5 @@
 #define _GNU_SOURCE
-#include "driver.h"
+#include "interpose/driver.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -7,10 +7,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "guard.h"
-#include "symbols.h"
-#include "../shim/log.h"
-#include "../shim/options.h"
+#include "interpose/guard.h"
+#include "interpose/symbols.h"
+#include "shim/log.h"
+#include "shim/options.h"
 
 __thread int drk_guard_depth __attribute__((tls_model("initial-exec")));
 

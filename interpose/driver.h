@@ -9,7 +9,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "hooks.h"
+#include "interpose/hooks.h"
 
 typedef void *(*drk_dlsym_fn)(void *handle, const char *name);
 

@@ -1,12 +1,12 @@
 #define _GNU_SOURCE
-#include "routes.h"
+#include "interpose/routes.h"
 
 #include <dlfcn.h>
 #include <string.h>
 
-#include "driver.h"
-#include "guard.h"
-#include "symbols.h"
+#include "interpose/driver.h"
+#include "interpose/guard.h"
+#include "interpose/symbols.h"
 
 /* glibc's dlsym, for the entry's tail jump. Hidden, read by dlsym_entry.S. */
 __attribute__((visibility("hidden"))) _Atomic(drk_dlsym_fn) drk_dlsym_forward;

@@ -7,7 +7,7 @@
 #define DRK_INTERPOSE_SIGNATURES_H
 
 #include <cuda.h>
-#include "hooks.h"
+#include "interpose/hooks.h"
 
 #define DRK_UNPAREN(...) __VA_ARGS__
 

@@ -1,4 +1,4 @@
-#include "symbols.h"
+#include "interpose/symbols.h"
 
 #include <stdatomic.h>
 #include <stdint.h>

@@ -3,7 +3,7 @@
 #ifndef DRK_INTERPOSE_SYMBOLS_H
 #define DRK_INTERPOSE_SYMBOLS_H
 
-#include "hooks.h"
+#include "interpose/hooks.h"
 
 extern const char *const drk_sym_name[DRK_SYM_COUNT];
 extern const char *const drk_sym_family[DRK_SYM_COUNT];

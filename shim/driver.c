@@ -1,8 +1,8 @@
-#include "driver.h"
+#include "shim/driver.h"
 
 #include <stdatomic.h>
 
-#include "../interpose/driver.h"
+#include "interpose/driver.h"
 
 static drk_driver table;
 static atomic_int table_state; /* 0 empty, 1 being filled, 2 full */

@@ -6,15 +6,15 @@
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
 
-#include "../interpose/signatures.h"
-#include "../interpose/symbols.h"
-#include "hooks_context.h"
-#include "hooks_entry.h"
-#include "hooks_host.h"
-#include "hooks_launch.h"
-#include "hooks_memory.h"
-#include "hooks_module.h"
-#include "hooks_stream.h"
+#include "interpose/signatures.h"
+#include "interpose/symbols.h"
+#include "shim/hooks_context.h"
+#include "shim/hooks_entry.h"
+#include "shim/hooks_host.h"
+#include "shim/hooks_launch.h"
+#include "shim/hooks_memory.h"
+#include "shim/hooks_module.h"
+#include "shim/hooks_stream.h"
 
 /* A body's call: its slot, then the parameters, if any (cuCtxSynchronize
  * has none: __VA_OPT__ leaves the comma out). */

@@ -1,4 +1,4 @@
-#include "hook.h"
+#include "shim/hook.h"
 
 CUresult drk_missing(drk_sym sym)
 {

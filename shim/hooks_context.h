@@ -8,10 +8,10 @@
 #ifndef DRK_SHIM_HOOKS_CONTEXT_H
 #define DRK_SHIM_HOOKS_CONTEXT_H
 
-#include "../alloc/device.h"
-#include "../alloc/host_pool.h"
-#include "driver.h"
-#include "hook.h"
+#include "alloc/device.h"
+#include "alloc/host_pool.h"
+#include "shim/driver.h"
+#include "shim/hook.h"
 
 /* The primary context of `dev` if it is active (asking for it then creates
  * nothing), else NULL. Rare calls: teardown only. */

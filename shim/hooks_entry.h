@@ -4,8 +4,8 @@
 #ifndef DRK_SHIM_HOOKS_ENTRY_H
 #define DRK_SHIM_HOOKS_ENTRY_H
 
-#include "../interpose/routes.h"
-#include "hook.h"
+#include "interpose/routes.h"
+#include "shim/hook.h"
 
 /* After the driver resolved `symbol`: hand out the hook of the name it chose. */
 static inline __attribute__((always_inline)) CUresult routed(drk_sym sym, CUresult r, const char *symbol, void **pfn)

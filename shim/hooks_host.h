@@ -7,9 +7,9 @@
 #ifndef DRK_SHIM_HOOKS_HOST_H
 #define DRK_SHIM_HOOKS_HOST_H
 
-#include "../alloc/host_pool.h"
-#include "driver.h"
-#include "hooks_memory.h"
+#include "alloc/host_pool.h"
+#include "shim/driver.h"
+#include "shim/hooks_memory.h"
 
 /* Serves an allocation from the pool if it can (never under DRK_DISABLE=1);
  * 0 if it did. Arguments the driver would refuse are left to it. */

@@ -4,9 +4,9 @@
 #ifndef DRK_SHIM_HOOKS_LAUNCH_H
 #define DRK_SHIM_HOOKS_LAUNCH_H
 
-#include "../evolve/registry.h"
-#include "driver.h"
-#include "hook.h"
+#include "evolve/registry.h"
+#include "shim/driver.h"
+#include "shim/hook.h"
 
 /* The six launch entry points are the first slots of the hook list, so a
  * slot is also the registry's label for the entry point. */

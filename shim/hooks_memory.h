@@ -9,12 +9,12 @@
 #ifndef DRK_SHIM_HOOKS_MEMORY_H
 #define DRK_SHIM_HOOKS_MEMORY_H
 
-#include "../alloc/device.h"
-#include "../alloc/host_pool.h"
-#include "../alloc/ipc.h"
-#include "../alloc/recorder.h"
-#include "../alloc/stats.h"
-#include "hook.h"
+#include "alloc/device.h"
+#include "alloc/host_pool.h"
+#include "alloc/ipc.h"
+#include "alloc/recorder.h"
+#include "alloc/stats.h"
+#include "shim/hook.h"
 
 /* An allocating body notes `bytes` (an expression of the parameters) of a
  * successful allocation under `kind`; a freeing body, the free. */

@@ -5,9 +5,9 @@
 #ifndef DRK_SHIM_HOOKS_MODULE_H
 #define DRK_SHIM_HOOKS_MODULE_H
 
-#include "../interpose/symbols.h"
-#include "hook.h"
-#include "kernels.h"
+#include "interpose/symbols.h"
+#include "shim/hook.h"
+#include "shim/kernels.h"
 
 #define DRK_LOADED(owner, data, path) drk_kernels_loaded(r, (const void *const *)(owner), drk_sym_name[sym], data, path)
 

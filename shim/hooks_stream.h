@@ -6,8 +6,8 @@
 #ifndef DRK_SHIM_HOOKS_STREAM_H
 #define DRK_SHIM_HOOKS_STREAM_H
 
-#include "../alloc/device.h"
-#include "hook.h"
+#include "alloc/device.h"
+#include "shim/hook.h"
 
 /* A created stream is told to the pool: frees without a stream must wait
  * for its work, also in a pool that starts later. */

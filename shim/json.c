@@ -1,4 +1,4 @@
-#include "json.h"
+#include "shim/json.h"
 
 #include <inttypes.h>
 #include <stdio.h>

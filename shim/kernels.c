@@ -1,11 +1,11 @@
-#include "kernels.h"
+#include "shim/kernels.h"
 
 #include <cuda.h>
 #include <stdatomic.h>
 
-#include "../evolve/images.h"
-#include "driver.h"
-#include "options.h"
+#include "evolve/images.h"
+#include "shim/driver.h"
+#include "shim/options.h"
 
 static atomic_int reserved_shared = -1;
 

@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "../evolve/registry.h"
+#include "evolve/registry.h"
 
 /* A load returned owner `*owner` (a CUmodule* or CUlibrary*, read only when
  * r is CUDA_SUCCESS) for the image at `data` or the file `path`. */

@@ -1,12 +1,12 @@
 #define _GNU_SOURCE
-#include "log.h"
+#include "shim/log.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "options.h"
+#include "shim/options.h"
 
 atomic_int drk_log_level = DRK_LOG_WARN;
 static atomic_int log_fd = 2;

@@ -1,4 +1,4 @@
-#include "options.h"
+#include "shim/options.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -6,7 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "log.h"
+#include "shim/log.h"
 
 const drk_option_desc drk_option_table[DRK_OPT_COUNT] = {
     [DRK_OPT_DISABLE] = {"DRK_DISABLE", DRK_OPTION_BOOL, "0",

@@ -1,5 +1,5 @@
 #define _GNU_SOURCE
-#include "report.h"
+#include "shim/report.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -13,19 +13,19 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../alloc/stats.h"
-#include "report_pool.h"
-#include "../evolve/registry.h"
-#include "../interpose/driver.h"
-#include "../interpose/symbols.h"
-#include "driver.h"
-#include "json.h"
-#include "log.h"
-#include "kernels.h"
-#include "options.h"
-#include "report_facts.h"
-#include "state.h"
-#include "stats.h"
+#include "alloc/stats.h"
+#include "shim/report_pool.h"
+#include "evolve/registry.h"
+#include "interpose/driver.h"
+#include "interpose/symbols.h"
+#include "shim/driver.h"
+#include "shim/json.h"
+#include "shim/log.h"
+#include "shim/kernels.h"
+#include "shim/options.h"
+#include "shim/report_facts.h"
+#include "shim/state.h"
+#include "shim/stats.h"
 
 static atomic_int written;
 

@@ -1,10 +1,10 @@
-#include "report_facts.h"
+#include "shim/report_facts.h"
 
 #include <stdio.h>
 
-#include "../evolve/facts.h"
-#include "../evolve/images.h"
-#include "kernels.h"
+#include "evolve/facts.h"
+#include "evolve/images.h"
+#include "shim/kernels.h"
 
 static const char *const kind_names[] = {"scalar", "pointer", "unknown"};
 

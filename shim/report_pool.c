@@ -1,10 +1,10 @@
-#include "report_pool.h"
+#include "shim/report_pool.h"
 
 #include <stdio.h>
 
-#include "../alloc/device.h"
-#include "../alloc/host_pool.h"
-#include "state.h"
+#include "alloc/device.h"
+#include "alloc/host_pool.h"
+#include "shim/state.h"
 
 static void histogram(drk_json *j, const char *key, const uint64_t *ns)
 {

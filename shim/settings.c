@@ -7,8 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "options.h"
+#include "shim/log.h"
+#include "shim/options.h"
 
 static drk_option_value values[DRK_OPT_COUNT];
 static atomic_int load_state; /* 0 unread, 1 being read, 2 read */

@@ -1,7 +1,7 @@
 /* The per-process life of drk: the mode, the exit report, fork. There are no
  * constructors: the first call into drk starts it. */
 #define _GNU_SOURCE
-#include "state.h"
+#include "shim/state.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -10,18 +10,18 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../alloc/device.h"
-#include "../alloc/ipc.h"
-#include "../alloc/recorder.h"
-#include "../alloc/stats.h"
-#include "../evolve/images.h"
-#include "../evolve/registry.h"
-#include "../interpose/routes.h"
-#include "driver.h"
-#include "log.h"
-#include "options.h"
-#include "report.h"
-#include "stats.h"
+#include "alloc/device.h"
+#include "alloc/ipc.h"
+#include "alloc/recorder.h"
+#include "alloc/stats.h"
+#include "evolve/images.h"
+#include "evolve/registry.h"
+#include "interpose/routes.h"
+#include "shim/driver.h"
+#include "shim/log.h"
+#include "shim/options.h"
+#include "shim/report.h"
+#include "shim/stats.h"
 
 atomic_int drk_mode_now;
 atomic_int drk_pool_on;

@@ -1,6 +1,6 @@
-#include "stats.h"
+#include "shim/stats.h"
 
-#include "../evolve/registry.h"
+#include "evolve/registry.h"
 
 drk_call_shard drk_call_shards[DRK_SHARDS];
 __thread unsigned drk_thread_index1 __attribute__((tls_model("initial-exec")));

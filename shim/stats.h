@@ -7,9 +7,9 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "../interpose/hooks.h"
+#include "interpose/hooks.h"
 
-#include "counter.h"
+#include "shim/counter.h"
 
 /* One shard per owning thread, and the shared one last. */
 #define DRK_SHARDS (DRK_OWNED_SHARDS + 1)

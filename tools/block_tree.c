@@ -1,4 +1,4 @@
-#include "block_tree.h"
+#include "tools/block_tree.h"
 
 #include <stddef.h>
 

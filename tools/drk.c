@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "commands.h"
+#include "tools/commands.h"
 
 int usage_fail(const char *command, const char *synopsis, const char *fmt, ...)
 {

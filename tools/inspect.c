@@ -12,10 +12,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../evolve/image.h"
-#include "commands.h"
-#include "json.h"
-#include "table.h"
+#include "evolve/image.h"
+#include "tools/commands.h"
+#include "tools/json.h"
+#include "tools/table.h"
 
 /* Names wider than this are cut in the table (cuBLAS's run to hundreds of
  * characters); --json has them whole. */

@@ -3,9 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../shim/options.h"
-#include "commands.h"
-#include "table.h"
+#include "shim/options.h"
+#include "tools/commands.h"
+#include "tools/table.h"
 
 extern char **environ;
 

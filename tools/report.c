@@ -6,8 +6,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "commands.h"
-#include "report.h"
+#include "tools/commands.h"
+#include "tools/report.h"
 
 #define DEFAULT_TOP 20
 

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "report.h"
-#include "table.h"
+#include "tools/report.h"
+#include "tools/table.h"
 
 /* Kernel names wider than this are cut (mangled names run to hundreds of
  * characters; the start says which kernel it is). */

@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "report.h"
+#include "tools/report.h"
 
 typedef struct ctx {
     const char *file;

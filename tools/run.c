@@ -11,8 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../shim/options.h"
-#include "commands.h"
+#include "shim/options.h"
+#include "tools/commands.h"
 
 #define SHIM_NAME "libdrk_shim.so"
 

@@ -1,4 +1,4 @@
-#include "table.h"
+#include "tools/table.h"
 
 #include <inttypes.h>
 #include <stdlib.h>

@@ -3,9 +3,9 @@
  * live in a block_tree, neighbours in address lists: O(log n) an op. */
 #include <stdlib.h>
 
-#include "../alloc/trace.h"
-#include "block_tree.h"
-#include "trace_models.h"
+#include "alloc/trace.h"
+#include "tools/block_tree.h"
+#include "tools/trace_models.h"
 
 static uint64_t round_up(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
 

@@ -4,8 +4,8 @@
  * which it can map into any range, so the largest usable run is all of it. */
 #include <stdlib.h>
 
-#include "../alloc/heap.h"
-#include "trace_models.h"
+#include "alloc/heap.h"
+#include "tools/trace_models.h"
 
 typedef struct heap_model {
     drk_page_backend *pages;

@@ -1,6 +1,6 @@
 /* The bounds: `ideal` (each allocation exactly its size) and `driver`
  * (cuMemAlloc, whole pages per allocation); and the list of models. */
-#include "trace_models.h"
+#include "tools/trace_models.h"
 
 #include <stdlib.h>
 

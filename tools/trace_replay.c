@@ -6,11 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../alloc/trace.h"
-#include "commands.h"
-#include "json.h"
-#include "table.h"
-#include "trace_models.h"
+#include "alloc/trace.h"
+#include "tools/commands.h"
+#include "tools/json.h"
+#include "tools/table.h"
+#include "tools/trace_models.h"
 
 #define REPLAY_SCHEMA_VERSION 1
 #define DEFAULT_PAGE_SIZE (2u << 20)

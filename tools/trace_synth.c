@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../alloc/trace.h"
-#include "commands.h"
+#include "alloc/trace.h"
+#include "tools/commands.h"
 
 /* ------------------------------------------------------------ output */
 

@@ -12,7 +12,7 @@
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
 
-#include "fakecuda.h"
+#include "tests/fakecuda/fakecuda.h"
 
 #include <errno.h>
 #include <fcntl.h>

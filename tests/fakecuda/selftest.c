@@ -7,8 +7,8 @@
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
 
-#include "fakecuda.h"
-#include "hooks.h" /* interpose/: the names drk hooks, which the fake must export */
+#include "tests/fakecuda/fakecuda.h"
+#include "interpose/hooks.h" /* interpose/: the names drk hooks, which the fake must export */
 
 #include <dlfcn.h>
 #include <errno.h>

@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../evolve/cubin.h"
-#include "../../evolve/fatbin.h"
-#include "../../evolve/image.h"
-#include "../../evolve/ptx.h"
+#include "evolve/cubin.h"
+#include "evolve/fatbin.h"
+#include "evolve/image.h"
+#include "evolve/ptx.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

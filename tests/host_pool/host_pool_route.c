@@ -14,7 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "fakecuda.h"
+#include "tests/fakecuda/fakecuda.h"
 
 /* The legacy 32-bit form, which cuda.h renames away. */
 extern CUresult legacy_mem_alloc_host(void **pp, unsigned int bytesize) __asm__("cuMemAllocHost");

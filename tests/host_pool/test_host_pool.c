@@ -8,8 +8,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../alloc/host_pool.h"
-#include "../unit/check.h"
+#include "alloc/host_pool.h"
+#include "tests/unit/check.h"
 
 /* ---- the driver table */
 

@@ -20,11 +20,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../alloc/device.h"
-#include "../../alloc/ipc.h"
-#include "../fakecuda/fakecuda.h"
-#include "../unit/check.h"
-#include "../gpu/programs/linked_driver.h"
+#include "alloc/device.h"
+#include "alloc/ipc.h"
+#include "tests/fakecuda/fakecuda.h"
+#include "tests/unit/check.h"
+#include "tests/gpu/programs/linked_driver.h"
 
 #define MIB ((size_t)1 << 20)
 

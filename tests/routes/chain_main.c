@@ -5,7 +5,7 @@
 #include <dlfcn.h>
 #include <stdio.h>
 
-#include "../fakecuda/fakecuda.h"
+#include "tests/fakecuda/fakecuda.h"
 
 enum { LAUNCHES = 25 };
 

@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../fakecuda/fakecuda.h"
+#include "tests/fakecuda/fakecuda.h"
 
 static int failures;
 

@@ -6,8 +6,8 @@
 #include <cuda.h>
 #include <stdio.h>
 
-#include "../fakecuda/fakecuda.h"
-#include "../gpu/programs/self_check.h"
+#include "tests/fakecuda/fakecuda.h"
+#include "tests/gpu/programs/self_check.h"
 
 static void scale(const fakecuda_thread *t)
 {

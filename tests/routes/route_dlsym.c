@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "workload.h"
+#include "tests/routes/workload.h"
 
 /* Lookups that must behave exactly as without drk. */
 static int unhooked_lookups(void *h)

@@ -4,8 +4,8 @@
 #include <cuda.h>
 #include <stdlib.h>
 
-#include "../fakecuda/fakecuda.h"
-#include "workload.h"
+#include "tests/fakecuda/fakecuda.h"
+#include "tests/routes/workload.h"
 
 int main(int argc, char **argv)
 {

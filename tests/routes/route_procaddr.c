@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "workload.h"
+#include "tests/routes/workload.h"
 
 typedef CUresult (*gpa_v2_fn)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *);
 typedef CUresult (*gpa_v1_fn)(const char *, void **, int, cuuint64_t);

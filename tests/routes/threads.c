@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../fakecuda/fakecuda.h"
-#include "counts.h"
+#include "tests/fakecuda/fakecuda.h"
+#include "tests/routes/counts.h"
 
 enum { THREADS = 16, LOOPS = 400 };
 

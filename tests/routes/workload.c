@@ -2,7 +2,7 @@
  * name, so each call below is typed as the form it calls. */
 #define _GNU_SOURCE
 #define __CUDA_API_VERSION_INTERNAL 1
-#include "workload.h"
+#include "tests/routes/workload.h"
 
 #include <cuda.h>
 #include <dlfcn.h>

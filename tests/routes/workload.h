@@ -7,7 +7,7 @@
 
 #include <cuda.h>
 
-#include "../../interpose/hooks.h"
+#include "interpose/hooks.h"
 
 /* Driver functions the workload needs besides the hooked ones. */
 #define ROUTE_HELPERS(X)                                                       \

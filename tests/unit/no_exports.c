@@ -1,5 +1,5 @@
 /* Unit tests link drk's internals without its exported entry points; the
  * hook table they would point at is empty here. */
-#include "../../interpose/symbols.h"
+#include "interpose/symbols.h"
 
 void *const drk_sym_hook[DRK_SYM_COUNT];

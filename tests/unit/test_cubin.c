@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../evolve/cubin.h"
-#include "check.h"
-#include "kernels/expected.h"
+#include "evolve/cubin.h"
+#include "tests/unit/check.h"
+#include "tests/unit/kernels/expected.h"
 
 static const char *const fx_files[FX_N] = {"sm80.cubin", "sm90.cubin", "sm100.cubin", "rdc.cubin"};
 static const unsigned fx_sm[FX_N] = {80, 90, 100, 90};

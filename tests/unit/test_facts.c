@@ -4,9 +4,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../../evolve/facts.h"
-#include "../../evolve/registry.h"
-#include "check.h"
+#include "evolve/facts.h"
+#include "evolve/registry.h"
+#include "tests/unit/check.h"
 
 /* Handle h has h % 1000 parameters of 8 bytes, except that handles of
  * 5000 and up answer nothing (a driver without the call). */

@@ -9,8 +9,8 @@
 #include <string.h>
 #include <zstd.h>
 
-#include "../../evolve/fatbin.h"
-#include "check.h"
+#include "evolve/fatbin.h"
+#include "tests/unit/check.h"
 
 /* ---- Building containers ---- */
 

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../alloc/heap.h"
-#include "check.h"
+#include "alloc/heap.h"
+#include "tests/unit/check.h"
 
 #define PAGE (64u * 1024)
 

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../evolve/fatbin.h"
-#include "../../evolve/image.h"
-#include "check.h"
+#include "evolve/fatbin.h"
+#include "evolve/image.h"
+#include "tests/unit/check.h"
 
 #define AXPY "_Z4axpyPfPKffi"
 #define FILL "_Z4fillPxx"

@@ -1,8 +1,8 @@
 /* The report's JSON writer: nesting, commas, escapes. */
 #include <string.h>
 
-#include "../../shim/json.h"
-#include "check.h"
+#include "shim/json.h"
+#include "tests/unit/check.h"
 
 int main(void)
 {

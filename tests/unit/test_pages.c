@@ -12,8 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../alloc/pages.h"
-#include "check.h"
+#include "alloc/pages.h"
+#include "tests/unit/check.h"
 
 #define KIB ((size_t)1 << 10)
 #define MIB ((size_t)1 << 20)

@@ -5,12 +5,12 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../../alloc/heap.h"
-#include "../../alloc/pages_vmm.h"
-#include "../../alloc/pool_events.h"
-#include "../fakecuda/fakecuda.h"
-#include "../gpu/programs/linked_driver.h"
-#include "check.h"
+#include "alloc/heap.h"
+#include "alloc/pages_vmm.h"
+#include "alloc/pool_events.h"
+#include "tests/fakecuda/fakecuda.h"
+#include "tests/gpu/programs/linked_driver.h"
+#include "tests/unit/check.h"
 
 #define MIB ((size_t)1 << 20)
 

@@ -7,8 +7,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../../alloc/pool.h"
-#include "check.h"
+#include "alloc/pool.h"
+#include "tests/unit/check.h"
 
 #define MIB ((size_t)1 << 20)
 #define LEGACY ((uintptr_t)1)

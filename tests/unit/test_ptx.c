@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../evolve/cubin.h"
-#include "../../evolve/ptx.h"
-#include "check.h"
-#include "kernels/expected.h"
+#include "evolve/cubin.h"
+#include "evolve/ptx.h"
+#include "tests/unit/check.h"
+#include "tests/unit/kernels/expected.h"
 
 static const drk_kernel_info *find(const drk_kernel_info *ks, size_t n, const char *name)
 {

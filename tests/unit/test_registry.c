@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../evolve/registry.h"
-#include "check.h"
+#include "evolve/registry.h"
+#include "tests/unit/check.h"
 
 /* Handles 0x1000.. are functions named f<N>, 0x9000.. kernels named k<N>;
  * anything else the driver cannot name. `renamed` makes function names

@@ -1,8 +1,8 @@
 /* The name lookup behind dlsym: exact names only, every hooked name found. */
 #include <string.h>
 
-#include "../../interpose/symbols.h"
-#include "check.h"
+#include "interpose/symbols.h"
+#include "tests/unit/check.h"
 
 int main(void)
 {

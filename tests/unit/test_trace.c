@@ -3,8 +3,8 @@
  * chunks, the header writer's bounds, and the reader's refusals. */
 #include <string.h>
 
-#include "../../alloc/trace.h"
-#include "check.h"
+#include "alloc/trace.h"
+#include "tests/unit/check.h"
 
 /* `text` as a readable FILE (a temporary file: fmemopen has no fileno
  * semantics we rely on, but tmpfile is the plainest). */

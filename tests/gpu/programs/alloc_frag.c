@@ -31,8 +31,8 @@
 #include <unistd.h>
 
 #define CU_CHECK_PROGRAM "alloc_frag"
-#include "cu_check.h"
-#include "test_counts.h"
+#include "tests/gpu/programs/cu_check.h"
+#include "tests/gpu/programs/test_counts.h"
 
 enum { EXIT_OOM = 3, EXIT_BYTES = 4, CYCLES = 4 };
 #define PAGE ((size_t)2 << 20)

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "test_counts.h"
+#include "tests/gpu/programs/test_counts.h"
 
 #define CHECK(call)                                                                                    \
     do {                                                                                               \

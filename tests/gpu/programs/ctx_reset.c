@@ -24,9 +24,9 @@
 #include <unistd.h>
 
 #define CU_CHECK_PROGRAM "ctx_reset"
-#include "cu_check.h"
-#include "drv_vecadd.h"
-#include "test_counts.h"
+#include "tests/gpu/programs/cu_check.h"
+#include "tests/gpu/programs/drv_vecadd.h"
+#include "tests/gpu/programs/test_counts.h"
 
 enum { BUFS = 3 };
 

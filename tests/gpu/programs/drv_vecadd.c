@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "drv_vecadd.h"
-#include "test_counts.h"
+#include "tests/gpu/programs/drv_vecadd.h"
+#include "tests/gpu/programs/test_counts.h"
 
 static void check(CUresult r, const char *what, int line)
 {

@@ -5,7 +5,7 @@
 #define CUDA_API_PER_THREAD_DEFAULT_STREAM 1
 #include <cuda.h>
 
-#include "drv_vecadd.h"
+#include "tests/gpu/programs/drv_vecadd.h"
 
 CUresult drv_launch_ptsz(CUfunction f, unsigned grid, unsigned block, void **params)
 {

@@ -18,9 +18,9 @@
 #include <unistd.h>
 
 #define CU_CHECK_PROGRAM "host_map"
-#include "cu_check.h"
-#include "drv_vecadd.h"
-#include "test_counts.h"
+#include "tests/gpu/programs/cu_check.h"
+#include "tests/gpu/programs/drv_vecadd.h"
+#include "tests/gpu/programs/test_counts.h"
 
 int main(int argc, char **argv)
 {

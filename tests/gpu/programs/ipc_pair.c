@@ -36,8 +36,8 @@
 
 static const char *prog_name = "ipc_pair";
 #define CU_CHECK_PROGRAM prog_name
-#include "cu_check.h"
-#include "test_counts.h"
+#include "tests/gpu/programs/cu_check.h"
+#include "tests/gpu/programs/test_counts.h"
 
 enum { CHILD_WAIT_S = 60 };
 

@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "../../../alloc/heap.h"
-#include "../../../alloc/pages_vmm.h"
-#include "linked_driver.h"
-#include "self_check.h"
+#include "alloc/heap.h"
+#include "alloc/pages_vmm.h"
+#include "tests/gpu/programs/linked_driver.h"
+#include "tests/gpu/programs/self_check.h"
 
 static double now_us(void)
 {

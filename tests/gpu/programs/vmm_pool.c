@@ -7,10 +7,10 @@
 #include <cuda.h>
 #include <stdio.h>
 
-#include "../../../alloc/pool_events.h"
-#include "../../../alloc/pages_vmm.h"
-#include "linked_driver.h"
-#include "self_check.h"
+#include "alloc/pool_events.h"
+#include "alloc/pages_vmm.h"
+#include "tests/gpu/programs/linked_driver.h"
+#include "tests/gpu/programs/self_check.h"
 
 /* Keeps `s` writing [p, p + n) for a while: many device-side memsets. */
 static CUresult busy(CUstream s, uintptr_t p, size_t n, int rounds)
