@@ -17,7 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "shim/log.h"
+#include "base/log.h"
 #include "alloc/heap.h"
 #include "alloc/pages_vmm.h"
 #include "alloc/pool.h"

@@ -16,7 +16,7 @@
 
 #include <cuda.h>
 
-#include "shim/driver.h"
+#include "base/driver.h"
 
 typedef struct drk_dpool_settings {
     int sync_free;              /* cuMemFree waits for the device first */

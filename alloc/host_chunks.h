@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "shim/driver.h"
+#include "base/driver.h"
 
 #define DRK_HOST_GRANULE 256
 #define DRK_HOST_CHUNKS_MAX 1024

@@ -18,8 +18,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "shim/log.h"
-#include "shim/options.h"
+#include "base/log.h"
+#include "base/options.h"
 #include "alloc/host_chunks.h"
 #include "alloc/host_je.h"
 

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "shim/driver.h"
+#include "base/driver.h"
 
 /* The cuMemHostAlloc flags the pool serves; a flag set indexes its arena. */
 #define DRK_HOST_FLAGS_ALL (CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED)

@@ -2,8 +2,8 @@
  * (libjemalloc_pic.a), so the driver serves pinned host memory. */
 #include <stdatomic.h>
 
-#include "shim/log.h"
-#include "shim/options.h"
+#include "base/log.h"
+#include "base/options.h"
 #include "alloc/host_pool.h"
 
 int drk_host_pool_alloc(const drk_driver *drv, void **pp, size_t size, unsigned flags)

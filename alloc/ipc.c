@@ -58,7 +58,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "shim/log.h"
+#include "base/log.h"
 #include "alloc/device.h"
 #include "alloc/pages.h"
 #include "alloc/pages_vmm.h"

@@ -13,7 +13,7 @@
 
 #include <cuda.h>
 
-#include "shim/driver.h"
+#include "base/driver.h"
 
 /* The driver table the IPC calls use; before any other call. */
 void drk_ipc_configure(const drk_driver *drv);

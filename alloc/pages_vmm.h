@@ -3,7 +3,7 @@
 #ifndef DRK_ALLOC_PAGES_VMM_H
 #define DRK_ALLOC_PAGES_VMM_H
 
-#include "shim/driver.h"
+#include "base/driver.h"
 #include "alloc/pages.h"
 
 /* Pages of device `dev`, at the driver's recommended granularity, as many

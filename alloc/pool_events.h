@@ -5,7 +5,7 @@
 #ifndef DRK_ALLOC_POOL_EVENTS_H
 #define DRK_ALLOC_POOL_EVENTS_H
 
-#include "shim/driver.h"
+#include "base/driver.h"
 #include "alloc/pool.h"
 
 typedef struct drk_cuda_events drk_cuda_events;

@@ -1,6 +1,6 @@
 #include "alloc/stats.h"
 
-#include "shim/counter.h"
+#include "base/counter.h"
 
 const char *const drk_alloc_kind_name[DRK_ALLOC_KINDS] = {
     [DRK_ALLOC_DEVICE] = "device", [DRK_ALLOC_PITCH] = "pitch",

@@ -19,7 +19,7 @@ typedef enum drk_alloc_kind {
 
 #define DRK_SIZE_BUCKETS 64 /* bucket b: sizes in [2^(b-1), 2^b), b=0 for 0 */
 
-/* Kept per thread (shim/counter.h), so threads allocating at once share no
+/* Kept per thread (base/counter.h), so threads allocating at once share no
  * cache line; the report sums them. */
 typedef struct drk_alloc_counts {
     uint64_t allocs, failed, bytes, frees, free_failed;

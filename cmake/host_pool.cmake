@@ -55,10 +55,10 @@ if(DRK_JEMALLOC_INCLUDE AND EXISTS ${DRK_JEMALLOC_INCLUDE}/jemalloc/jemalloc.h)
   file(STRINGS ${DRK_JEMALLOC_INCLUDE}/jemalloc/jemalloc.h drk_je_version REGEX "^#define JEMALLOC_VERSION_MAJOR ")
 endif()
 
-# Statistics and pointer lookups are part of drk_core in every build (the
+# Statistics and pointer lookups are part of the library in every build (the
 # report and the pointer-attribute hooks read them); with no pool they
 # report nothing and know no pointer.
-target_sources(drk_core PRIVATE ${CMAKE_SOURCE_DIR}/alloc/host_chunks.c
+target_sources(drk_alloc PRIVATE ${CMAKE_SOURCE_DIR}/alloc/host_chunks.c
                                 ${CMAKE_SOURCE_DIR}/alloc/host_stats.c)
 
 if(DRK_JEMALLOC_PIC AND EXISTS "${DRK_JEMALLOC_PIC}" AND DRK_JEMALLOC_INCLUDE AND DRK_NM AND DRK_OBJCOPY AND drk_je_version MATCHES " 5$")

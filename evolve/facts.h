@@ -6,9 +6,9 @@
 
 #include <stdint.h>
 
-#include "shim/driver.h"
-#include "evolve/image.h"
-#include "evolve/kernel.h"
+#include "base/driver.h"
+#include "evolve/image/image.h"
+#include "evolve/image/kernel.h"
 
 typedef struct drk_image_facts {
     const char *image;        /* the load it came from: "cuLibraryLoadData #3", a path */

@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "shim/counter.h"
-#include "shim/log.h"
+#include "base/counter.h"
+#include "base/log.h"
 #include "evolve/arena.h"
 #include "evolve/facts.h"
 

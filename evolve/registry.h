@@ -10,8 +10,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "shim/counter.h"
-#include "shim/driver.h"
+#include "base/counter.h"
+#include "base/driver.h"
 
 typedef enum drk_handle_kind {
     DRK_HANDLE_UNKNOWN,  /* seen only at launch, driver could not name it */
@@ -35,7 +35,7 @@ typedef struct drk_launch_shape {
 
 /* Launch counts are kept in rows of their own cache lines: one owned by
  * each of the first launching threads, and a shared last row for the rest
- * (shim/counter.h), so threads launching one kernel at once neither lock
+ * (base/counter.h), so threads launching one kernel at once neither lock
  * nor share a line. */
 #define DRK_REGISTRY_SHARDS 8
 

@@ -4,10 +4,10 @@
 #ifndef DRK_SHIM_HOOK_H
 #define DRK_SHIM_HOOK_H
 
-#include "interpose/driver.h"
+#include "interpose/real.h"
 #include "interpose/signatures.h"
 #include "shim/state.h"
-#include "shim/stats.h"
+#include "shim/calls.h"
 
 /* The driver's function behind this hook's slot, typed for its body. */
 #define DRK_REAL(body) ((drk_fn_##body)drk_real(sym))

@@ -10,7 +10,7 @@
 
 #include "alloc/device.h"
 #include "alloc/host_pool.h"
-#include "shim/driver.h"
+#include "interpose/table.h"
 #include "shim/hook.h"
 
 /* The primary context of `dev` if it is active (asking for it then creates

@@ -8,7 +8,7 @@
 #define DRK_SHIM_HOOKS_HOST_H
 
 #include "alloc/host_pool.h"
-#include "shim/driver.h"
+#include "interpose/table.h"
 #include "shim/hooks_memory.h"
 
 /* Serves an allocation from the pool if it can (never under DRK_DISABLE=1);

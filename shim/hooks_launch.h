@@ -5,7 +5,7 @@
 #define DRK_SHIM_HOOKS_LAUNCH_H
 
 #include "evolve/registry.h"
-#include "shim/driver.h"
+#include "interpose/table.h"
 #include "shim/hook.h"
 
 /* The six launch entry points are the first slots of the hook list, so a

@@ -7,7 +7,7 @@
 
 #include "interpose/symbols.h"
 #include "shim/hook.h"
-#include "shim/kernels.h"
+#include "shim/modules.h"
 
 #define DRK_LOADED(owner, data, path) drk_kernels_loaded(r, (const void *const *)(owner), drk_sym_name[sym], data, path)
 

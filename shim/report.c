@@ -16,16 +16,16 @@
 #include "alloc/stats.h"
 #include "shim/report_pool.h"
 #include "evolve/registry.h"
-#include "interpose/driver.h"
+#include "interpose/real.h"
 #include "interpose/symbols.h"
-#include "shim/driver.h"
-#include "shim/json.h"
-#include "shim/log.h"
-#include "shim/kernels.h"
-#include "shim/options.h"
+#include "interpose/table.h"
+#include "base/json.h"
+#include "base/log.h"
+#include "shim/modules.h"
+#include "base/options.h"
 #include "shim/report_facts.h"
 #include "shim/state.h"
-#include "shim/stats.h"
+#include "shim/calls.h"
 
 static atomic_int written;
 

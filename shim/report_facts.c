@@ -3,8 +3,8 @@
 #include <stdio.h>
 
 #include "evolve/facts.h"
-#include "evolve/images.h"
-#include "shim/kernels.h"
+#include "evolve/loaded.h"
+#include "shim/modules.h"
 
 static const char *const kind_names[] = {"scalar", "pointer", "unknown"};
 

@@ -6,7 +6,7 @@
 #include <stddef.h>
 
 #include "evolve/registry.h"
-#include "shim/json.h"
+#include "base/json.h"
 
 /* Totals over launched kernels, filled by drk_report_facts. */
 typedef struct drk_facts_totals {

@@ -2,7 +2,7 @@
 #ifndef DRK_SHIM_REPORT_POOL_H
 #define DRK_SHIM_REPORT_POOL_H
 
-#include "shim/json.h"
+#include "base/json.h"
 
 void drk_report_device_pool(drk_json *j);
 /* The "host_pool" object: what drk's pinned host pool did. */

@@ -14,14 +14,15 @@
 #include "alloc/ipc.h"
 #include "alloc/recorder.h"
 #include "alloc/stats.h"
-#include "evolve/images.h"
+#include "evolve/loaded.h"
 #include "evolve/registry.h"
+#include "interpose/real.h"
 #include "interpose/routes.h"
-#include "shim/driver.h"
-#include "shim/log.h"
-#include "shim/options.h"
+#include "interpose/table.h"
+#include "base/log.h"
+#include "base/options.h"
 #include "shim/report.h"
-#include "shim/stats.h"
+#include "shim/calls.h"
 
 atomic_int drk_mode_now;
 atomic_int drk_pool_on;
@@ -119,3 +120,9 @@ drk_mode drk_mode_start(void)
 }
 
 int drk_routes_active(void) { return drk_current_mode() != DRK_MODE_OFF; }
+
+void drk_interpose_settings_get(drk_interpose_settings *out)
+{
+    out->cuda_library = drk_opt_str(DRK_OPT_CUDA_LIBRARY);
+    out->cuda_library_default = drk_option_table[DRK_OPT_CUDA_LIBRARY].fallback;
+}

@@ -1,6 +1,6 @@
 /* `drk inspect FILE...`: the kernels in device images (fatbins, cubins, PTX)
  * and in the programs, libraries and objects that carry them, as the image
- * reader (evolve/image.h) sees them. A table per file, or JSON. */
+ * reader (evolve/image/image.h) sees them. A table per file, or JSON. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -12,9 +12,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "evolve/image.h"
+#include "evolve/image/image.h"
 #include "tools/commands.h"
-#include "tools/json.h"
+#include "tools/json_read.h"
 #include "tools/table.h"
 
 /* Names wider than this are cut in the table (cuBLAS's run to hundreds of

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shim/options.h"
+#include "base/options.h"
 #include "tools/commands.h"
 #include "tools/table.h"
 

@@ -3,6 +3,6 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 
-#include "interpose/driver.h"
+#include "interpose/real.h"
 
 drk_dlsym_fn drk_real_dlsym(void) { return dlsym; }

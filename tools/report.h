@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "tools/json.h"
+#include "tools/json_read.h"
 
 /* The report version this reader understands. */
 #define REPORT_VERSION 1

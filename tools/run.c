@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "shim/options.h"
+#include "base/options.h"
 #include "tools/commands.h"
 
 #define SHIM_NAME "libdrk_shim.so"

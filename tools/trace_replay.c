@@ -8,7 +8,7 @@
 
 #include "alloc/trace.h"
 #include "tools/commands.h"
-#include "tools/json.h"
+#include "tools/json_read.h"
 #include "tools/table.h"
 #include "tools/trace_models.h"
 

@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "evolve/cubin.h"
-#include "evolve/fatbin.h"
-#include "evolve/image.h"
-#include "evolve/ptx.h"
+#include "evolve/image/cubin.h"
+#include "evolve/image/fatbin.h"
+#include "evolve/image/image.h"
+#include "evolve/image/ptx.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -37,13 +37,13 @@ init=$(readelf -S -W "$lib" | sed -n 's/.*\.init_array *INIT_ARRAY *[0-9a-f]* [0
 [ -n "$sanitized" ] || [ $((16#${init:-0})) -le 8 ] || no ".init_array holds $((16#$init / 8)) entries: a constructor?"
 readelf -S -W "$lib" | grep -q '\.ctors' && no "library has .ctors"
 
-code=(interpose shim alloc evolve)
+code=(base interpose shim alloc evolve)
 grep -rnE '__attribute__\s*\(\(\s*(constructor|destructor)' "${code[@]/#/$src/}" && no "constructor in sources"
 # (comment lines, which start with * or //, may name dlsym)
 grep -rnE '(^|[^_A-Za-z0-9])dlsym\s*\(' --include='*.c' --include='*.h' "${code[@]/#/$src/}" \
     | grep -vE '^[^:]*:[0-9]+:\s*(\*|/\*|//)' && no "bare dlsym call"
-grep -rnlE '(^|[^_A-Za-z0-9])getenv\s*\(' --include='*.c' "${code[@]/#/$src/}" | grep -v 'shim/settings.c$' && no "getenv outside shim/settings.c"
-hot=(shim/hooks_launch.h shim/exports.c shim/hook.h shim/stats.h shim/stats.c shim/state.h evolve/registry.c evolve/arena.c evolve/facts.c interpose/driver.h alloc/recorder.h shim/hooks_memory.h)
+grep -rnlE '(^|[^_A-Za-z0-9])getenv\s*\(' --include='*.c' "${code[@]/#/$src/}" | grep -v 'base/settings.c$' && no "getenv outside base/settings.c"
+hot=(shim/hooks_launch.h shim/exports.c shim/hook.h shim/calls.h shim/calls.c shim/state.h base/counter.h evolve/registry.c evolve/arena.c evolve/facts.c interpose/real.h alloc/recorder.h shim/hooks_memory.h)
 for f in "${hot[@]}"; do
     [ -f "$src/$f" ] || { no "$f (a launch-path file) is missing: update this list"; continue; }
     grep -nE '(^|[^_A-Za-z0-9])(malloc|calloc|realloc|getenv|pthread_mutex_lock|pthread_rwlock_[a-z]*lock|fprintf|printf)\s*\(' "$src/$f" \

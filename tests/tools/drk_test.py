@@ -2,7 +2,7 @@
 """CPU tests of the drk command (tools/): one named case per ctest test.
 
     drk_test.py --drk BIN --shim LIB --version V --rel-libdir=DIR \
-                --options-source shim/options.c --fixtures DIR CASE
+                --options-source base/options.c --fixtures DIR CASE
 
 A case passes by returning; any failed check raises and exits non-zero.
 """

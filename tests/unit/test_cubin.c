@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "evolve/cubin.h"
+#include "evolve/image/cubin.h"
 #include "tests/unit/check.h"
 #include "tests/unit/kernels/expected.h"
 

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <zstd.h>
 
-#include "evolve/fatbin.h"
+#include "evolve/image/fatbin.h"
 #include "tests/unit/check.h"
 
 /* ---- Building containers ---- */

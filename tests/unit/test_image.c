@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "evolve/fatbin.h"
-#include "evolve/image.h"
+#include "evolve/image/fatbin.h"
+#include "evolve/image/image.h"
 #include "tests/unit/check.h"
 
 #define AXPY "_Z4axpyPfPKffi"

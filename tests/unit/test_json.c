@@ -1,7 +1,7 @@
 /* The report's JSON writer: nesting, commas, escapes. */
 #include <string.h>
 
-#include "shim/json.h"
+#include "base/json.h"
 #include "tests/unit/check.h"
 
 int main(void)

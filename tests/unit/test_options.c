@@ -2,8 +2,8 @@
  * without the prefix. */
 #include <string.h>
 
-#include "shim/log.h"
-#include "shim/options.h"
+#include "base/log.h"
+#include "base/options.h"
 #include "tests/unit/check.h"
 
 static int parses(drk_option_id id, const char *text, long *num, char *canon)

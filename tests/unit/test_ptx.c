@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "evolve/cubin.h"
-#include "evolve/ptx.h"
+#include "evolve/image/cubin.h"
+#include "evolve/image/ptx.h"
 #include "tests/unit/check.h"
 #include "tests/unit/kernels/expected.h"
 

@@ -6,7 +6,7 @@
 
 #include <cuda.h>
 
-#include "shim/driver.h"
+#include "base/driver.h"
 
 static const drk_driver linked_driver = {
     .ctx_get_device = cuCtxGetDevice,

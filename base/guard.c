@@ -1,0 +1,3 @@
+#include "base/guard.h"
+
+__thread int drk_guard_depth __attribute__((tls_model("initial-exec")));

@@ -1,0 +1,141 @@
+#include "base/json.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void put(drk_json *j, const char *s, size_t n)
+{
+    if (j->failed)
+        return;
+    if (j->len + n + 1 > j->cap) {
+        size_t cap = j->cap ? j->cap : 4096;
+        while (cap < j->len + n + 1)
+            cap *= 2;
+        char *b = realloc(j->buf, cap);
+        if (!b) {
+            j->failed = 1;
+            return;
+        }
+        j->buf = b;
+        j->cap = cap;
+    }
+    memcpy(j->buf + j->len, s, n);
+    j->len += n;
+    j->buf[j->len] = '\0';
+}
+
+static void puts_(drk_json *j, const char *s) { put(j, s, strlen(s)); }
+
+static void put_string(drk_json *j, const char *s)
+{
+    put(j, "\"", 1);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        char esc[8];
+        if (*p == '"' || *p == '\\') {
+            esc[0] = '\\', esc[1] = (char)*p;
+            put(j, esc, 2);
+        } else if (*p < 0x20) {
+            snprintf(esc, sizeof esc, "\\u%04x", *p);
+            put(j, esc, 6);
+        } else {
+            put(j, (const char *)p, 1);
+        }
+    }
+    put(j, "\"", 1);
+}
+
+/* Comma, newline and indentation before an item, then its key. */
+static void item(drk_json *j, const char *key)
+{
+    if (j->depth > 0) {
+        if (j->has_items[j->depth])
+            put(j, ",", 1);
+        j->has_items[j->depth] = 1;
+        put(j, "\n", 1);
+        for (int i = 0; i < j->depth; i++)
+            put(j, "  ", 2);
+    }
+    if (key) {
+        put_string(j, key);
+        put(j, ": ", 2);
+    }
+}
+
+void drk_json_open(drk_json *j, const char *key, char bracket)
+{
+    item(j, key);
+    put(j, &bracket, 1);
+    if (j->depth + 1 >= (int)sizeof j->has_items) {
+        j->failed = 1;
+        return;
+    }
+    j->has_items[++j->depth] = 0;
+}
+
+void drk_json_close(drk_json *j, char bracket)
+{
+    int had = j->has_items[j->depth];
+    j->depth--;
+    if (had) {
+        put(j, "\n", 1);
+        for (int i = 0; i < j->depth; i++)
+            put(j, "  ", 2);
+    }
+    put(j, &bracket, 1);
+    if (j->depth == 0)
+        put(j, "\n", 1);
+}
+
+void drk_json_str(drk_json *j, const char *key, const char *value)
+{
+    item(j, key);
+    if (value)
+        put_string(j, value);
+    else
+        puts_(j, "null");
+}
+
+void drk_json_u64(drk_json *j, const char *key, uint64_t value)
+{
+    char b[24];
+    item(j, key);
+    snprintf(b, sizeof b, "%" PRIu64, value);
+    puts_(j, b);
+}
+
+void drk_json_f64(drk_json *j, const char *key, double value)
+{
+    char b[32];
+    item(j, key);
+    snprintf(b, sizeof b, "%.6g", value == value ? value : 0.0);
+    puts_(j, b);
+}
+
+void drk_json_i64(drk_json *j, const char *key, int64_t value)
+{
+    char b[24];
+    item(j, key);
+    snprintf(b, sizeof b, "%" PRId64, value);
+    puts_(j, b);
+}
+
+void drk_json_null(drk_json *j, const char *key)
+{
+    item(j, key);
+    puts_(j, "null");
+}
+
+void drk_json_bool(drk_json *j, const char *key, int value)
+{
+    item(j, key);
+    puts_(j, value ? "true" : "false");
+}
+
+void drk_json_free(drk_json *j)
+{
+    free(j->buf);
+    j->buf = NULL;
+    j->len = j->cap = 0;
+}

@@ -1,0 +1,184 @@
+#include "base/options.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/log.h"
+
+const drk_option_desc drk_option_table[DRK_OPT_COUNT] = {
+    [DRK_OPT_DISABLE] = {"DRK_DISABLE", DRK_OPTION_BOOL, "0",
+                         "hand every call straight to the driver; drk does nothing else"},
+    [DRK_OPT_OBSERVE] = {"DRK_OBSERVE", DRK_OPTION_BOOL, "1",
+                         "count calls, kernels and allocations for the report (0: hooks only forward)"},
+    [DRK_OPT_REPORT] = {"DRK_REPORT", DRK_OPTION_PATH, "",
+                        "write a JSON report at exit: a file (%p becomes the pid), or a directory "
+                        "(existing, or ending in /) that gets one file per process"},
+    [DRK_OPT_LOG_LEVEL] = {"DRK_LOG_LEVEL", DRK_OPTION_LEVEL, "warn",
+                           "least severe log lines written: error, warn, info or debug"},
+    [DRK_OPT_LOG_FILE] = {"DRK_LOG_FILE", DRK_OPTION_PATH, "",
+                          "append log lines to this file instead of standard error"},
+    [DRK_OPT_CUDA_LIBRARY] = {"DRK_CUDA_LIBRARY", DRK_OPTION_PATH, "libcuda.so.1",
+                              "the CUDA driver library drk forwards to (one it cannot open: warn, use the default)"},
+    [DRK_OPT_IMAGES] = {"DRK_IMAGES", DRK_OPTION_BOOL, "1",
+                        "read the device images a program loads, to know each kernel's parameters, resources "
+                        "and PTX (0: kernels are known from the driver's answers only)"},
+    [DRK_OPT_ALLOC_TRACE] = {"DRK_ALLOC_TRACE", DRK_OPTION_PATH, "",
+                             "record every device allocation and free, written at exit as an allocation trace "
+                             "to this file (%p becomes the pid) for `drk trace replay`"},
+    [DRK_OPT_ALLOC] = {"DRK_ALLOC", DRK_OPTION_BOOL, "1",
+                       "serve cuMemAlloc, cuMemAllocAsync, cuMemAllocPitch and their frees from drk's paged, "
+                       "stream-ordered device pool (0: the driver allocates)"},
+    [DRK_OPT_ALLOC_SYNC_FREE] = {"DRK_ALLOC_SYNC_FREE", DRK_OPTION_BOOL, "0",
+                                 "cuMemFree and cuMemFreeHost of pool memory wait for the device first, as the "
+                                 "driver's may (for programs that rely on that synchronization)"},
+    [DRK_OPT_STREAM_RESERVE] = {"DRK_STREAM_RESERVE", DRK_OPTION_AMOUNT, "5%",
+                                "free device memory the pool keeps mapped for reuse before it stitches pages "
+                                "instead (bytes, or a share of device memory); all streams share it"},
+    [DRK_OPT_DEFRAG] = {"DRK_DEFRAG", DRK_OPTION_BOOL, "1",
+                        "when no free range fits, map free pages into a new range rather than create pages or "
+                        "fail; compact at quiet moments past DRK_DEFRAG_THRESHOLD (0: never move a page)"},
+    [DRK_OPT_DEFRAG_THRESHOLD] = {"DRK_DEFRAG_THRESHOLD", DRK_OPTION_PERCENT, "10%",
+                                  "share of the pool's pages idle (mapped under no live block) past which a "
+                                  "quiet moment releases the excess"},
+    [DRK_OPT_HOST_ALLOC] = {"DRK_HOST_ALLOC", DRK_OPTION_BOOL, "1",
+                            "serve cuMemHostAlloc and cuMemAllocHost from drk's pinned host pool (0: the driver "
+                            "pins every allocation)"},
+};
+
+static const char *const level_names[] = {
+    [DRK_LOG_ERROR] = "error", [DRK_LOG_WARN] = "warn", [DRK_LOG_INFO] = "info", [DRK_LOG_DEBUG] = "debug"};
+
+const char *drk_level_name(long level)
+{
+    return level >= DRK_LOG_ERROR && level <= DRK_LOG_DEBUG ? level_names[level] : "?";
+}
+
+static int parse_bool(const char *t, long *out)
+{
+    static const char *const yes[] = {"1", "true", "yes", "on"};
+    static const char *const no[] = {"0", "false", "no", "off"};
+    for (size_t i = 0; i < 4; i++) {
+        if (strcasecmp(t, yes[i]) == 0)
+            return *out = 1, 0;
+        if (strcasecmp(t, no[i]) == 0)
+            return *out = 0, 0;
+    }
+    return -1;
+}
+
+static int parse_level(const char *t, long *out)
+{
+    for (long l = DRK_LOG_ERROR; l <= DRK_LOG_DEBUG; l++)
+        if (strcasecmp(t, level_names[l]) == 0)
+            return *out = l, 0;
+    /* A digit 0-3 is accepted too (error..debug), as other shims use. */
+    if (t[0] >= '0' && t[0] <= '3' && t[1] == '\0')
+        return *out = t[0] - '0', 0;
+    return -1;
+}
+
+/* A byte count with an optional K/M/G/T suffix, or a share "N%" with up
+ * to two decimals, kept as basis points. */
+static int parse_amount(const char *t, long *out, int share_only)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(t, &end);
+    if (end == t || errno || !(v >= 0))
+        return -1;
+    if (*end == '%' && end[1] == '\0') {
+        if (v > 100)
+            return -1;
+        return *out = -(long)(v * 100 + 0.5), 0;
+    }
+    if (share_only) {
+        if (*end || v > 100)
+            return -1;
+        return *out = -(long)(v * 100 + 0.5), 0;
+    }
+    double unit = 1;
+    switch (*end) {
+    case 'T': case 't': unit *= 1024; /* fallthrough */
+    case 'G': case 'g': unit *= 1024; /* fallthrough */
+    case 'M': case 'm': unit *= 1024; /* fallthrough */
+    case 'K': case 'k': unit *= 1024; end++; break;
+    default: break;
+    }
+    if (unit > 1 && (end[0] == 'i' || end[0] == 'I') && (end[1] == 'B' || end[1] == 'b'))
+        end += 2; /* KiB, MiB ... */
+    else if (unit > 1 && (*end == 'B' || *end == 'b'))
+        end++;
+    if (*end || v * unit > 9.2e18)
+        return -1;
+    return *out = (long)(v * unit), 0;
+}
+
+size_t drk_option_amount(long num, size_t whole)
+{
+    if (num >= 0)
+        return (size_t)num;
+    return (size_t)((double)whole * (double)-num / 10000.0);
+}
+
+int drk_option_parse(drk_option_id id, const char *text, drk_option_value *out, char *why,
+                     size_t whylen)
+{
+    const drk_option_desc *d = &drk_option_table[id];
+    long num = 0;
+    switch (d->type) {
+    case DRK_OPTION_BOOL:
+        if (parse_bool(text, &num) != 0) {
+            snprintf(why, whylen, "not a boolean (1/0, true/false, yes/no, on/off)");
+            return -1;
+        }
+        snprintf(out->text, sizeof out->text, "%ld", num);
+        break;
+    case DRK_OPTION_LEVEL:
+        if (parse_level(text, &num) != 0) {
+            snprintf(why, whylen, "not a log level (error, warn, info, debug)");
+            return -1;
+        }
+        snprintf(out->text, sizeof out->text, "%s", level_names[num]);
+        break;
+    case DRK_OPTION_PATH:
+        if (strlen(text) >= sizeof out->text) {
+            snprintf(why, whylen, "longer than %d bytes", DRK_OPTION_PATH_MAX - 1);
+            return -1;
+        }
+        snprintf(out->text, sizeof out->text, "%s", text);
+        break;
+    case DRK_OPTION_AMOUNT:
+        if (parse_amount(text, &num, 0) != 0) {
+            snprintf(why, whylen, "not an amount (bytes with an optional K/M/G/T suffix, or a share like 5%%)");
+            return -1;
+        }
+        if (num < 0)
+            snprintf(out->text, sizeof out->text, "%g%%", (double)-num / 100);
+        else
+            snprintf(out->text, sizeof out->text, "%ld", num);
+        break;
+    case DRK_OPTION_PERCENT:
+        if (parse_amount(text, &num, 1) != 0) {
+            snprintf(why, whylen, "not a percentage from 0 to 100");
+            return -1;
+        }
+        num = -num;
+        snprintf(out->text, sizeof out->text, "%g%%", (double)num / 100);
+        break;
+    }
+    out->num = num;
+    return 0;
+}
+
+int drk_option_find(const char *name)
+{
+    for (int i = 0; i < DRK_OPT_COUNT; i++) {
+        const char *full = drk_option_table[i].name;
+        if (strcmp(name, full) == 0 || strcmp(name, full + 4) == 0)
+            return i;
+    }
+    return -1;
+}

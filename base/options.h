@@ -1,0 +1,70 @@
+/* DRK_* options: one table (name, type, default, one-line doc), read once
+ * from the environment on first entry into drk. */
+#ifndef DRK_BASE_OPTIONS_H
+#define DRK_BASE_OPTIONS_H
+
+#include <stddef.h>
+
+typedef enum drk_option_id {
+    DRK_OPT_DISABLE,
+    DRK_OPT_OBSERVE,
+    DRK_OPT_REPORT,
+    DRK_OPT_LOG_LEVEL,
+    DRK_OPT_LOG_FILE,
+    DRK_OPT_CUDA_LIBRARY,
+    DRK_OPT_IMAGES,
+    DRK_OPT_ALLOC_TRACE,
+    DRK_OPT_ALLOC,
+    DRK_OPT_ALLOC_SYNC_FREE,
+    DRK_OPT_STREAM_RESERVE,
+    DRK_OPT_DEFRAG,
+    DRK_OPT_DEFRAG_THRESHOLD,
+    DRK_OPT_HOST_ALLOC,
+    DRK_OPT_COUNT
+} drk_option_id;
+
+typedef enum drk_option_type {
+    DRK_OPTION_BOOL,  /* 1/0, true/false, yes/no, on/off */
+    DRK_OPTION_LEVEL, /* error, warn, info, debug */
+    DRK_OPTION_PATH,  /* any text; empty means unset */
+    DRK_OPTION_AMOUNT, /* bytes (suffix K, M, G, T: powers of 1024) or N% of a whole */
+    DRK_OPTION_PERCENT, /* N or N%, 0 to 100 */
+} drk_option_type;
+
+typedef struct drk_option_desc {
+    const char *name;   /* the environment variable */
+    drk_option_type type;
+    const char *fallback; /* the default, as text */
+    const char *doc;
+} drk_option_desc;
+
+extern const drk_option_desc drk_option_table[DRK_OPT_COUNT];
+
+/* The longest path an option keeps; longer values are refused. */
+#define DRK_OPTION_PATH_MAX 4096
+
+typedef struct drk_option_value {
+    long num; /* BOOL and LEVEL; AMOUNT: bytes, or -(basis points) for a share; PERCENT: basis points */
+    char text[DRK_OPTION_PATH_MAX]; /* the value's canonical text */
+} drk_option_value;
+
+/* Parse `text` as option `id`. Returns 0 on success; otherwise writes a
+ * reason into `why` and leaves `out` untouched. Pure: no logging, no state. */
+int drk_option_parse(drk_option_id id, const char *text, drk_option_value *out, char *why,
+                     size_t whylen);
+
+/* The option named `name` (with or without the DRK_ prefix), or -1. */
+int drk_option_find(const char *name);
+
+const char *drk_level_name(long level);
+
+/* An AMOUNT option's bytes, its share taken of `whole`. */
+size_t drk_option_amount(long num, size_t whole);
+
+/* The loaded values (base/settings.c); first use reads the environment. */
+long drk_opt_num(drk_option_id id);
+const char *drk_opt_str(drk_option_id id);
+/* In a fork child: forget a read that a parent's thread had under way. */
+void drk_settings_after_fork_child(void);
+
+#endif

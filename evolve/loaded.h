@@ -1,0 +1,50 @@
+/* The device images a program loaded through public calls (cuModuleLoad*,
+ * cuLibraryLoad*), read when loaded and kept by owner (CUmodule or
+ * CUlibrary) until unloaded, so a kernel bound later by name finds its
+ * facts. Not on the launch path: a mutex guards the table. */
+#ifndef DRK_EVOLVE_LOADED_H
+#define DRK_EVOLVE_LOADED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "evolve/facts.h"
+
+/* The SM of the device images are read for (90 for an H200): entries that
+ * cannot run on it are left compressed. 0 until set: everything is read. */
+void drk_images_set_sm(unsigned sm);
+unsigned drk_images_sm(void);
+
+/* A successful load gave `owner`. `data` is the image the program passed
+ * (its size unknown: bounded by its own headers, which the driver has just
+ * accepted), or `path` a file it named. `how` names the call. */
+void drk_images_loaded(uintptr_t owner, const char *how, const void *data, const char *path);
+void drk_images_unloaded(uintptr_t owner);
+
+/* The facts of kernel `name` in the image of `owner`; with owner 0 or an
+ * owner drk has no image for, in any loaded image. NULL if none has it.
+ * Large images in loaded objects are read when loaded only if the device
+ * needs little of them; `may_read` reads such a deferred image now (for a
+ * report, at exit), else it is skipped. */
+const drk_image_facts *drk_images_facts(uintptr_t owner, const char *name, int may_read);
+
+/* The same for a kernel no known image may have: any image, read now if
+ * deferred, and at last the fatbin sections of every loaded object (a
+ * cudart that loads its images through private calls). For a report. */
+const drk_image_facts *drk_images_facts_anywhere(const char *name);
+
+typedef struct drk_images_stats {
+    unsigned loads, read, failed; /* images seen, read, that could not be read */
+    unsigned deferred;            /* left unread when loaded */
+    unsigned deferred_read;       /* of those, read later for a report */
+    unsigned objects_read;        /* loaded objects whose fatbin sections were read */
+    unsigned kernels;             /* kernels in images read */
+    uint64_t read_ns;             /* time spent reading */
+    uint64_t late_read_ns;        /* of which for a report, at exit (deferred images, objects) */
+} drk_images_stats;
+drk_images_stats drk_images_stats_get(void);
+
+/* In a forked child: the table's lock is free again (the images stay). */
+void drk_images_after_fork_child(void);
+
+#endif

@@ -1,0 +1,30 @@
+/* Between the module hooks and evolve/: loaded images are read (unless
+ * DRK_IMAGES=0) for the device's SM, and kernels bound by name get their
+ * image's facts. Load-time work, never on a launch. */
+#ifndef DRK_SHIM_MODULES_H
+#define DRK_SHIM_MODULES_H
+
+#include <stdint.h>
+
+#include "evolve/registry.h"
+
+/* A load returned owner `*owner` (a CUmodule* or CUlibrary*, read only when
+ * r is CUDA_SUCCESS) for the image at `data` or the file `path`. */
+void drk_kernels_loaded(int r, const void *const *owner, const char *how, const void *data, const char *path);
+void drk_kernels_unloaded(int r, const void *owner);
+
+/* The driver handed out `*handle` for kernel `name` of `owner`. */
+void drk_kernels_bound(int r, const void *const *handle, drk_handle_kind kind, const char *name, const void *owner);
+
+/* cuKernelGetFunction gave `*fn`, the function of `kernel`. */
+void drk_kernels_function_of(int r, const void *const *fn, const void *kernel);
+
+/* Shared memory the device reserves per block (1 KiB on sm_90), -1 if unknown. */
+int drk_kernels_reserved_shared(void);
+
+/* Before the report: launched kernels without image facts get them from
+ * their owner's image (read now if it was left for later) or from any image
+ * with their name. */
+void drk_kernels_complete(void);
+
+#endif
