@@ -18,10 +18,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/log.h"
-#include "base/options.h"
 #include "alloc/host_chunks.h"
 #include "alloc/host_je.h"
+#include "base/log.h"
 
 #define DRK_HOST_FIRST_CHUNK ((size_t)16 << 20)
 #define DRK_HOST_CHUNK_MAX ((size_t)256 << 20)
@@ -52,10 +51,21 @@ static atomic_int pool_state;
  * never waits on a lock a parent's thread held when it forked. */
 static atomic_int started_pid;
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
-/* DRK_ALLOC_SYNC_FREE: the driver's cuMemFreeHost waits for the device, so a
+/* The driver table chunks are pinned with, and the settings, given once.
+ * DRK_ALLOC_SYNC_FREE: the driver's cuMemFreeHost waits for the device, so a
  * copy still reading the memory finishes before it can be reused; a program
  * that relies on that asks for the wait. */
+static drk_driver drv;
+static drk_host_pool_settings cfg;
+static atomic_int configured;
 static int sync_free;
+
+void drk_host_pool_configure(const drk_driver *d, const drk_host_pool_settings *s)
+{
+    drv = *d; /* the table handed in may be a thread's own copy */
+    cfg = *s;
+    atomic_store_explicit(&configured, 1, memory_order_release);
+}
 
 static atomic_int logged_pin, logged_chunks;
 
@@ -179,9 +189,12 @@ static void je_message(void *opaque, const char *s)
 
 /* The child of a fork is a new process whose pool is off: its jemalloc and
  * chunks are copies of the parent's (and not pinned). Pool pointers it
- * inherited are still known and may be freed (nothing is reused). */
-static void after_fork_child(void)
+ * inherited are still known and may be freed (nothing is reused). A pool
+ * that had not started may start in the child. */
+void drk_host_pool_after_fork_child(void)
 {
+    if (atomic_load(&pool_state) != 1)
+        return;
     atomic_store(&pool_state, -1);
     drk_host_stats_after_fork_child();
 }
@@ -191,6 +204,8 @@ static int pool_start(void)
     int s = atomic_load(&pool_state);
     if (s)
         return s;
+    if (!atomic_load_explicit(&configured, memory_order_acquire))
+        return -1; /* not yet: the driver serves this one */
     int pid = (int)getpid(), owner = 0;
     if (!atomic_compare_exchange_strong(&started_pid, &owner, pid) && owner != pid)
         return -1; /* a fork child of a process that was starting the pool */
@@ -201,10 +216,8 @@ static int pool_start(void)
         const char *version = NULL;
         size_t len = sizeof version;
         drk_je_malloc_message = je_message;
-        if (!drk_opt_num(DRK_OPT_HOST_ALLOC)) {
+        if (!cfg.on) {
             /* off: the driver pins every allocation */
-        } else if (pthread_atfork(NULL, NULL, after_fork_child) != 0) {
-            drk_log(DRK_LOG_WARN, "host pool: cannot register a fork handler; the driver serves pinned host memory");
         } else if (drk_je_mallctl("version", &version, &len, NULL, 0) != 0) {
             drk_log(DRK_LOG_WARN, "host pool: jemalloc did not start; the driver serves pinned host memory");
         } else {
@@ -216,7 +229,7 @@ static int pool_start(void)
                 a->next_chunk = DRK_HOST_FIRST_CHUNK;
                 pthread_mutex_init(&a->lock, NULL);
             }
-            sync_free = (int)drk_opt_num(DRK_OPT_ALLOC_SYNC_FREE);
+            sync_free = cfg.sync_free;
             drk_host_stats_started();
             drk_log(DRK_LOG_INFO, "host pool: on (jemalloc %s)", version);
             s = 1;
@@ -237,13 +250,13 @@ static int arena_set(unsigned index, const char *what, size_t value_size, void *
 /* Creates flag set a's arena, its first chunk pinned beforehand (the
  * arena's own metadata lives in it). 0 when ready; -1: the driver serves
  * this call (and the next one tries again, unless jemalloc refused). */
-static int arena_start(host_arena *a, const drk_driver *drv)
+static int arena_start(host_arena *a)
 {
     pthread_mutex_lock(&start_lock);
     int ok = atomic_load(&a->ready);
     if (!ok && !a->broken) {
         pthread_mutex_lock(&a->lock);
-        a->drv = drv;
+        a->drv = &drv;
         int pinned = a->cur || pin_chunk(a, a->next_chunk) == 0;
         pthread_mutex_unlock(&a->lock);
         unsigned index;
@@ -272,7 +285,7 @@ static int arena_start(host_arena *a, const drk_driver *drv)
 
 /* ---- allocating and freeing */
 
-int drk_host_pool_alloc(const drk_driver *drv, void **pp, size_t size, unsigned flags)
+int drk_host_pool_alloc(void **pp, size_t size, unsigned flags)
 {
     int s = atomic_load_explicit(&pool_state, memory_order_relaxed);
     if (__builtin_expect(s != 1, 0) && (s < 0 || pool_start() != 1))
@@ -286,10 +299,10 @@ int drk_host_pool_alloc(const drk_driver *drv, void **pp, size_t size, unsigned 
     }
     /* The driver refuses to pin without a current context; so does the pool. */
     CUcontext ctx = NULL;
-    if (drv->ctx_get_current && (drv->ctx_get_current(&ctx) != CUDA_SUCCESS || !ctx))
+    if (drv.ctx_get_current && (drv.ctx_get_current(&ctx) != CUDA_SUCCESS || !ctx))
         return -1;
     host_arena *a = &arenas[flags];
-    if (__builtin_expect(!atomic_load_explicit(&a->ready, memory_order_acquire), 0) && arena_start(a, drv) != 0) {
+    if (__builtin_expect(!atomic_load_explicit(&a->ready, memory_order_acquire), 0) && arena_start(a) != 0) {
         drk_host_stats_fallback(flags);
         return -1;
     }

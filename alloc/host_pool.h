@@ -20,12 +20,25 @@
  * for ever after its free would cost the system more than its pinning. */
 #define DRK_HOST_POOL_LARGEST ((size_t)1 << 30)
 
+typedef struct drk_host_pool_settings {
+    int on;        /* DRK_HOST_ALLOC */
+    int sync_free; /* DRK_ALLOC_SYNC_FREE: a free waits for the device first */
+} drk_host_pool_settings;
+
+/* Once, before the first allocation (the pool serves none before): the
+ * driver table that pins chunks (copied) and the settings. */
+void drk_host_pool_configure(const drk_driver *drv, const drk_host_pool_settings *s);
+
 /* Serves an allocation of `size` bytes with cuMemHostAlloc `flags` (within
  * DRK_HOST_FLAGS_ALL; cuMemAllocHost is flags 0, as cudaHostAllocDefault
  * "emulates cudaMallocHost"). 0: *pp is set. -1: the caller asks the driver
- * (pool off, size 0 or too large, no current context, or drk could not pin
- * or allocate). `drv` pins chunks. Alignment: 256 bytes, 4 KiB from 4 KiB. */
-int drk_host_pool_alloc(const drk_driver *drv, void **pp, size_t size, unsigned flags);
+ * (pool off or not configured, size 0 or too large, no current context, or
+ * drk could not pin or allocate). Alignment: 256 bytes, 4 KiB from 4 KiB. */
+int drk_host_pool_alloc(void **pp, size_t size, unsigned flags);
+
+/* In a fork child: a pool the parent had started is off here (its jemalloc
+ * and chunks are copies, not pinned); pointers it inherited may be freed. */
+void drk_host_pool_after_fork_child(void);
 
 enum {
     DRK_HOST_FREED = 0,    /* a live pool allocation, now free */

@@ -2,16 +2,24 @@
  * (libjemalloc_pic.a), so the driver serves pinned host memory. */
 #include <stdatomic.h>
 
-#include "base/log.h"
-#include "base/options.h"
 #include "alloc/host_pool.h"
+#include "base/log.h"
 
-int drk_host_pool_alloc(const drk_driver *drv, void **pp, size_t size, unsigned flags)
+static atomic_int asked; /* DRK_HOST_ALLOC=1 */
+
+void drk_host_pool_configure(const drk_driver *drv, const drk_host_pool_settings *s)
 {
-    (void)drv, (void)pp, (void)size, (void)flags;
+    (void)drv;
+    atomic_store(&asked, s->on);
+}
+
+void drk_host_pool_after_fork_child(void) {}
+
+int drk_host_pool_alloc(void **pp, size_t size, unsigned flags)
+{
+    (void)pp, (void)size, (void)flags;
     static atomic_int said;
-    if (!atomic_load_explicit(&said, memory_order_relaxed) && !atomic_exchange(&said, 1) &&
-        drk_opt_num(DRK_OPT_HOST_ALLOC))
+    if (!atomic_load_explicit(&said, memory_order_relaxed) && atomic_load(&asked) && !atomic_exchange(&said, 1))
         drk_log(DRK_LOG_INFO, "host pool: not built into this library (no jemalloc at build time); the driver "
                 "serves pinned host memory");
     return -1;

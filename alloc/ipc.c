@@ -120,7 +120,8 @@ typedef struct import {
     unsigned refs;
 } import;
 
-static const drk_driver *drv;
+static drk_driver drv_copy;
+static const drk_driver *drv; /* &drv_copy once configured */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 /* Under the lock. */
 static export *exports;
@@ -131,7 +132,11 @@ static int listen_fd = -1;
 static uint64_t secret;
 static atomic_int warned_interior, warned_exportable, warned_socket;
 
-void drk_ipc_configure(const drk_driver *d) { drv = d; }
+void drk_ipc_configure(const drk_driver *d)
+{
+    drv_copy = *d; /* the table handed in may be a thread's own copy */
+    drv = &drv_copy;
+}
 
 static void socket_name(struct sockaddr_un *a, socklen_t *len, uint32_t pid, uint64_t rnd)
 {

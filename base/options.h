@@ -61,10 +61,12 @@ const char *drk_level_name(long level);
 /* An AMOUNT option's bytes, its share taken of `whole`. */
 size_t drk_option_amount(long num, size_t whole);
 
-/* The loaded values (base/settings.c); first use reads the environment. */
+/* The loaded values (base/settings.c); first use reads the environment.
+ * Only shim/ and the drk command read them: shim/ hands every other part
+ * its settings once, at configure. */
 long drk_opt_num(drk_option_id id);
 const char *drk_opt_str(drk_option_id id);
 /* In a fork child: forget a read that a parent's thread had under way. */
-void drk_settings_after_fork_child(void);
+void drk_base_after_fork_child(void);
 
 #endif

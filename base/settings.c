@@ -1,17 +1,17 @@
 /* Loading the DRK_* options, once per process. */
 #define _GNU_SOURCE
 #include <fcntl.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/once.h"
 #include "base/options.h"
 
 static drk_option_value values[DRK_OPT_COUNT];
-static atomic_int load_state; /* 0 unread, 1 being read, 2 read */
+static drk_once loaded;
 
 struct pending_warning {
     drk_option_id id;
@@ -57,25 +57,13 @@ static void settings_read(void)
 
 static void settings_load(void)
 {
-    if (atomic_load_explicit(&load_state, memory_order_acquire) == 2)
-        return;
-    int expected = 0;
-    if (atomic_compare_exchange_strong(&load_state, &expected, 1)) {
+    if (drk_once_begin(&loaded)) {
         settings_read();
-        atomic_store_explicit(&load_state, 2, memory_order_release);
-        return;
+        drk_once_end(&loaded);
     }
-    /* Reading takes microseconds and waits on nothing, so waiting is safe. */
-    while (atomic_load_explicit(&load_state, memory_order_acquire) != 2)
-        sched_yield();
 }
 
-void drk_settings_after_fork_child(void)
-{
-    /* A thread of the parent may have been reading; it does not exist here. */
-    int reading = 1;
-    atomic_compare_exchange_strong(&load_state, &reading, 0);
-}
+void drk_base_after_fork_child(void) { drk_once_after_fork_child(&loaded); }
 
 long drk_opt_num(drk_option_id id)
 {

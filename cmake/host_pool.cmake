@@ -9,7 +9,7 @@
 # dlsym; libm and libgcc_s, which the library does not need otherwise) and
 # drops the archive's constructor: drk starts jemalloc itself, lazily.
 #
-# Included by the top-level CMakeLists.txt after the drk_shim target; also
+# Included by the top-level CMakeLists.txt after the drk_alloc target; also
 # run as a script (cmake -P) to make the renamed copy.
 
 # The outside references sent to alloc/host_je.c (as drk_je_<name>).
@@ -92,9 +92,9 @@ if(DRK_HOST_POOL)
   set_source_files_properties(${CMAKE_SOURCE_DIR}/alloc/host_stats.c PROPERTIES COMPILE_DEFINITIONS DRK_HOST_POOL_BUILT=1)
 endif()
 
-target_sources(drk_shim PRIVATE $<TARGET_OBJECTS:drk_host_pool>)
+# What links the pool: the renamed jemalloc, hidden (nothing of the
+# archive is exported, whatever a version script says).
+set(DRK_HOST_POOL_LIBS)
 if(DRK_HOST_POOL)
-  # Hidden: nothing of the archive is exported, whatever the version script says.
-  target_link_libraries(drk_shim PRIVATE drk_je)
-  target_link_options(drk_shim PRIVATE -Wl,--exclude-libs,libdrk_je.a)
+  set(DRK_HOST_POOL_LIBS drk_je -Wl,--exclude-libs,libdrk_je.a)
 endif()

@@ -56,10 +56,29 @@ static drk_kernel_record *record_new(uintptr_t handle, drk_handle_kind kind, con
     return r;
 }
 
+/* The driver table kernels are named and asked about with: a copy,
+ * published once configured; until then a table with no answers. */
+static drk_driver drv_copy;
+static const drk_driver no_driver;
+static _Atomic(const drk_driver *) drv_at;
+
+void drk_registry_configure(const drk_driver *d)
+{
+    drv_copy = *d; /* the table handed in may be a thread's own copy */
+    atomic_store_explicit(&drv_at, &drv_copy, memory_order_release);
+}
+
+static const drk_driver *driver(void)
+{
+    const drk_driver *d = atomic_load_explicit(&drv_at, memory_order_acquire);
+    return d ? d : &no_driver;
+}
+
 /* The driver's name for a handle seen first at launch. cudart passes
  * CUkernels as CUfunctions, so ask for both. */
-static drk_kernel_record *record_from_driver(const drk_driver *drv, uintptr_t handle)
+static drk_kernel_record *record_from_driver(uintptr_t handle)
 {
+    const drk_driver *drv = driver();
     const char *name = NULL;
     drk_handle_kind kind = DRK_HANDLE_UNKNOWN;
     if (drv->func_get_name && drv->func_get_name(&name, (CUfunction)handle) == CUDA_SUCCESS && name)
@@ -126,26 +145,18 @@ static drk_kernel_record *slot_record(slot *s, int claimed, drk_kernel_record *(
     return r;
 }
 
-struct launch_ctx {
-    const drk_driver *(*driver)(void);
-    uintptr_t handle;
-};
-
 static drk_kernel_record *make_from_driver(void *arg)
 {
-    struct launch_ctx *c = arg;
-    return record_from_driver(c->driver(), c->handle);
+    return record_from_driver(*(uintptr_t *)arg);
 }
 
-void drk_registry_launch_slow(const drk_driver *(*driver)(void), uintptr_t handle, const drk_launch_shape *shape,
-                              unsigned thread)
+void drk_registry_launch_slow(uintptr_t handle, const drk_launch_shape *shape, unsigned thread)
 {
     int claimed;
     slot *s = slot_find(handle, 1, &claimed);
     drk_kernel_record *r = s && !claimed ? atomic_load_explicit(&s->rec, memory_order_acquire) : NULL;
     if (!live(r)) {
-        struct launch_ctx c = {driver, handle};
-        r = s ? slot_record(s, claimed, make_from_driver, &c) : NULL;
+        r = s ? slot_record(s, claimed, make_from_driver, &handle) : NULL;
         if (!r) {
             atomic_fetch_add_explicit(&untracked[shape->entry % DRK_REGISTRY_ENTRIES], 1, memory_order_relaxed);
             return;

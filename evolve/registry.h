@@ -68,14 +68,15 @@ typedef struct drk_kernel_record {
     drk_kernel_counts counts[DRK_REGISTRY_SHARDS];
 } drk_kernel_record;
 
+/* Once, before the first launch: the driver table (copied) that names
+ * handles seen for the first time and tells what it knows of them. */
+void drk_registry_configure(const drk_driver *drv);
+
 /* A successful launch of `handle` (a CUfunction or a CUkernel) by the thread
- * of index `thread` (drk_thread_index()). `driver` is called only for a
- * handle seen for the first time, to name it. The common case (known
- * handle, known shape) is inline below; the rest is drk_registry_launch_slow. */
-static inline void drk_registry_launch(const drk_driver *(*driver)(void), uintptr_t handle,
-                                       const drk_launch_shape *shape, unsigned thread);
-void drk_registry_launch_slow(const drk_driver *(*driver)(void), uintptr_t handle, const drk_launch_shape *shape,
-                              unsigned thread);
+ * of index `thread` (drk_thread_index()). The common case (known handle,
+ * known shape) is inline below; the rest is drk_registry_launch_slow. */
+static inline void drk_registry_launch(uintptr_t handle, const drk_launch_shape *shape, unsigned thread);
+void drk_registry_launch_slow(uintptr_t handle, const drk_launch_shape *shape, unsigned thread);
 
 /* A handle the driver just returned for a named kernel (cuModuleGetFunction,
  * cuLibraryGetKernel, cuKernelGetFunction). A handle value reused for
@@ -132,8 +133,7 @@ static inline int drk_same_shape(const drk_launch_shape *a, const drk_launch_sha
     return memcmp(a, b, sizeof *a) == 0; /* 32 bytes: a few wide compares */
 }
 
-static inline void drk_registry_launch(const drk_driver *(*driver)(void), uintptr_t handle,
-                                       const drk_launch_shape *shape, unsigned thread)
+static inline void drk_registry_launch(uintptr_t handle, const drk_launch_shape *shape, unsigned thread)
 {
     drk_registry_slot *s = &drk_registry_slots[drk_registry_slot_of(handle)];
     if (__builtin_expect(atomic_load_explicit(&s->key, memory_order_acquire) == handle, 1)) {
@@ -151,7 +151,7 @@ static inline void drk_registry_launch(const drk_driver *(*driver)(void), uintpt
             }
         }
     }
-    drk_registry_launch_slow(driver, handle, shape, thread);
+    drk_registry_launch_slow(handle, shape, thread);
 }
 
 #endif

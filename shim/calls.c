@@ -21,7 +21,7 @@ uint64_t drk_failed_launches(void)
     return n;
 }
 
-void drk_stats_reset(void)
+void drk_calls_reset(void)
 {
     for (int i = 0; i < DRK_SHARDS; i++) {
         for (int s = 0; s < DRK_SYM_COUNT; s++)

@@ -44,6 +44,6 @@ static inline void drk_count_failed_launch_by(unsigned thread)
 /* Calls of `sym`: the shards, plus the registry's successful launches. */
 uint64_t drk_calls(drk_sym sym);
 uint64_t drk_failed_launches(void);
-void drk_stats_reset(void);
+void drk_calls_reset(void);
 
 #endif

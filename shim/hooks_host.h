@@ -16,7 +16,7 @@
 static inline __attribute__((always_inline)) int drk_host_serve(void **pp, size_t size, unsigned int flags)
 {
     return pp && !(flags & ~(unsigned int)DRK_HOST_FLAGS_ALL) && drk_current_mode() != DRK_MODE_OFF &&
-                   drk_host_pool_alloc(drk_driver_table(), pp, size, flags) == 0
+                   drk_host_pool_alloc(pp, size, flags) == 0
                ? 0
                : -1;
 }

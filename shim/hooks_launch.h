@@ -26,7 +26,7 @@ static inline __attribute__((always_inline)) void launched(drk_sym sym, CUresult
         return;
     }
     drk_launch_shape shape = {{gx, gy, gz}, {bx, by, bz}, shmem, (uint32_t)sym};
-    drk_registry_launch(drk_driver_table, (uintptr_t)f, &shape, thread);
+    drk_registry_launch((uintptr_t)f, &shape, thread);
 }
 
 DRK_BODY drk_body_launch_kernel(drk_sym sym, CUfunction f, unsigned int gx, unsigned int gy,

@@ -3,32 +3,28 @@
 #define _GNU_SOURCE
 #include "shim/state.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "alloc/device.h"
-#include "alloc/ipc.h"
-#include "alloc/recorder.h"
-#include "alloc/stats.h"
-#include "evolve/loaded.h"
-#include "evolve/registry.h"
+#include "alloc/alloc.h"
+#include "base/log.h"
+#include "base/once.h"
+#include "base/options.h"
+#include "evolve/evolve.h"
 #include "interpose/real.h"
 #include "interpose/routes.h"
 #include "interpose/table.h"
-#include "base/log.h"
-#include "base/options.h"
-#include "shim/report.h"
 #include "shim/calls.h"
+#include "shim/report.h"
 
 atomic_int drk_mode_now;
 atomic_int drk_pool_on;
 
 static long long start_ns;
 static int forked_from;
+static drk_once configured;
 
 static long long now_ns(void)
 {
@@ -43,43 +39,53 @@ int drk_process_forked_from(void) { return forked_from; }
 static void at_exit(void)
 {
     drk_report_at_exit();
-    if (drk_recorder_write() != 0)
-        drk_log(DRK_LOG_WARN, "cannot write the allocation trace (DRK_ALLOC_TRACE=%s): %s",
-                drk_opt_str(DRK_OPT_ALLOC_TRACE), strerror(errno));
+    drk_alloc_at_exit();
 }
 
 static int fork_parent_pid;
 static void before_fork(void) { fork_parent_pid = (int)getpid(); }
 
 /* The child is a new process with its own report: it starts counting from
- * zero and names the parent it came from. */
+ * zero and names the parent it came from. Each part forgets what belonged
+ * to the parent's threads. */
 static void after_fork_child(void)
 {
-    drk_settings_after_fork_child();
-    drk_stats_reset();
-    drk_alloc_stats_reset();
-    drk_registry_reset_counts();
-    drk_images_after_fork_child();
-    drk_recorder_after_fork_child();
-    drk_dpool_after_fork_child();
-    drk_ipc_after_fork_child();
+    drk_base_after_fork_child();
+    drk_once_after_fork_child(&configured);
+    drk_calls_reset();
+    drk_alloc_after_fork_child();
+    drk_evolve_after_fork_child();
     drk_report_after_fork_child();
     forked_from = fork_parent_pid;
     start_ns = now_ns();
 }
 
-/* Threads racing drk's start would otherwise see the mode before the pool
- * is set up and allocate from the driver. They wait for it, briefly: the
- * starting thread may need the loader lock one of them holds (a library
- * constructor calling CUDA), so past ~100 ms they go on without the pool
- * (the driver serves them; frees find their owner either way). */
-int drk_pool_wait(void)
+/* Every part below shim/ gets its copy of the driver table and its settings
+ * here, once, before the mode is out: no thread sees drk started with a
+ * part not yet configured. The table is asked for by every racing thread
+ * first, since filling it may open the driver (the loader's lock, which a
+ * thread starting drk from a library constructor holds): it never waits.
+ * What the once covers only copies, so racing threads wait for it safely. */
+static void configure(drk_mode m)
 {
-    for (int i = 0; i < 2000 && atomic_load_explicit(&drk_pool_on, memory_order_acquire) == 2; i++) {
-        struct timespec ts = {0, 50000};
-        nanosleep(&ts, NULL);
-    }
-    return atomic_load_explicit(&drk_pool_on, memory_order_acquire) == 1;
+    const drk_driver *drv = drk_driver_table();
+    if (!drk_once_begin(&configured))
+        return;
+    int pool = drk_opt_num(DRK_OPT_ALLOC) != 0;
+    /* Allocations are recorded only where the hooks observe them. */
+    drk_alloc_settings as = {
+        .device_pool = pool,
+        .dpool = {.sync_free = (int)drk_opt_num(DRK_OPT_ALLOC_SYNC_FREE),
+                  .defrag = (int)drk_opt_num(DRK_OPT_DEFRAG),
+                  .reserve = drk_opt_num(DRK_OPT_STREAM_RESERVE),
+                  .defrag_threshold = (unsigned)drk_opt_num(DRK_OPT_DEFRAG_THRESHOLD)},
+        .host = {.on = (int)drk_opt_num(DRK_OPT_HOST_ALLOC), .sync_free = (int)drk_opt_num(DRK_OPT_ALLOC_SYNC_FREE)},
+        .trace = m == DRK_MODE_OBSERVE ? drk_opt_str(DRK_OPT_ALLOC_TRACE) : NULL,
+    };
+    drk_alloc_configure(drv, &as);
+    drk_evolve_configure(drv);
+    atomic_store_explicit(&drk_pool_on, pool, memory_order_release);
+    drk_once_end(&configured);
 }
 
 drk_mode drk_mode_start(void)
@@ -87,11 +93,8 @@ drk_mode drk_mode_start(void)
     drk_mode m = drk_opt_num(DRK_OPT_DISABLE)   ? DRK_MODE_OFF
                  : drk_opt_num(DRK_OPT_OBSERVE) ? DRK_MODE_OBSERVE
                                                 : DRK_MODE_FORWARD;
-    /* Pending before the mode is out: every thread reads the same options. */
-    if (m != DRK_MODE_OFF && drk_opt_num(DRK_OPT_ALLOC)) {
-        int off = 0;
-        atomic_compare_exchange_strong(&drk_pool_on, &off, 2);
-    }
+    if (m != DRK_MODE_OFF)
+        configure(m);
     int expected = DRK_MODE_UNSET;
     if (!atomic_compare_exchange_strong(&drk_mode_now, &expected, (int)m))
         return (drk_mode)expected;
@@ -100,18 +103,6 @@ drk_mode drk_mode_start(void)
     start_ns = now_ns();
     if (atexit(at_exit) != 0 || pthread_atfork(before_fork, NULL, after_fork_child) != 0)
         drk_log(DRK_LOG_WARN, "cannot register exit and fork handlers; no report will be written");
-    if (drk_opt_num(DRK_OPT_ALLOC)) {
-        drk_dpool_settings ps = {.sync_free = (int)drk_opt_num(DRK_OPT_ALLOC_SYNC_FREE),
-                                 .defrag = (int)drk_opt_num(DRK_OPT_DEFRAG),
-                                 .reserve = drk_opt_num(DRK_OPT_STREAM_RESERVE),
-                                 .defrag_threshold = (unsigned)drk_opt_num(DRK_OPT_DEFRAG_THRESHOLD)};
-        drk_dpool_configure(drk_driver_table(), &ps);
-        drk_ipc_configure(drk_driver_table());
-        atomic_store(&drk_pool_on, 1);
-    }
-    /* Allocations are recorded only where the hooks observe them. */
-    if (m == DRK_MODE_OBSERVE && *drk_opt_str(DRK_OPT_ALLOC_TRACE))
-        drk_recorder_start(drk_opt_str(DRK_OPT_ALLOC_TRACE));
     const char *report = drk_opt_str(DRK_OPT_REPORT);
     drk_log(DRK_LOG_INFO, "drk %s active (%s)%s%s", DRK_VERSION,
             m == DRK_MODE_OBSERVE ? "observing" : "forwarding only", *report ? ", report to " : "",

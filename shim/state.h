@@ -23,15 +23,13 @@ static inline drk_mode drk_current_mode(void)
 
 static inline int drk_observing(void) { return drk_current_mode() == DRK_MODE_OBSERVE; }
 
-/* Whether device allocations go to drk's pool (DRK_ALLOC, not disabled):
- * 0 no, 1 yes, 2 while the thread starting drk sets the pool up. */
+/* Whether device allocations go to drk's pool (DRK_ALLOC, not disabled).
+ * Set, with the pool configured, before the mode is out. */
 extern atomic_int drk_pool_on;
-int drk_pool_wait(void);
 static inline int drk_pooling(void)
 {
     (void)drk_current_mode();
-    int on = atomic_load_explicit(&drk_pool_on, memory_order_acquire);
-    return __builtin_expect(on != 2, 1) ? on : drk_pool_wait();
+    return atomic_load_explicit(&drk_pool_on, memory_order_acquire);
 }
 
 /* Process facts for the report. */

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "alloc/host_pool.h"
+#include "base/options.h"
 #include "tests/unit/check.h"
 
 /* ---- the driver table */
@@ -104,7 +105,7 @@ static unsigned flags_of_pin(const void *p)
 static void *must_alloc(size_t size, unsigned flags)
 {
     void *p = NULL;
-    if (drk_host_pool_alloc(&table, &p, size, flags) != 0) {
+    if (drk_host_pool_alloc(&p, size, flags) != 0) {
         fprintf(stderr, "pool refused %zu bytes, flags %u\n", size, flags);
         exit(1);
     }
@@ -175,10 +176,10 @@ static void test_foreign(void)
     CHECK(drk_host_pool_find(m, NULL, NULL, NULL) == -1 && !drk_host_pool_owns(m));
     free(m);
     void *p = NULL;
-    CHECK(drk_host_pool_alloc(&table, &p, 0, 0) == -1);
-    CHECK(drk_host_pool_alloc(&table, &p, DRK_HOST_POOL_LARGEST + 1, 0) == -1);
+    CHECK(drk_host_pool_alloc(&p, 0, 0) == -1);
+    CHECK(drk_host_pool_alloc(&p, DRK_HOST_POOL_LARGEST + 1, 0) == -1);
     no_context = 1;
-    CHECK(drk_host_pool_alloc(&table, &p, 64, 0) == -1);
+    CHECK(drk_host_pool_alloc(&p, 64, 0) == -1);
     no_context = 0;
 }
 
@@ -191,14 +192,14 @@ static void test_pin_failures(void)
     void *p = NULL;
     /* A first chunk that cannot be pinned: flag set 5 is not started yet. */
     fail_pins = 1;
-    CHECK(drk_host_pool_alloc(&table, &p, 1000, 5) == -1);
+    CHECK(drk_host_pool_alloc(&p, 1000, 5) == -1);
     p = must_alloc(1000, 5);
     check_fresh(p, 1000, 5);
     /* Growth that cannot be pinned: more than the first chunk holds
      * (jemalloc asks twice: a retained extent to grow by, then the size). */
     fail_pins = 1000;
     void *q = NULL;
-    CHECK(drk_host_pool_alloc(&table, &q, 200 << 20, 5) == -1);
+    CHECK(drk_host_pool_alloc(&q, 200 << 20, 5) == -1);
     fail_pins = 0;
     q = must_alloc(200 << 20, 5);
     check_fresh(q, 200 << 20, 5);
@@ -286,13 +287,16 @@ int main(void)
     /* A configuration meant for the program's own jemalloc: were drk's copy
      * to read it, abort_conf would abort on the bogus option. */
     setenv("MALLOC_CONF", "abort_conf:true,bogus_option:1,junk:true,narenas:1000", 1);
+    /* As the library configures it, DRK_ALLOC_SYNC_FREE from the environment. */
+    drk_host_pool_configure(&table, &(drk_host_pool_settings){.on = 1,
+                                                              .sync_free = (int)drk_opt_num(DRK_OPT_ALLOC_SYNC_FREE)});
     drk_host_pool_stats st;
     drk_host_pool_get_stats(&st);
     CHECK(!st.on && st.total.allocs == 0);
 #if !DRK_HOST_POOL_BUILT
     void *p;
     CHECK(!st.built);
-    CHECK(drk_host_pool_alloc(&table, &p, 100, 0) == -1 && npins == 0);
+    CHECK(drk_host_pool_alloc(&p, 100, 0) == -1 && npins == 0);
     CHECK(drk_host_pool_free(&p) == DRK_HOST_FOREIGN);
     return CHECK_DONE();
 #else

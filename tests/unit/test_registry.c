@@ -34,7 +34,6 @@ static CUresult kernel_name(const char **name, CUkernel k)
 }
 
 static const drk_driver table = {.func_get_name = func_name, .kernel_get_name = kernel_name};
-static const drk_driver *drv(void) { return &table; }
 
 static const drk_kernel_record *named(const char *name, int nth)
 {
@@ -58,7 +57,7 @@ static void *hammer(void *arg)
     unsigned t = (unsigned)(uintptr_t)arg;
     for (unsigned i = 0; i < PER_THREAD; i++) {
         drk_launch_shape s = shape(1 + (i + t) % 4, 128);
-        drk_registry_launch(drv, 0x1000 + 100 + (i * 7 + t) % HANDLES, &s, t);
+        drk_registry_launch(0x1000 + 100 + (i * 7 + t) % HANDLES, &s, t);
     }
     return NULL;
 }
@@ -66,13 +65,14 @@ static void *hammer(void *arg)
 int main(void)
 {
     drk_launch_shape a = shape(4, 128), b = shape(8, 64);
+    drk_registry_configure(&table);
 
     /* A bound handle keeps the name it was bound with. */
     drk_registry_bind(0x1001, DRK_HANDLE_FUNCTION, "vec_add", 0xAA);
     for (int i = 0; i < 3; i++)
-        drk_registry_launch(drv, 0x1001, &a, t_shard);
-    drk_registry_launch(drv, 0x1001, &b, t_shard);
-    drk_registry_launch(drv, 0x1001, &b, t_shard);
+        drk_registry_launch(0x1001, &a, t_shard);
+    drk_registry_launch(0x1001, &b, t_shard);
+    drk_registry_launch(0x1001, &b, t_shard);
     const drk_kernel_record *r = named("vec_add", 0);
     CHECK(r && drk_record_launches(r) == 5 && r->kind == DRK_HANDLE_FUNCTION);
     CHECK(r && drk_record_shape_launches(r, 0) == 3 && drk_record_shape_launches(r, 1) == 2 &&
@@ -80,9 +80,9 @@ int main(void)
     CHECK(drk_registry_find(0x1001) == r && drk_registry_find(0x1002) == NULL);
 
     /* Unknown handles are named by the driver: function, kernel, neither. */
-    drk_registry_launch(drv, 0x1002, &a, t_shard);
-    drk_registry_launch(drv, 0x9001, &a, t_shard);
-    drk_registry_launch(drv, 0x5555, &a, t_shard);
+    drk_registry_launch(0x1002, &a, t_shard);
+    drk_registry_launch(0x9001, &a, t_shard);
+    drk_registry_launch(0x5555, &a, t_shard);
     CHECK(named("f2", 0) && named("f2", 0)->kind == DRK_HANDLE_FUNCTION);
     CHECK(named("k-from-driver", 0) && named("k-from-driver", 0)->kind == DRK_HANDLE_KERNEL);
     CHECK(named("<unnamed 0x5555>", 0) && named("<unnamed 0x5555>", 0)->kind == DRK_HANDLE_UNKNOWN);
@@ -90,7 +90,7 @@ int main(void)
     /* Beyond 8 shapes, launches still count. */
     for (unsigned g = 1; g <= 10; g++) {
         drk_launch_shape s = shape(100 + g, 32);
-        drk_registry_launch(drv, 0x1002, &s, t_shard);
+        drk_registry_launch(0x1002, &s, t_shard);
     }
     const drk_kernel_record *f2 = named("f2", 0);
     CHECK(f2 && drk_record_launches(f2) == 11 && drk_record_other_launches(f2) == 3);
@@ -99,14 +99,14 @@ int main(void)
      * afresh and gets a record of its own; the old one keeps its counts. */
     drk_registry_retire(0xAA);
     renamed = 1;
-    drk_registry_launch(drv, 0x1001, &a, t_shard);
+    drk_registry_launch(0x1001, &a, t_shard);
     CHECK(drk_record_launches(named("vec_add", 0)) == 5);
     CHECK(named("f1b", 0) && drk_record_launches(named("f1b", 0)) == 1);
     renamed = 0;
 
     /* Binding a handle to another name (no unload seen) also starts anew. */
     drk_registry_bind(0x1002, DRK_HANDLE_FUNCTION, "other", 0xBB);
-    drk_registry_launch(drv, 0x1002, &a, t_shard);
+    drk_registry_launch(0x1002, &a, t_shard);
     CHECK(drk_record_launches(named("f2", 0)) == 11 && named("other", 0) && drk_record_launches(named("other", 0)) == 1);
     /* Binding the same name again only updates the owner. */
     size_t before = drk_registry_size();

@@ -1,0 +1,12 @@
+#include "evolve/evolve.h"
+
+#include "evolve/loaded.h"
+#include "evolve/registry.h"
+
+void drk_evolve_configure(const drk_driver *drv) { drk_registry_configure(drv); }
+
+void drk_evolve_after_fork_child(void)
+{
+    drk_registry_reset_counts();
+    drk_images_after_fork_child();
+}
