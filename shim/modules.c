@@ -36,9 +36,9 @@ static void learn_sm(void)
     atomic_store_explicit(&learned, 1, memory_order_release);
 }
 
-int drk_kernels_reserved_shared(void) { return atomic_load(&reserved_shared); }
+int drk_modules_reserved_shared(void) { return atomic_load(&reserved_shared); }
 
-void drk_kernels_loaded(int r, const void *const *owner, const char *how, const void *data, const char *path)
+void drk_modules_loaded(int r, const void *const *owner, const char *how, const void *data, const char *path)
 {
     if (r != CUDA_SUCCESS || !owner || !*owner || !drk_opt_num(DRK_OPT_IMAGES))
         return;
@@ -46,7 +46,7 @@ void drk_kernels_loaded(int r, const void *const *owner, const char *how, const 
     drk_images_loaded((uintptr_t)*owner, how, data, path);
 }
 
-void drk_kernels_unloaded(int r, const void *owner)
+void drk_modules_unloaded(int r, const void *owner)
 {
     if (r != CUDA_SUCCESS)
         return;
@@ -54,7 +54,7 @@ void drk_kernels_unloaded(int r, const void *owner)
     drk_images_unloaded((uintptr_t)owner);
 }
 
-void drk_kernels_bound(int r, const void *const *handle, drk_handle_kind kind, const char *name, const void *owner)
+void drk_modules_bound(int r, const void *const *handle, drk_handle_kind kind, const char *name, const void *owner)
 {
     if (r != CUDA_SUCCESS || !handle || !*handle || !name)
         return;
@@ -64,7 +64,7 @@ void drk_kernels_bound(int r, const void *const *handle, drk_handle_kind kind, c
 
 /* The function of a kernel is that kernel in the current context: same
  * name, same library, same facts. */
-void drk_kernels_function_of(int r, const void *const *fn, const void *kernel)
+void drk_modules_function_of(int r, const void *const *fn, const void *kernel)
 {
     if (r != CUDA_SUCCESS || !fn || !*fn)
         return;
@@ -79,7 +79,7 @@ void drk_kernels_function_of(int r, const void *const *fn, const void *kernel)
     drk_registry_learn_image((uintptr_t)*fn, f ? f : drk_images_facts(owner, name, 0));
 }
 
-void drk_kernels_complete(void)
+void drk_modules_complete(void)
 {
     size_t n = drk_registry_size();
     for (size_t i = 0; i < n; i++) {

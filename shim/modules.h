@@ -10,21 +10,21 @@
 
 /* A load returned owner `*owner` (a CUmodule* or CUlibrary*, read only when
  * r is CUDA_SUCCESS) for the image at `data` or the file `path`. */
-void drk_kernels_loaded(int r, const void *const *owner, const char *how, const void *data, const char *path);
-void drk_kernels_unloaded(int r, const void *owner);
+void drk_modules_loaded(int r, const void *const *owner, const char *how, const void *data, const char *path);
+void drk_modules_unloaded(int r, const void *owner);
 
 /* The driver handed out `*handle` for kernel `name` of `owner`. */
-void drk_kernels_bound(int r, const void *const *handle, drk_handle_kind kind, const char *name, const void *owner);
+void drk_modules_bound(int r, const void *const *handle, drk_handle_kind kind, const char *name, const void *owner);
 
 /* cuKernelGetFunction gave `*fn`, the function of `kernel`. */
-void drk_kernels_function_of(int r, const void *const *fn, const void *kernel);
+void drk_modules_function_of(int r, const void *const *fn, const void *kernel);
 
 /* Shared memory the device reserves per block (1 KiB on sm_90), -1 if unknown. */
-int drk_kernels_reserved_shared(void);
+int drk_modules_reserved_shared(void);
 
 /* Before the report: launched kernels without image facts get them from
  * their owner's image (read now if it was left for later) or from any image
  * with their name. */
-void drk_kernels_complete(void);
+void drk_modules_complete(void);
 
 #endif

@@ -182,7 +182,7 @@ static void write_shapes(drk_json *j, const drk_kernel_record *const *recs, size
 
 static void write_kernels(drk_json *j)
 {
-    drk_kernels_complete();
+    drk_modules_complete();
     size_t n = drk_registry_size();
     const drk_kernel_record **recs = malloc(sizeof *recs * n + 1);
     kernel_entry *entries = malloc(sizeof *entries * n + 1);

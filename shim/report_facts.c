@@ -146,8 +146,8 @@ void drk_report_facts_totals(drk_json *j, const drk_facts_totals *t)
         drk_json_u64(j, "device_sm", drk_images_sm());
     else
         drk_json_null(j, "device_sm");
-    if (drk_kernels_reserved_shared() >= 0)
-        drk_json_u64(j, "device_reserved_shared_bytes", (uint64_t)drk_kernels_reserved_shared());
+    if (drk_modules_reserved_shared() >= 0)
+        drk_json_u64(j, "device_reserved_shared_bytes", (uint64_t)drk_modules_reserved_shared());
     else
         drk_json_null(j, "device_reserved_shared_bytes");
     drk_json_open(j, "images", '{');

@@ -43,7 +43,7 @@ grep -rnE '__attribute__\s*\(\(\s*(constructor|destructor)' "${code[@]/#/$src/}"
 grep -rnE '(^|[^_A-Za-z0-9])dlsym\s*\(' --include='*.c' --include='*.h' "${code[@]/#/$src/}" \
     | grep -vE '^[^:]*:[0-9]+:\s*(\*|/\*|//)' && no "bare dlsym call"
 grep -rnlE '(^|[^_A-Za-z0-9])getenv\s*\(' --include='*.c' "${code[@]/#/$src/}" | grep -v 'base/settings.c$' && no "getenv outside base/settings.c"
-hot=(shim/hooks_launch.h shim/exports.c shim/hook.h shim/calls.h shim/calls.c shim/state.h base/counter.h evolve/registry.c evolve/arena.c evolve/facts.c interpose/real.h alloc/recorder.h shim/hooks_memory.h)
+hot=(shim/hooks_launch.c shim/exports.c shim/hook.h shim/calls.h shim/calls.c shim/state.h base/counter.h evolve/registry.c evolve/arena.c evolve/facts.c interpose/real.h alloc/recorder.h shim/hooks_memory.c)
 for f in "${hot[@]}"; do
     [ -f "$src/$f" ] || { no "$f (a launch-path file) is missing: update this list"; continue; }
     grep -nE '(^|[^_A-Za-z0-9])(malloc|calloc|realloc|getenv|pthread_mutex_lock|pthread_rwlock_[a-z]*lock|fprintf|printf)\s*\(' "$src/$f" \

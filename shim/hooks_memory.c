@@ -4,23 +4,16 @@
  * would for its own allocation. What the pool does not handle (memory it
  * does not own, graph captures, the 32-bit legacy forms, explicit memory
  * pools) goes to the driver unchanged. Allocations are counted by kind and
- * recorded for DRK_ALLOC_TRACE.
- * Included once, by shim/exports.c. */
-#ifndef DRK_SHIM_HOOKS_MEMORY_H
-#define DRK_SHIM_HOOKS_MEMORY_H
+ * recorded for DRK_ALLOC_TRACE. A context that ends takes the memory made in
+ * it, so drk's pools hear of it first (below). */
+#include "shim/hook.h"
 
 #include "alloc/device.h"
 #include "alloc/host_pool.h"
 #include "alloc/ipc.h"
 #include "alloc/recorder.h"
 #include "alloc/stats.h"
-#include "shim/hook.h"
-
-/* An allocating body notes `bytes` (an expression of the parameters) of a
- * successful allocation under `kind`; a freeing body, the free. */
-#define DRK_ALLOC_BODY(body, kind, bytes)                                      \
-    DRK_HOOK_BODY(body, (drk_alloc_note(kind, r == CUDA_SUCCESS ? (size_t)(bytes) : 0, r == CUDA_SUCCESS)))
-#define DRK_FREE_BODY(body, kind) DRK_HOOK_BODY(body, (drk_free_note(kind, r == CUDA_SUCCESS)))
+#include "interpose/table.h"
 
 /* After a device allocation or free, pool's or driver's: counted, and
  * recorded as trace op `op` (async kinds carry their stream). */
@@ -64,9 +57,7 @@ DRK_BODY drk_body_mem_alloc(drk_sym sym, CUdeviceptr *dptr, size_t size)
 {
     CUresult r;
     if (!drk_pooling() || !drk_dpool_alloc(dptr, size, NULL, 0, &r)) {
-        drk_fn_mem_alloc real = DRK_REAL(mem_alloc);
-        if (__builtin_expect(real == NULL, 0))
-            return drk_missing(sym);
+        DRK_REAL_OR_MISSING(mem_alloc);
         r = real(dptr, size);
     }
     return allocated(sym, r, DRK_ALLOC_DEVICE, size, 'a', r == CUDA_SUCCESS ? *dptr : 0, NULL, 0);
@@ -78,9 +69,7 @@ DRK_BODY drk_body_mem_alloc_async(drk_sym sym, CUdeviceptr *dptr, size_t size, C
     CUstream s = stream;
     int has_stream = pool_stream(&s, sym == DRK_SYM_cuMemAllocAsync_ptsz);
     if (!drk_pooling() || !drk_dpool_alloc(dptr, size, s, has_stream, &r)) {
-        drk_fn_mem_alloc_async real = DRK_REAL(mem_alloc_async);
-        if (__builtin_expect(real == NULL, 0))
-            return drk_missing(sym);
+        DRK_REAL_OR_MISSING(mem_alloc_async);
         r = real(dptr, size, stream);
     }
     return allocated(sym, r, DRK_ALLOC_ASYNC, size, 'A', r == CUDA_SUCCESS ? *dptr : 0, stream, 1);
@@ -120,9 +109,7 @@ DRK_BODY drk_body_mem_alloc_pitch(drk_sym sym, CUdeviceptr *dptr, size_t *pitch,
         if (r == CUDA_SUCCESS)
             *pitch = row;
     } else {
-        drk_fn_mem_alloc_pitch real = DRK_REAL(mem_alloc_pitch);
-        if (__builtin_expect(real == NULL, 0))
-            return drk_missing(sym);
+        DRK_REAL_OR_MISSING(mem_alloc_pitch);
         r = real(dptr, pitch, width, height, elem);
     }
     return allocated(sym, r, DRK_ALLOC_PITCH, r == CUDA_SUCCESS ? *pitch * height : 0, 'a',
@@ -133,9 +120,7 @@ DRK_BODY drk_body_mem_free(drk_sym sym, CUdeviceptr dptr)
 {
     CUresult r;
     if (!drk_pooling() || !drk_dpool_free(dptr, NULL, 0, &r)) {
-        drk_fn_mem_free real = DRK_REAL(mem_free);
-        if (__builtin_expect(real == NULL, 0))
-            return drk_missing(sym);
+        DRK_REAL_OR_MISSING(mem_free);
         r = real(dptr);
     }
     return freed(sym, r, DRK_ALLOC_DEVICE, 'f', dptr, NULL, 0);
@@ -147,36 +132,63 @@ DRK_BODY drk_body_mem_free_async(drk_sym sym, CUdeviceptr dptr, CUstream stream)
     CUstream s = stream;
     int has_stream = pool_stream(&s, sym == DRK_SYM_cuMemFreeAsync_ptsz);
     if (!drk_pooling() || !drk_dpool_free(dptr, s, has_stream, &r)) {
-        drk_fn_mem_free_async real = DRK_REAL(mem_free_async);
-        if (__builtin_expect(real == NULL, 0))
-            return drk_missing(sym);
+        DRK_REAL_OR_MISSING(mem_free_async);
         r = real(dptr, stream);
     }
     return freed(sym, r, DRK_ALLOC_ASYNC, 'F', dptr, stream, 1);
 }
 
 /* The driver serves these: the 32-bit legacy forms (pool addresses never
- * fit) and allocations from a memory pool the program chose. */
-#define DRK_DEVICE_ALLOC_BODY(body, kind, bytes, op, stream, has_stream)                                               \
-    DRK_HOOK_BODY(body, (drk_alloc_note(kind, r == CUDA_SUCCESS ? (size_t)(bytes) : 0, r == CUDA_SUCCESS);          \
-                         if (r == CUDA_SUCCESS) drk_record(op, (uintptr_t)*dptr, (size_t)(bytes), (uintptr_t)(stream), \
-                                                           has_stream)))
-DRK_DEVICE_ALLOC_BODY(mem_alloc_v1, DRK_ALLOC_DEVICE, size, 'a', 0, 0)
-DRK_DEVICE_ALLOC_BODY(mem_alloc_pitch_v1, DRK_ALLOC_PITCH, (size_t)*pitch * height, 'a', 0, 0)
-DRK_DEVICE_ALLOC_BODY(mem_alloc_pool_async, DRK_ALLOC_POOL, size, 'A', stream, 1)
-DRK_HOOK_BODY(mem_free_v1, (drk_free_note(DRK_ALLOC_DEVICE, r == CUDA_SUCCESS);
-                            if (r == CUDA_SUCCESS) drk_record('f', (uintptr_t)dptr, 0, 0, 0)))
-DRK_FORWARD_BODY(mem_get_info_v1)
-DRK_FORWARD_BODY(mem_get_range_v1)
+ * fit) and allocations from a memory pool the program chose. `bytes` is
+ * read only when the driver succeeded. */
+DRK_BODY drk_body_mem_alloc_v1(drk_sym sym, unsigned int *dptr, unsigned int size)
+{
+    DRK_REAL_OR_MISSING(mem_alloc_v1);
+    CUresult r = real(dptr, size);
+    return allocated(sym, r, DRK_ALLOC_DEVICE, size, 'a', r == CUDA_SUCCESS ? *dptr : 0, NULL, 0);
+}
+
+DRK_BODY drk_body_mem_alloc_pitch_v1(drk_sym sym, unsigned int *dptr, unsigned int *pitch, unsigned int width,
+                                     unsigned int height, unsigned int elem)
+{
+    DRK_REAL_OR_MISSING(mem_alloc_pitch_v1);
+    CUresult r = real(dptr, pitch, width, height, elem);
+    return allocated(sym, r, DRK_ALLOC_PITCH, r == CUDA_SUCCESS ? (size_t)*pitch * height : 0, 'a',
+                     r == CUDA_SUCCESS ? *dptr : 0, NULL, 0);
+}
+
+DRK_BODY drk_body_mem_alloc_pool_async(drk_sym sym, CUdeviceptr *dptr, size_t size, CUmemoryPool pool,
+                                       CUstream stream)
+{
+    DRK_REAL_OR_MISSING(mem_alloc_pool_async);
+    CUresult r = real(dptr, size, pool, stream);
+    return allocated(sym, r, DRK_ALLOC_POOL, size, 'A', r == CUDA_SUCCESS ? *dptr : 0, stream, 1);
+}
+
+DRK_BODY drk_body_mem_free_v1(drk_sym sym, unsigned int dptr)
+{
+    DRK_REAL_OR_MISSING(mem_free_v1);
+    return freed(sym, real(dptr), DRK_ALLOC_DEVICE, 'f', dptr, NULL, 0);
+}
+
+DRK_BODY drk_body_mem_get_info_v1(drk_sym sym, unsigned int *free_bytes, unsigned int *total_bytes)
+{
+    DRK_REAL_OR_MISSING(mem_get_info_v1);
+    return drk_counted(sym, real(free_bytes, total_bytes));
+}
+
+DRK_BODY drk_body_mem_get_range_v1(drk_sym sym, unsigned int *base, unsigned int *size, unsigned int dptr)
+{
+    DRK_REAL_OR_MISSING(mem_get_range_v1);
+    return drk_counted(sym, real(base, size, dptr));
+}
 
 /* ---- Queries ---- */
 
 /* Free memory includes what the pool holds free: the program may have it. */
 DRK_BODY drk_body_mem_get_info(drk_sym sym, size_t *free_bytes, size_t *total_bytes)
 {
-    drk_fn_mem_get_info real = DRK_REAL(mem_get_info);
-    if (__builtin_expect(real == NULL, 0))
-        return drk_missing(sym);
+    DRK_REAL_OR_MISSING(mem_get_info);
     CUresult r = real(free_bytes, total_bytes);
     if (r == CUDA_SUCCESS && free_bytes && drk_pooling()) {
         size_t cached = drk_dpool_cached_free();
@@ -184,9 +196,7 @@ DRK_BODY drk_body_mem_get_info(drk_sym sym, size_t *free_bytes, size_t *total_by
         if (total_bytes && *free_bytes > *total_bytes)
             *free_bytes = *total_bytes;
     }
-    if (drk_observing())
-        drk_count_call(sym);
-    return r;
+    return drk_counted(sym, r);
 }
 
 static inline int pool_query(CUdeviceptr p, drk_dpool_block *b)
@@ -234,8 +244,8 @@ DRK_BODY drk_body_mem_get_range(drk_sym sym, CUdeviceptr *base, size_t *size, CU
                 *size = isize;
             return CUDA_SUCCESS;
         }
-        drk_fn_mem_get_range real = DRK_REAL(mem_get_range);
-        return real ? real(base, size, dptr) : drk_missing(sym);
+        DRK_REAL_OR_MISSING(mem_get_range);
+        return real(base, size, dptr);
     }
     }
 }
@@ -303,8 +313,8 @@ DRK_BODY drk_body_pointer_get_attribute(drk_sym sym, void *data, CUpointer_attri
         return CUDA_ERROR_INVALID_VALUE; /* as for any address in no allocation */
     if (q == 1 && data && pool_attribute(&b, attr, data))
         return CUDA_SUCCESS;
-    drk_fn_pointer_get_attribute real = DRK_REAL(pointer_get_attribute);
-    return real ? real(data, attr, ptr) : drk_missing(sym);
+    DRK_REAL_OR_MISSING(pointer_get_attribute);
+    return real(data, attr, ptr);
 }
 
 /* An address no allocation has anywhere: the driver's defaults for it are
@@ -316,9 +326,7 @@ DRK_BODY drk_body_pointer_get_attributes(drk_sym sym, unsigned int nattr, CUpoin
 {
     if (drk_observing())
         drk_count_call(sym);
-    drk_fn_pointer_get_attributes real = DRK_REAL(pointer_get_attributes);
-    if (!real)
-        return drk_missing(sym);
+    DRK_REAL_OR_MISSING(pointer_get_attributes);
     drk_dpool_block b;
     int q = pool_query(ptr, &b);
     CUresult r = real(nattr, attrs, data, q == 0 ? DRK_NOWHERE : ptr);
@@ -343,8 +351,8 @@ DRK_BODY drk_body_ipc_get_mem_handle(drk_sym sym, CUipcMemHandle *handle, CUdevi
         return CUDA_ERROR_INVALID_VALUE; /* the driver's answer for anything but a cuMemAlloc block's start */
     if (q == 1)
         return drk_ipc_export(handle, dptr);
-    drk_fn_ipc_get_mem_handle real = DRK_REAL(ipc_get_mem_handle);
-    return real ? real(handle, dptr) : drk_missing(sym);
+    DRK_REAL_OR_MISSING(ipc_get_mem_handle);
+    return real(handle, dptr);
 }
 
 DRK_BODY drk_body_ipc_open_mem_handle(drk_sym sym, CUdeviceptr *dptr, CUipcMemHandle handle, unsigned int flags)
@@ -353,8 +361,8 @@ DRK_BODY drk_body_ipc_open_mem_handle(drk_sym sym, CUdeviceptr *dptr, CUipcMemHa
         drk_count_call(sym);
     if (drk_current_mode() != DRK_MODE_OFF && drk_ipc_is_drk_handle(&handle))
         return dptr ? drk_ipc_import(dptr, &handle, flags) : CUDA_ERROR_INVALID_VALUE;
-    drk_fn_ipc_open_mem_handle real = DRK_REAL(ipc_open_mem_handle);
-    return real ? real(dptr, handle, flags) : drk_missing(sym);
+    DRK_REAL_OR_MISSING(ipc_open_mem_handle);
+    return real(dptr, handle, flags);
 }
 
 DRK_BODY drk_body_ipc_close_mem_handle(drk_sym sym, CUdeviceptr dptr)
@@ -364,23 +372,99 @@ DRK_BODY drk_body_ipc_close_mem_handle(drk_sym sym, CUdeviceptr dptr)
     CUresult r;
     if (drk_current_mode() != DRK_MODE_OFF && drk_ipc_close(dptr, &r))
         return r;
-    drk_fn_ipc_close_mem_handle real = DRK_REAL(ipc_close_mem_handle);
-    return real ? real(dptr) : drk_missing(sym);
+    DRK_REAL_OR_MISSING(ipc_close_mem_handle);
+    return real(dptr);
 }
 
 /* Peer access reaches cuMemAlloc memory by itself, pool pages only when
  * drk grants it. */
 DRK_BODY drk_body_ctx_enable_peer_access(drk_sym sym, CUcontext peer, unsigned int flags)
 {
-    drk_fn_ctx_enable_peer_access real = DRK_REAL(ctx_enable_peer_access);
-    if (!real)
-        return drk_missing(sym);
+    DRK_REAL_OR_MISSING(ctx_enable_peer_access);
     CUresult r = real(peer, flags);
     if ((r == CUDA_SUCCESS || r == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) && drk_pooling())
         drk_dpool_peer_enabled(peer);
-    if (drk_observing())
-        drk_count_call(sym);
-    return r;
+    return drk_counted(sym, r);
 }
 
-#endif
+/* ---- Contexts that end ---- */
+
+/* The primary context of `dev` if it is active (asking for it then creates
+ * nothing), else NULL. Rare calls: teardown only. */
+static CUcontext primary_of(CUdevice dev)
+{
+    const drk_driver *d = drk_driver_table();
+    unsigned int flags;
+    int active = 0;
+    CUcontext ctx = NULL;
+    if (!d->primary_ctx_get_state || !d->primary_ctx_retain || !d->primary_ctx_release ||
+        d->primary_ctx_get_state(dev, &flags, &active) != CUDA_SUCCESS || !active ||
+        d->primary_ctx_retain(&ctx, dev) != CUDA_SUCCESS)
+        return NULL;
+    d->primary_ctx_release(dev);
+    return ctx;
+}
+
+static int primary_active(CUdevice dev)
+{
+    const drk_driver *d = drk_driver_table();
+    unsigned int flags;
+    int active = 0;
+    return d->primary_ctx_get_state && d->primary_ctx_get_state(dev, &flags, &active) == CUDA_SUCCESS && active;
+}
+
+/* Whether ctx is some device's primary context: cuCtxDestroy refuses those
+ * and they must then stay served. */
+static int is_primary(CUcontext ctx)
+{
+    const drk_driver *d = drk_driver_table();
+    CUcontext cur = NULL;
+    CUdevice dev;
+    if (!d->ctx_get_current || !d->ctx_set_current || !d->ctx_get_device || d->ctx_get_current(&cur) != CUDA_SUCCESS)
+        return 0;
+    int ok = (cur == ctx || d->ctx_set_current(ctx) == CUDA_SUCCESS) && d->ctx_get_device(&dev) == CUDA_SUCCESS;
+    if (cur != ctx)
+        d->ctx_set_current(cur);
+    return ok && primary_of(dev) == ctx;
+}
+
+static void context_ends(CUcontext ctx, int alive)
+{
+    if (drk_pooling())
+        drk_dpool_context_ends(ctx, alive);
+    drk_host_pool_context_ends(ctx);
+}
+
+DRK_BODY drk_body_ctx_destroy(drk_sym sym, CUcontext ctx)
+{
+    DRK_REAL_OR_MISSING(ctx_destroy);
+    if (ctx && drk_current_mode() != DRK_MODE_OFF && !is_primary(ctx))
+        context_ends(ctx, 1);
+    CUresult r = real(ctx);
+    return drk_counted(sym, r);
+}
+
+DRK_BODY drk_body_primary_ctx_reset(drk_sym sym, CUdevice dev)
+{
+    DRK_REAL_OR_MISSING(primary_ctx_reset);
+    CUcontext ctx = drk_current_mode() != DRK_MODE_OFF ? primary_of(dev) : NULL;
+    if (ctx)
+        context_ends(ctx, 1);
+    CUresult r = real(dev);
+    return drk_counted(sym, r);
+}
+
+/* Only the last release ends the context, and only the driver knows which
+ * is last: asked afterwards. (A device pool holds its own retain, so its
+ * context never ends this way; the host pool's chunks may.) */
+DRK_BODY drk_body_primary_ctx_release(drk_sym sym, CUdevice dev)
+{
+    DRK_REAL_OR_MISSING(primary_ctx_release);
+    CUcontext ctx = drk_current_mode() != DRK_MODE_OFF ? primary_of(dev) : NULL;
+    CUresult r = real(dev);
+    if (ctx && r == CUDA_SUCCESS && !primary_active(dev))
+        context_ends(ctx, 0);
+    return drk_counted(sym, r);
+}
+
+DRK_HOOKS_MEMORY(DRK_EXPORT)

@@ -1,12 +1,8 @@
 /* Launch hooks: the launch goes to the driver untouched; a successful one is
- * recorded against its kernel and shape.
- * Included once, by shim/exports.c. */
-#ifndef DRK_SHIM_HOOKS_LAUNCH_H
-#define DRK_SHIM_HOOKS_LAUNCH_H
+ * recorded against its kernel and shape. */
+#include "shim/hook.h"
 
 #include "evolve/registry.h"
-#include "interpose/table.h"
-#include "shim/hook.h"
 
 /* The six launch entry points are the first slots of the hook list, so a
  * slot is also the registry's label for the entry point. */
@@ -33,9 +29,7 @@ DRK_BODY drk_body_launch_kernel(drk_sym sym, CUfunction f, unsigned int gx, unsi
                                 unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz,
                                 unsigned int shmem, CUstream stream, void **params, void **extra)
 {
-    drk_fn_launch_kernel real = DRK_REAL(launch_kernel);
-    if (__builtin_expect(real == NULL, 0))
-        return drk_missing(sym);
+    DRK_REAL_OR_MISSING(launch_kernel);
     CUresult r = real(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra);
     if (drk_observing())
         launched(sym, r, f, gx, gy, gz, bx, by, bz, shmem);
@@ -47,9 +41,7 @@ DRK_BODY drk_body_launch_kernel_coop(drk_sym sym, CUfunction f, unsigned int gx,
                                      unsigned int bz, unsigned int shmem, CUstream stream,
                                      void **params)
 {
-    drk_fn_launch_kernel_coop real = DRK_REAL(launch_kernel_coop);
-    if (__builtin_expect(real == NULL, 0))
-        return drk_missing(sym);
+    DRK_REAL_OR_MISSING(launch_kernel_coop);
     CUresult r = real(f, gx, gy, gz, bx, by, bz, shmem, stream, params);
     if (drk_observing())
         launched(sym, r, f, gx, gy, gz, bx, by, bz, shmem);
@@ -59,9 +51,7 @@ DRK_BODY drk_body_launch_kernel_coop(drk_sym sym, CUfunction f, unsigned int gx,
 DRK_BODY drk_body_launch_kernel_ex(drk_sym sym, const CUlaunchConfig *config, CUfunction f,
                                    void **params, void **extra)
 {
-    drk_fn_launch_kernel_ex real = DRK_REAL(launch_kernel_ex);
-    if (__builtin_expect(real == NULL, 0))
-        return drk_missing(sym);
+    DRK_REAL_OR_MISSING(launch_kernel_ex);
     CUresult r = real(config, f, params, extra);
     if (drk_observing()) {
         if (config)
@@ -73,6 +63,4 @@ DRK_BODY drk_body_launch_kernel_ex(drk_sym sym, const CUlaunchConfig *config, CU
     return r;
 }
 
-DRK_FORWARD_BODY(graph_launch)
-
-#endif
+DRK_HOOKS_LAUNCH(DRK_EXPORT)

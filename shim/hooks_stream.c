@@ -1,0 +1,66 @@
+/* Stream hooks: created and destroyed streams are told to the device pool
+ * (frees without a stream wait for work on each of them); a program waiting
+ * for a stream or the device (cuStreamSynchronize, cuCtxSynchronize) is a
+ * quiet moment for the pool to give back idle pages. */
+#include "shim/hook.h"
+
+#include "alloc/device.h"
+
+/* A created stream is told to the pool: frees without a stream must wait
+ * for its work, also in a pool that starts later. */
+static inline __attribute__((always_inline)) CUresult stream_made(drk_sym sym, CUresult r, CUstream *stream)
+{
+    if (r == CUDA_SUCCESS && stream && drk_pooling())
+        drk_dpool_stream_created(*stream);
+    return drk_counted(sym, r);
+}
+
+DRK_BODY drk_body_stream_create(drk_sym sym, CUstream *stream, unsigned int flags)
+{
+    DRK_REAL_OR_MISSING(stream_create);
+    return stream_made(sym, real(stream, flags), stream);
+}
+
+DRK_BODY drk_body_stream_create_priority(drk_sym sym, CUstream *stream, unsigned int flags, int priority)
+{
+    DRK_REAL_OR_MISSING(stream_create_priority);
+    return stream_made(sym, real(stream, flags, priority), stream);
+}
+
+DRK_BODY drk_body_stream_destroy(drk_sym sym, CUstream stream)
+{
+    DRK_REAL_OR_MISSING(stream_destroy);
+    /* Its pending frees are settled while its events can still be waited for. */
+    if (drk_pooling())
+        drk_dpool_stream_destroyed(stream);
+    CUresult r = real(stream);
+    return drk_counted(sym, r);
+}
+
+static inline __attribute__((always_inline)) CUresult waited(drk_sym sym, CUresult r)
+{
+    if (r == CUDA_SUCCESS && drk_pooling())
+        drk_dpool_quiet();
+    return drk_counted(sym, r);
+}
+
+DRK_BODY drk_body_ctx_synchronize(drk_sym sym)
+{
+    DRK_REAL_OR_MISSING(ctx_synchronize);
+    return waited(sym, real());
+}
+
+DRK_BODY drk_body_stream_synchronize(drk_sym sym, CUstream stream)
+{
+    DRK_REAL_OR_MISSING(stream_synchronize);
+    return waited(sym, real(stream));
+}
+
+/* CUDA 13's form, which names the context. */
+DRK_BODY drk_body_ctx_synchronize_v2(drk_sym sym, CUcontext ctx)
+{
+    DRK_REAL_OR_MISSING(ctx_synchronize_v2);
+    return waited(sym, real(ctx));
+}
+
+DRK_HOOKS_STREAM(DRK_EXPORT)
