@@ -3,6 +3,6 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 
-#include "interpose/real.h"
+#include "base/dlsym.h"
 
 drk_dlsym_fn drk_real_dlsym(void) { return dlsym; }

@@ -6,7 +6,7 @@
 #include <stdatomic.h>
 #include <zstd.h>
 
-#include "interpose/real.h"
+#include "base/dlsym.h"
 #include "base/log.h"
 
 /* A library opened once; racing first callers may both open it (dlopen
