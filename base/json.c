@@ -46,24 +46,30 @@ static void put_string(drk_json *j, const char *s)
     put(j, "\"", 1);
 }
 
-/* Comma, newline and indentation before an item, then its key. */
+/* Comma, then a newline and indentation where the level has an item per
+ * line (a space after the comma where it has them on one line), then the key. */
 static void item(drk_json *j, const char *key)
 {
     if (j->depth > 0) {
-        if (j->has_items[j->depth])
-            put(j, ",", 1);
+        int more = j->has_items[j->depth];
         j->has_items[j->depth] = 1;
-        put(j, "\n", 1);
-        for (int i = 0; i < j->depth; i++)
-            put(j, "  ", 2);
+        if (more)
+            put(j, ",", 1);
+        if (!j->one_line[j->depth]) {
+            put(j, "\n", 1);
+            for (int i = 0; i < j->lines; i++)
+                put(j, "  ", 2);
+        } else if (more && !j->compact) {
+            put(j, " ", 1);
+        }
     }
     if (key) {
         put_string(j, key);
-        put(j, ": ", 2);
+        put(j, j->compact ? ":" : ": ", j->compact ? 1 : 2);
     }
 }
 
-void drk_json_open(drk_json *j, const char *key, char bracket)
+static void open_level(drk_json *j, const char *key, char bracket, int one_line)
 {
     item(j, key);
     put(j, &bracket, 1);
@@ -71,18 +77,36 @@ void drk_json_open(drk_json *j, const char *key, char bracket)
         j->failed = 1;
         return;
     }
-    j->has_items[++j->depth] = 0;
+    j->depth++;
+    j->has_items[j->depth] = 0;
+    j->one_line[j->depth] = (unsigned char)one_line;
+    if (!one_line)
+        j->lines++;
 }
+
+void drk_json_open(drk_json *j, const char *key, char bracket) { open_level(j, key, bracket, 0); }
+
+void drk_json_open_inline(drk_json *j, const char *key, char bracket) { open_level(j, key, bracket, 1); }
 
 void drk_json_close(drk_json *j, char bracket)
 {
-    int had = j->has_items[j->depth];
-    j->depth--;
-    if (had) {
-        put(j, "\n", 1);
-        for (int i = 0; i < j->depth; i++)
-            put(j, "  ", 2);
+    /* More closes than opens (or the closes of levels refused as too deep):
+     * the document is wrong already, and the level arrays must not be read
+     * below 0. */
+    if (j->depth <= 0) {
+        j->failed = 1;
+        return;
     }
+    int had = j->has_items[j->depth];
+    if (!j->one_line[j->depth]) {
+        j->lines--;
+        if (had) {
+            put(j, "\n", 1);
+            for (int i = 0; i < j->lines; i++)
+                put(j, "  ", 2);
+        }
+    }
+    j->depth--;
     put(j, &bracket, 1);
     if (j->depth == 0)
         put(j, "\n", 1);
@@ -131,6 +155,18 @@ void drk_json_bool(drk_json *j, const char *key, int value)
 {
     item(j, key);
     puts_(j, value ? "true" : "false");
+}
+
+int drk_json_flush(drk_json *j, FILE *f)
+{
+    if (j->failed)
+        return -1;
+    if (j->len && fwrite(j->buf, 1, j->len, f) != j->len)
+        return -1;
+    j->len = 0;
+    if (j->buf)
+        j->buf[0] = '\0';
+    return 0;
 }
 
 void drk_json_free(drk_json *j)

@@ -12,9 +12,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/json.h"
 #include "evolve/image/image.h"
 #include "tools/commands.h"
-#include "tools/json_read.h"
 #include "tools/table.h"
 
 /* Names wider than this are cut in the table (cuBLAS's run to hundreds of
@@ -233,13 +233,14 @@ static void print_table(const char *path, const drk_image *img, int want_demangl
 
 /* --------------------------------------------------------------- JSON */
 
-/* Streamed: a large library's document is never held whole. */
-static void ju32(uint32_t v)
+/* Compact, with a file and a kernel per line; written out a kernel at a
+ * time, so a large library's document is never held whole. */
+static void json_u32(drk_json *j, const char *key, uint32_t v)
 {
     if (v == DRK_UNKNOWN_U32)
-        fputs("null", stdout);
+        drk_json_null(j, key);
     else
-        printf("%" PRIu32, v);
+        drk_json_u64(j, key, v);
 }
 
 static const char *kind_name(unsigned kind)
@@ -247,84 +248,108 @@ static const char *kind_name(unsigned kind)
     return kind == DRK_PARAM_POINTER ? "pointer" : kind == DRK_PARAM_SCALAR ? "scalar" : "unknown";
 }
 
-static void json_kernel(const drk_image_kernel *k, int want_demangle)
+static void json_kernel(drk_json *j, const drk_image_kernel *k, int want_demangle)
 {
     const drk_kernel_info *ki = &k->info;
-    fputs("{\"name\":", stdout);
-    json_put_string(stdout, ki->name);
-    fputs(",\"demangled\":", stdout);
+    char text[48];
+    drk_json_open_inline(j, NULL, '{');
+    drk_json_str(j, "name", ki->name);
     char *d = want_demangle && ki->name ? demangle(ki->name) : NULL;
-    json_put_string(stdout, d);
+    drk_json_str(j, "demangled", d);
     free(d);
-    printf(",\"source\":\"%s\",\"source_arch\":%u", k->source == DRK_INFO_SASS ? "sass" : "ptx", k->source_arch);
-    fputs(",\"sass\":[", stdout);
+    drk_json_str(j, "source", k->source == DRK_INFO_SASS ? "sass" : "ptx");
+    drk_json_u64(j, "source_arch", k->source_arch);
+    drk_json_open_inline(j, "sass", '[');
     for (unsigned i = 0; i < k->nsass; i++)
-        printf("%s%u", i ? "," : "", k->sass[i]);
-    fputs("],\"sass_targets\":[", stdout);
-    for (unsigned i = 0; i < k->nsass; i++)
-        printf("%s\"sm_%u%.1s\"", i ? "," : "", k->sass[i], &k->sass_suffix[i]);
-    fputs("],\"ptx\":[", stdout);
-    for (unsigned i = 0; i < k->nptx; i++)
-        printf("%s{\"arch\":%u,\"target\":\"compute_%u%.1s\",\"isa\":\"%u.%u\"}", i ? "," : "", k->ptx[i], k->ptx[i],
-               &k->ptx_suffix[i], k->ptx_isa[i] / 10, k->ptx_isa[i] % 10);
-    printf("],\"params_size\":%" PRIu32 ",\"params\":[", ki->params_size);
+        drk_json_u64(j, NULL, k->sass[i]);
+    drk_json_close(j, ']');
+    drk_json_open_inline(j, "sass_targets", '[');
+    for (unsigned i = 0; i < k->nsass; i++) {
+        snprintf(text, sizeof text, "sm_%u%.1s", k->sass[i], &k->sass_suffix[i]);
+        drk_json_str(j, NULL, text);
+    }
+    drk_json_close(j, ']');
+    drk_json_open_inline(j, "ptx", '[');
+    for (unsigned i = 0; i < k->nptx; i++) {
+        drk_json_open_inline(j, NULL, '{');
+        drk_json_u64(j, "arch", k->ptx[i]);
+        snprintf(text, sizeof text, "compute_%u%.1s", k->ptx[i], &k->ptx_suffix[i]);
+        drk_json_str(j, "target", text);
+        snprintf(text, sizeof text, "%u.%u", k->ptx_isa[i] / 10, k->ptx_isa[i] % 10);
+        drk_json_str(j, "isa", text);
+        drk_json_close(j, '}');
+    }
+    drk_json_close(j, ']');
+    drk_json_u64(j, "params_size", ki->params_size);
+    drk_json_open_inline(j, "params", '[');
     for (uint32_t i = 0; i < ki->nparams; i++) {
         const drk_param *p = &ki->params[i];
-        printf("%s{\"offset\":%" PRIu32 ",\"size\":%" PRIu32 ",\"kind\":\"%s\",\"align\":", i ? "," : "",
-               p->offset, p->size, kind_name(p->kind));
+        drk_json_open_inline(j, NULL, '{');
+        drk_json_u64(j, "offset", p->offset);
+        drk_json_u64(j, "size", p->size);
+        drk_json_str(j, "kind", kind_name(p->kind));
         /* align_log2 0 is "unknown" in kernel.h, which 1-byte alignment
          * cannot be told from: null for both. */
         if (p->align_log2)
-            printf("%u}", 1u << (p->align_log2 & 31));
+            drk_json_u64(j, "align", 1u << (p->align_log2 & 31));
         else
-            fputs("null}", stdout);
+            drk_json_null(j, "align");
+        drk_json_close(j, '}');
     }
-    fputs("],\"registers\":", stdout);
-    ju32(ki->regs);
-    fputs(",\"shared_bytes\":", stdout);
-    ju32(ki->shared_bytes);
-    fputs(",\"local_bytes\":", stdout);
-    ju32(ki->local_bytes);
-    fputs(",\"const_bytes\":", stdout);
-    ju32(ki->const_bytes);
-    fputs(",\"max_threads\":", stdout);
+    drk_json_close(j, ']');
+    json_u32(j, "registers", ki->regs);
+    json_u32(j, "shared_bytes", ki->shared_bytes);
+    json_u32(j, "local_bytes", ki->local_bytes);
+    json_u32(j, "const_bytes", ki->const_bytes);
     if (ki->max_threads)
-        printf("%" PRIu32, ki->max_threads);
+        drk_json_u64(j, "max_threads", ki->max_threads);
     else
-        fputs("null", stdout);
-    fputs(",\"reqntid\":", stdout);
-    if (ki->reqntid[0])
-        printf("[%" PRIu32 ",%" PRIu32 ",%" PRIu32 "]", ki->reqntid[0], ki->reqntid[1], ki->reqntid[2]);
-    else
-        fputs("null", stdout);
-    putchar('}');
+        drk_json_null(j, "max_threads");
+    if (ki->reqntid[0]) {
+        drk_json_open_inline(j, "reqntid", '[');
+        for (int i = 0; i < 3; i++)
+            drk_json_u64(j, NULL, ki->reqntid[i]);
+        drk_json_close(j, ']');
+    } else {
+        drk_json_null(j, "reqntid");
+    }
+    drk_json_close(j, '}');
 }
 
-static void json_file(const char *path, const drk_image *img, const char *error, int want_demangle, int first)
+static void json_file(drk_json *j, const char *path, const drk_image *img, const char *error, int want_demangle)
 {
-    fputs(first ? "\n  {\"path\":" : ",\n  {\"path\":", stdout);
-    json_put_string(stdout, path);
-    fputs(",\"format\":", stdout);
-    json_put_string(stdout, img ? drk_image_format_name(img->format) : NULL);
-    fputs(",\"error\":", stdout);
-    json_put_string(stdout, error);
+    drk_json_open_inline(j, NULL, '{');
+    drk_json_str(j, "path", path);
+    drk_json_str(j, "format", img ? drk_image_format_name(img->format) : NULL);
+    drk_json_str(j, "error", error);
     if (!img) {
-        fputs(",\"stats\":null,\"kernels\":[]}", stdout);
-        return;
+        drk_json_null(j, "stats");
+    } else {
+        const drk_image_stats *s = &img->stats;
+        drk_json_open_inline(j, "stats", '{');
+        drk_json_u64(j, "kernels", img->nkernels);
+        drk_json_u64(j, "containers", s->containers);
+        drk_json_u64(j, "entries", s->entries);
+        drk_json_u64(j, "sass_entries", s->sass_entries);
+        drk_json_u64(j, "ptx_entries", s->ptx_entries);
+        drk_json_u64(j, "other_entries", s->other_entries);
+        drk_json_u64(j, "lz4", s->lz4);
+        drk_json_u64(j, "zstd", s->zstd);
+        drk_json_u64(j, "entries_read", s->entries_read);
+        drk_json_u64(j, "errors", s->errors);
+        drk_json_u64(j, "stored_bytes", s->stored_bytes);
+        drk_json_u64(j, "decompressed_bytes", s->decompressed_bytes);
+        drk_json_str(j, "first_error", img->first_error[0] ? img->first_error : NULL);
+        drk_json_close(j, '}');
     }
-    const drk_image_stats *s = &img->stats;
-    printf(",\"stats\":{\"kernels\":%zu,\"containers\":%u,\"entries\":%u,\"sass_entries\":%u,\"ptx_entries\":%u,"
-           "\"other_entries\":%u,\"lz4\":%u,\"zstd\":%u,\"entries_read\":%u,\"errors\":%u,\"stored_bytes\":%" PRIu64
-           ",\"decompressed_bytes\":%" PRIu64 ",\"first_error\":",
-           img->nkernels, s->containers, s->entries, s->sass_entries, s->ptx_entries, s->other_entries, s->lz4,
-           s->zstd, s->entries_read, s->errors, s->stored_bytes, s->decompressed_bytes);
-    json_put_string(stdout, img->first_error[0] ? img->first_error : NULL);
-    fputs("},\"kernels\":[", stdout);
-    for (size_t i = 0; i < img->nkernels; i++) {
-        fputs(i ? ",\n    " : "\n    ", stdout);
-        json_kernel(&img->kernels[i], want_demangle);
+    drk_json_open(j, "kernels", '[');
+    for (size_t i = 0; img && i < img->nkernels; i++) {
+        json_kernel(j, &img->kernels[i], want_demangle);
+        drk_json_flush(j, stdout);
     }
-    fputs(img->nkernels ? "\n  ]}" : "]}", stdout);
+    drk_json_close(j, ']');
+    drk_json_close(j, '}');
+    drk_json_flush(j, stdout);
 }
 
 /* -------------------------------------------------------------- command */
@@ -363,8 +388,14 @@ int cmd_inspect(int argc, char **argv)
         return usage_error("no FILE given");
 
     int status = 0;
-    if (json)
-        printf("{\"schema\":\"drk-inspect\",\"version\":%d,\"sm\":%u,\"files\":[", INSPECT_SCHEMA_VERSION, opt.sm);
+    drk_json j = {.compact = 1};
+    if (json) {
+        drk_json_open_inline(&j, NULL, '{');
+        drk_json_str(&j, "schema", "drk-inspect");
+        drk_json_u64(&j, "version", INSPECT_SCHEMA_VERSION);
+        drk_json_u64(&j, "sm", opt.sm);
+        drk_json_open(&j, "files", '[');
+    }
     for (int n = 0; i < argc; i++, n++) {
         const char *path = argv[i];
         drk_image img;
@@ -376,11 +407,11 @@ int cmd_inspect(int argc, char **argv)
             fprintf(stderr, "drk inspect: %s: %s\n", path, err);
             status = 1;
             if (json)
-                json_file(path, NULL, err, want_demangle, n == 0);
+                json_file(&j, path, NULL, err, want_demangle);
             continue;
         }
         if (json) {
-            json_file(path, &img, NULL, want_demangle, n == 0);
+            json_file(&j, path, &img, NULL, want_demangle);
         } else {
             if (n)
                 putchar('\n');
@@ -388,7 +419,15 @@ int cmd_inspect(int argc, char **argv)
         }
         drk_image_free(&img);
     }
-    if (json)
-        fputs("\n]}\n", stdout);
+    if (json) {
+        drk_json_close(&j, ']');
+        drk_json_close(&j, '}');
+        /* Write errors show in ferror(stdout), which drk checks before it exits. */
+        if (drk_json_flush(&j, stdout) != 0 && j.failed) {
+            fputs("drk inspect: out of memory: the JSON is incomplete\n", stderr);
+            status = 1;
+        }
+        drk_json_free(&j);
+    }
     return status;
 }

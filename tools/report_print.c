@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/json.h"
 #include "tools/report.h"
 #include "tools/table.h"
 
@@ -251,221 +252,161 @@ void print_combined(FILE *f, const rep_process *const *procs, size_t n, const re
     print_totals(f, t, top, n);
 }
 
-/* A small JSON writer: two-space indentation, strings escaped as the shim
- * does (quote, backslash and control characters; other bytes as they are). */
-typedef struct jw {
-    FILE *f;
-    int depth;
-    unsigned char has[16];
-} jw;
-
-static void jw_string(jw *w, const char *s)
+/* A grid or block: [x, y, z] on one line. */
+static void json_dim3(drk_json *j, const char *key, const uint64_t v[3])
 {
-    fputc('"', w->f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(w->f, "\\%c", *p);
-        else if (*p < 0x20)
-            fprintf(w->f, "\\u%04x", *p);
-        else
-            fputc(*p, w->f);
-    }
-    fputc('"', w->f);
+    drk_json_open_inline(j, key, '[');
+    for (int d = 0; d < 3; d++)
+        drk_json_u64(j, NULL, v[d]);
+    drk_json_close(j, ']');
 }
 
-static void jw_item(jw *w, const char *key)
+static void json_histogram(drk_json *j, const char *key, const uint64_t *hist)
 {
-    if (w->depth > 0) {
-        if (w->has[w->depth])
-            fputc(',', w->f);
-        w->has[w->depth] = 1;
-        fprintf(w->f, "\n%*s", 2 * w->depth, "");
-    }
-    if (key) {
-        jw_string(w, key);
-        fputs(": ", w->f);
-    }
-}
-
-static void jw_open(jw *w, const char *key, char bracket)
-{
-    jw_item(w, key);
-    fputc(bracket, w->f);
-    w->has[++w->depth] = 0; /* nesting is fixed below 16 by print_json */
-}
-
-static void jw_close(jw *w, char bracket)
-{
-    int had = w->has[w->depth--];
-    if (had)
-        fprintf(w->f, "\n%*s", 2 * w->depth, "");
-    fputc(bracket, w->f);
-    if (!w->depth)
-        fputc('\n', w->f);
-}
-
-static void jw_u64(jw *w, const char *key, uint64_t v)
-{
-    jw_item(w, key);
-    fprintf(w->f, "%" PRIu64, v);
-}
-
-static void jw_str(jw *w, const char *key, const char *s)
-{
-    jw_item(w, key);
-    if (s)
-        jw_string(w, s);
-    else
-        fputs("null", w->f);
-}
-
-static void jw_dim3(jw *w, const char *key, const uint64_t v[3])
-{
-    jw_item(w, key);
-    fprintf(w->f, "[%" PRIu64 ", %" PRIu64 ", %" PRIu64 "]", v[0], v[1], v[2]);
-}
-
-static void jw_histogram(jw *w, const char *key, const uint64_t *hist)
-{
-    jw_open(w, key, '{');
+    drk_json_open(j, key, '{');
     for (int b = 0; b < REP_LATENCY_BUCKETS; b++)
         if (hist[b]) {
             char floor[24];
             snprintf(floor, sizeof floor, "%" PRIu64, (uint64_t)1 << b);
-            jw_u64(w, floor, hist[b]);
+            drk_json_u64(j, floor, hist[b]);
         }
-    jw_close(w, '}');
+    drk_json_close(j, '}');
 }
 
 /* Sums over the reports that have the object; peaks are sums of
  * per-process peaks. */
-static void jw_device_pool(jw *w, const rep_dpool *d)
+static void json_device_pool(drk_json *j, const rep_dpool *d)
 {
-    jw_open(w, "device_pool", '{');
-    jw_u64(w, "processes", d->processes);
-    jw_u64(w, "allocs", d->allocs);
-    jw_u64(w, "frees", d->frees);
-    jw_u64(w, "failed_allocs", d->failed_allocs);
-    jw_u64(w, "out_of_memory", d->out_of_memory);
-    jw_u64(w, "bad_frees", d->bad_frees);
-    jw_u64(w, "driver_allocs", d->driver_allocs);
-    jw_u64(w, "peak_live_bytes", d->peak_live_bytes);
-    jw_u64(w, "peak_reserved_bytes", d->peak_reserved_bytes);
-    jw_u64(w, "pages_created", d->pages_created);
-    jw_u64(w, "pages_moved", d->pages_moved);
-    jw_u64(w, "pages_released", d->pages_released);
-    jw_u64(w, "defrag_events", d->defrag_events);
-    jw_open(w, "latency_ns", '{');
-    jw_u64(w, "samples", d->latency_samples);
-    jw_histogram(w, "alloc", d->alloc_ns);
-    jw_histogram(w, "free", d->free_ns);
-    jw_close(w, '}');
-    jw_close(w, '}');
+    drk_json_open(j, "device_pool", '{');
+    drk_json_u64(j, "processes", d->processes);
+    drk_json_u64(j, "allocs", d->allocs);
+    drk_json_u64(j, "frees", d->frees);
+    drk_json_u64(j, "failed_allocs", d->failed_allocs);
+    drk_json_u64(j, "out_of_memory", d->out_of_memory);
+    drk_json_u64(j, "bad_frees", d->bad_frees);
+    drk_json_u64(j, "driver_allocs", d->driver_allocs);
+    drk_json_u64(j, "peak_live_bytes", d->peak_live_bytes);
+    drk_json_u64(j, "peak_reserved_bytes", d->peak_reserved_bytes);
+    drk_json_u64(j, "pages_created", d->pages_created);
+    drk_json_u64(j, "pages_moved", d->pages_moved);
+    drk_json_u64(j, "pages_released", d->pages_released);
+    drk_json_u64(j, "defrag_events", d->defrag_events);
+    drk_json_open(j, "latency_ns", '{');
+    drk_json_u64(j, "samples", d->latency_samples);
+    json_histogram(j, "alloc", d->alloc_ns);
+    json_histogram(j, "free", d->free_ns);
+    drk_json_close(j, '}');
+    drk_json_close(j, '}');
 }
 
-static void jw_host_pool(jw *w, const rep_hpool *h)
+static void json_host_pool(drk_json *j, const rep_hpool *h)
 {
-    jw_open(w, "host_pool", '{');
-    jw_u64(w, "processes", h->processes);
-    jw_u64(w, "allocs", h->allocs);
-    jw_u64(w, "frees", h->frees);
-    jw_u64(w, "bad_frees", h->bad_frees);
-    jw_u64(w, "peak_live_bytes", h->peak_live_bytes);
-    jw_u64(w, "pinned_bytes", h->pinned_bytes);
-    jw_u64(w, "chunks", h->chunks);
-    jw_u64(w, "driver_fallbacks", h->driver_fallbacks);
-    jw_u64(w, "driver_direct", h->driver_direct);
-    jw_close(w, '}');
+    drk_json_open(j, "host_pool", '{');
+    drk_json_u64(j, "processes", h->processes);
+    drk_json_u64(j, "allocs", h->allocs);
+    drk_json_u64(j, "frees", h->frees);
+    drk_json_u64(j, "bad_frees", h->bad_frees);
+    drk_json_u64(j, "peak_live_bytes", h->peak_live_bytes);
+    drk_json_u64(j, "pinned_bytes", h->pinned_bytes);
+    drk_json_u64(j, "chunks", h->chunks);
+    drk_json_u64(j, "driver_fallbacks", h->driver_fallbacks);
+    drk_json_u64(j, "driver_direct", h->driver_direct);
+    drk_json_close(j, '}');
 }
 
 void print_json(FILE *f, const rep_process *const *procs, size_t n, const rep_totals *t, size_t top)
 {
-    jw w = {f, 0, {0}};
-    jw_open(&w, NULL, '{');
-    jw_str(&w, "schema", "drk-report-summary");
-    jw_u64(&w, "version", 1);
-    jw_open(&w, "processes", '[');
+    drk_json j = {0};
+    drk_json_open(&j, NULL, '{');
+    drk_json_str(&j, "schema", "drk-report-summary");
+    drk_json_u64(&j, "version", 1);
+    drk_json_open(&j, "processes", '[');
     for (size_t i = 0; i < n; i++) {
         const rep_process *p = procs[i];
-        jw_open(&w, NULL, '{');
-        jw_str(&w, "report", p->path);
-        jw_str(&w, "program", p->program);
-        jw_u64(&w, "pid", p->pid);
-        jw_u64(&w, "forked_from", p->forked_from);
-        jw_u64(&w, "start_unix_ns", p->start_ns);
-        jw_u64(&w, "end_unix_ns", p->end_ns);
-        jw_close(&w, '}');
+        drk_json_open(&j, NULL, '{');
+        drk_json_str(&j, "report", p->path);
+        drk_json_str(&j, "program", p->program);
+        drk_json_u64(&j, "pid", p->pid);
+        drk_json_u64(&j, "forked_from", p->forked_from);
+        drk_json_u64(&j, "start_unix_ns", p->start_ns);
+        drk_json_u64(&j, "end_unix_ns", p->end_ns);
+        drk_json_close(&j, '}');
     }
-    jw_close(&w, ']');
+    drk_json_close(&j, ']');
 
-    jw_open(&w, "kernels", '{');
-    jw_u64(&w, "launches", t->launches);
-    jw_u64(&w, "failed_launches", t->failed_launches);
-    jw_u64(&w, "untracked_launches", t->untracked_launches);
-    jw_u64(&w, "distinct", t->nkernels);
+    drk_json_open(&j, "kernels", '{');
+    drk_json_u64(&j, "launches", t->launches);
+    drk_json_u64(&j, "failed_launches", t->failed_launches);
+    drk_json_u64(&j, "untracked_launches", t->untracked_launches);
+    drk_json_u64(&j, "distinct", t->nkernels);
     if (t->facts.present) {
         const rep_facts *x = &t->facts;
-        jw_open(&w, "facts", '{');
-        jw_u64(&w, "launched_kernels", x->launched);
-        jw_u64(&w, "with_layout", x->with_layout);
-        jw_u64(&w, "layout_from_image", x->from_image);
-        jw_u64(&w, "layout_equal_to_driver", x->equal);
-        jw_u64(&w, "layout_differs_from_driver", x->differs);
-        jw_u64(&w, "with_ptx", x->with_ptx);
-        jw_u64(&w, "ptx_for_device", x->ptx_for_device);
-        jw_close(&w, '}');
+        drk_json_open(&j, "facts", '{');
+        drk_json_u64(&j, "launched_kernels", x->launched);
+        drk_json_u64(&j, "with_layout", x->with_layout);
+        drk_json_u64(&j, "layout_from_image", x->from_image);
+        drk_json_u64(&j, "layout_equal_to_driver", x->equal);
+        drk_json_u64(&j, "layout_differs_from_driver", x->differs);
+        drk_json_u64(&j, "with_ptx", x->with_ptx);
+        drk_json_u64(&j, "ptx_for_device", x->ptx_for_device);
+        drk_json_close(&j, '}');
     }
-    jw_open(&w, "list", '[');
+    drk_json_open(&j, "list", '[');
     size_t shown = top && top < t->nkernels ? top : t->nkernels;
     for (size_t i = 0; i < shown; i++) {
         const rep_kernel *k = &t->kernels[i];
-        jw_open(&w, NULL, '{');
-        jw_str(&w, "name", k->name);
-        jw_u64(&w, "handles", k->handles);
-        jw_u64(&w, "launches", k->launches);
-        jw_open(&w, "shapes", '[');
+        drk_json_open(&j, NULL, '{');
+        drk_json_str(&j, "name", k->name);
+        drk_json_u64(&j, "handles", k->handles);
+        drk_json_u64(&j, "launches", k->launches);
+        drk_json_open(&j, "shapes", '[');
         for (size_t s = 0; s < k->nshapes; s++) {
-            jw_open(&w, NULL, '{');
-            jw_dim3(&w, "grid", k->shapes[s].grid);
-            jw_dim3(&w, "block", k->shapes[s].block);
-            jw_u64(&w, "shared_bytes", k->shapes[s].shared_bytes);
-            jw_u64(&w, "launches", k->shapes[s].launches);
-            jw_close(&w, '}');
+            drk_json_open(&j, NULL, '{');
+            json_dim3(&j, "grid", k->shapes[s].grid);
+            json_dim3(&j, "block", k->shapes[s].block);
+            drk_json_u64(&j, "shared_bytes", k->shapes[s].shared_bytes);
+            drk_json_u64(&j, "launches", k->shapes[s].launches);
+            drk_json_close(&j, '}');
         }
-        jw_close(&w, ']');
-        jw_u64(&w, "other_shape_launches", k->other_shape_launches);
-        jw_close(&w, '}');
+        drk_json_close(&j, ']');
+        drk_json_u64(&j, "other_shape_launches", k->other_shape_launches);
+        drk_json_close(&j, '}');
+        drk_json_flush(&j, f); /* a kernel at a time: the buffer stays small */
     }
-    jw_close(&w, ']');
-    jw_close(&w, '}');
+    drk_json_close(&j, ']');
+    drk_json_close(&j, '}');
 
-    jw_open(&w, "calls", '{');
+    drk_json_open(&j, "calls", '{');
     for (size_t i = 0; i < t->nfamilies; i++) {
-        jw_open(&w, t->families[i].name, '{');
-        jw_u64(&w, "total", t->families[i].total);
-        jw_open(&w, "by_name", '{');
-        for (size_t j = 0; j < t->families[i].nnames; j++)
-            jw_u64(&w, t->families[i].names[j].name, t->families[i].names[j].calls);
-        jw_close(&w, '}');
-        jw_close(&w, '}');
+        drk_json_open(&j, t->families[i].name, '{');
+        drk_json_u64(&j, "total", t->families[i].total);
+        drk_json_open(&j, "by_name", '{');
+        for (size_t m = 0; m < t->families[i].nnames; m++)
+            drk_json_u64(&j, t->families[i].names[m].name, t->families[i].names[m].calls);
+        drk_json_close(&j, '}');
+        drk_json_close(&j, '}');
     }
-    jw_close(&w, '}');
+    drk_json_close(&j, '}');
 
-    jw_open(&w, "memory", '{');
+    drk_json_open(&j, "memory", '{');
     for (size_t i = 0; i < t->nmemory; i++) {
         const rep_memkind *k = &t->memory[i];
-        jw_open(&w, k->name, '{');
-        jw_u64(&w, "allocs", k->allocs);
-        jw_u64(&w, "failed", k->failed);
-        jw_u64(&w, "bytes", k->bytes);
-        jw_u64(&w, "frees", k->frees);
-        jw_u64(&w, "failed_frees", k->failed_frees);
-        jw_close(&w, '}');
+        drk_json_open(&j, k->name, '{');
+        drk_json_u64(&j, "allocs", k->allocs);
+        drk_json_u64(&j, "failed", k->failed);
+        drk_json_u64(&j, "bytes", k->bytes);
+        drk_json_u64(&j, "frees", k->frees);
+        drk_json_u64(&j, "failed_frees", k->failed_frees);
+        drk_json_close(&j, '}');
     }
-    jw_close(&w, '}');
+    drk_json_close(&j, '}');
     if (t->dpool.present)
-        jw_device_pool(&w, &t->dpool);
+        json_device_pool(&j, &t->dpool);
     if (t->hpool.present)
-        jw_host_pool(&w, &t->hpool);
-    jw_close(&w, '}');
+        json_host_pool(&j, &t->hpool);
+    drk_json_close(&j, '}');
+    /* Write errors show in ferror(f), which drk checks before it exits. */
+    if (drk_json_flush(&j, f) != 0 && j.failed)
+        fputs("drk report: out of memory: the JSON is incomplete\n", stderr);
+    drk_json_free(&j);
 }
