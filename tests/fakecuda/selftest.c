@@ -1,14 +1,16 @@
 /* The stand-in driver's own test: links libcuda.so.1 (the fake) directly, no
  * drk, and checks what drk's tests will rely on: every hooked name exported
- * and counted under its own name, cuGetProcAddress's version and per-thread
- * choices, handles, memory, kernels computing the right results, bad inputs,
- * and many threads at once. Prints one line per failed check; exits 1 if any. */
+ * and counted under its own name, every entry of drk's driver table
+ * exported, cuGetProcAddress's version and per-thread choices, handles,
+ * memory, kernels computing the right results, bad inputs, and many threads
+ * at once. Prints one line per failed check; exits 1 if any. */
 #define _GNU_SOURCE
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
 
 #include "tests/fakecuda/fakecuda.h"
 #include "interpose/hooks.h" /* interpose/: the names drk hooks, which the fake must export */
+#include "base/driver.h"     /* base/: the driver table, whose entries the fake must export too */
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -57,6 +59,15 @@ static const char *const hook_names[] = {
 };
 #define NHOOKS (sizeof hook_names / sizeof *hook_names)
 
+/* Generated from the table's list, so a new entry is checked at once; the
+ * name only with #, as some are macros in cuda.h. */
+static const char *const driver_names[] = {
+#define DRIVER_NAME_(member, name, params) #name,
+    DRK_DRIVER_ENTRIES(DRIVER_NAME_)
+#undef DRIVER_NAME_
+};
+#define NDRIVER (sizeof driver_names / sizeof *driver_names)
+
 static unsigned long long hook_calls_total(void)
 {
     unsigned long long n = 0;
@@ -93,13 +104,16 @@ static void test_before_init(void)
     CHECK(n == 1, "device count %d", n);
 }
 
-/* Every name drk hooks is exported and known to the call counter. */
+/* Every name drk hooks is exported and known to the call counter; every
+ * entry of drk's driver table (what alloc/ and evolve/ call) is exported. */
 static void test_exports(void)
 {
     for (size_t i = 0; i < NHOOKS; i++) {
         CHECK(sym(hook_names[i]) != NULL, "%s not exported", hook_names[i]);
         CHECK(fakecuda_inject_error(hook_names[i], CUDA_SUCCESS, 0) == 0, "%s not counted", hook_names[i]);
     }
+    for (size_t i = 0; i < NDRIVER; i++)
+        CHECK(sym(driver_names[i]) != NULL, "%s (driver table) not exported", driver_names[i]);
     CHECK(fakecuda_inject_error("cuNoSuchFunction", CUDA_SUCCESS, 0) == -1, "unknown name accepted");
     CHECK(fakecuda_calls("cuNoSuchFunction") == 0, "unknown name counted");
     /* Helpers are exported under fakecuda_ names only. */

@@ -1,0 +1,713 @@
+/* fakecuda, the stand-in libcuda.so.1: the kernel registry; modules,
+ * libraries, functions, kernels. */
+#define _GNU_SOURCE
+#include "tests/fakecuda/fake_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------ */
+/* Kernel registry                                                          */
+/* ------------------------------------------------------------------------ */
+
+FC_HIDDEN struct kentry g_kernels[FC_MAX_KERNELS];
+static unsigned int g_nkernels;
+static pthread_once_t g_builtins_once = PTHREAD_ONCE_INIT;
+
+static unsigned long long global_x(const fakecuda_thread *t)
+{
+    return (unsigned long long)t->blockIdx.x * t->blockDim.x + t->threadIdx.x;
+}
+
+static void k_vec_add(const fakecuda_thread *t)
+{
+    float *a = *(float **)t->params[0], *b = *(float **)t->params[1], *c = *(float **)t->params[2];
+    int n = *(int *)t->params[3];
+    unsigned long long i = global_x(t);
+    if (n > 0 && i < (unsigned long long)n)
+        c[i] = a[i] + b[i];
+}
+
+static void k_scale(const fakecuda_thread *t)
+{
+    float *x = *(float **)t->params[0];
+    float s = *(float *)t->params[1];
+    int n = *(int *)t->params[2];
+    unsigned long long i = global_x(t);
+    if (n > 0 && i < (unsigned long long)n)
+        x[i] *= s;
+}
+
+static void k_fill(const fakecuda_thread *t)
+{
+    float *x = *(float **)t->params[0];
+    float v = *(float *)t->params[1];
+    int n = *(int *)t->params[2];
+    unsigned long long i = global_x(t);
+    if (n > 0 && i < (unsigned long long)n)
+        x[i] = v;
+}
+
+static void k_empty(const fakecuda_thread *t) { (void)t; }
+
+/* Caller holds the lock. */
+static int kentry_find(const char *name)
+{
+    for (unsigned int i = 0; i < g_nkernels; i++)
+        if (strcmp(g_kernels[i].name, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+/* The largest power of two <= 16 dividing the size: what nvcc uses for the
+ * scalar and vector types tests pass. */
+static size_t param_align(size_t size)
+{
+    size_t a = 16;
+    while (a > 1 && size % a != 0)
+        a /= 2;
+    return a;
+}
+
+/* Caller holds the lock. nparams == (unsigned)-1: no layout. */
+static int kentry_set(const char *name, fakecuda_kernel_fn fn, unsigned int nparams, const size_t *sizes)
+{
+    if (!name || !fn || strlen(name) >= FC_MAX_NAME || !name[0])
+        return -1;
+    int has_layout = nparams != (unsigned int)-1;
+    if (has_layout && (nparams > FC_MAX_PARAMS || (nparams && !sizes)))
+        return -1;
+    if (has_layout)
+        for (unsigned int i = 0; i < nparams; i++)
+            if (sizes[i] == 0)
+                return -1;
+    int i = kentry_find(name);
+    if (i < 0) {
+        if (g_nkernels == FC_MAX_KERNELS)
+            return -1;
+        i = (int)g_nkernels++;
+        snprintf(g_kernels[i].name, FC_MAX_NAME, "%s", name);
+    }
+    struct kentry *e = &g_kernels[i];
+    e->fn = fn;
+    e->has_layout = has_layout;
+    e->nparams = has_layout ? nparams : 0;
+    size_t off = 0;
+    for (unsigned int p = 0; p < e->nparams; p++) {
+        size_t a = param_align(sizes[p]);
+        off = (off + a - 1) & ~(a - 1);
+        e->size[p] = sizes[p];
+        e->off[p] = off;
+        off += sizes[p];
+    }
+    e->argbytes = off;
+    return 0;
+}
+
+static void builtins_register(void)
+{
+    static const size_t vec_add[] = {8, 8, 8, 4}, one_ptr_two_words[] = {8, 4, 4};
+    LOCK();
+    kentry_set("vec_add", k_vec_add, 4, vec_add);
+    kentry_set("scale", k_scale, 3, one_ptr_two_words);
+    kentry_set("fill", k_fill, 3, one_ptr_two_words);
+    kentry_set("empty", k_empty, 0, NULL);
+    UNLOCK();
+}
+
+static void builtins_once(void) { pthread_once(&g_builtins_once, builtins_register); }
+
+FC_EXPORT int fakecuda_register_kernel(const char *name, fakecuda_kernel_fn fn)
+{
+    builtins_once();
+    LOCK();
+    int rc = kentry_set(name, fn, (unsigned int)-1, NULL);
+    UNLOCK();
+    return rc;
+}
+
+FC_EXPORT int fakecuda_register_kernel_params(const char *name, fakecuda_kernel_fn fn, unsigned int nparams,
+                                              const size_t *param_sizes)
+{
+    if (nparams == (unsigned int)-1)
+        return -1;
+    builtins_once();
+    LOCK();
+    int rc = kentry_set(name, fn, nparams, param_sizes);
+    UNLOCK();
+    return rc;
+}
+
+FC_EXPORT unsigned long long fakecuda_kernel_launches(const char *name)
+{
+    if (!name)
+        return 0;
+    builtins_once();
+    LOCK();
+    int i = kentry_find(name);
+    UNLOCK();
+    return i < 0 ? 0 : atomic_load(&g_kernels[i].launches);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Modules, libraries, functions, kernels                                   */
+/* ------------------------------------------------------------------------ */
+
+struct module;
+struct library;
+struct kern;
+
+struct func {
+    uint32_t magic;
+    unsigned int entry;
+    struct module *mod; /* NULL for a kernel's function */
+};
+
+struct module {
+    uint32_t magic;
+    unsigned int n;
+    struct func **funcs;
+};
+
+struct kern {
+    uint32_t magic;
+    unsigned int entry;
+    struct library *lib;
+    struct func *fn; /* what cuKernelGetFunction returns */
+};
+
+struct library {
+    uint32_t magic;
+    unsigned int n;
+    struct kern **kerns;
+};
+
+#define FC_MAX_IMAGE ((size_t)16 << 20)
+
+static CUresult parse_image(const char *text, unsigned int **out, unsigned int *nout);
+
+/* PTX text stands for the registered kernels its .entry lines name, so
+ * tests can hand drk a real PTX image. Caller holds the lock. */
+static CUresult parse_ptx(const char *text, unsigned int **out, unsigned int *nout)
+{
+    size_t cap = strlen(FAKECUDA_IMAGE_MAGIC) + 2, len = 0;
+    for (const char *p = text; (p = strstr(p, ".entry")) != NULL; p += 6)
+        cap += FC_MAX_NAME + 1;
+    char *list = malloc(cap);
+    if (!list)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    len = (size_t)snprintf(list, cap, "%s\n", FAKECUDA_IMAGE_MAGIC);
+    for (const char *p = text; (p = strstr(p, ".entry")) != NULL;) {
+        p += 6;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        size_t n = strcspn(p, " \t\r\n(");
+        if (n == 0 || n >= FC_MAX_NAME) {
+            free(list);
+            return CUDA_ERROR_INVALID_IMAGE;
+        }
+        memcpy(list + len, p, n);
+        len += n;
+        list[len++] = '\n';
+        list[len] = '\0';
+    }
+    CUresult rc = parse_image(list, out, nout);
+    free(list);
+    return rc;
+}
+
+/* Parses "DRKFAKE1\n<name>\n..." (or PTX) into registry indices. Caller
+ * holds the lock. */
+static CUresult parse_image(const char *text, unsigned int **out, unsigned int *nout)
+{
+    *out = NULL;
+    *nout = 0;
+    size_t hl = strlen(FAKECUDA_IMAGE_MAGIC);
+    if (strncmp(text, FAKECUDA_IMAGE_MAGIC, hl) != 0)
+        return strstr(text, ".version") && strstr(text, ".entry") ? parse_ptx(text, out, nout)
+                                                                  : CUDA_ERROR_INVALID_IMAGE;
+    const char *p = text + hl;
+    while (*p == '\r' || *p == ' ' || *p == '\t')
+        p++;
+    if (*p != '\n' && *p != '\0')
+        return CUDA_ERROR_INVALID_IMAGE;
+    unsigned int *ids = NULL, n = 0, cap = 0;
+    while (*p) {
+        p++; /* past '\n' */
+        const char *end = strchr(p, '\n');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        const char *s = p;
+        while (len && (*s == ' ' || *s == '\t' || *s == '\r'))
+            s++, len--;
+        while (len && (s[len - 1] == ' ' || s[len - 1] == '\t' || s[len - 1] == '\r'))
+            len--;
+        p = end ? end : p + strlen(p);
+        if (!len)
+            continue;
+        char name[FC_MAX_NAME];
+        if (len >= sizeof name)
+            goto bad;
+        memcpy(name, s, len);
+        name[len] = '\0';
+        int id = kentry_find(name);
+        if (id < 0)
+            goto bad;
+        for (unsigned int i = 0; i < n; i++)
+            if (ids[i] == (unsigned int)id)
+                goto bad;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 8;
+            unsigned int *grown = realloc(ids, cap * sizeof *ids);
+            if (!grown) {
+                free(ids);
+                return CUDA_ERROR_OUT_OF_MEMORY;
+            }
+            ids = grown;
+        }
+        ids[n++] = (unsigned int)id;
+    }
+    *out = ids;
+    *nout = n;
+    return CUDA_SUCCESS;
+bad:
+    free(ids);
+    return CUDA_ERROR_INVALID_IMAGE;
+}
+
+static void module_free(struct module *m)
+{
+    for (unsigned int i = 0; i < m->n; i++)
+        free(m->funcs[i]);
+    free(m->funcs);
+    free(m);
+}
+
+static CUresult module_from_text(CUmodule *module, const char *text)
+{
+    if (!module || !text)
+        return CUDA_ERROR_INVALID_VALUE;
+    builtins_once();
+    unsigned int *ids, n;
+    LOCK();
+    CUresult rc = parse_image(text, &ids, &n);
+    UNLOCK();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    struct module *m = calloc(1, sizeof *m);
+    if (m && n)
+        m->funcs = calloc(n, sizeof *m->funcs);
+    if (!m || (n && !m->funcs))
+        goto oom;
+    m->magic = MAGIC_MODULE;
+    for (; m->n < n; m->n++) {
+        struct func *f = malloc(sizeof *f);
+        if (!f)
+            goto oom;
+        f->magic = MAGIC_FUNC;
+        f->entry = ids[m->n];
+        f->mod = m;
+        m->funcs[m->n] = f;
+    }
+    free(ids);
+    ids = NULL;
+    LOCK();
+    int ok = h_add(m) == 0;
+    for (unsigned int i = 0; ok && i < m->n; i++)
+        ok = h_add(m->funcs[i]) == 0;
+    if (!ok) {
+        /* h_del ignores objects that never made it into the table. */
+        for (unsigned int i = 0; i < m->n; i++)
+            h_del(m->funcs[i]);
+        h_del(m);
+        UNLOCK();
+        module_free(m);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    UNLOCK();
+    *module = (CUmodule)m;
+    return CUDA_SUCCESS;
+oom:
+    free(ids);
+    if (m)
+        module_free(m);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+static void library_free(struct library *l)
+{
+    for (unsigned int i = 0; i < l->n; i++) {
+        free(l->kerns[i]->fn);
+        free(l->kerns[i]);
+    }
+    free(l->kerns);
+    free(l);
+}
+
+static CUresult library_from_text(CUlibrary *library, const char *text)
+{
+    if (!library || !text)
+        return CUDA_ERROR_INVALID_VALUE;
+    builtins_once();
+    unsigned int *ids, n;
+    LOCK();
+    CUresult rc = parse_image(text, &ids, &n);
+    UNLOCK();
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    struct library *l = calloc(1, sizeof *l);
+    if (l && n)
+        l->kerns = calloc(n, sizeof *l->kerns);
+    if (!l || (n && !l->kerns))
+        goto oom;
+    l->magic = MAGIC_LIB;
+    for (; l->n < n; l->n++) {
+        struct kern *k = malloc(sizeof *k);
+        struct func *f = malloc(sizeof *f);
+        if (!k || !f) {
+            free(k);
+            free(f);
+            goto oom;
+        }
+        f->magic = MAGIC_FUNC;
+        f->entry = ids[l->n];
+        f->mod = NULL;
+        k->magic = MAGIC_KERN;
+        k->entry = ids[l->n];
+        k->lib = l;
+        k->fn = f;
+        l->kerns[l->n] = k;
+    }
+    free(ids);
+    ids = NULL;
+    LOCK();
+    int ok = h_add(l) == 0;
+    for (unsigned int i = 0; ok && i < l->n; i++)
+        ok = h_add(l->kerns[i]) == 0 && h_add(l->kerns[i]->fn) == 0;
+    if (!ok) {
+        for (unsigned int i = 0; i < l->n; i++) {
+            h_del(l->kerns[i]->fn);
+            h_del(l->kerns[i]);
+        }
+        h_del(l);
+        UNLOCK();
+        library_free(l);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    UNLOCK();
+    *library = (CUlibrary)l;
+    return CUDA_SUCCESS;
+oom:
+    free(ids);
+    if (l)
+        library_free(l);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/* Reads a whole image file, NUL-terminated. */
+static CUresult read_file(const char *path, char **out)
+{
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return CUDA_ERROR_FILE_NOT_FOUND;
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 4096 + 1 > cap) {
+            if (cap >= FC_MAX_IMAGE) {
+                free(buf);
+                fclose(f);
+                return CUDA_ERROR_INVALID_IMAGE;
+            }
+            cap = cap ? cap * 2 : 8192;
+            char *grown = realloc(buf, cap);
+            if (!grown) {
+                free(buf);
+                fclose(f);
+                return CUDA_ERROR_OUT_OF_MEMORY;
+            }
+            buf = grown;
+        }
+        size_t got = fread(buf + len, 1, cap - len - 1, f);
+        len += got;
+        if (got == 0)
+            break;
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (err) {
+        free(buf);
+        return CUDA_ERROR_FILE_NOT_FOUND;
+    }
+    buf[len] = '\0';
+    *out = buf;
+    return CUDA_SUCCESS;
+}
+
+static int jit_options_ok(unsigned int n, const void *opts, const void *vals)
+{
+    return n == 0 || (opts && vals);
+}
+
+FC_EXPORT CUresult cuModuleLoad(CUmodule *module, const char *fname)
+{
+    ENTER_INIT(cuModuleLoad);
+    if (!module || !fname)
+        return CUDA_ERROR_INVALID_VALUE;
+    char *text;
+    CUresult rc = read_file(fname, &text);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = module_from_text(module, text);
+    free(text);
+    return rc;
+}
+
+FC_EXPORT CUresult cuModuleLoadData(CUmodule *module, const void *image)
+{
+    ENTER_INIT(cuModuleLoadData);
+    return module_from_text(module, image);
+}
+
+FC_EXPORT CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
+                                      CUjit_option *options, void **optionValues)
+{
+    ENTER_INIT(cuModuleLoadDataEx);
+    if (!jit_options_ok(numOptions, options, optionValues))
+        return CUDA_ERROR_INVALID_VALUE;
+    return module_from_text(module, image);
+}
+
+FC_EXPORT CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin)
+{
+    ENTER_INIT(cuModuleLoadFatBinary);
+    return module_from_text(module, fatCubin);
+}
+
+FC_EXPORT CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
+{
+    ENTER_INIT(cuModuleGetFunction);
+    if (!hfunc || !name)
+        return CUDA_ERROR_INVALID_VALUE;
+    LOCK();
+    struct module *m = h_get(hmod, MAGIC_MODULE);
+    if (!m) {
+        UNLOCK();
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    for (unsigned int i = 0; i < m->n; i++) {
+        if (strcmp(g_kernels[m->funcs[i]->entry].name, name) == 0) {
+            *hfunc = (CUfunction)m->funcs[i];
+            UNLOCK();
+            return CUDA_SUCCESS;
+        }
+    }
+    UNLOCK();
+    return CUDA_ERROR_NOT_FOUND;
+}
+
+FC_EXPORT CUresult cuModuleUnload(CUmodule hmod)
+{
+    ENTER_INIT(cuModuleUnload);
+    LOCK();
+    struct module *m = h_get(hmod, MAGIC_MODULE);
+    if (!m) {
+        UNLOCK();
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    for (unsigned int i = 0; i < m->n; i++)
+        h_del(m->funcs[i]);
+    h_del(m);
+    UNLOCK();
+    module_free(m);
+    return CUDA_SUCCESS;
+}
+
+FC_EXPORT CUresult cuLibraryLoadData(CUlibrary *library, const void *code, CUjit_option *jitOptions,
+                                     void **jitOptionsValues, unsigned int numJitOptions,
+                                     CUlibraryOption *libraryOptions, void **libraryOptionValues,
+                                     unsigned int numLibraryOptions)
+{
+    ENTER_INIT(cuLibraryLoadData);
+    if (!jit_options_ok(numJitOptions, jitOptions, jitOptionsValues) ||
+        !jit_options_ok(numLibraryOptions, libraryOptions, libraryOptionValues))
+        return CUDA_ERROR_INVALID_VALUE;
+    return library_from_text(library, code);
+}
+
+FC_EXPORT CUresult cuLibraryLoadFromFile(CUlibrary *library, const char *fileName, CUjit_option *jitOptions,
+                                         void **jitOptionsValues, unsigned int numJitOptions,
+                                         CUlibraryOption *libraryOptions, void **libraryOptionValues,
+                                         unsigned int numLibraryOptions)
+{
+    ENTER_INIT(cuLibraryLoadFromFile);
+    if (!library || !fileName || !jit_options_ok(numJitOptions, jitOptions, jitOptionsValues) ||
+        !jit_options_ok(numLibraryOptions, libraryOptions, libraryOptionValues))
+        return CUDA_ERROR_INVALID_VALUE;
+    char *text;
+    CUresult rc = read_file(fileName, &text);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = library_from_text(library, text);
+    free(text);
+    return rc;
+}
+
+FC_EXPORT CUresult cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library, const char *name)
+{
+    ENTER_INIT(cuLibraryGetKernel);
+    if (!pKernel || !name)
+        return CUDA_ERROR_INVALID_VALUE;
+    LOCK();
+    struct library *l = h_get(library, MAGIC_LIB);
+    if (!l) {
+        UNLOCK();
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    for (unsigned int i = 0; i < l->n; i++) {
+        if (strcmp(g_kernels[l->kerns[i]->entry].name, name) == 0) {
+            *pKernel = (CUkernel)l->kerns[i];
+            UNLOCK();
+            return CUDA_SUCCESS;
+        }
+    }
+    UNLOCK();
+    return CUDA_ERROR_NOT_FOUND;
+}
+
+FC_EXPORT CUresult cuLibraryUnload(CUlibrary library)
+{
+    ENTER_INIT(cuLibraryUnload);
+    LOCK();
+    struct library *l = h_get(library, MAGIC_LIB);
+    if (!l) {
+        UNLOCK();
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    for (unsigned int i = 0; i < l->n; i++) {
+        h_del(l->kerns[i]->fn);
+        h_del(l->kerns[i]);
+    }
+    h_del(l);
+    UNLOCK();
+    library_free(l);
+    return CUDA_SUCCESS;
+}
+
+FC_EXPORT CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
+{
+    ENTER_INIT(cuKernelGetFunction);
+    if (!pFunc)
+        return CUDA_ERROR_INVALID_VALUE;
+    LOCK();
+    struct kern *k = h_get(kernel, MAGIC_KERN);
+    if (k)
+        *pFunc = (CUfunction)k->fn;
+    UNLOCK();
+    return k ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+/* The registry entry behind a live CUfunction (kinds & 1) or CUkernel
+ * (kinds & 2), or -1. Caller holds the lock. */
+FC_HIDDEN int handle_entry(const void *h, int kinds)
+{
+    struct func *f = (kinds & 1) ? h_get(h, MAGIC_FUNC) : NULL;
+    if (f)
+        return (int)f->entry;
+    struct kern *k = (kinds & 2) ? h_get(h, MAGIC_KERN) : NULL;
+    return k ? (int)k->entry : -1;
+}
+
+static CUresult entry_name(const char **name, const void *h, int kinds)
+{
+    if (!name)
+        return CUDA_ERROR_INVALID_VALUE;
+    LOCK();
+    int e = handle_entry(h, kinds);
+    UNLOCK();
+    if (e < 0)
+        return CUDA_ERROR_INVALID_HANDLE;
+    *name = g_kernels[e].name;
+    return CUDA_SUCCESS;
+}
+
+FC_EXPORT CUresult cuFuncGetName(const char **name, CUfunction hfunc)
+{
+    ENTER_INIT(cuFuncGetName);
+    return entry_name(name, hfunc, 1);
+}
+
+FC_EXPORT CUresult cuKernelGetName(const char **name, CUkernel hfunc)
+{
+    ENTER_INIT(cuKernelGetName);
+    return entry_name(name, hfunc, 2);
+}
+
+static CUresult func_attribute(int *pi, CUfunction_attribute attrib, const void *h, int kinds)
+{
+    if (!pi || (int)attrib < 0 || attrib >= CU_FUNC_ATTRIBUTE_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    LOCK();
+    int e = handle_entry(h, kinds);
+    UNLOCK();
+    if (e < 0)
+        return CUDA_ERROR_INVALID_HANDLE;
+    int v = 0;
+    switch (attrib) {
+    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: v = 1024; break;
+    case CU_FUNC_ATTRIBUTE_NUM_REGS: v = 32; break;
+    case CU_FUNC_ATTRIBUTE_PTX_VERSION: v = 90; break;
+    case CU_FUNC_ATTRIBUTE_BINARY_VERSION: v = 90; break;
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: v = 49152; break;
+    case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT: v = -1; break;
+    default: break; /* static shared/const/local sizes, cluster settings: 0 */
+    }
+    *pi = v;
+    return CUDA_SUCCESS;
+}
+
+FC_EXPORT CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfunc)
+{
+    ENTER_INIT(cuFuncGetAttribute);
+    return func_attribute(pi, attrib, hfunc, 1);
+}
+
+FC_EXPORT CUresult cuKernelGetAttribute(int *pi, CUfunction_attribute attrib, CUkernel kernel, CUdevice dev)
+{
+    ENTER_INIT(cuKernelGetAttribute);
+    if (dev != 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    return func_attribute(pi, attrib, kernel, 2);
+}
+
+static CUresult param_info(const void *h, int kinds, size_t index, size_t *offset, size_t *size)
+{
+    LOCK();
+    int e = handle_entry(h, kinds);
+    if (e < 0) {
+        UNLOCK();
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    const struct kentry *k = &g_kernels[e];
+    int ok = index < k->nparams;
+    if (ok && offset)
+        *offset = k->off[index];
+    if (ok && size)
+        *size = k->size[index];
+    UNLOCK();
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+FC_EXPORT CUresult cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset, size_t *paramSize)
+{
+    ENTER_INIT(cuFuncGetParamInfo);
+    return param_info(func, 1, paramIndex, paramOffset, paramSize);
+}
+
+FC_EXPORT CUresult cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size_t *paramOffset,
+                                        size_t *paramSize)
+{
+    ENTER_INIT(cuKernelGetParamInfo);
+    return param_info(kernel, 2, paramIndex, paramOffset, paramSize);
+}
