@@ -17,11 +17,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "base/log.h"
 #include "alloc/heap.h"
 #include "alloc/pages_vmm.h"
 #include "alloc/pool.h"
 #include "alloc/pool_events.h"
+#include "base/log.h"
 
 #define MAX_DEVICES 64
 #define MAX_SHARDS 64

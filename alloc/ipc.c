@@ -58,10 +58,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/log.h"
 #include "alloc/device.h"
 #include "alloc/pages.h"
 #include "alloc/pages_vmm.h"
+#include "base/log.h"
 
 #define MAGIC "drk\1"
 #define BATCH 250

@@ -3,8 +3,8 @@
 #ifndef DRK_ALLOC_PAGES_VMM_H
 #define DRK_ALLOC_PAGES_VMM_H
 
-#include "base/driver.h"
 #include "alloc/pages.h"
+#include "base/driver.h"
 
 /* Pages of device `dev`, at the driver's recommended granularity, as many
  * as its memory holds, or `max_pages` if that is fewer (0: no limit).

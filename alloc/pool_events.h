@@ -5,8 +5,8 @@
 #ifndef DRK_ALLOC_POOL_EVENTS_H
 #define DRK_ALLOC_POOL_EVENTS_H
 
-#include "base/driver.h"
 #include "alloc/pool.h"
+#include "base/driver.h"
 
 typedef struct drk_cuda_events drk_cuda_events;
 

@@ -4,8 +4,8 @@
 #include <dlfcn.h>
 #include <string.h>
 
-#include "interpose/real.h"
 #include "base/guard.h"
+#include "interpose/real.h"
 #include "interpose/symbols.h"
 
 /* glibc's dlsym, for the entry's tail jump. Hidden, read by dlsym_entry.S. */

@@ -3,9 +3,9 @@
 #include <cuda.h>
 #include <stdatomic.h>
 
+#include "base/options.h"
 #include "evolve/loaded.h"
 #include "interpose/table.h"
-#include "base/options.h"
 
 static atomic_int reserved_shared = -1;
 

@@ -14,18 +14,18 @@
 #include <unistd.h>
 
 #include "alloc/stats.h"
-#include "shim/report_pool.h"
+#include "base/json.h"
+#include "base/log.h"
+#include "base/options.h"
 #include "evolve/registry.h"
 #include "interpose/real.h"
 #include "interpose/symbols.h"
 #include "interpose/table.h"
-#include "base/json.h"
-#include "base/log.h"
-#include "shim/modules.h"
-#include "base/options.h"
-#include "shim/report_facts.h"
-#include "shim/state.h"
 #include "shim/calls.h"
+#include "shim/modules.h"
+#include "shim/report_facts.h"
+#include "shim/report_pool.h"
+#include "shim/state.h"
 
 static atomic_int written;
 

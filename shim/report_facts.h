@@ -5,8 +5,8 @@
 
 #include <stddef.h>
 
-#include "evolve/registry.h"
 #include "base/json.h"
+#include "evolve/registry.h"
 
 /* Totals over launched kernels, filled by drk_report_facts. */
 typedef struct drk_facts_totals {

@@ -8,9 +8,9 @@
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
 
-#include "tests/fakecuda/fakecuda.h"
-#include "interpose/hooks.h" /* interpose/: the names drk hooks, which the fake must export */
 #include "base/driver.h"     /* base/: the driver table, whose entries the fake must export too */
+#include "interpose/hooks.h" /* interpose/: the names drk hooks, which the fake must export */
+#include "tests/fakecuda/fakecuda.h"
 
 #include <dlfcn.h>
 #include <errno.h>

@@ -23,8 +23,8 @@
 #include "alloc/device.h"
 #include "alloc/ipc.h"
 #include "tests/fakecuda/fakecuda.h"
-#include "tests/unit/check.h"
 #include "tests/gpu/programs/linked_driver.h"
+#include "tests/unit/check.h"
 
 #define MIB ((size_t)1 << 20)
 

@@ -7,8 +7,8 @@
 #include <cuda.h>
 #include <stdio.h>
 
-#include "alloc/pool_events.h"
 #include "alloc/pages_vmm.h"
+#include "alloc/pool_events.h"
 #include "tests/gpu/programs/linked_driver.h"
 #include "tests/gpu/programs/self_check.h"
 
