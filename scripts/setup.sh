@@ -9,9 +9,9 @@ set -euo pipefail
 # libelf, liblz4, libzstd: the image reader's (headers to build, libraries
 # opened at run time); clang and its runtime: the fuzzer (tests/fuzz).
 packages=(build-essential cmake lld python3 python3-pip binutils libelf-dev liblz4-dev libzstd-dev clang libjemalloc-dev
-          libclang-rt-14-dev)
+          libclang-rt-14-dev valgrind)
 missing=()
-for tool in cc make cmake ld.lld python3 nm readelf clang; do
+for tool in cc make cmake ld.lld python3 nm readelf clang valgrind; do
     command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
 done
 for header in /usr/include/libelf.h /usr/include/lz4.h /usr/include/zstd.h /usr/include/jemalloc/jemalloc.h; do
