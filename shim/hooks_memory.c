@@ -440,8 +440,7 @@ DRK_BODY drk_body_ctx_destroy(drk_sym sym, CUcontext ctx)
     DRK_REAL_OR_MISSING(ctx_destroy);
     if (ctx && drk_current_mode() != DRK_MODE_OFF && !is_primary(ctx))
         context_ends(ctx, 1);
-    CUresult r = real(ctx);
-    return drk_counted(sym, r);
+    return drk_counted(sym, real(ctx));
 }
 
 DRK_BODY drk_body_primary_ctx_reset(drk_sym sym, CUdevice dev)
@@ -450,8 +449,7 @@ DRK_BODY drk_body_primary_ctx_reset(drk_sym sym, CUdevice dev)
     CUcontext ctx = drk_current_mode() != DRK_MODE_OFF ? primary_of(dev) : NULL;
     if (ctx)
         context_ends(ctx, 1);
-    CUresult r = real(dev);
-    return drk_counted(sym, r);
+    return drk_counted(sym, real(dev));
 }
 
 /* Only the last release ends the context, and only the driver knows which

@@ -33,8 +33,7 @@ DRK_BODY drk_body_stream_destroy(drk_sym sym, CUstream stream)
     /* Its pending frees are settled while its events can still be waited for. */
     if (drk_pooling())
         drk_dpool_stream_destroyed(stream);
-    CUresult r = real(stream);
-    return drk_counted(sym, r);
+    return drk_counted(sym, real(stream));
 }
 
 static inline __attribute__((always_inline)) CUresult waited(drk_sym sym, CUresult r)
