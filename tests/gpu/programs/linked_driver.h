@@ -1,4 +1,4 @@
-/* The driver table (shim/driver.h) of a program linked with -lcuda: what
+/* The driver table (base/driver.h) of a program linked with -lcuda: what
  * the device pool and IPC call, for them to run on the real driver or on
  * the stand-in one. */
 #ifndef DRK_TESTS_LINKED_DRIVER_H
