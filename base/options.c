@@ -46,6 +46,15 @@ const drk_option_desc drk_option_table[DRK_OPT_COUNT] = {
     [DRK_OPT_HOST_ALLOC] = {"DRK_HOST_ALLOC", DRK_OPTION_BOOL, "1",
                             "serve cuMemHostAlloc and cuMemAllocHost from drk's pinned host pool (0: the driver "
                             "pins every allocation)"},
+    [DRK_OPT_PROFILE] = {"DRK_PROFILE", DRK_OPTION_BOOL, "0",
+                         "time every kernel, copy and set on the GPU with CUPTI's activity records, per kernel, "
+                         "launch shape and round, for the report (off by default until its cost is measured)"},
+    [DRK_OPT_CUPTI_LIBRARY] = {"DRK_CUPTI_LIBRARY", DRK_OPTION_PATH, "",
+                               "the libcupti.so.13 to time with, tried after a copy the program already loaded "
+                               "(empty: the CUDA toolkit's, then the nvidia-cuda-cupti wheel's, then the loader's)"},
+    [DRK_OPT_ROUND_SECONDS] = {"DRK_ROUND_SECONDS", DRK_OPTION_SECONDS, "10s",
+                               "with DRK_PROFILE, end a round every this long while the program marks none "
+                               "(cuProfilerStop marks one); 0: only the program's marks"},
 };
 
 static const char *const level_names[] = {
@@ -123,6 +132,28 @@ size_t drk_option_amount(long num, size_t whole)
     return (size_t)((double)whole * (double)-num / 10000.0);
 }
 
+/* A duration in milliseconds: a number of seconds (decimals allowed), or
+ * with a unit, s, ms or min. */
+static int parse_seconds(const char *t, long *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(t, &end);
+    if (end == t || errno || !(v >= 0))
+        return -1;
+    double ms = v * 1000;
+    if (strcmp(end, "ms") == 0)
+        ms = v;
+    else if (strcmp(end, "min") == 0)
+        ms = v * 60000;
+    else if (*end && strcmp(end, "s") != 0)
+        return -1;
+    if (ms > 1e12)
+        return -1;
+    *out = (long)(ms + 0.5);
+    return 0;
+}
+
 int drk_option_parse(drk_option_id id, const char *text, drk_option_value *out, char *why,
                      size_t whylen)
 {
@@ -160,6 +191,16 @@ int drk_option_parse(drk_option_id id, const char *text, drk_option_value *out, 
         else
             snprintf(out->text, sizeof out->text, "%ld", num);
         break;
+    case DRK_OPTION_SECONDS:
+        if (parse_seconds(text, &num) != 0) {
+            snprintf(why, whylen, "not a duration (seconds, or with a unit: 10s, 500ms, 5min)");
+            return -1;
+        }
+        if (num % 1000 == 0)
+            snprintf(out->text, sizeof out->text, "%lds", num / 1000);
+        else
+            snprintf(out->text, sizeof out->text, "%ldms", num);
+        break;
     case DRK_OPTION_PERCENT:
         if (parse_amount(text, &num, 1) != 0) {
             snprintf(why, whylen, "not a percentage from 0 to 100");
@@ -172,6 +213,7 @@ int drk_option_parse(drk_option_id id, const char *text, drk_option_value *out, 
     out->num = num;
     return 0;
 }
+
 
 int drk_option_find(const char *name)
 {

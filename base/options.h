@@ -20,6 +20,9 @@ typedef enum drk_option_id {
     DRK_OPT_DEFRAG,
     DRK_OPT_DEFRAG_THRESHOLD,
     DRK_OPT_HOST_ALLOC,
+    DRK_OPT_PROFILE,
+    DRK_OPT_CUPTI_LIBRARY,
+    DRK_OPT_ROUND_SECONDS,
     DRK_OPT_COUNT
 } drk_option_id;
 
@@ -29,6 +32,7 @@ typedef enum drk_option_type {
     DRK_OPTION_PATH,  /* any text; empty means unset */
     DRK_OPTION_AMOUNT, /* bytes (suffix K, M, G, T: powers of 1024) or N% of a whole */
     DRK_OPTION_PERCENT, /* N or N%, 0 to 100 */
+    DRK_OPTION_SECONDS, /* a duration: N, N.N, with an optional s, ms or min; kept in milliseconds */
 } drk_option_type;
 
 typedef struct drk_option_desc {
@@ -44,7 +48,8 @@ extern const drk_option_desc drk_option_table[DRK_OPT_COUNT];
 #define DRK_OPTION_PATH_MAX 4096
 
 typedef struct drk_option_value {
-    long num; /* BOOL and LEVEL; AMOUNT: bytes, or -(basis points) for a share; PERCENT: basis points */
+    long num; /* BOOL and LEVEL; AMOUNT: bytes, or -(basis points) for a share; PERCENT: basis points;
+               * SECONDS: milliseconds */
     char text[DRK_OPTION_PATH_MAX]; /* the value's canonical text */
 } drk_option_value;
 

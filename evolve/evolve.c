@@ -1,5 +1,6 @@
 #include "evolve/evolve.h"
 
+#include "evolve/cupti.h"
 #include "evolve/loaded.h"
 #include "evolve/registry.h"
 
@@ -9,4 +10,5 @@ void drk_evolve_after_fork_child(void)
 {
     drk_registry_reset_counts();
     drk_images_after_fork_child();
+    drk_cupti_after_fork_child();
 }

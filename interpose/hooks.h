@@ -104,10 +104,14 @@
     X(cuGetProcAddress,                 get_proc_address_v1,    entry) \
     X(cuGetProcAddress_v2,              get_proc_address,       entry)
 
+#define DRK_HOOKS_PROFILER(X)                                             \
+    X(cuProfilerStart,                  profiler_start,         profiler) \
+    X(cuProfilerStop,                   profiler_stop,          profiler)
+
 #define DRK_HOOKS(X)                                                   \
     DRK_HOOKS_LAUNCH(X) DRK_HOOKS_GRAPH(X) DRK_HOOKS_MODULE(X)         \
     DRK_HOOKS_MEMORY(X) DRK_HOOKS_HOST_MEMORY(X) DRK_HOOKS_STREAM(X)   \
-    DRK_HOOKS_ENTRY(X)
+    DRK_HOOKS_ENTRY(X) DRK_HOOKS_PROFILER(X)
 
 /* One slot per exported name, in list order. */
 typedef enum drk_sym {

@@ -148,6 +148,9 @@
 #define DRK_SIG_end_capture(M, ...)                                            \
     M(__VA_ARGS__, (CUstream stream, CUgraph *graph), (stream, graph))
 
+#define DRK_SIG_profiler_start(M, ...) M(__VA_ARGS__, (void), ())
+#define DRK_SIG_profiler_stop(M, ...) M(__VA_ARGS__, (void), ())
+
 #define DRK_SIG_get_proc_address_v1(M, ...)                                    \
     M(__VA_ARGS__,                                                             \
       (const char *symbol, void **pfn, int version, cuuint64_t flags),         \

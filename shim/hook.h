@@ -14,6 +14,7 @@
 #endif
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
+#include <cudaProfiler.h>
 
 #include "interpose/real.h"
 #include "interpose/signatures.h"

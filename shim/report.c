@@ -25,13 +25,15 @@
 #include "shim/modules.h"
 #include "shim/report_facts.h"
 #include "shim/report_pool.h"
+#include "shim/report_time.h"
 #include "shim/state.h"
 
 static atomic_int written;
 
 void drk_report_after_fork_child(void) { atomic_store(&written, 0); }
 
-static const char *const families[] = {"launch", "graph", "module", "memory", "host_memory", "stream", "entry"};
+static const char *const families[] = {"launch", "graph", "module", "memory", "host_memory", "stream", "entry",
+                                       "profiler"};
 
 static void write_process(drk_json *j)
 {
@@ -226,6 +228,9 @@ static void write_kernels(drk_json *j)
         drk_json_u64(j, "launches", e->launches);
         write_shapes(j, recs + e->first, e->count);
         drk_json_u64(j, "other_shape_launches", e->other);
+        uint64_t timed;
+        drk_json_u64(j, "gpu_ns", drk_report_kernel_gpu_ns(e->name, &timed));
+        drk_json_u64(j, "gpu_launches", timed);
         drk_report_facts(j, recs + e->first, e->count, e->launches, &totals);
         drk_json_close(j, '}');
     }
@@ -362,6 +367,8 @@ void drk_report_at_exit(void)
     write_memory(&j);
     drk_report_device_pool(&j);
     drk_report_host_pool(&j);
+    drk_report_gpu_time(&j);
+    drk_report_rounds(&j);
     drk_json_close(&j, '}');
     if (j.failed)
         drk_log(DRK_LOG_WARN, "out of memory building the report; no report written");

@@ -18,6 +18,7 @@
 #include "interpose/table.h"
 #include "shim/calls.h"
 #include "shim/report.h"
+#include "shim/worker.h"
 
 atomic_int drk_mode_now;
 atomic_int drk_pool_on;
@@ -38,6 +39,7 @@ int drk_process_forked_from(void) { return forked_from; }
 
 static void at_exit(void)
 {
+    drk_worker_at_exit();
     drk_report_at_exit();
     drk_alloc_at_exit();
 }
@@ -55,6 +57,7 @@ static void after_fork_child(void)
     drk_calls_reset();
     drk_alloc_after_fork_child();
     drk_evolve_after_fork_child();
+    drk_worker_after_fork_child();
     drk_report_after_fork_child();
     forked_from = fork_parent_pid;
     start_ns = now_ns();
@@ -103,6 +106,12 @@ drk_mode drk_mode_start(void)
     start_ns = now_ns();
     if (atexit(at_exit) != 0 || pthread_atfork(before_fork, NULL, after_fork_child) != 0)
         drk_log(DRK_LOG_WARN, "cannot register exit and fork handlers; no report will be written");
+    /* GPU times are taken only where the hooks observe. */
+    if (m == DRK_MODE_OBSERVE && drk_opt_num(DRK_OPT_PROFILE)) {
+        drk_worker_settings ws = {.cupti_library = drk_opt_str(DRK_OPT_CUPTI_LIBRARY),
+                                  .round_ms = drk_opt_num(DRK_OPT_ROUND_SECONDS)};
+        drk_worker_start(&ws);
+    }
     const char *report = drk_opt_str(DRK_OPT_REPORT);
     drk_log(DRK_LOG_INFO, "drk %s active (%s)%s%s", DRK_VERSION,
             m == DRK_MODE_OBSERVE ? "observing" : "forwarding only", *report ? ", report to " : "",

@@ -30,6 +30,7 @@ static const char *type_name(drk_option_type t)
     case DRK_OPTION_PATH: return "path";
     case DRK_OPTION_AMOUNT: return "amount";
     case DRK_OPTION_PERCENT: return "percent";
+    case DRK_OPTION_SECONDS: return "seconds";
     }
     return "?";
 }

@@ -30,6 +30,7 @@
 
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
+#include <cudaProfiler.h>
 
 #include "tests/fakecuda/fakecuda.h"
 
@@ -77,7 +78,7 @@
     X(cuCtxEnablePeerAccess)                                                   \
     X(cuMemHostAlloc) X(cuMemAllocHost) X(cuMemAllocHost_v2) X(cuMemFreeHost)  \
     X(cuMemHostGetDevicePointer) X(cuMemHostGetDevicePointer_v2)               \
-    X(cuMemHostGetFlags)                                                       \
+    X(cuMemHostGetFlags) X(cuProfilerStart) X(cuProfilerStop)                  \
     X(cuMemcpyHtoD) X(cuMemcpyHtoD_v2) X(cuMemcpyHtoD_v2_ptds)                 \
     X(cuMemcpyDtoH) X(cuMemcpyDtoH_v2) X(cuMemcpyDtoH_v2_ptds)                 \
     X(cuMemcpyDtoD) X(cuMemcpyDtoD_v2) X(cuMemcpyDtoD_v2_ptds)                 \

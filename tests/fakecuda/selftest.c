@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
+#include <cudaProfiler.h>
 
 #include "base/driver.h"     /* base/: the driver table, whose entries the fake must export too */
 #include "interpose/hooks.h" /* interpose/: the names drk hooks, which the fake must export */
@@ -198,6 +199,8 @@ static CUipcMemHandle no_ipc;
     X(cuStreamQuery, CUDA_ERROR_INVALID_HANDLE, (CUstream)&no_ipc)                                       \
     X(cuStreamQuery_ptsz, CUDA_ERROR_INVALID_HANDLE, (CUstream)&no_ipc)                                  \
     X(cuCtxSynchronize, CUDA_ERROR_INVALID_CONTEXT)                                                      \
+    X(cuProfilerStart, CUDA_ERROR_INVALID_CONTEXT)                                                       \
+    X(cuProfilerStop, CUDA_ERROR_INVALID_CONTEXT)                                                        \
     X(cuCtxDestroy, CUDA_ERROR_INVALID_CONTEXT, NULL)                                                    \
     X(cuCtxDestroy_v2, CUDA_ERROR_INVALID_CONTEXT, NULL)                                                 \
     X(cuDevicePrimaryCtxRetain, CUDA_ERROR_INVALID_VALUE, NULL, 0)                                       \
@@ -392,6 +395,8 @@ static const struct {
     {"cuMemcpyHtoD", 12000, PT, "cuMemcpyHtoD_v2_ptds", CU_GET_PROC_ADDRESS_SUCCESS},
     {"cuMemcpyHtoD", 12000, 0, "cuMemcpyHtoD_v2", CU_GET_PROC_ADDRESS_SUCCESS},
     {"cuStreamSynchronize", 12000, PT, "cuStreamSynchronize_ptsz", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuProfilerStart", 12000, 0, "cuProfilerStart", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuProfilerStop", 12000, 0, "cuProfilerStop", CU_GET_PROC_ADDRESS_SUCCESS},
     {"cuMemAlloc_v2", 12000, 0, NULL, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND}, /* base names only */
     {"cuNoSuchFunction", 12000, 0, NULL, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND},
 };

@@ -2,6 +2,7 @@
  * time; under drk the loader binds them to drk's exports instead. */
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
+#include <cudaProfiler.h>
 #include <stdlib.h>
 
 #include "tests/fakecuda/fakecuda.h"

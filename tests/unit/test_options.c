@@ -68,6 +68,15 @@ int main(void)
     CHECK(parses(DRK_OPT_DEFRAG_THRESHOLD, "2.5", &n, NULL) && n == 250);
     CHECK(!parses(DRK_OPT_DEFRAG_THRESHOLD, "150", NULL, NULL));
     CHECK(!parses(DRK_OPT_DEFRAG_THRESHOLD, "1G", NULL, NULL));
+    /* Durations: seconds by default, or s, ms, min; kept in milliseconds. */
+    CHECK(parses(DRK_OPT_ROUND_SECONDS, "10", &n, t) && n == 10000 && strcmp(t, "10s") == 0);
+    CHECK(parses(DRK_OPT_ROUND_SECONDS, "2.5s", &n, t) && n == 2500 && strcmp(t, "2500ms") == 0);
+    CHECK(parses(DRK_OPT_ROUND_SECONDS, "250ms", &n, NULL) && n == 250);
+    CHECK(parses(DRK_OPT_ROUND_SECONDS, "5min", &n, t) && n == 300000 && strcmp(t, "300s") == 0);
+    CHECK(parses(DRK_OPT_ROUND_SECONDS, "0", &n, NULL) && n == 0);
+    CHECK(!parses(DRK_OPT_ROUND_SECONDS, "-1", NULL, NULL));
+    CHECK(!parses(DRK_OPT_ROUND_SECONDS, "10h", NULL, NULL));
+    CHECK(!parses(DRK_OPT_ROUND_SECONDS, "soon", NULL, NULL));
 
     /* Every default parses, and every option has a name and a doc. */
     for (int i = 0; i < DRK_OPT_COUNT; i++) {

@@ -1,0 +1,282 @@
+#define _GNU_SOURCE
+#include "evolve/cupti.h"
+
+#include <cupti.h>
+#include <dlfcn.h>
+#include <glob.h>
+#include <libgen.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "base/dlsym.h"
+#include "base/log.h"
+#include "evolve/gputime.h"
+
+/* Buffers handed to CUPTI, mapped once (touched only as CUPTI fills them). */
+#define NBUF 16
+#define BUF_BYTES ((size_t)2 << 20)
+
+static struct {
+    CUptiResult (*register_callbacks)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc);
+    CUptiResult (*enable)(CUpti_ActivityKind);
+    CUptiResult (*disable)(CUpti_ActivityKind);
+    CUptiResult (*flush_all)(uint32_t);
+    CUptiResult (*next_record)(uint8_t *, size_t, CUpti_Activity **);
+    CUptiResult (*dropped)(CUcontext, uint32_t, size_t *);
+    CUptiResult (*timestamp)(uint64_t *);
+    CUptiResult (*result_string)(CUptiResult, const char **);
+} api;
+
+static const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+                                           CUPTI_ACTIVITY_KIND_MEMSET};
+
+static uint8_t *buffers;
+static pthread_mutex_t buf_lock = PTHREAD_MUTEX_INITIALIZER;
+static int buf_free[NBUF], nfree;
+static atomic_int running;
+static _Atomic(const char *) stopped_why;
+static char path[4096];
+static atomic_ulong starved; /* buffers CUPTI asked for when none was free */
+
+static const char *result_text(CUptiResult r)
+{
+    const char *s = NULL;
+    if (api.result_string && api.result_string(r, &s) == CUPTI_SUCCESS && s)
+        return s;
+    return "unknown CUPTI error";
+}
+
+/* ---- Buffers ---- */
+
+static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
+{
+    pthread_mutex_lock(&buf_lock);
+    int i = nfree > 0 ? buf_free[--nfree] : -1;
+    pthread_mutex_unlock(&buf_lock);
+    *max_records = 0;
+    if (i < 0) {
+        atomic_fetch_add(&starved, 1); /* CUPTI drops what it cannot store, and counts it */
+        *buffer = NULL, *size = 0;
+        return;
+    }
+    *buffer = buffers + (size_t)i * BUF_BYTES;
+    *size = BUF_BYTES;
+}
+
+static void give_back(uint8_t *buffer)
+{
+    if (!buffer || buffer < buffers || buffer >= buffers + NBUF * BUF_BYTES)
+        return; /* not drk's: a profiler's buffer delivered through drk's callback */
+    pthread_mutex_lock(&buf_lock);
+    buf_free[nfree++] = (int)((size_t)(buffer - buffers) / BUF_BYTES);
+    pthread_mutex_unlock(&buf_lock);
+}
+
+static void kernel_record(const CUpti_ActivityKernel10 *k)
+{
+    drk_time_key key = {k->name,
+                        {(uint32_t)k->gridX, (uint32_t)k->gridY, (uint32_t)k->gridZ},
+                        {(uint32_t)k->blockX, (uint32_t)k->blockY, (uint32_t)k->blockZ},
+                        (uint32_t)k->dynamicSharedMemory};
+    drk_gputime_kernel(&key, k->start, k->end);
+}
+
+static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size, size_t valid)
+{
+    (void)size;
+    CUpti_Activity *rec = NULL;
+    while (buffer && valid && api.next_record(buffer, valid, &rec) == CUPTI_SUCCESS) {
+        switch (rec->kind) {
+        case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+        case CUPTI_ACTIVITY_KIND_KERNEL:
+            kernel_record((const CUpti_ActivityKernel10 *)rec);
+            break;
+        case CUPTI_ACTIVITY_KIND_MEMCPY: {
+            const CUpti_ActivityMemcpy6 *m = (const CUpti_ActivityMemcpy6 *)rec;
+            drk_gputime_copy(DRK_COPY_MEMCPY, m->bytes, m->start, m->end);
+            break;
+        }
+        case CUPTI_ACTIVITY_KIND_MEMSET: {
+            const CUpti_ActivityMemset4 *m = (const CUpti_ActivityMemset4 *)rec;
+            drk_gputime_copy(DRK_COPY_MEMSET, m->bytes, m->start, m->end);
+            break;
+        }
+        default:
+            break;
+        }
+    }
+    size_t dropped = 0;
+    if (api.dropped && api.dropped(ctx, stream, &dropped) == CUPTI_SUCCESS && dropped)
+        drk_gputime_dropped(dropped);
+    give_back(buffer);
+}
+
+/* ---- Finding the library ---- */
+
+static void *open_path(const char *p)
+{
+    void *h = dlopen(p, RTLD_NOW | RTLD_LOCAL);
+    if (h)
+        snprintf(path, sizeof path, "%s", p);
+    return h;
+}
+
+/* The first match of each pattern, in order. */
+static void *open_glob(const char *const *patterns, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        glob_t g;
+        if (glob(patterns[i], 0, NULL, &g) == 0) {
+            for (size_t k = 0; k < g.gl_pathc; k++) {
+                void *h = open_path(g.gl_pathv[k]);
+                if (h) {
+                    globfree(&g);
+                    return h;
+                }
+            }
+        }
+        globfree(&g);
+    }
+    return NULL;
+}
+
+static void *find_cupti(const drk_cupti_settings *s)
+{
+    /* One CUPTI a process: a copy the program (or a framework) loaded wins. */
+    void *h = dlopen("libcupti.so.13", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    if (h) {
+        Dl_info info;
+        void *sym = drk_real_dlsym()(h, "cuptiActivityEnable");
+        snprintf(path, sizeof path, "%s", sym && dladdr(sym, &info) && info.dli_fname ? info.dli_fname : "libcupti.so.13");
+        return h;
+    }
+    if (s->library && *s->library) {
+        if ((h = open_path(s->library)))
+            return h;
+        drk_log(DRK_LOG_WARN, "cannot open DRK_CUPTI_LIBRARY=%s (%s); looking for CUPTI elsewhere", s->library,
+                dlerror());
+    }
+    static const char *const toolkit[] = {
+        "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13", "/usr/local/cuda/lib64/libcupti.so.13",
+        "/usr/local/cuda/targets/x86_64-linux/lib/libcupti.so.13", "/usr/local/cuda-13*/extras/CUPTI/lib64/libcupti.so.13",
+        "/usr/local/cuda-13*/lib64/libcupti.so.13", "/usr/local/cuda-13*/targets/x86_64-linux/lib/libcupti.so.13",
+    };
+    if ((h = open_glob(toolkit, sizeof toolkit / sizeof *toolkit)))
+        return h;
+    /* The wheel: beside the program's interpreter (a venv, conda, pyenv),
+     * then the system's Pythons. */
+    char exe_dir[4096] = "", pat[2][4200];
+    if (s->exe && *s->exe) {
+        snprintf(exe_dir, sizeof exe_dir, "%s", s->exe);
+        dirname(exe_dir);
+    }
+    snprintf(pat[0], sizeof pat[0], "%s/../lib/python3*/site-packages/nvidia/cu13/lib/libcupti.so.13", exe_dir);
+    snprintf(pat[1], sizeof pat[1], "%s/../lib/python3*/site-packages/nvidia/cuda_cupti/lib/libcupti.so.13", exe_dir);
+    const char *wheels[] = {
+        pat[0], pat[1],
+        "/usr/local/lib/python3*/dist-packages/nvidia/cu13/lib/libcupti.so.13",
+        "/usr/local/lib/python3*/dist-packages/nvidia/cuda_cupti/lib/libcupti.so.13",
+        "/usr/lib/python3/dist-packages/nvidia/cu13/lib/libcupti.so.13",
+        "/usr/local/lib/python3*/site-packages/nvidia/cu13/lib/libcupti.so.13",
+    };
+    if ((h = open_glob(exe_dir[0] ? wheels : wheels + 2, exe_dir[0] ? 6 : 4)))
+        return h;
+    return open_path("libcupti.so.13");
+}
+
+/* ---- Start and stop ---- */
+
+int drk_cupti_start(const drk_cupti_settings *s, char *why, size_t whylen)
+{
+    void *h = find_cupti(s);
+    if (!h) {
+        snprintf(why, whylen, "CUPTI (libcupti.so.13) not found; set DRK_CUPTI_LIBRARY");
+        return -1;
+    }
+    drk_dlsym_fn sym = drk_real_dlsym();
+    api.register_callbacks = (__typeof__(api.register_callbacks))sym(h, "cuptiActivityRegisterCallbacks");
+    api.enable = (__typeof__(api.enable))sym(h, "cuptiActivityEnable");
+    api.disable = (__typeof__(api.disable))sym(h, "cuptiActivityDisable");
+    api.flush_all = (__typeof__(api.flush_all))sym(h, "cuptiActivityFlushAll");
+    api.next_record = (__typeof__(api.next_record))sym(h, "cuptiActivityGetNextRecord");
+    api.dropped = (__typeof__(api.dropped))sym(h, "cuptiActivityGetNumDroppedRecords");
+    api.timestamp = (__typeof__(api.timestamp))sym(h, "cuptiGetTimestamp");
+    api.result_string = (__typeof__(api.result_string))sym(h, "cuptiGetResultString");
+    if (!api.register_callbacks || !api.enable || !api.disable || !api.flush_all || !api.next_record ||
+        !api.timestamp) {
+        snprintf(why, whylen, "%s lacks the activity API", path);
+        return -1;
+    }
+    if (!buffers) {
+        void *m = mmap(NULL, NBUF * BUF_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) {
+            snprintf(why, whylen, "cannot map %zu MiB of activity buffers", NBUF * BUF_BYTES >> 20);
+            return -1;
+        }
+        buffers = m;
+        for (int i = 0; i < NBUF; i++)
+            buf_free[i] = NBUF - 1 - i;
+        nfree = NBUF;
+    }
+    /* Running (so marks are taken) from before the first record can come. */
+    uint64_t now = 0;
+    CUptiResult r = api.timestamp(&now);
+    if (r == CUPTI_SUCCESS) {
+        drk_gputime_reset(now);
+        atomic_store(&running, 1);
+        r = api.register_callbacks(buffer_requested, buffer_completed);
+    }
+    size_t on = 0;
+    for (; r == CUPTI_SUCCESS && on < sizeof kinds / sizeof *kinds; on++)
+        r = api.enable(kinds[on]);
+    if (r != CUPTI_SUCCESS) {
+        atomic_store(&running, 0);
+        while (on > 0)
+            api.disable(kinds[--on]);
+        snprintf(why, whylen, "%s: %s", path, result_text(r));
+        return -1;
+    }
+    drk_log(DRK_LOG_INFO, "GPU times from %s", path);
+    return 0;
+}
+
+void drk_cupti_flush(int forced)
+{
+    if (atomic_load(&running))
+        api.flush_all(forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
+}
+
+uint64_t drk_cupti_now(void)
+{
+    uint64_t t = 0;
+    if (!atomic_load(&running) || api.timestamp(&t) != CUPTI_SUCCESS)
+        return 0;
+    return t;
+}
+
+void drk_cupti_stop(const char *why)
+{
+    if (!atomic_exchange(&running, 0))
+        return;
+    const char *expected = NULL;
+    atomic_compare_exchange_strong(&stopped_why, &expected, why);
+    for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
+        api.disable(kinds[i]);
+    api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    unsigned long s = atomic_load(&starved);
+    if (s)
+        drk_log(DRK_LOG_INFO, "GPU times: CUPTI found no free buffer %lu times (records dropped)", s);
+}
+
+void drk_cupti_after_fork_child(void)
+{
+    if (atomic_exchange(&running, 0))
+        atomic_store(&stopped_why, "a forked child: CUPTI does not follow a fork");
+}
+
+const char *drk_cupti_path(void) { return path[0] ? path : NULL; }
+const char *drk_cupti_stopped(void) { return atomic_load(&stopped_why); }
+int drk_cupti_running(void) { return atomic_load(&running); }

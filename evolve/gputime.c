@@ -1,0 +1,576 @@
+#include "evolve/gputime.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- Log buckets: DRK_TIME_SUB equal parts of each doubling ---- */
+
+static unsigned bucket_of(uint64_t ns)
+{
+    if (ns < 1)
+        return 0;
+    unsigned oct = 63u - (unsigned)__builtin_clzll(ns);
+    /* The bits below the leading one, as a share of the doubling. */
+    uint64_t rest = ns - ((uint64_t)1 << oct);
+    unsigned sub = oct >= 4 ? (unsigned)(rest >> (oct - 4)) : (unsigned)(rest << (4 - oct));
+    unsigned b = oct * DRK_TIME_SUB + sub;
+    return b < DRK_TIME_BUCKETS ? b : DRK_TIME_BUCKETS - 1;
+}
+
+/* The middle of bucket b, in ns. */
+static uint64_t bucket_mid(unsigned b)
+{
+    unsigned oct = b / DRK_TIME_SUB, sub = b % DRK_TIME_SUB;
+    double lo = (double)((uint64_t)1 << oct) * (1.0 + (double)sub / DRK_TIME_SUB);
+    double width = (double)((uint64_t)1 << oct) / DRK_TIME_SUB;
+    return (uint64_t)(lo + width / 2);
+}
+
+_Static_assert(DRK_TIME_SUB == 16, "bucket_of takes four bits below the leading one");
+
+void drk_time_hist_add(drk_time_hist *h, uint64_t ns)
+{
+    if (h->n == 0 || ns < h->min_ns)
+        h->min_ns = ns;
+    if (ns > h->max_ns)
+        h->max_ns = ns;
+    h->n++;
+    h->total_ns += ns;
+    h->bucket[bucket_of(ns)]++;
+}
+
+void drk_time_hist_merge(drk_time_hist *into, const drk_time_hist *from)
+{
+    if (!from->n)
+        return;
+    if (into->n == 0 || from->min_ns < into->min_ns)
+        into->min_ns = from->min_ns;
+    if (from->max_ns > into->max_ns)
+        into->max_ns = from->max_ns;
+    into->n += from->n;
+    into->total_ns += from->total_ns;
+    for (unsigned b = 0; b < DRK_TIME_BUCKETS; b++)
+        into->bucket[b] += from->bucket[b];
+}
+
+uint64_t drk_time_hist_quantile(const drk_time_hist *h, double q)
+{
+    if (!h->n)
+        return 0;
+    uint64_t want = (uint64_t)(q * (double)h->n);
+    if (want >= h->n)
+        want = h->n - 1;
+    uint64_t seen = 0;
+    for (unsigned b = 0; b < DRK_TIME_BUCKETS; b++) {
+        seen += h->bucket[b];
+        if (seen > want) {
+            uint64_t v = bucket_mid(b);
+            return v < h->min_ns ? h->min_ns : v > h->max_ns ? h->max_ns : v;
+        }
+    }
+    return h->max_ns;
+}
+
+drk_time_stats drk_time_hist_stats(const drk_time_hist *h)
+{
+    drk_time_stats s = {h->n, h->total_ns, h->min_ns, 0, 0, h->max_ns};
+    s.median_ns = drk_time_hist_quantile(h, 0.5);
+    s.p95_ns = drk_time_hist_quantile(h, 0.95);
+    return s;
+}
+
+/* ---- Kernel-shapes ---- */
+
+typedef struct entry {
+    drk_time_key key;   /* key.name: owned */
+    uint64_t hash;
+    drk_time_hist all;
+    /* Its histogram in the open round it last ran in (a cache of that
+     * round's `touched` list). */
+    uint64_t last_round;
+    drk_time_hist *last_hist;
+} entry;
+
+/* Intervals of an open round, for its busy time and gaps. */
+typedef struct interval {
+    uint64_t start, end;
+    const char *first, *last; /* what ran at the start and at the end of it */
+} interval;
+
+/* A round whose end is marked but whose records may still be coming, or the
+ * newest one, still open at its end. Records go to the round their start
+ * falls in. */
+typedef struct open_round {
+    drk_round r;
+    interval *ivs;
+    size_t nivs, ivs_cap;
+    struct touch {
+        entry *e;
+        drk_time_hist *h;
+    } *touched;
+    size_t ntouched, touched_cap;
+} open_round;
+
+#define TABLE (2 * DRK_TIME_ENTRIES)
+#define OPEN_MAX 65 /* the newest round and 64 marked ones */
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static entry *table[TABLE];
+static entry *by_index[DRK_TIME_ENTRIES];
+static size_t nentries;
+static drk_gputime_totals totals;
+
+static open_round open[OPEN_MAX]; /* oldest first; open[nopen - 1] has no end yet */
+static unsigned nopen;
+static uint64_t opened;           /* rounds opened: the next one's index */
+static drk_time_hist *spare_hists; /* histograms of closed rounds, for reuse (linked by their first bucket) */
+
+static drk_round ring[DRK_ROUNDS_KEPT];
+static uint64_t closed; /* rounds closed; ring[closed % KEPT] is the next slot */
+static drk_rounds_merged merged;
+
+static uint64_t key_hash(const drk_time_key *k)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (const unsigned char *s = (const unsigned char *)k->name; *s; s++)
+        h = (h ^ *s) * 1099511628211ull;
+    uint32_t g[7] = {k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1], k->block[2], k->shared_bytes};
+    for (int i = 0; i < 7; i++)
+        h = (h ^ g[i]) * 1099511628211ull;
+    return h;
+}
+
+static int same_key(const drk_time_key *a, const drk_time_key *b)
+{
+    return memcmp(a->grid, b->grid, sizeof a->grid) == 0 && memcmp(a->block, b->block, sizeof a->block) == 0 &&
+           a->shared_bytes == b->shared_bytes && strcmp(a->name, b->name) == 0;
+}
+
+/* The entry of `k`, made if new; NULL when the table is full. Locked. */
+static entry *find(const drk_time_key *k)
+{
+    uint64_t h = key_hash(k);
+    for (size_t i = h % TABLE;; i = (i + 1) % TABLE) {
+        entry *e = table[i];
+        if (!e) {
+            if (nentries >= DRK_TIME_ENTRIES)
+                return NULL;
+            e = calloc(1, sizeof *e);
+            char *name = e ? strdup(k->name) : NULL;
+            if (!name) {
+                free(e);
+                return NULL;
+            }
+            e->key = *k;
+            e->key.name = name;
+            e->hash = h;
+            e->last_round = UINT64_MAX;
+            by_index[nentries++] = e;
+            table[i] = e;
+            return e;
+        }
+        if (e->hash == h && same_key(&e->key, k))
+            return e;
+    }
+}
+
+/* ---- Open rounds ---- */
+
+/* The open round a record starting at `start` belongs to; one that started
+ * before every open round counts in the oldest, late. Locked. */
+static open_round *round_of(uint64_t start)
+{
+    for (unsigned i = nopen; i-- > 1;)
+        if (start >= open[i].r.start_ns)
+            return &open[i];
+    if (start < open[0].r.start_ns)
+        totals.late++;
+    return &open[0];
+}
+
+static drk_time_hist *hist_new(void)
+{
+    drk_time_hist *h = spare_hists;
+    if (h) {
+        memcpy(&spare_hists, h->bucket, sizeof spare_hists);
+        memset(h, 0, sizeof *h);
+        return h;
+    }
+    return calloc(1, sizeof *h);
+}
+
+static void hist_spare(drk_time_hist *h)
+{
+    memcpy(h->bucket, &spare_hists, sizeof spare_hists);
+    spare_hists = h;
+}
+
+/* The round's histogram of `e`, made if new; NULL if memory ran out. */
+static drk_time_hist *round_hist(open_round *o, entry *e)
+{
+    if (e->last_round == o->r.index)
+        return e->last_hist;
+    drk_time_hist *h = NULL;
+    for (size_t i = 0; i < o->ntouched && !h; i++)
+        if (o->touched[i].e == e)
+            h = o->touched[i].h;
+    if (!h) {
+        if (o->ntouched == o->touched_cap) {
+            size_t cap = o->touched_cap ? o->touched_cap * 2 : 64;
+            struct touch *n = realloc(o->touched, cap * sizeof *n);
+            if (!n)
+                return NULL;
+            o->touched = n, o->touched_cap = cap;
+        }
+        if (!(h = hist_new()))
+            return NULL;
+        o->touched[o->ntouched++] = (struct touch){e, h};
+    }
+    e->last_round = o->r.index, e->last_hist = h;
+    return h;
+}
+
+static int by_start(const void *a, const void *b)
+{
+    const interval *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* Sorts and merges an open round's intervals in place: their union. */
+static void merge_intervals(open_round *o)
+{
+    if (o->nivs < 2)
+        return;
+    qsort(o->ivs, o->nivs, sizeof *o->ivs, by_start);
+    size_t w = 0;
+    for (size_t r = 1; r < o->nivs; r++) {
+        if (o->ivs[r].start <= o->ivs[w].end) {
+            if (o->ivs[r].end > o->ivs[w].end) {
+                o->ivs[w].end = o->ivs[r].end;
+                o->ivs[w].last = o->ivs[r].last;
+            }
+        } else {
+            o->ivs[++w] = o->ivs[r];
+        }
+    }
+    o->nivs = w + 1;
+}
+
+static void add_interval(open_round *o, uint64_t start, uint64_t end, const char *what)
+{
+    if (start < o->r.start_ns)
+        start = o->r.start_ns;
+    if (end <= start)
+        return;
+    if (o->nivs == o->ivs_cap) {
+        merge_intervals(o); /* the union needs no more than the merged ones */
+        if (o->nivs * 2 >= o->ivs_cap) {
+            size_t cap = o->ivs_cap ? o->ivs_cap * 2 : 1024;
+            interval *n = realloc(o->ivs, cap * sizeof *n);
+            if (!n)
+                return; /* busy time is then short by this interval */
+            o->ivs = n, o->ivs_cap = cap;
+        }
+    }
+    o->ivs[o->nivs++] = (interval){start, end, what, what};
+}
+
+/* Opens a round at `start` as the newest. Locked. */
+static void open_new(uint64_t start)
+{
+    open_round *o = &open[nopen++];
+    interval *ivs = o->ivs;
+    struct touch *t = o->touched;
+    size_t ic = o->ivs_cap, tc = o->touched_cap;
+    memset(o, 0, sizeof *o);
+    o->ivs = ivs, o->ivs_cap = ic, o->touched = t, o->touched_cap = tc;
+    o->r.start_ns = start;
+    o->r.index = opened++;
+}
+
+/* ---- Feeding ---- */
+
+static void free_all(void)
+{
+    for (size_t i = 0; i < nentries; i++) {
+        free((char *)by_index[i]->key.name);
+        free(by_index[i]);
+    }
+    for (unsigned i = 0; i < OPEN_MAX; i++) {
+        for (size_t k = 0; k < open[i].ntouched; k++)
+            free(open[i].touched[k].h);
+        free(open[i].ivs);
+        free(open[i].touched);
+    }
+    while (spare_hists) {
+        drk_time_hist *h = spare_hists;
+        memcpy(&spare_hists, h->bucket, sizeof spare_hists);
+        free(h);
+    }
+    memset(table, 0, sizeof table);
+    memset(open, 0, sizeof open);
+    nentries = 0;
+}
+
+void drk_gputime_reset(uint64_t start_ns)
+{
+    pthread_mutex_lock(&lock);
+    free_all();
+    memset(&totals, 0, sizeof totals);
+    memset(ring, 0, sizeof ring);
+    memset(&merged, 0, sizeof merged);
+    closed = opened = 0;
+    nopen = 0;
+    open_new(start_ns);
+    pthread_mutex_unlock(&lock);
+}
+
+void drk_gputime_kernel(const drk_time_key *k, uint64_t start_ns, uint64_t end_ns)
+{
+    uint64_t ns = end_ns > start_ns ? end_ns - start_ns : 0;
+    pthread_mutex_lock(&lock);
+    if (!nopen)
+        open_new(start_ns);
+    open_round *o = round_of(start_ns);
+    totals.kernels++;
+    totals.kernel_ns += ns;
+    o->r.kernels++;
+    o->r.kernel_ns += ns;
+    entry *e = k->name ? find(k) : NULL;
+    drk_time_hist *h = e ? round_hist(o, e) : NULL;
+    if (!e) {
+        totals.untracked++;
+        add_interval(o, start_ns, end_ns, k->name ? "(untracked kernel)" : "(unnamed kernel)");
+    } else {
+        drk_time_hist_add(&e->all, ns);
+        if (h)
+            drk_time_hist_add(h, ns);
+        add_interval(o, start_ns, end_ns, e->key.name);
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+void drk_gputime_copy(int kind, uint64_t bytes, uint64_t start_ns, uint64_t end_ns)
+{
+    uint64_t ns = end_ns > start_ns ? end_ns - start_ns : 0;
+    pthread_mutex_lock(&lock);
+    if (!nopen)
+        open_new(start_ns);
+    open_round *o = round_of(start_ns);
+    totals.copies++;
+    totals.copy_ns += ns;
+    totals.copy_bytes += bytes;
+    o->r.copies++;
+    o->r.copy_ns += ns;
+    add_interval(o, start_ns, end_ns, kind == DRK_COPY_MEMSET ? "memset" : "memcpy");
+    pthread_mutex_unlock(&lock);
+}
+
+void drk_gputime_dropped(uint64_t n)
+{
+    pthread_mutex_lock(&lock);
+    totals.dropped += n;
+    pthread_mutex_unlock(&lock);
+}
+
+/* ---- Closing a round ---- */
+
+static void keep_gap(drk_round *r, uint64_t ns, const char *after, const char *before)
+{
+    if (!ns)
+        return;
+    unsigned at = r->ngaps < DRK_ROUND_GAPS ? r->ngaps++ : DRK_ROUND_GAPS;
+    if (at == DRK_ROUND_GAPS) {
+        if (ns <= r->gaps[DRK_ROUND_GAPS - 1].ns)
+            return;
+        at = DRK_ROUND_GAPS - 1;
+    }
+    /* Insertion into the list, largest first. */
+    while (at > 0 && r->gaps[at - 1].ns < ns) {
+        r->gaps[at] = r->gaps[at - 1];
+        at--;
+    }
+    r->gaps[at] = (drk_round_gap){ns, after, before};
+}
+
+/* Busy time and gaps of an open round over [start, end]; what runs past
+ * its end is handed to the next open round. */
+static void busy_and_gaps(open_round *o, open_round *next)
+{
+    drk_round *r = &o->r;
+    merge_intervals(o);
+    uint64_t busy = 0, prev_end = r->start_ns;
+    const char *prev = NULL;
+    for (size_t i = 0; i < o->nivs; i++) {
+        uint64_t s = o->ivs[i].start, e = o->ivs[i].end < r->end_ns ? o->ivs[i].end : r->end_ns;
+        if (o->ivs[i].end > r->end_ns && next)
+            add_interval(next, s > r->end_ns ? s : r->end_ns, o->ivs[i].end, o->ivs[i].last);
+        if (s >= r->end_ns)
+            continue;
+        keep_gap(r, s > prev_end ? s - prev_end : 0, prev, o->ivs[i].first);
+        busy += e - s;
+        prev_end = e, prev = o->ivs[i].last;
+    }
+    keep_gap(r, r->end_ns > prev_end ? r->end_ns - prev_end : 0, prev, NULL);
+    r->busy_ns = busy;
+    o->nivs = 0;
+}
+
+static int by_round_total(const void *a, const void *b)
+{
+    const struct touch *x = a, *y = b;
+    return x->h->total_ns > y->h->total_ns ? -1 : x->h->total_ns < y->h->total_ns;
+}
+
+/* The round's top kernel-shapes; its histograms go back to the spares. */
+static void top_rows(open_round *o)
+{
+    drk_round *r = &o->r;
+    qsort(o->touched, o->ntouched, sizeof *o->touched, by_round_total);
+    for (size_t i = 0; i < o->ntouched; i++) {
+        struct touch *t = &o->touched[i];
+        if (r->ntop < DRK_ROUND_TOP) {
+            r->top[r->ntop].key = t->e->key;
+            r->top[r->ntop].stats = drk_time_hist_stats(t->h);
+            r->ntop++;
+        } else {
+            r->other_ns += t->h->total_ns;
+            r->other_kernels += t->h->n;
+        }
+        if (t->e->last_round == r->index)
+            t->e->last_round = UINT64_MAX;
+        hist_spare(t->h);
+    }
+    o->ntouched = 0;
+}
+
+/* Closes the oldest open round into the kept ones. Locked; nopen >= 2. */
+static void close_oldest(void)
+{
+    open_round *o = &open[0];
+    busy_and_gaps(o, &open[1]);
+    top_rows(o);
+    drk_round *slot = &ring[closed % DRK_ROUNDS_KEPT];
+    if (closed >= DRK_ROUNDS_KEPT) {
+        merged.rounds++;
+        merged.wall_ns += slot->end_ns - slot->start_ns;
+        merged.busy_ns += slot->busy_ns;
+        merged.kernel_ns += slot->kernel_ns;
+        merged.copy_ns += slot->copy_ns;
+        merged.kernels += slot->kernels;
+        merged.copies += slot->copies;
+    }
+    *slot = o->r;
+    closed++;
+    /* Shift the rest down; the closed one's buffers move to the free end. */
+    open_round done = *o;
+    memmove(&open[0], &open[1], (nopen - 1) * sizeof *open);
+    open[--nopen] = done;
+}
+
+int drk_gputime_mark(uint64_t end_ns, const char *why, const drk_round_memory *mem)
+{
+    pthread_mutex_lock(&lock);
+    open_round *o = nopen ? &open[nopen - 1] : NULL;
+    int ok = o && end_ns > o->r.start_ns;
+    if (ok) {
+        if (nopen == OPEN_MAX)
+            close_oldest(); /* its records had their chance */
+        o = &open[nopen - 1];
+        o->r.end_ns = end_ns;
+        o->r.why = why;
+        if (mem)
+            o->r.memory = *mem;
+        open_new(end_ns);
+    }
+    pthread_mutex_unlock(&lock);
+    return ok;
+}
+
+unsigned drk_gputime_close(uint64_t through_ns)
+{
+    pthread_mutex_lock(&lock);
+    unsigned n = 0;
+    while (nopen > 1 && open[0].r.end_ns <= through_ns)
+        close_oldest(), n++;
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
+int drk_gputime_round_end(uint64_t end_ns, const char *why, const drk_round_memory *mem)
+{
+    if (!drk_gputime_mark(end_ns, why, mem))
+        return 0;
+    drk_gputime_close(UINT64_MAX);
+    return 1;
+}
+
+/* ---- Reading ---- */
+
+drk_gputime_totals drk_gputime_totals_get(void)
+{
+    pthread_mutex_lock(&lock);
+    drk_gputime_totals t = totals;
+    t.entries = nentries;
+    pthread_mutex_unlock(&lock);
+    return t;
+}
+
+static int by_total(const void *a, const void *b)
+{
+    const drk_time_row *x = a, *y = b;
+    return x->stats.total_ns > y->stats.total_ns ? -1 : x->stats.total_ns < y->stats.total_ns;
+}
+
+size_t drk_gputime_rows(drk_time_row *out, size_t max)
+{
+    pthread_mutex_lock(&lock);
+    size_t n = 0;
+    drk_time_row *all = malloc((nentries ? nentries : 1) * sizeof *all);
+    if (all) {
+        for (size_t i = 0; i < nentries; i++)
+            all[i] = (drk_time_row){by_index[i]->key, drk_time_hist_stats(&by_index[i]->all)};
+        qsort(all, nentries, sizeof *all, by_total);
+        n = nentries < max ? nentries : max;
+        memcpy(out, all, n * sizeof *out);
+        free(all);
+    }
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
+size_t drk_gputime_rounds(const drk_round **out, size_t max)
+{
+    pthread_mutex_lock(&lock);
+    uint64_t kept = closed < DRK_ROUNDS_KEPT ? closed : DRK_ROUNDS_KEPT;
+    size_t n = 0;
+    for (uint64_t i = closed - kept; i < closed && n < max; i++)
+        out[n++] = &ring[i % DRK_ROUNDS_KEPT];
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
+drk_rounds_merged drk_gputime_merged(void)
+{
+    pthread_mutex_lock(&lock);
+    drk_rounds_merged m = merged;
+    pthread_mutex_unlock(&lock);
+    return m;
+}
+
+uint64_t drk_gputime_open_since(void)
+{
+    pthread_mutex_lock(&lock);
+    uint64_t s = nopen ? open[nopen - 1].r.start_ns : 0;
+    pthread_mutex_unlock(&lock);
+    return s;
+}
+
+uint64_t drk_gputime_rounds_closed(void)
+{
+    pthread_mutex_lock(&lock);
+    uint64_t n = closed;
+    pthread_mutex_unlock(&lock);
+    return n;
+}

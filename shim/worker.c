@@ -1,0 +1,210 @@
+#define _GNU_SOURCE
+#include "shim/worker.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "alloc/device.h"
+#include "base/log.h"
+#include "evolve/cupti.h"
+#include "evolve/gputime.h"
+
+#define MARKS 64
+#define TICK_MS 50
+
+static drk_worker_settings cfg;
+static char cupti_library[4096];
+static atomic_int started;
+static pthread_t thread;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
+static int stop; /* under lock */
+static char off_why[256] = "DRK_PROFILE=0";
+static _Atomic(const char *) off = off_why;
+static atomic_int cupti_settled; /* the thread has tried to start CUPTI */
+
+/* Marks, a ring the program's threads push to and the thread pops from. */
+static struct mark {
+    _Atomic uint64_t t; /* 0 while being written */
+    const char *why;
+} marks[MARKS];
+static atomic_ulong mark_head, mark_tail;
+static atomic_ulong marks_lost, marked;
+
+static void round_memory(drk_round_memory *m)
+{
+    static drk_dpool_report r; /* large; the thread and exit take turns */
+    drk_dpool_get_report(&r);
+    *m = (drk_round_memory){r.live_bytes, r.reserved_bytes, r.pages_moved, r.out_of_memory};
+}
+
+static void mark_round(uint64_t t, const char *why)
+{
+    drk_round_memory m;
+    round_memory(&m);
+    drk_gputime_mark(t, why, &m);
+}
+
+/* Marks the end of a round at each pending mark, oldest first. */
+static int take_marks(void)
+{
+    int n = 0;
+    for (;;) {
+        unsigned long tail = atomic_load(&mark_tail);
+        if (tail == atomic_load(&mark_head))
+            return n;
+        struct mark *k = &marks[tail % MARKS];
+        uint64_t t = atomic_load_explicit(&k->t, memory_order_acquire);
+        if (!t)
+            return n; /* still being written: next tick */
+        const char *why = k->why;
+        atomic_store_explicit(&k->t, 0, memory_order_relaxed);
+        atomic_store(&mark_tail, tail + 1);
+        mark_round(t, why);
+        atomic_fetch_add(&marked, 1);
+        n++;
+    }
+}
+
+/* One tick: marks, the period, then the records so far; a round closes a
+ * tick after its end, when the records of what ran before it are in. */
+static void tick(void)
+{
+    int took = take_marks();
+    uint64_t now = drk_cupti_now();
+    if (!now)
+        return;
+    /* The period ends rounds only while the program marks none. */
+    if (!took && !atomic_load(&marked) && cfg.round_ms > 0 &&
+        now - drk_gputime_open_since() >= (uint64_t)cfg.round_ms * 1000000u)
+        mark_round(now, "period");
+    drk_cupti_flush(0);
+    drk_gputime_close(now - (uint64_t)TICK_MS * 1000000u);
+}
+
+static void *run(void *arg)
+{
+    (void)arg;
+    char why[200];
+    drk_cupti_settings cs = {.library = cupti_library, .exe = NULL};
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        cs.exe = exe;
+    }
+    if (drk_cupti_start(&cs, why, sizeof why) != 0) {
+        snprintf(off_why, sizeof off_why, "%s", why);
+        atomic_store(&off, off_why);
+        atomic_store(&cupti_settled, 1);
+        drk_log(DRK_LOG_INFO, "no GPU times: %s", why);
+        return NULL;
+    }
+    atomic_store(&off, (const char *)NULL);
+    atomic_store(&cupti_settled, 1);
+    pthread_mutex_lock(&lock);
+    while (!stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += TICK_MS * 1000000L;
+        if (ts.tv_nsec >= 1000000000L)
+            ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        if (pthread_cond_timedwait(&wake, &lock, &ts) != ETIMEDOUT && stop)
+            break;
+        pthread_mutex_unlock(&lock);
+        tick();
+        pthread_mutex_lock(&lock);
+    }
+    pthread_mutex_unlock(&lock);
+    return NULL;
+}
+
+void drk_worker_start(const drk_worker_settings *s)
+{
+    if (atomic_exchange(&started, 1))
+        return;
+    cfg = *s;
+    snprintf(cupti_library, sizeof cupti_library, "%s", s->cupti_library ? s->cupti_library : "");
+    snprintf(off_why, sizeof off_why, "CUPTI not started yet");
+    pthread_attr_t attr;
+    int ok = pthread_attr_init(&attr) == 0;
+    /* Created with every signal blocked: a program's handlers never run on it. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    ok = ok && pthread_create(&thread, &attr, run, NULL) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&attr);
+    if (!ok) {
+        snprintf(off_why, sizeof off_why, "drk could not start its thread");
+        drk_log(DRK_LOG_WARN, "no GPU times: drk could not start its thread");
+        atomic_store(&started, 2);
+    }
+}
+
+void drk_worker_mark(const char *why)
+{
+    if (atomic_load_explicit(&started, memory_order_relaxed) != 1)
+        return;
+    uint64_t t = drk_cupti_now();
+    if (!t)
+        return;
+    unsigned long head = atomic_load(&mark_head);
+    do {
+        if (head - atomic_load(&mark_tail) >= MARKS) {
+            atomic_fetch_add(&marks_lost, 1);
+            return;
+        }
+    } while (!atomic_compare_exchange_weak(&mark_head, &head, head + 1));
+    struct mark *k = &marks[head % MARKS];
+    k->why = why;
+    atomic_store_explicit(&k->t, t, memory_order_release);
+}
+
+void drk_worker_at_exit(void)
+{
+    if (atomic_load(&started) != 1)
+        return;
+    pthread_mutex_lock(&lock);
+    stop = 1;
+    pthread_cond_signal(&wake);
+    pthread_mutex_unlock(&lock);
+    /* The thread may be inside CUPTI's start (dlopen) behind a loader lock
+     * an exiting program holds: wait a little, then go on without it. */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 2;
+    if (pthread_timedjoin_np(thread, NULL, &until) != 0) {
+        drk_log(DRK_LOG_INFO, "GPU times: drk's thread did not stop in 2 s; the report has what it had");
+        return;
+    }
+    if (!drk_cupti_running())
+        return;
+    take_marks();
+    mark_round(drk_cupti_now(), "exit");
+    drk_cupti_stop("the process exited");
+    drk_gputime_close(UINT64_MAX);
+    unsigned long lost = atomic_load(&marks_lost);
+    if (lost)
+        drk_log(DRK_LOG_INFO, "GPU times: %lu round marks came faster than drk could end rounds; merged", lost);
+}
+
+void drk_worker_after_fork_child(void)
+{
+    if (atomic_load(&started) == 0)
+        return;
+    atomic_store(&started, 2);
+    snprintf(off_why, sizeof off_why, "a forked child: CUPTI does not follow a fork");
+    atomic_store(&off, off_why);
+    drk_gputime_reset(0);
+}
+
+const char *drk_worker_timing_off(void) { return atomic_load(&off); }
+
+uint64_t drk_worker_marks(void) { return atomic_load(&marked); }

@@ -1,0 +1,37 @@
+/* drk's own thread, for the work no program call may wait for: it starts
+ * GPU timing (evolve/cupti.h), ends rounds (evolve/gputime.h) at the marks
+ * the program makes and by the period when it makes none, and hands each
+ * round the memory figures of that moment. It runs only with DRK_PROFILE=1
+ * while observing; it ends at exit, after the last round. */
+#ifndef DRK_SHIM_WORKER_H
+#define DRK_SHIM_WORKER_H
+
+#include <stdint.h>
+
+typedef struct drk_worker_settings {
+    const char *cupti_library; /* DRK_CUPTI_LIBRARY */
+    long round_ms;             /* DRK_ROUND_SECONDS, in ms; 0: rounds only at marks */
+} drk_worker_settings;
+
+/* Starts the thread (once). */
+void drk_worker_start(const drk_worker_settings *s);
+
+/* The program marked the end of a round (`why`: a static text). Any thread;
+ * takes no lock, never waits; a mark made while 64 are pending is lost. */
+void drk_worker_mark(const char *why);
+
+/* At exit: the thread stops, the last records are taken and the open round
+ * ends. Before the report is written. */
+void drk_worker_at_exit(void);
+
+/* In a fork child: no thread, and no GPU times (CUPTI does not follow a fork). */
+void drk_worker_after_fork_child(void);
+
+/* Why the report has no GPU times (profiling off, CUPTI missing, ...), or
+ * NULL when it has them. */
+const char *drk_worker_timing_off(void);
+
+/* Rounds ended by the program's marks, and by the period. */
+uint64_t drk_worker_marks(void);
+
+#endif

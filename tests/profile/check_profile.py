@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Runs profile_route under drk with DRK_PROFILE=1 and holds its report's GPU
+times and rounds against what the program queued on the stand-in CUPTI.
+
+Usage: check_profile.py --program PATH --preload LIBS --mode rounds|failing
+"""
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+failures = 0
+
+
+def check(cond, what, detail=""):
+    global failures
+    print(("PASS " if cond else "FAIL ") + what + ("" if cond else "\n  " + str(detail)))
+    failures += not cond
+
+
+def near(got, want, rel):
+    return abs(got - want) <= rel * want
+
+
+def run(args, mode):
+    out = tempfile.mkdtemp(prefix="drk-profile-")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DRK_")}
+    env.update(LD_PRELOAD=args.preload, DRK_PROFILE="1", DRK_ROUND_SECONDS="0", DRK_REPORT=out + "/",
+               DRK_LOG_LEVEL="info")
+    p = subprocess.run([args.program, mode], env=env, capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0, f"{mode}: the program runs to its end under drk", p.stderr)
+    reports = glob.glob(os.path.join(out, "*.json"))
+    check(len(reports) == 1, f"{mode}: one report", reports)
+    if len(reports) != 1:
+        sys.exit(1)
+    return json.load(open(reports[0])), p
+
+
+def rows_by_shape(gt):
+    return {(r["name"], tuple(r["grid"]), tuple(r["block"]), r["shared_bytes"]): r for r in gt["by_kernel"]}
+
+
+def case_rounds(args):
+    rep, p = run(args, "rounds")
+    gt = rep["gpu_time"]
+    check(gt["enabled"] and gt["off_reason"] is None, "times taken", gt)
+    check(gt["source"] and "fakecupti" in gt["source"], "from the CUPTI the program loaded", gt["source"])
+    check(gt["kernels"] == 84 and gt["copies"] == 8, "every kernel and copy record counted",
+          (gt["kernels"], gt["copies"]))
+    check(gt["dropped"] == 0 and gt["untracked"] == 0 and gt["late"] == 0, "none dropped, untracked or late", gt)
+    rows = rows_by_shape(gt)
+    small, big, hidden = ("empty", (1, 1, 1), (32, 1, 1), 0), ("empty", (4, 1, 1), (64, 1, 1), 0), \
+        ("hidden", (2, 1, 1), (128, 1, 1), 256)
+    check(set(rows) == {small, big, hidden}, "one row per kernel-shape", list(rows))
+    if set(rows) == {small, big, hidden}:
+        check(rows[small]["launches"] == 40 and rows[small]["total_ns"] == 80000 and
+              rows[small]["min_ns"] == 2000 and rows[small]["max_ns"] == 2000, "small shape: exact counts", rows[small])
+        check(rows[big]["launches"] == 40 and rows[big]["total_ns"] == 240000 and
+              rows[big]["min_ns"] == 4000 and rows[big]["max_ns"] == 8000, "big shape: exact counts", rows[big])
+        check(near(rows[big]["median_ns"], 6000, 0.34) and near(rows[big]["p95_ns"], 8000, 0.04),
+              "big shape: median and p95 within a bucket", rows[big])
+        check(gt["by_kernel"][0]["name"] == "empty" and tuple(gt["by_kernel"][0]["grid"]) == (4, 1, 1),
+              "rows by time, most first", gt["by_kernel"][0])
+    kern = {k["name"]: k for k in rep["kernels"]["list"]}
+    check("empty" in kern and kern["empty"]["gpu_ns"] == 320000 and kern["empty"]["gpu_launches"] == 80
+          and kern["empty"]["launches"] == 80, "the kernel's record carries its GPU time", kern.get("empty"))
+    check("hidden" not in kern, "a kernel drk saw no launch of has times but no record", list(kern))
+
+    rd = rep["rounds"]
+    check(rd["closed"] == 5 and rd["kept"] == 5 and rd["marked"] == 4, "four marked rounds and the exit's", rd)
+    lst = rd["list"]
+    if len(lst) == 5:
+        check([r["ended_by"] for r in lst] == ["cuProfilerStop"] * 4 + ["exit"], "ended by", [r["ended_by"] for r in lst])
+        check([r["index"] for r in lst] == [0, 1, 2, 3, 4], "indexes", [r["index"] for r in lst])
+        check(lst[0]["wall_ns"] == 1001000 and all(r["wall_ns"] == 1000000 for r in lst[1:4]) and
+              lst[4]["wall_ns"] == 5000, "wall time per round", [r["wall_ns"] for r in lst])
+        check(all(r["kernels"] == 21 and r["copies"] == 2 for r in lst[:4]) and lst[4]["kernels"] == 0,
+              "records per round", [(r["kernels"], r["copies"]) for r in lst])
+        want = [70000, 70000, 110000, 110000]
+        check([r["kernel_ns"] for r in lst[:4]] == want, "kernel time per round", [r["kernel_ns"] for r in lst])
+        check([r["busy_ns"] for r in lst[:4]] == [w + 21000 for w in want], "busy time: the union of intervals",
+              [r["busy_ns"] for r in lst])
+        g = lst[1]["gaps"]
+        # After the last `empty` (ends at +188000): `hidden` at +300000, the
+        # copy at +400000, the set ends at +431000, the round at +1000000.
+        check(len(g) == 4 and g[0] == {"ns": 569000, "after": "memset", "before": None} and
+              g[1] == {"ns": 112000, "after": "empty", "before": "hidden"} and
+              g[2] == {"ns": 90000, "after": "hidden", "before": "memcpy"},
+              "largest idle gaps, largest first, and what bounds them", g)
+        top = lst[2]["top"][0]
+        check(top["name"] == "empty" and tuple(top["grid"]) == (4, 1, 1) and top["total_ns"] == 80000 and
+              near(top["median_ns"], 8000, 0.04), "round 2's top kernel-shape: the slower one", top)
+        check(all("reserved_bytes" in r["memory"] for r in lst), "memory figures per round", lst[0]["memory"])
+    check("GPU times from" in p.stderr, "an info line says where the times come from", p.stderr)
+
+
+def case_failing(args):
+    rep, p = run(args, "failing")
+    gt = rep["gpu_time"]
+    check(not gt["enabled"] and gt["off_reason"] and "CUPTI" in gt["off_reason"] or "unknown" in str(gt["off_reason"]),
+          "a CUPTI that fails every call: no times, and why", gt)
+    check(gt["kernels"] == 0 and rep["rounds"]["closed"] == 0, "nothing timed", (gt["kernels"], rep["rounds"]))
+    check(rep["kernels"]["launches"] == 10, "launches still counted", rep["kernels"]["launches"])
+    check("no GPU times" in p.stderr and p.stderr.count("no GPU times") == 1, "one info line", p.stderr)
+    check("] warn:" not in p.stderr and "] error:" not in p.stderr, "no warning or error", p.stderr)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--program", required=True)
+    ap.add_argument("--preload", required=True)
+    ap.add_argument("--mode", required=True, choices=["rounds", "failing"])
+    args = ap.parse_args()
+    {"rounds": case_rounds, "failing": case_failing}[args.mode](args)
+    print(f"{'FAILED' if failures else 'passed'}: {failures} failures")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()

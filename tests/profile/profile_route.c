@@ -1,0 +1,95 @@
+/* GPU times under drk on the stand-in driver and the stand-in CUPTI (linked:
+ * drk uses the copy the program loaded): kernels launched through the
+ * driver, and activity records with known times queued as if the GPU had run
+ * them; rounds ended by cuProfilerStop. Prints what it queued, for
+ * check_profile.py to hold the report against.
+ *
+ *   profile_route rounds   four rounds; `empty` at two shapes, `hidden` (no
+ *                          launch drk saw, as in a graph), a copy and a set;
+ *                          from round 2 `empty`'s second shape takes twice as long
+ *   profile_route failing  a CUPTI that fails every call: the program runs on */
+#include <cuda.h>
+#include <cudaProfiler.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "tests/fakecupti/fakecupti.h"
+
+#define ROUNDS 4
+#define ROUND_NS 1000000ull /* 1 ms a round, on the fake's clock */
+
+static int check(CUresult r, const char *what)
+{
+    if (r != CUDA_SUCCESS)
+        fprintf(stderr, "profile_route: %s failed: %d\n", what, (int)r);
+    return r == CUDA_SUCCESS;
+}
+
+/* drk starts CUPTI on its own thread: wait until its records are on. */
+static int cupti_on(void)
+{
+    for (int i = 0; i < 500; i++) {
+        if (fakecupti_enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) && fakecupti_enabled(CUPTI_ACTIVITY_KIND_MEMSET))
+            return 1;
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "rounds";
+    /* The fake's clock, which drk reads when it starts CUPTI: the first
+     * round opens just before `base`. */
+    uint64_t base = 1000000000ull;
+    fakecupti_set_time(base - 1000);
+    if (strcmp(mode, "failing") == 0)
+        fakecupti_fail_all(CUPTI_ERROR_UNKNOWN);
+    CUdevice dev;
+    CUcontext ctx;
+    CUmodule mod;
+    CUfunction empty;
+    if (!check(cuInit(0), "cuInit") || !check(cuDeviceGet(&dev, 0), "cuDeviceGet") ||
+        !check(cuDevicePrimaryCtxRetain(&ctx, dev), "retain") || !check(cuCtxSetCurrent(ctx), "set") ||
+        !check(cuModuleLoadData(&mod, "DRKFAKE1\nempty\n"), "load") ||
+        !check(cuModuleGetFunction(&empty, mod, "empty"), "get"))
+        return 1;
+    if (strcmp(mode, "failing") == 0) {
+        for (int i = 0; i < 10; i++)
+            if (!check(cuLaunchKernel(empty, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL), "launch"))
+                return 1;
+        if (!check(cuProfilerStop(), "cuProfilerStop"))
+            return 1;
+        printf("failing: 10 launches\n");
+        return 0;
+    }
+    if (!cupti_on()) {
+        fprintf(stderr, "profile_route: drk never enabled CUPTI's records\n");
+        return 1;
+    }
+    for (int r = 0; r < ROUNDS; r++) {
+        uint64_t t0 = base + r * ROUND_NS;
+        fakecupti_set_time(t0 + 10);
+        for (int i = 0; i < 10; i++) {
+            if (!check(cuLaunchKernel(empty, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL), "launch") ||
+                !check(cuLaunchKernel(empty, 4, 1, 1, 64, 1, 1, 0, NULL, NULL, NULL), "launch"))
+                return 1;
+            uint64_t s = t0 + 1000 + (uint64_t)i * 20000;
+            fakecupti_kernel("empty", 1, 1, 1, 32, 1, 1, 0, s, s + 2000, 7);
+            fakecupti_kernel("empty", 4, 1, 1, 64, 1, 1, 0, s + 3000, s + 3000 + (r >= 2 ? 8000 : 4000), 7);
+        }
+        fakecupti_kernel("hidden", 2, 1, 1, 128, 1, 1, 256, t0 + 300000, t0 + 310000, 9);
+        fakecupti_memcpy(1 << 20, t0 + 400000, t0 + 420000, 7);
+        fakecupti_memset(4096, t0 + 430000, t0 + 431000, 7);
+        fakecupti_set_time(t0 + ROUND_NS);
+        if (!check(cuProfilerStop(), "cuProfilerStop"))
+            return 1;
+    }
+    /* The program's own time goes on past its last mark: the exit round. */
+    fakecupti_set_time(base + ROUNDS * ROUND_NS + 5000);
+    printf("rounds: %d rounds of %llu ns from %llu\n", ROUNDS, (unsigned long long)ROUND_NS,
+           (unsigned long long)base);
+    return 0;
+}

@@ -1,0 +1,161 @@
+/* GPU time per kernel-shape and per round (evolve/gputime.c), fed timed
+ * records directly: bucket accuracy, attribution by name and geometry, busy
+ * time as the union of intervals, idle gaps and what bounds them, records
+ * arriving after their round, the kept and merged rounds over 100,000 rounds,
+ * and the table's limit. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "evolve/gputime.h"
+#include "tests/unit/check.h"
+
+static drk_time_key key(const char *name, unsigned gx, unsigned bx)
+{
+    return (drk_time_key){name, {gx, 1, 1}, {bx, 1, 1}, 0};
+}
+
+static int near(uint64_t got, uint64_t want, double rel)
+{
+    return fabs((double)got - (double)want) <= rel * (double)want;
+}
+
+static void test_hist(void)
+{
+    /* Each bucket is under 1/16 of its doubling: a quantile is within 3.2%
+     * (half a bucket) of a sample in its bucket. */
+    for (uint64_t base = 1; base * 100 < ((uint64_t)1 << 37); base = base * 7 + 3) {
+        drk_time_hist h;
+        memset(&h, 0, sizeof h);
+        for (uint64_t i = 1; i <= 100; i++)
+            drk_time_hist_add(&h, base * i);
+        drk_time_stats s = drk_time_hist_stats(&h);
+        CHECK(s.n == 100 && s.min_ns == base && s.max_ns == base * 100 && s.total_ns == base * 5050);
+        CHECK(near(s.median_ns, base * 51, 0.07));
+        CHECK(near(s.p95_ns, base * 96, 0.07));
+    }
+    drk_time_hist a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    drk_time_hist_add(&a, 10);
+    drk_time_hist_add(&b, 1000);
+    drk_time_hist_add(&b, 0);
+    drk_time_hist_merge(&a, &b);
+    CHECK(a.n == 3 && a.min_ns == 0 && a.max_ns == 1000 && a.total_ns == 1010);
+    drk_time_hist e;
+    memset(&e, 0, sizeof e);
+    CHECK(drk_time_hist_quantile(&e, 0.5) == 0);
+    /* Far past the last bucket: still counted, max exact. */
+    drk_time_hist_add(&e, (uint64_t)1 << 62);
+    CHECK(e.max_ns == (uint64_t)1 << 62 && drk_time_hist_quantile(&e, 0.5) == (uint64_t)1 << 62);
+}
+
+static void test_attribution(void)
+{
+    drk_gputime_reset(1000);
+    drk_time_key a = key("gemm", 64, 256), a2 = key("gemm", 128, 256), b = key("relu", 64, 256);
+    for (int i = 0; i < 10; i++) {
+        drk_gputime_kernel(&a, 2000 + i * 100, 2050 + i * 100);   /* 50 ns */
+        drk_gputime_kernel(&a2, 5000 + i * 100, 5080 + i * 100);  /* 80 ns */
+        drk_gputime_kernel(&b, 9000 + i * 100, 9010 + i * 100);   /* 10 ns */
+    }
+    drk_gputime_copy(DRK_COPY_MEMCPY, 4096, 20000, 20400);
+    drk_time_row rows[8];
+    size_t n = drk_gputime_rows(rows, 8);
+    CHECK(n == 3);
+    CHECK(strcmp(rows[0].key.name, "gemm") == 0 && rows[0].key.grid[0] == 128 && rows[0].stats.total_ns == 800);
+    CHECK(strcmp(rows[1].key.name, "gemm") == 0 && rows[1].key.grid[0] == 64 && rows[1].stats.n == 10);
+    CHECK(strcmp(rows[2].key.name, "relu") == 0 && rows[2].stats.min_ns == 10 && rows[2].stats.max_ns == 10);
+    drk_gputime_totals t = drk_gputime_totals_get();
+    CHECK(t.kernels == 30 && t.kernel_ns == 1400 && t.copies == 1 && t.copy_ns == 400 && t.copy_bytes == 4096);
+    CHECK(t.entries == 3 && t.untracked == 0 && t.late == 0);
+}
+
+static void test_rounds(void)
+{
+    drk_gputime_reset(0);
+    drk_time_key a = key("attn", 1, 1), b = key("mlp", 1, 1);
+    /* Round 0, [0, 1000): a 100..300, b 200..400 (overlap), copy 700..800:
+     * busy 400 ns; gaps 0..100 (edge), 400..700 (mlp -> memcpy), 800..1000. */
+    drk_gputime_kernel(&a, 100, 300);
+    drk_gputime_kernel(&b, 200, 400);
+    drk_gputime_copy(DRK_COPY_MEMSET, 8, 700, 800);
+    drk_round_memory mem = {.live_bytes = 10, .reserved_bytes = 20, .pages_moved = 3};
+    CHECK(drk_gputime_round_end(1000, "nvtx", &mem) == 1);
+    CHECK(drk_gputime_round_end(1000, "nvtx", &mem) == 0); /* an empty round is none */
+    const drk_round *r[DRK_ROUNDS_KEPT];
+    CHECK(drk_gputime_rounds(r, DRK_ROUNDS_KEPT) == 1);
+    CHECK(r[0]->index == 0 && strcmp(r[0]->why, "nvtx") == 0 && r[0]->start_ns == 0 && r[0]->end_ns == 1000);
+    CHECK(r[0]->busy_ns == 400 && r[0]->kernel_ns == 400 && r[0]->copy_ns == 100);
+    CHECK(r[0]->kernels == 2 && r[0]->copies == 1 && r[0]->memory.reserved_bytes == 20);
+    CHECK(r[0]->ngaps == 3);
+    CHECK(r[0]->gaps[0].ns == 300 && strcmp(r[0]->gaps[0].after, "mlp") == 0 &&
+          strcmp(r[0]->gaps[0].before, "memset") == 0);
+    CHECK(r[0]->gaps[1].ns == 200 && strcmp(r[0]->gaps[1].after, "memset") == 0 && r[0]->gaps[1].before == NULL);
+    CHECK(r[0]->gaps[2].ns == 100 && r[0]->gaps[2].after == NULL && strcmp(r[0]->gaps[2].before, "attn") == 0);
+    CHECK(r[0]->ntop == 2 && r[0]->top[0].stats.total_ns == 200 && r[0]->top[1].stats.total_ns == 200);
+
+    /* Round 1, [1000, 2000): a kernel spanning the boundary counts in the
+     * round it started in, its busy time split at the boundary; a record of
+     * round 0 arriving now is late and counts here. */
+    drk_gputime_kernel(&a, 1900, 2100);
+    drk_gputime_kernel(&b, 500, 600);
+    CHECK(drk_gputime_round_end(2000, "cuProfilerStop", NULL) == 1);
+    CHECK(drk_gputime_rounds(r, DRK_ROUNDS_KEPT) == 2);
+    CHECK(r[1]->index == 1 && r[1]->kernels == 2 && r[1]->busy_ns == 100 && r[1]->kernel_ns == 300);
+    CHECK(drk_gputime_totals_get().late == 1);
+    CHECK(drk_gputime_round_end(3000, "period", NULL) == 1);
+    CHECK(drk_gputime_rounds(r, DRK_ROUNDS_KEPT) == 3);
+    CHECK(r[2]->busy_ns == 100 && r[2]->kernels == 0); /* the rest of the spanning kernel */
+
+    /* 100,000 rounds: the last DRK_ROUNDS_KEPT kept whole, the rest merged;
+     * nothing grows with the number of rounds. */
+    size_t entries = drk_gputime_totals_get().entries;
+    for (uint64_t i = 3; i < 100000; i++) {
+        uint64_t s = i * 1000;
+        drk_gputime_kernel(&a, s + 10, s + 110);
+        drk_gputime_kernel(&b, s + 200, s + 250);
+        drk_gputime_round_end(s + 1000, "period", NULL);
+    }
+    CHECK(drk_gputime_rounds_closed() == 100000);
+    size_t kept = drk_gputime_rounds(r, DRK_ROUNDS_KEPT);
+    CHECK(kept == DRK_ROUNDS_KEPT && r[0]->index == 100000 - DRK_ROUNDS_KEPT && r[kept - 1]->index == 99999);
+    CHECK(r[kept - 1]->busy_ns == 150 && r[kept - 1]->top[0].stats.total_ns == 100);
+    drk_rounds_merged m = drk_gputime_merged();
+    CHECK(m.rounds == 100000 - DRK_ROUNDS_KEPT && m.wall_ns == m.rounds * 1000);
+    CHECK(drk_gputime_totals_get().entries == entries);
+    CHECK(drk_gputime_open_since() == 100000ull * 1000);
+}
+
+static void test_limits(void)
+{
+    drk_gputime_reset(0);
+    char name[32];
+    for (int i = 0; i < DRK_TIME_ENTRIES + 10; i++) {
+        snprintf(name, sizeof name, "k%d", i);
+        drk_time_key k = key(name, 1, 1);
+        drk_gputime_kernel(&k, 10, 20);
+    }
+    drk_time_key unnamed = {NULL, {1, 1, 1}, {1, 1, 1}, 0};
+    drk_gputime_kernel(&unnamed, 10, 20);
+    drk_gputime_totals t = drk_gputime_totals_get();
+    CHECK(t.entries == DRK_TIME_ENTRIES && t.untracked == 11 && t.kernels == DRK_TIME_ENTRIES + 11);
+    /* A round with more kernel-shapes than it keeps: the rest summed. */
+    CHECK(drk_gputime_round_end(100, "period", NULL) == 1);
+    const drk_round *r[1];
+    CHECK(drk_gputime_rounds(r, 1) == 1);
+    CHECK(r[0]->ntop == DRK_ROUND_TOP && r[0]->other_kernels == DRK_TIME_ENTRIES - DRK_ROUND_TOP);
+    CHECK(r[0]->busy_ns == 10);
+    drk_gputime_dropped(5);
+    CHECK(drk_gputime_totals_get().dropped == 5);
+    drk_gputime_reset(0);
+}
+
+int main(void)
+{
+    test_hist();
+    test_attribution();
+    test_rounds();
+    test_limits();
+    return CHECK_DONE();
+}
