@@ -74,4 +74,10 @@ const char *drk_opt_str(drk_option_id id);
 /* In a fork child: forget a read that a parent's thread had under way. */
 void drk_base_after_fork_child(void);
 
+/* Variables of other tools that drk must know of, read with the options:
+ * the CUPTI tool injected into the process (nsys, ncu, compute-sanitizer
+ * set it). Empty when unset. */
+typedef enum drk_env_id { DRK_ENV_CUDA_INJECTION, DRK_ENV_COUNT } drk_env_id;
+const char *drk_env(drk_env_id id);
+
 #endif

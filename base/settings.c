@@ -1,6 +1,7 @@
 /* Loading the DRK_* options, once per process. */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,8 @@
 #include "base/options.h"
 
 static drk_option_value values[DRK_OPT_COUNT];
+static const char *const env_names[DRK_ENV_COUNT] = {[DRK_ENV_CUDA_INJECTION] = "CUDA_INJECTION64_PATH"};
+static char env_values[DRK_ENV_COUNT][DRK_OPTION_PATH_MAX];
 static drk_once loaded;
 
 struct pending_warning {
@@ -37,6 +40,10 @@ static void settings_read(void)
             strncpy(w->given, text, sizeof w->given - 1);
             w->given[sizeof w->given - 1] = '\0';
         }
+    }
+    for (int i = 0; i < DRK_ENV_COUNT; i++) {
+        const char *v = getenv(env_names[i]);
+        snprintf(env_values[i], sizeof env_values[i], "%s", v ? v : "");
     }
     /* Under DRK_DISABLE drk stays silent and touches no file. */
     if (values[DRK_OPT_DISABLE].num)
@@ -69,6 +76,12 @@ long drk_opt_num(drk_option_id id)
 {
     settings_load();
     return values[id].num;
+}
+
+const char *drk_env(drk_env_id id)
+{
+    settings_load();
+    return env_values[id];
 }
 
 const char *drk_opt_str(drk_option_id id)

@@ -9,13 +9,15 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
+#include <stdlib.h>
 
 #include "base/dlsym.h"
 #include "base/log.h"
 #include "evolve/gputime.h"
 
-/* Buffers handed to CUPTI, mapped once (touched only as CUPTI fills them). */
+/* Buffers handed to CUPTI, allocated once at start, each on its own (a
+ * profiler's completion callback that got one would free it as its own:
+ * that must not crash; drk has stepped aside by then and never reuses it). */
 #define NBUF 16
 #define BUF_BYTES ((size_t)2 << 20)
 
@@ -33,11 +35,15 @@ static struct {
 static const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
                                            CUPTI_ACTIVITY_KIND_MEMSET};
 
-static uint8_t *buffers;
+static uint8_t *buffers[NBUF];
 static pthread_mutex_t buf_lock = PTHREAD_MUTEX_INITIALIZER;
 static int buf_free[NBUF], nfree;
 static atomic_int running;
 static _Atomic(const char *) stopped_why;
+/* Start and stepping aside exclude each other: CUPTI's registration is the
+ * last caller's, and the program's must be last. */
+static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+static const char *aside; /* under start_lock: why drk must not start */
 static char path[4096];
 static atomic_ulong starved; /* buffers CUPTI asked for when none was free */
 
@@ -62,17 +68,20 @@ static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *ma
         *buffer = NULL, *size = 0;
         return;
     }
-    *buffer = buffers + (size_t)i * BUF_BYTES;
+    *buffer = buffers[i];
     *size = BUF_BYTES;
 }
 
 static void give_back(uint8_t *buffer)
 {
-    if (!buffer || buffer < buffers || buffer >= buffers + NBUF * BUF_BYTES)
-        return; /* not drk's: a profiler's buffer delivered through drk's callback */
-    pthread_mutex_lock(&buf_lock);
-    buf_free[nfree++] = (int)((size_t)(buffer - buffers) / BUF_BYTES);
-    pthread_mutex_unlock(&buf_lock);
+    for (int i = 0; buffer && i < NBUF; i++)
+        if (buffers[i] == buffer) {
+            pthread_mutex_lock(&buf_lock);
+            buf_free[nfree++] = i;
+            pthread_mutex_unlock(&buf_lock);
+            return;
+        }
+    /* not drk's: a profiler's buffer delivered through drk's callback */
 }
 
 static void kernel_record(const CUpti_ActivityKernel10 *k)
@@ -189,7 +198,29 @@ static void *find_cupti(const drk_cupti_settings *s)
 
 /* ---- Start and stop ---- */
 
+static int start_locked(const drk_cupti_settings *s, char *why, size_t whylen);
+
 int drk_cupti_start(const drk_cupti_settings *s, char *why, size_t whylen)
+{
+    pthread_mutex_lock(&start_lock);
+    int r = aside ? (snprintf(why, whylen, "%s", aside), -1) : start_locked(s, why, whylen);
+    pthread_mutex_unlock(&start_lock);
+    return r;
+}
+
+void drk_cupti_step_aside(const char *why)
+{
+    pthread_mutex_lock(&start_lock);
+    if (!aside) {
+        aside = why;
+        if (atomic_load(&running))
+            drk_log(DRK_LOG_INFO, "GPU times stop: %s", why);
+        drk_cupti_stop(why);
+    }
+    pthread_mutex_unlock(&start_lock);
+}
+
+static int start_locked(const drk_cupti_settings *s, char *why, size_t whylen)
 {
     void *h = find_cupti(s);
     if (!h) {
@@ -210,13 +241,14 @@ int drk_cupti_start(const drk_cupti_settings *s, char *why, size_t whylen)
         snprintf(why, whylen, "%s lacks the activity API", path);
         return -1;
     }
-    if (!buffers) {
-        void *m = mmap(NULL, NBUF * BUF_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (m == MAP_FAILED) {
-            snprintf(why, whylen, "cannot map %zu MiB of activity buffers", NBUF * BUF_BYTES >> 20);
-            return -1;
-        }
-        buffers = m;
+    if (!buffers[0]) {
+        for (int i = 0; i < NBUF; i++)
+            if (!(buffers[i] = aligned_alloc(64, BUF_BYTES))) {
+                while (i-- > 0)
+                    free(buffers[i]), buffers[i] = NULL;
+                snprintf(why, whylen, "no memory for %zu MiB of activity buffers", NBUF * BUF_BYTES >> 20);
+                return -1;
+            }
         for (int i = 0; i < NBUF; i++)
             buf_free[i] = NBUF - 1 - i;
         nfree = NBUF;

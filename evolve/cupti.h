@@ -37,6 +37,12 @@ uint64_t drk_cupti_now(void);
  * began to use CUPTI itself, the process exits). Idempotent. */
 void drk_cupti_stop(const char *why);
 
+/* The program (or a tool in it) is starting to use CUPTI itself: drk's
+ * records are disabled and its buffers taken back, so no other client ever
+ * gets one, and drk never starts them after this. `why` says how it was seen.
+ * Any thread; idempotent; waits only for a start under way. */
+void drk_cupti_step_aside(const char *why);
+
 /* In a fork child: CUPTI does not follow a fork; no records come. */
 void drk_cupti_after_fork_child(void);
 

@@ -427,7 +427,8 @@ static int by_round_total(const void *a, const void *b)
 static void top_rows(open_round *o)
 {
     drk_round *r = &o->r;
-    qsort(o->touched, o->ntouched, sizeof *o->touched, by_round_total);
+    if (o->ntouched)
+        qsort(o->touched, o->ntouched, sizeof *o->touched, by_round_total);
     for (size_t i = 0; i < o->ntouched; i++) {
         struct touch *t = &o->touched[i];
         if (r->ntop < DRK_ROUND_TOP) {

@@ -10,4 +10,8 @@ void *drk_route_proc(const char *symbol, void *fn);
 /* Provided by shim/: whether routes hand out hooks (false under DRK_DISABLE). */
 int drk_routes_active(void);
 
+/* Provided by shim/: the program looked up a CUPTI name (`cupti...`) with
+ * dlsym, so it will use CUPTI itself. */
+void drk_routes_cupti_seen(const char *name);
+
 #endif

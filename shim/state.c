@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "base/once.h"
 #include "base/options.h"
+#include "evolve/cupti.h"
 #include "evolve/evolve.h"
 #include "interpose/real.h"
 #include "interpose/routes.h"
@@ -108,6 +109,10 @@ drk_mode drk_mode_start(void)
         drk_log(DRK_LOG_WARN, "cannot register exit and fork handlers; no report will be written");
     /* GPU times are taken only where the hooks observe. */
     if (m == DRK_MODE_OBSERVE && drk_opt_num(DRK_OPT_PROFILE)) {
+        /* A tool injected into the process owns CUPTI. */
+        if (*drk_env(DRK_ENV_CUDA_INJECTION))
+            drk_cupti_step_aside("a CUPTI tool is injected (CUDA_INJECTION64_PATH is set: nsys, ncu, "
+                                 "compute-sanitizer or another)");
         drk_worker_settings ws = {.cupti_library = drk_opt_str(DRK_OPT_CUPTI_LIBRARY),
                                   .round_ms = drk_opt_num(DRK_OPT_ROUND_SECONDS)};
         drk_worker_start(&ws);
@@ -120,6 +125,18 @@ drk_mode drk_mode_start(void)
 }
 
 int drk_routes_active(void) { return drk_current_mode() != DRK_MODE_OFF; }
+
+void drk_uses_cupti(const char *why)
+{
+    if (drk_current_mode() != DRK_MODE_OFF)
+        drk_cupti_step_aside(why);
+}
+
+void drk_routes_cupti_seen(const char *name)
+{
+    (void)name;
+    drk_uses_cupti("the program looked CUPTI up itself (dlsym of cupti*)");
+}
 
 void drk_interpose_settings_get(drk_interpose_settings *out)
 {

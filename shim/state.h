@@ -32,6 +32,10 @@ static inline int drk_pooling(void)
     return atomic_load_explicit(&drk_pool_on, memory_order_acquire);
 }
 
+/* The program or a tool in it uses CUPTI itself (`why`: how drk saw it):
+ * drk's GPU timing steps aside. */
+void drk_uses_cupti(const char *why);
+
 /* Process facts for the report. */
 long long drk_process_start_ns(void);
 int drk_process_forked_from(void);

@@ -184,11 +184,13 @@ void drk_worker_at_exit(void)
         drk_log(DRK_LOG_INFO, "GPU times: drk's thread did not stop in 2 s; the report has what it had");
         return;
     }
-    if (!drk_cupti_running())
-        return;
+    /* Marks made while times were taken end their rounds; the open one ends
+     * now, unless timing stepped aside for another CUPTI client earlier. */
     take_marks();
-    mark_round(drk_cupti_now(), "exit");
-    drk_cupti_stop("the process exited");
+    if (drk_cupti_running()) {
+        mark_round(drk_cupti_now(), "exit");
+        drk_cupti_stop("the process exited");
+    }
     drk_gputime_close(UINT64_MAX);
     unsigned long lost = atomic_load(&marks_lost);
     if (lost)

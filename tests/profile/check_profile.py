@@ -108,13 +108,30 @@ def case_failing(args):
     check("] warn:" not in p.stderr and "] error:" not in p.stderr, "no warning or error", p.stderr)
 
 
+def case_aside(args, mode, how):
+    rep, p = run(args, mode)
+    gt = rep["gpu_time"]
+    check(p.returncode == 0 and f"{mode}:" in p.stdout, f"{mode}: the program's own CUPTI client got its records and "
+          "never a buffer of drk's", p.stdout + p.stderr)
+    check(gt["enabled"] and gt["stopped"] and how in gt["stopped"], f"{mode}: drk's timing stepped aside, and says why",
+          gt)
+    check(gt["kernels"] == 21 and gt["copies"] == 2, f"{mode}: what ran before it stepped aside is timed",
+          (gt["kernels"], gt["copies"]))
+    rd = rep["rounds"]
+    check(rd["closed"] == 1 and rd["list"][0]["ended_by"] == "cuProfilerStop" and rd["list"][0]["kernels"] == 21,
+          f"{mode}: the round marked before is kept", rd)
+    check(p.stderr.count("GPU times stop:") == 1, f"{mode}: one info line", p.stderr)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--program", required=True)
     ap.add_argument("--preload", required=True)
-    ap.add_argument("--mode", required=True, choices=["rounds", "failing"])
+    ap.add_argument("--mode", required=True, choices=["rounds", "failing", "profiler", "lookup"])
     args = ap.parse_args()
-    {"rounds": case_rounds, "failing": case_failing}[args.mode](args)
+    {"rounds": case_rounds, "failing": case_failing,
+     "profiler": lambda a: case_aside(a, "profiler", "cuptiActivityRegisterCallbacks"),
+     "lookup": lambda a: case_aside(a, "lookup", "dlsym")}[args.mode](args)
     print(f"{'FAILED' if failures else 'passed'}: {failures} failures")
     sys.exit(1 if failures else 0)
 

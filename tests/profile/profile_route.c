@@ -7,10 +7,17 @@
  *   profile_route rounds   four rounds; `empty` at two shapes, `hidden` (no
  *                          launch drk saw, as in a graph), a copy and a set;
  *                          from round 2 `empty`'s second shape takes twice as long
- *   profile_route failing  a CUPTI that fails every call: the program runs on */
+ *   profile_route failing  a CUPTI that fails every call: the program runs on
+ *   profile_route profiler after a round, the program registers activity
+ *                          buffers of its own, as PyTorch's profiler does: its
+ *                          callback must get only its own buffers, with the
+ *                          records of what ran since
+ *   profile_route lookup   after a round, the program looks CUPTI up with dlsym */
 #include <cuda.h>
 #include <cudaProfiler.h>
+#include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -36,6 +43,41 @@ static int cupti_on(void)
         nanosleep(&ts, NULL);
     }
     return 0;
+}
+
+/* The program's own CUPTI client, for the profiler mode. */
+static uint8_t own[2][1 << 16];
+static int own_next, foreign_buffers;
+static size_t own_records;
+
+static void CUPTIAPI own_requested(uint8_t **buffer, size_t *size, size_t *max)
+{
+    *buffer = own[own_next++ % 2];
+    *size = sizeof own[0];
+    *max = 0;
+}
+
+static void CUPTIAPI own_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size, size_t valid)
+{
+    (void)ctx, (void)stream, (void)size;
+    if (buffer != own[0] && buffer != own[1]) {
+        foreign_buffers++; /* a buffer of drk's: never */
+        return;
+    }
+    CUpti_Activity *rec = NULL;
+    while (cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS)
+        own_records++;
+}
+
+/* After round 0: a profiler starts in the program. */
+static int own_client(const char *mode)
+{
+    if (strcmp(mode, "lookup") == 0) {
+        void *h = dlopen("libcupti.so.13", RTLD_NOW | RTLD_NOLOAD);
+        return h && dlsym(h, "cuptiActivityRegisterCallbacks") != NULL;
+    }
+    return cuptiActivityRegisterCallbacks(own_requested, own_completed) == CUPTI_SUCCESS &&
+           cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS;
 }
 
 int main(int argc, char **argv)
@@ -86,10 +128,20 @@ int main(int argc, char **argv)
         fakecupti_set_time(t0 + ROUND_NS);
         if (!check(cuProfilerStop(), "cuProfilerStop"))
             return 1;
+        if (r == 0 && strcmp(mode, "rounds") != 0 && !own_client(mode)) {
+            fprintf(stderr, "profile_route: the program's own CUPTI client did not start\n");
+            return 1;
+        }
+    }
+    if (strcmp(mode, "profiler") == 0) {
+        cuptiActivityFlushAll(0);
+        printf("profiler: %zu records, %d foreign buffers\n", own_records, foreign_buffers);
+        if (foreign_buffers || own_records != 3 * 20 + 3)
+            return 1;
     }
     /* The program's own time goes on past its last mark: the exit round. */
     fakecupti_set_time(base + ROUNDS * ROUND_NS + 5000);
-    printf("rounds: %d rounds of %llu ns from %llu\n", ROUNDS, (unsigned long long)ROUND_NS,
+    printf("%s: %d rounds of %llu ns from %llu\n", mode, ROUNDS, (unsigned long long)ROUND_NS,
            (unsigned long long)base);
     return 0;
 }
