@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -88,6 +89,8 @@ static void tick(void)
     drk_gputime_close(now - (uint64_t)TICK_MS * 1000000u);
 }
 
+static void last_records(void);
+
 static void *run(void *arg)
 {
     (void)arg;
@@ -108,6 +111,8 @@ static void *run(void *arg)
     }
     atomic_store(&off, (const char *)NULL);
     atomic_store(&cupti_settled, 1);
+    if (atexit(last_records) != 0)
+        drk_log(DRK_LOG_INFO, "GPU times: cannot register an exit handler; the last records may be missing");
     pthread_mutex_lock(&lock);
     while (!stop) {
         struct timespec ts;
@@ -167,9 +172,14 @@ void drk_worker_mark(const char *why)
     atomic_store_explicit(&k->t, t, memory_order_release);
 }
 
-void drk_worker_at_exit(void)
+/* The thread stops, the last records come in and the open round ends. Run
+ * from an exit handler registered once CUPTI started, so before the exit
+ * handlers of what CUPTI (and cudart) set up when they started: CUPTI is
+ * still whole. Again (a no-op) from drk's own at exit. */
+static void last_records(void)
 {
-    if (atomic_load(&started) != 1)
+    static atomic_int done;
+    if (atomic_load(&started) != 1 || atomic_exchange(&done, 1))
         return;
     pthread_mutex_lock(&lock);
     stop = 1;
@@ -196,6 +206,8 @@ void drk_worker_at_exit(void)
     if (lost)
         drk_log(DRK_LOG_INFO, "GPU times: %lu round marks came faster than drk could end rounds; merged", lost);
 }
+
+void drk_worker_at_exit(void) { last_records(); }
 
 void drk_worker_after_fork_child(void)
 {

@@ -20,6 +20,7 @@ typedef struct rep_shape {
 typedef struct rep_kernel {
     const char *name;
     uint64_t handles, launches, other_shape_launches;
+    uint64_t gpu_ns, gpu_launches; /* 0 without GPU times (and in older reports) */
     rep_shape *shapes; /* most launched first */
     size_t nshapes;
 } rep_kernel;
@@ -70,12 +71,66 @@ typedef struct rep_hpool {
     uint64_t allocs, frees, bad_frees, peak_live_bytes, pinned_bytes, chunks, driver_fallbacks, driver_direct;
 } rep_hpool;
 
+/* A kernel-shape's GPU times: a row of gpu_time.by_kernel or of a round's
+ * top. Added up over processes, median and p95 are those of the process
+ * with the most launches of the shape (log buckets do not add up from
+ * quantiles). */
+typedef struct rep_time_row {
+    const char *name;
+    uint64_t grid[3], block[3], shared_bytes;
+    uint64_t launches, total_ns, min_ns, median_ns, p95_ns, max_ns; /* max_ns: 0 in a round's top */
+    uint64_t quantile_launches; /* launches of the process median_ns and p95_ns are from */
+    size_t seq;                 /* totals_merge's scratch: the row's place in its input */
+} rep_time_row;
+
+/* GPU times (gpu_time, absent from reports of drk before it timed kernels)
+ * with the sums over its process's rounds; added up over processes. */
+typedef struct rep_gpu {
+    int present;
+    uint64_t reports;   /* reports with gpu_time */
+    uint64_t processes; /* those with times (gpu_time.enabled) */
+    uint64_t stopped_processes;
+    const char *off_reason, *source, *stopped; /* the first report's that has one */
+    uint64_t kernels, kernel_ns, copies, copy_ns, copy_bytes, dropped, untracked, late;
+    uint64_t rounds, wall_ns, busy_ns; /* rounds.list and rounds.merged together */
+    rep_time_row *rows; /* most total time first */
+    size_t nrows;
+} rep_gpu;
+
+typedef struct rep_gap {
+    uint64_t ns;
+    const char *after, *before; /* NULL at the round's edges */
+} rep_gap;
+
+typedef struct rep_round {
+    uint64_t index;
+    const char *ended_by;
+    uint64_t start_ns, end_ns, wall_ns, busy_ns, kernel_ns, copy_ns, kernels, copies;
+    uint64_t live_bytes, reserved_bytes, pages_moved, out_of_memory;
+    rep_gap *gaps; /* largest first */
+    size_t ngaps;
+    rep_time_row *top; /* most time first */
+    size_t ntop;
+    uint64_t other_kernels, other_ns;
+} rep_round;
+
+/* A process's rounds (rounds, optional like gpu_time); never merged. */
+typedef struct rep_rounds {
+    int present;
+    uint64_t closed, kept, marked;
+    uint64_t merged_rounds, merged_wall_ns, merged_busy_ns, merged_kernel_ns, merged_copy_ns, merged_kernels,
+        merged_copies;
+    rep_round *list; /* oldest first */
+    size_t nlist;
+} rep_rounds;
+
 /* The counters of a process, or of several processes added up. */
 typedef struct rep_totals {
     uint64_t launches, failed_launches, untracked_launches;
     rep_facts facts;
     rep_dpool dpool;
     rep_hpool hpool;
+    rep_gpu gpu;
     rep_kernel *kernels; /* most launched first */
     size_t nkernels;
     rep_family *families;
@@ -92,6 +147,7 @@ typedef struct rep_process {
     uint64_t pid, forked_from, start_ns, end_ns;
     int has_driver_version;
     int64_t driver_version;
+    rep_rounds rounds;
     rep_totals t;
 } rep_process;
 
@@ -104,12 +160,14 @@ int report_load(const char *path, rep_process *out, char *why, size_t whylen);
 void report_release(rep_process *p);
 
 /* Add up `n` sets of counters: kernels merged by name (their shapes by
- * grid, block and shared bytes), call names and memory kinds by name. With
+ * grid, block and shared bytes), call names and memory kinds by name, GPU
+ * time rows by kernel-shape (name, grid, block, shared bytes). With
  * n == 1 this puts one report in order. Returns -1 when out of memory. */
 int totals_merge(const rep_totals *const *parts, size_t n, rep_totals *out);
 void totals_release(rep_totals *t);
 
-/* Output. `top`: kernels listed per table, 0 for all. */
+/* Output. `top`: kernels listed per table (and the last rounds listed), 0
+ * for all. */
 void print_process(FILE *f, const rep_process *p, size_t top);
 void print_combined(FILE *f, const rep_process *const *procs, size_t n, const rep_totals *t, size_t top);
 void print_json(FILE *f, const rep_process *const *procs, size_t n, const rep_totals *t, size_t top);

@@ -1,5 +1,6 @@
 /* Adding up reports: kernels by name, shapes by (grid, block, shared
- * bytes), call names and memory kinds by name, the pools' counters.
+ * bytes), call names and memory kinds by name, the pools' counters, GPU
+ * time rows by kernel-shape.
  * Counters saturate rather than wrap, so an absurd sum never prints as a
  * small one. */
 #include <stdlib.h>
@@ -60,6 +61,8 @@ static int merge_kernel(const rep_kernel *const *group, size_t count, rep_kernel
         out->handles = add(out->handles, k->handles);
         out->launches = add(out->launches, k->launches);
         out->other_shape_launches = add(out->other_shape_launches, k->other_shape_launches);
+        out->gpu_ns = add(out->gpu_ns, k->gpu_ns);
+        out->gpu_launches = add(out->gpu_launches, k->gpu_launches);
         memcpy(out->shapes + out->nshapes, k->shapes, k->nshapes * sizeof *k->shapes);
         out->nshapes += k->nshapes;
     }
@@ -226,6 +229,112 @@ static void merge_hpool(rep_hpool *o, const rep_hpool *h)
     o->driver_direct = add(o->driver_direct, h->driver_direct);
 }
 
+static int time_row_key_cmp(const rep_time_row *x, const rep_time_row *y)
+{
+    int c = strcmp(x->name, y->name);
+    if (c)
+        return c;
+    for (int d = 0; d < 3; d++) {
+        if (x->grid[d] != y->grid[d])
+            return x->grid[d] < y->grid[d] ? -1 : 1;
+        if (x->block[d] != y->block[d])
+            return x->block[d] < y->block[d] ? -1 : 1;
+    }
+    if (x->shared_bytes != y->shared_bytes)
+        return x->shared_bytes < y->shared_bytes ? -1 : 1;
+    return 0;
+}
+
+/* Equal kernel-shapes in input order, so the first process wins a tie. */
+static int time_row_by_key(const void *a, const void *b)
+{
+    const rep_time_row *x = a, *y = b;
+    int c = time_row_key_cmp(x, y);
+    return c ? c : x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static int time_row_by_total_desc(const void *a, const void *b)
+{
+    const rep_time_row *x = a, *y = b;
+    if (x->total_ns != y->total_ns)
+        return x->total_ns < y->total_ns ? 1 : -1;
+    if (x->launches != y->launches)
+        return x->launches < y->launches ? 1 : -1;
+    return time_row_key_cmp(x, y);
+}
+
+/* GPU times: counters and the rounds' wall and busy time add up, rows by
+ * kernel-shape. A row's median and p95 cannot be recomputed from other
+ * quantiles: they are taken from the process with the most launches of
+ * the shape (the first such on a tie). */
+static int merge_gpu(const rep_totals *const *parts, size_t n, rep_gpu *o)
+{
+    size_t total = 0;
+    for (size_t p = 0; p < n; p++) {
+        const rep_gpu *g = &parts[p]->gpu;
+        o->rounds = add(o->rounds, g->rounds);
+        o->wall_ns = add(o->wall_ns, g->wall_ns);
+        o->busy_ns = add(o->busy_ns, g->busy_ns);
+        if (!g->present)
+            continue;
+        o->present = 1;
+        o->reports = add(o->reports, g->reports);
+        o->processes = add(o->processes, g->processes);
+        o->stopped_processes = add(o->stopped_processes, g->stopped_processes);
+        if (!o->off_reason)
+            o->off_reason = g->off_reason;
+        if (!o->source)
+            o->source = g->source;
+        if (!o->stopped)
+            o->stopped = g->stopped;
+        o->kernels = add(o->kernels, g->kernels);
+        o->kernel_ns = add(o->kernel_ns, g->kernel_ns);
+        o->copies = add(o->copies, g->copies);
+        o->copy_ns = add(o->copy_ns, g->copy_ns);
+        o->copy_bytes = add(o->copy_bytes, g->copy_bytes);
+        o->dropped = add(o->dropped, g->dropped);
+        o->untracked = add(o->untracked, g->untracked);
+        o->late = add(o->late, g->late);
+        total += g->nrows;
+    }
+    o->rows = malloc((total + 1) * sizeof *o->rows);
+    if (!o->rows)
+        return -1;
+    for (size_t p = 0; p < n; p++) {
+        const rep_gpu *g = &parts[p]->gpu;
+        for (size_t i = 0; i < g->nrows; i++) {
+            o->rows[o->nrows] = g->rows[i];
+            o->rows[o->nrows].seq = o->nrows;
+            o->nrows++;
+        }
+    }
+    if (o->nrows > 1) {
+        qsort(o->rows, o->nrows, sizeof *o->rows, time_row_by_key);
+        size_t u = 0;
+        for (size_t i = 0; i < o->nrows; i++) {
+            rep_time_row *r = &o->rows[i], *m = u ? &o->rows[u - 1] : NULL;
+            if (!m || time_row_key_cmp(m, r) != 0) {
+                o->rows[u++] = *r;
+                continue;
+            }
+            if (r->quantile_launches > m->quantile_launches) {
+                m->median_ns = r->median_ns;
+                m->p95_ns = r->p95_ns;
+                m->quantile_launches = r->quantile_launches;
+            }
+            if (r->min_ns < m->min_ns)
+                m->min_ns = r->min_ns;
+            if (r->max_ns > m->max_ns)
+                m->max_ns = r->max_ns;
+            m->launches = add(m->launches, r->launches);
+            m->total_ns = add(m->total_ns, r->total_ns);
+        }
+        o->nrows = u;
+        qsort(o->rows, o->nrows, sizeof *o->rows, time_row_by_total_desc);
+    }
+    return 0;
+}
+
 int totals_merge(const rep_totals *const *parts, size_t n, rep_totals *out)
 {
     memset(out, 0, sizeof *out);
@@ -250,7 +359,8 @@ int totals_merge(const rep_totals *const *parts, size_t n, rep_totals *out)
         if (!o->device_sm)
             o->device_sm = f->device_sm;
     }
-    if (merge_kernels(parts, n, out) != 0 || merge_families(parts, n, out) != 0 || merge_memory(parts, n, out) != 0) {
+    if (merge_kernels(parts, n, out) != 0 || merge_families(parts, n, out) != 0 || merge_memory(parts, n, out) != 0 ||
+        merge_gpu(parts, n, &out->gpu) != 0) {
         totals_release(out);
         return -1;
     }
@@ -266,5 +376,6 @@ void totals_release(rep_totals *t)
     free(t->kernels);
     free(t->families);
     free(t->memory);
+    free(t->gpu.rows);
     memset(t, 0, sizeof *t);
 }

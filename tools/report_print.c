@@ -1,5 +1,6 @@
-/* What `drk report` prints: a section per process (header, kernels, calls,
- * memory, the pools), a combined section, or the combined numbers as JSON. */
+/* What `drk report` prints: a section per process (header, kernels, GPU
+ * times and rounds, calls, memory, the pools), a combined section, or the
+ * combined numbers as JSON. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -188,10 +189,224 @@ static void print_host_pool(FILE *f, const rep_hpool *h, size_t nprocs, int afte
             h->chunks, h->chunks == 1 ? "" : "s", h->driver_fallbacks, h->driver_fallbacks == 1 ? "" : "s");
 }
 
-static void print_totals(FILE *f, const rep_totals *t, size_t top, size_t nprocs)
+/* 1500 -> "1.50 \u00b5s": three significant digits, like human_bytes. */
+static const char *human_ns(uint64_t ns, char *buf, size_t n)
+{
+    static const char *const units[] = {"\u00b5s", "ms", "s"};
+    if (ns < 1000) {
+        snprintf(buf, n, "%" PRIu64 " ns", ns);
+        return buf;
+    }
+    double v = (double)ns / 1000;
+    int u = 0;
+    while (v >= 999.5 && u < 2)
+        v /= 1000, u++;
+    snprintf(buf, n, v < 9.995 ? "%.2f %s" : v < 99.95 ? "%.1f %s" : "%.0f %s", v, units[u]);
+    return buf;
+}
+
+/* "12.5" (no sign: the column says %), "-" when there is no whole. */
+static const char *share_text(uint64_t part, uint64_t whole, char *buf, size_t n)
+{
+    if (whole)
+        snprintf(buf, n, "%.1f", 100.0 * (double)part / (double)whole);
+    else
+        snprintf(buf, n, "-");
+    return buf;
+}
+
+static void row_shape_text(const rep_time_row *r, char *buf, size_t n)
+{
+    rep_shape s = {.shared_bytes = r->shared_bytes};
+    memcpy(s.grid, r->grid, sizeof s.grid);
+    memcpy(s.block, r->block, sizeof s.block);
+    shape_text(&s, buf, n);
+}
+
+static void print_gpu_rows(FILE *f, const rep_gpu *g, size_t top, size_t nprocs)
+{
+    fprintf(f, "top kernels by GPU time");
+    if (nprocs)
+        fprintf(f, " (%" PRIu64 " of %zu processes timed)", g->processes, nprocs);
+    else if (g->source)
+        fprintf(f, " (CUPTI: %s)", g->source);
+    fprintf(f, ":\n");
+    if (!g->nrows) {
+        fprintf(f, "  (no kernel was timed)\n");
+        return;
+    }
+    /* Shares of all kernel time, timed rows or not (kernel_ns counts
+     * untracked kernel-shapes too). */
+    uint64_t all = g->kernel_ns;
+    if (!all)
+        for (size_t i = 0; i < g->nrows; i++)
+            all = add(all, g->rows[i].total_ns);
+    size_t shown = top && top < g->nrows ? top : g->nrows;
+    table tb;
+    table_init(&tb, "rllrrrrrr");
+    table_row(&tb, (const char *const[]){"#", "kernel", "shape: grid / block / shared", "launches", "GPU time", "%",
+                                         "median", "p95", "mean"});
+    for (size_t i = 0; i < shown; i++) {
+        const rep_time_row *r = &g->rows[i];
+        char rank[32], name[4 * NAME_COLUMN + 1], shape[256], launches[32], total[32], pct[32], med[32], p95[32],
+            mean[32];
+        snprintf(rank, sizeof rank, "%zu", i + 1);
+        text_fit(r->name, NAME_COLUMN, name, sizeof name);
+        row_shape_text(r, shape, sizeof shape);
+        if (r->launches)
+            human_ns(r->total_ns / r->launches, mean, sizeof mean);
+        else
+            snprintf(mean, sizeof mean, "-");
+        table_row(&tb, (const char *const[]){rank, name, shape, u64s(r->launches, launches, sizeof launches),
+                                             human_ns(r->total_ns, total, sizeof total),
+                                             share_text(r->total_ns, all, pct, sizeof pct),
+                                             human_ns(r->median_ns, med, sizeof med),
+                                             human_ns(r->p95_ns, p95, sizeof p95), mean});
+    }
+    table_print(&tb, f, "  ");
+    table_free(&tb);
+    if (shown < g->nrows) {
+        uint64_t rest = 0;
+        char a[32];
+        for (size_t i = shown; i < g->nrows; i++)
+            rest = add(rest, g->rows[i].total_ns);
+        fprintf(f, "  ... %zu more kernel-shape%s, %s\n", g->nrows - shown, g->nrows - shown == 1 ? "" : "s",
+                human_ns(rest, a, sizeof a));
+    }
+}
+
+/* Busy over wall, the totals, and what the source lost. */
+static void print_gpu_summary(FILE *f, const rep_gpu *g, size_t nprocs)
+{
+    char a[32], b[32], c[32], d[32], e[32];
+    fprintf(f, "  ");
+    if (g->rounds)
+        fprintf(f, "GPU busy %s of %s (%s%%) over %" PRIu64 " round%s%s; ", human_ns(g->busy_ns, a, sizeof a),
+                human_ns(g->wall_ns, b, sizeof b), share_text(g->busy_ns, g->wall_ns, c, sizeof c), g->rounds,
+                g->rounds == 1 ? "" : "s", nprocs ? " (sums over processes)" : "");
+    fprintf(f, "kernel time %s in %" PRIu64 " kernel%s, copy time %s in %" PRIu64 " cop%s (%s)",
+            human_ns(g->kernel_ns, d, sizeof d), g->kernels, g->kernels == 1 ? "" : "s",
+            human_ns(g->copy_ns, e, sizeof e), g->copies, g->copies == 1 ? "y" : "ies",
+            human_bytes(g->copy_bytes, a, sizeof a));
+    if (g->dropped)
+        fprintf(f, "; %" PRIu64 " record%s dropped", g->dropped, g->dropped == 1 ? "" : "s");
+    if (g->late)
+        fprintf(f, "; %" PRIu64 " late record%s", g->late, g->late == 1 ? "" : "s");
+    if (g->untracked)
+        fprintf(f, "; %" PRIu64 " untracked record%s", g->untracked, g->untracked == 1 ? "" : "s");
+    fputc('\n', f);
+    if (g->stopped && nprocs)
+        fprintf(f, "  timing stopped before exit in %" PRIu64 " process%s (first: %s)\n", g->stopped_processes,
+                g->stopped_processes == 1 ? "" : "es", g->stopped);
+    else if (g->stopped)
+        fprintf(f, "  timing stopped before exit: %s\n", g->stopped);
+}
+
+/* A gap's edge: what ran there, or the round's start or end. */
+static const char *edge_text(const char *name, const char *edge, char *buf, size_t n)
+{
+    if (!name)
+        return edge;
+    return text_fit(name, 32, buf, n);
+}
+
+static void print_rounds(FILE *f, const rep_rounds *rs, size_t top)
+{
+    if (!rs->present || (!rs->nlist && !rs->merged_rounds))
+        return;
+    size_t shown = top && top < rs->nlist ? top : rs->nlist;
+    fprintf(f, "rounds: %" PRIu64 " closed (%" PRIu64 " marked by the program)", rs->closed, rs->marked);
+    if (shown < rs->nlist || rs->merged_rounds)
+        fprintf(f, ", the last %zu listed", shown);
+    fprintf(f, ":\n");
+    table tb;
+    table_init(&tb, "rlrrrrrlll");
+    table_row(&tb, (const char *const[]){"round", "ended by", "wall", "busy", "kernel time", "copy time", "kernels",
+                                         "top kernel-shape (% of kernel time)", "largest gap",
+                                         "live / reserved"});
+    for (size_t i = rs->nlist - shown; i < rs->nlist; i++) {
+        const rep_round *r = &rs->list[i];
+        char idx[32], wall[32], busy[40], kt[32], ct[32], kernels[32], topk[4 * 32 + 320], gap[4 * 64 + 64],
+            mem[80];
+        char pct[32], name[4 * 32 + 1], shape[256], t1[32], t2[32], after[4 * 32 + 1], before[4 * 32 + 1];
+        if (r->wall_ns)
+            snprintf(busy, sizeof busy, "%s%%", share_text(r->busy_ns, r->wall_ns, pct, sizeof pct));
+        else
+            snprintf(busy, sizeof busy, "-");
+        if (r->ntop) {
+            row_shape_text(&r->top[0], shape, sizeof shape);
+            snprintf(topk, sizeof topk, "%s %s (%s%%)", text_fit(r->top[0].name, 32, name, sizeof name), shape,
+                     share_text(r->top[0].total_ns, r->kernel_ns, pct, sizeof pct));
+        } else {
+            snprintf(topk, sizeof topk, "-");
+        }
+        if (r->ngaps)
+            snprintf(gap, sizeof gap, "%s %s \u2192 %s", human_ns(r->gaps[0].ns, t1, sizeof t1),
+                     edge_text(r->gaps[0].after, "(start)", after, sizeof after),
+                     edge_text(r->gaps[0].before, "(end)", before, sizeof before));
+        else
+            snprintf(gap, sizeof gap, "-");
+        snprintf(mem, sizeof mem, "%s / %s", human_bytes(r->live_bytes, t1, sizeof t1),
+                 human_bytes(r->reserved_bytes, t2, sizeof t2));
+        table_row(&tb, (const char *const[]){u64s(r->index, idx, sizeof idx), r->ended_by,
+                                             human_ns(r->wall_ns, wall, sizeof wall), busy,
+                                             human_ns(r->kernel_ns, kt, sizeof kt),
+                                             human_ns(r->copy_ns, ct, sizeof ct),
+                                             u64s(r->kernels, kernels, sizeof kernels), topk, gap, mem});
+    }
+    table_print(&tb, f, "  ");
+    table_free(&tb);
+    /* Rounds not listed: the older kept ones, and those the report merged. */
+    uint64_t n = rs->merged_rounds, wall = rs->merged_wall_ns, busy = rs->merged_busy_ns, kns = rs->merged_kernel_ns,
+             cns = rs->merged_copy_ns, kernels = rs->merged_kernels;
+    for (size_t i = 0; i < rs->nlist - shown; i++) {
+        const rep_round *r = &rs->list[i];
+        n = add(n, 1);
+        wall = add(wall, r->wall_ns);
+        busy = add(busy, r->busy_ns);
+        kns = add(kns, r->kernel_ns);
+        cns = add(cns, r->copy_ns);
+        kernels = add(kernels, r->kernels);
+    }
+    if (n) {
+        char a[32], b[32], c[32], d[32], e[32];
+        fprintf(f, "  ... %" PRIu64 " earlier round%s (%" PRIu64 " merged by drk): wall %s, busy %s (%s%%), "
+                   "kernel time %s, copy time %s, %" PRIu64 " kernel%s\n",
+                n, n == 1 ? "" : "s", rs->merged_rounds, human_ns(wall, a, sizeof a), human_ns(busy, b, sizeof b),
+                share_text(busy, wall, c, sizeof c), human_ns(kns, d, sizeof d), human_ns(cns, e, sizeof e), kernels,
+                kernels == 1 ? "" : "s");
+    }
+}
+
+/* `rounds`: the process's, NULL in the combined section. */
+static void print_gpu(FILE *f, const rep_gpu *g, const rep_rounds *rounds, size_t top, size_t nprocs)
+{
+    if (!g->present)
+        return;
+    if (!g->processes) {
+        if (nprocs)
+            fprintf(f, "GPU times: off in all %" PRIu64 " reports that have them (first: %s)\n\n", g->reports,
+                    g->off_reason ? g->off_reason : "no reason given");
+        else if (g->off_reason)
+            fprintf(f, "GPU times: off (%s)\n\n", g->off_reason);
+        else
+            fprintf(f, "GPU times: off\n\n");
+        return;
+    }
+    print_gpu_rows(f, g, top, nprocs);
+    print_gpu_summary(f, g, nprocs);
+    fputc('\n', f);
+    if (rounds && rounds->present && (rounds->nlist || rounds->merged_rounds)) {
+        print_rounds(f, rounds, top);
+        fputc('\n', f);
+    }
+}
+
+static void print_totals(FILE *f, const rep_totals *t, const rep_rounds *rounds, size_t top, size_t nprocs)
 {
     print_kernels(f, t, top);
     print_facts(f, &t->facts);
+    print_gpu(f, &t->gpu, rounds, top, nprocs);
     print_calls(f, t);
     print_memory(f, t);
     print_device_pool(f, &t->dpool, nprocs);
@@ -226,7 +441,7 @@ void print_process(FILE *f, const rep_process *p, size_t top)
     fputc('\n', f);
     print_duration(f, "duration", p->start_ns, p->end_ns);
     fprintf(f, "  drk       %s\n\n", p->drk_version);
-    print_totals(f, &p->t, top, 0);
+    print_totals(f, &p->t, &p->rounds, top, 0);
 }
 
 void print_combined(FILE *f, const rep_process *const *procs, size_t n, const rep_totals *t, size_t top)
@@ -249,7 +464,7 @@ void print_combined(FILE *f, const rep_process *const *procs, size_t n, const re
     fputc('\n', f);
     print_duration(f, "span", start, end);
     fputc('\n', f);
-    print_totals(f, t, top, n);
+    print_totals(f, t, NULL, top, n);
 }
 
 /* A grid or block: [x, y, z] on one line. */
@@ -314,6 +529,50 @@ static void json_host_pool(drk_json *j, const rep_hpool *h)
     drk_json_close(j, '}');
 }
 
+/* Sums over the reports that have gpu_time; rows by kernel-shape, their
+ * median and p95 from the process with the most launches of it. */
+static void json_gpu_time(drk_json *j, FILE *f, const rep_gpu *g, size_t top)
+{
+    drk_json_open(j, "gpu_time", '{');
+    drk_json_bool(j, "enabled", g->processes > 0);
+    drk_json_u64(j, "reports", g->reports);
+    drk_json_u64(j, "processes", g->processes);
+    drk_json_str(j, "off_reason", g->off_reason);
+    drk_json_u64(j, "stopped_processes", g->stopped_processes);
+    drk_json_u64(j, "kernels", g->kernels);
+    drk_json_u64(j, "kernel_ns", g->kernel_ns);
+    drk_json_u64(j, "copies", g->copies);
+    drk_json_u64(j, "copy_ns", g->copy_ns);
+    drk_json_u64(j, "copy_bytes", g->copy_bytes);
+    drk_json_u64(j, "dropped", g->dropped);
+    drk_json_u64(j, "untracked", g->untracked);
+    drk_json_u64(j, "late", g->late);
+    drk_json_u64(j, "rounds", g->rounds);
+    drk_json_u64(j, "wall_ns", g->wall_ns);
+    drk_json_u64(j, "busy_ns", g->busy_ns);
+    drk_json_u64(j, "distinct", g->nrows);
+    drk_json_open(j, "by_kernel", '[');
+    size_t shown = top && top < g->nrows ? top : g->nrows;
+    for (size_t i = 0; i < shown; i++) {
+        const rep_time_row *r = &g->rows[i];
+        drk_json_open(j, NULL, '{');
+        drk_json_str(j, "name", r->name);
+        json_dim3(j, "grid", r->grid);
+        json_dim3(j, "block", r->block);
+        drk_json_u64(j, "shared_bytes", r->shared_bytes);
+        drk_json_u64(j, "launches", r->launches);
+        drk_json_u64(j, "total_ns", r->total_ns);
+        drk_json_u64(j, "min_ns", r->min_ns);
+        drk_json_u64(j, "median_ns", r->median_ns);
+        drk_json_u64(j, "p95_ns", r->p95_ns);
+        drk_json_u64(j, "max_ns", r->max_ns);
+        drk_json_close(j, '}');
+        drk_json_flush(j, f);
+    }
+    drk_json_close(j, ']');
+    drk_json_close(j, '}');
+}
+
 void print_json(FILE *f, const rep_process *const *procs, size_t n, const rep_totals *t, size_t top)
 {
     drk_json j = {0};
@@ -330,6 +589,18 @@ void print_json(FILE *f, const rep_process *const *procs, size_t n, const rep_to
         drk_json_u64(&j, "forked_from", p->forked_from);
         drk_json_u64(&j, "start_unix_ns", p->start_ns);
         drk_json_u64(&j, "end_unix_ns", p->end_ns);
+        if (p->t.gpu.present) {
+            /* The rounds themselves stay in the process's own report. */
+            const rep_gpu *g = &p->t.gpu;
+            drk_json_open(&j, "gpu_time", '{');
+            drk_json_bool(&j, "enabled", g->processes > 0);
+            drk_json_str(&j, "off_reason", g->off_reason);
+            drk_json_str(&j, "stopped", g->stopped);
+            drk_json_u64(&j, "rounds", g->rounds);
+            drk_json_u64(&j, "wall_ns", g->wall_ns);
+            drk_json_u64(&j, "busy_ns", g->busy_ns);
+            drk_json_close(&j, '}');
+        }
         drk_json_close(&j, '}');
     }
     drk_json_close(&j, ']');
@@ -370,6 +641,8 @@ void print_json(FILE *f, const rep_process *const *procs, size_t n, const rep_to
         }
         drk_json_close(&j, ']');
         drk_json_u64(&j, "other_shape_launches", k->other_shape_launches);
+        drk_json_u64(&j, "gpu_ns", k->gpu_ns);
+        drk_json_u64(&j, "gpu_launches", k->gpu_launches);
         drk_json_close(&j, '}');
         drk_json_flush(&j, f); /* a kernel at a time: the buffer stays small */
     }
@@ -404,6 +677,8 @@ void print_json(FILE *f, const rep_process *const *procs, size_t n, const rep_to
         json_device_pool(&j, &t->dpool);
     if (t->hpool.present)
         json_host_pool(&j, &t->hpool);
+    if (t->gpu.present)
+        json_gpu_time(&j, f, &t->gpu, top);
     drk_json_close(&j, '}');
     /* Write errors show in ferror(f), which drk checks before it exits. */
     if (drk_json_flush(&j, f) != 0 && j.failed)

@@ -93,8 +93,8 @@ static const json_value *field(ctx *c, const json_value *obj, const char *where,
     }
     if (v->type != want) {
         char at[256];
-        bad(c, "%s: expected %s %s, found %s", join(at, sizeof at, where, key), want == JSON_OBJECT ? "an" : "a",
-            json_type_name(want), json_type_name(v->type));
+        bad(c, "%s: expected %s %s, found %s", join(at, sizeof at, where, key),
+            want == JSON_OBJECT || want == JSON_ARRAY ? "an" : "a", json_type_name(want), json_type_name(v->type));
         return NULL;
     }
     return v;
@@ -118,6 +118,31 @@ static int get_u64(ctx *c, const json_value *obj, const char *where, const char 
     if (!v)
         return bad(c, "%s: missing \"%s\"", *where ? where : "top level", key);
     return as_u64(c, v, join(at, sizeof at, where, key), out);
+}
+
+/* A key newer reports have: 0 when absent, checked when present. */
+static int get_u64_optional(ctx *c, const json_value *obj, const char *where, const char *key, uint64_t *out)
+{
+    if (c->failed)
+        return -1;
+    char at[256];
+    const json_value *v = json_get(obj, key);
+    *out = 0;
+    return v ? as_u64(c, v, join(at, sizeof at, where, key), out) : 0;
+}
+
+static int get_bool(ctx *c, const json_value *obj, const char *where, const char *key, int *out)
+{
+    if (c->failed)
+        return -1;
+    char at[256];
+    const json_value *v = json_get(obj, key);
+    if (!v)
+        return bad(c, "%s: missing \"%s\"", *where ? where : "top level", key);
+    if (v->type != JSON_TRUE && v->type != JSON_FALSE)
+        return bad(c, "%s: expected true or false, found %s", join(at, sizeof at, where, key), json_type_name(v->type));
+    *out = v->type == JSON_TRUE;
+    return 0;
 }
 
 static const char *get_str(ctx *c, const json_value *obj, const char *where, const char *key)
@@ -158,6 +183,8 @@ static int read_kernel(ctx *c, const json_value *k, const char *where, rep_kerne
     get_u64(c, k, where, "handles", &out->handles);
     get_u64(c, k, where, "launches", &out->launches);
     get_u64(c, k, where, "other_shape_launches", &out->other_shape_launches);
+    get_u64_optional(c, k, where, "gpu_ns", &out->gpu_ns);
+    get_u64_optional(c, k, where, "gpu_launches", &out->gpu_launches);
     const json_value *shapes = field(c, k, where, "shapes", JSON_ARRAY);
     if (c->failed)
         return -1;
@@ -369,6 +396,172 @@ static int read_host_pool(ctx *c, const json_value *doc, rep_hpool *h)
     return c->failed ? -1 : 0;
 }
 
+static uint64_t add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
+/* An array member of `obj` whose items must be objects; NULL on failure. */
+static const json_value *object_array(ctx *c, const json_value *obj, const char *where, const char *key)
+{
+    const json_value *a = field(c, obj, where, key, JSON_ARRAY);
+    if (!a)
+        return NULL;
+    for (size_t i = 0; i < a->u.arr.count; i++)
+        if (a->u.arr.items[i].type != JSON_OBJECT) {
+            bad(c, "%s.%s[%zu]: expected an object, found %s", where, key, i,
+                json_type_name(a->u.arr.items[i].type));
+            return NULL;
+        }
+    return a;
+}
+
+/* A row of gpu_time.by_kernel (`with_max`) or of a round's top. */
+static int read_time_row(ctx *c, const json_value *r, const char *at, int with_max, rep_time_row *o)
+{
+    o->name = get_str(c, r, at, "name");
+    if (c->failed)
+        return -1;
+    read_dim3(c, r, at, "grid", o->grid);
+    read_dim3(c, r, at, "block", o->block);
+    get_u64(c, r, at, "shared_bytes", &o->shared_bytes);
+    get_u64(c, r, at, "launches", &o->launches);
+    get_u64(c, r, at, "total_ns", &o->total_ns);
+    get_u64(c, r, at, "min_ns", &o->min_ns);
+    get_u64(c, r, at, "median_ns", &o->median_ns);
+    get_u64(c, r, at, "p95_ns", &o->p95_ns);
+    if (with_max)
+        get_u64(c, r, at, "max_ns", &o->max_ns);
+    o->quantile_launches = o->launches;
+    return c->failed ? -1 : 0;
+}
+
+static int read_gpu_time(ctx *c, const json_value *doc, rep_gpu *g)
+{
+    const char *at = "gpu_time";
+    const json_value *o = optional_object(c, doc, at);
+    if (!o)
+        return c->failed ? -1 : 0;
+    int enabled = 0;
+    g->present = 1;
+    g->reports = 1;
+    get_bool(c, o, at, "enabled", &enabled);
+    g->processes = enabled;
+    g->off_reason = get_str_or_null(c, o, at, "off_reason");
+    g->source = get_str_or_null(c, o, at, "source");
+    g->stopped = get_str_or_null(c, o, at, "stopped");
+    g->stopped_processes = g->stopped != NULL;
+    get_u64(c, o, at, "kernels", &g->kernels);
+    get_u64(c, o, at, "kernel_ns", &g->kernel_ns);
+    get_u64(c, o, at, "copies", &g->copies);
+    get_u64(c, o, at, "copy_ns", &g->copy_ns);
+    get_u64(c, o, at, "copy_bytes", &g->copy_bytes);
+    get_u64(c, o, at, "dropped", &g->dropped);
+    get_u64(c, o, at, "untracked", &g->untracked);
+    get_u64(c, o, at, "late", &g->late);
+    const json_value *rows = object_array(c, o, at, "by_kernel");
+    if (c->failed)
+        return -1;
+    g->rows = calloc(rows->u.arr.count + 1, sizeof *g->rows);
+    if (!g->rows)
+        return bad(c, "out of memory");
+    for (size_t i = 0; i < rows->u.arr.count; i++) {
+        char where[64];
+        snprintf(where, sizeof where, "gpu_time.by_kernel[%zu]", i);
+        if (read_time_row(c, &rows->u.arr.items[i], where, 1, &g->rows[g->nrows++]) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int read_round(ctx *c, const json_value *r, const char *at, rep_round *o)
+{
+    get_u64(c, r, at, "index", &o->index);
+    o->ended_by = get_str(c, r, at, "ended_by");
+    get_u64(c, r, at, "start_ns", &o->start_ns);
+    get_u64(c, r, at, "end_ns", &o->end_ns);
+    get_u64(c, r, at, "wall_ns", &o->wall_ns);
+    get_u64(c, r, at, "busy_ns", &o->busy_ns);
+    get_u64(c, r, at, "kernel_ns", &o->kernel_ns);
+    get_u64(c, r, at, "copy_ns", &o->copy_ns);
+    get_u64(c, r, at, "kernels", &o->kernels);
+    get_u64(c, r, at, "copies", &o->copies);
+    char where[96];
+    snprintf(where, sizeof where, "%s.memory", at);
+    const json_value *m = field(c, r, at, "memory", JSON_OBJECT);
+    get_u64(c, m, where, "live_bytes", &o->live_bytes);
+    get_u64(c, m, where, "reserved_bytes", &o->reserved_bytes);
+    get_u64(c, m, where, "pages_moved", &o->pages_moved);
+    get_u64(c, m, where, "out_of_memory", &o->out_of_memory);
+    snprintf(where, sizeof where, "%s.other", at);
+    const json_value *other = field(c, r, at, "other", JSON_OBJECT);
+    get_u64(c, other, where, "kernels", &o->other_kernels);
+    get_u64(c, other, where, "ns", &o->other_ns);
+
+    const json_value *gaps = object_array(c, r, at, "gaps");
+    const json_value *top = object_array(c, r, at, "top");
+    if (c->failed)
+        return -1;
+    o->gaps = calloc(gaps->u.arr.count + 1, sizeof *o->gaps);
+    o->top = calloc(top->u.arr.count + 1, sizeof *o->top);
+    if (!o->gaps || !o->top)
+        return bad(c, "out of memory");
+    for (size_t i = 0; i < gaps->u.arr.count; i++) {
+        const json_value *g = &gaps->u.arr.items[i];
+        rep_gap *x = &o->gaps[o->ngaps++];
+        snprintf(where, sizeof where, "%s.gaps[%zu]", at, i);
+        get_u64(c, g, where, "ns", &x->ns);
+        x->after = get_str_or_null(c, g, where, "after"); /* null: the round's edge */
+        x->before = get_str_or_null(c, g, where, "before");
+        if (c->failed)
+            return -1;
+    }
+    for (size_t i = 0; i < top->u.arr.count; i++) {
+        snprintf(where, sizeof where, "%s.top[%zu]", at, i);
+        if (read_time_row(c, &top->u.arr.items[i], where, 0, &o->top[o->ntop++]) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Also adds the rounds' wall and busy time into `g`, for the totals. */
+static int read_rounds(ctx *c, const json_value *doc, rep_rounds *rs, rep_gpu *g)
+{
+    const char *at = "rounds";
+    const json_value *o = optional_object(c, doc, at);
+    if (!o)
+        return c->failed ? -1 : 0;
+    rs->present = 1;
+    get_u64(c, o, at, "closed", &rs->closed);
+    get_u64(c, o, at, "kept", &rs->kept);
+    get_u64(c, o, at, "marked", &rs->marked);
+    const json_value *m = field(c, o, at, "merged", JSON_OBJECT);
+    get_u64(c, m, "rounds.merged", "rounds", &rs->merged_rounds);
+    get_u64(c, m, "rounds.merged", "wall_ns", &rs->merged_wall_ns);
+    get_u64(c, m, "rounds.merged", "busy_ns", &rs->merged_busy_ns);
+    get_u64(c, m, "rounds.merged", "kernel_ns", &rs->merged_kernel_ns);
+    get_u64(c, m, "rounds.merged", "copy_ns", &rs->merged_copy_ns);
+    get_u64(c, m, "rounds.merged", "kernels", &rs->merged_kernels);
+    get_u64(c, m, "rounds.merged", "copies", &rs->merged_copies);
+    const json_value *list = object_array(c, o, at, "list");
+    if (c->failed)
+        return -1;
+    rs->list = calloc(list->u.arr.count + 1, sizeof *rs->list);
+    if (!rs->list)
+        return bad(c, "out of memory");
+    g->rounds = rs->merged_rounds;
+    g->wall_ns = rs->merged_wall_ns;
+    g->busy_ns = rs->merged_busy_ns;
+    for (size_t i = 0; i < list->u.arr.count; i++) {
+        char where[64];
+        snprintf(where, sizeof where, "rounds.list[%zu]", i);
+        rep_round *r = &rs->list[rs->nlist++];
+        if (read_round(c, &list->u.arr.items[i], where, r) != 0)
+            return -1;
+        g->rounds = add(g->rounds, 1);
+        g->wall_ns = add(g->wall_ns, r->wall_ns);
+        g->busy_ns = add(g->busy_ns, r->busy_ns);
+    }
+    return 0;
+}
+
 static int read_process(ctx *c, const json_value *doc, rep_process *p)
 {
     const json_value *proc = field(c, doc, "", "process", JSON_OBJECT);
@@ -450,13 +643,20 @@ int report_load(const char *path, rep_process *out, char *why, size_t whylen)
 
     if (read_process(&c, doc, out) != 0 || read_kernels(&c, doc, &out->t) != 0 || read_calls(&c, doc, &out->t) != 0 ||
         read_memory(&c, doc, &out->t) != 0 || read_device_pool(&c, doc, &out->t.dpool) != 0 ||
-        read_host_pool(&c, doc, &out->t.hpool) != 0)
+        read_host_pool(&c, doc, &out->t.hpool) != 0 || read_gpu_time(&c, doc, &out->t.gpu) != 0 ||
+        read_rounds(&c, doc, &out->rounds, &out->t.gpu) != 0)
         return REPORT_ERROR;
     return REPORT_OK;
 }
 
 void report_release(rep_process *p)
 {
+    for (size_t i = 0; i < p->rounds.nlist; i++) {
+        free(p->rounds.list[i].gaps);
+        free(p->rounds.list[i].top);
+    }
+    free(p->rounds.list);
+    memset(&p->rounds, 0, sizeof p->rounds);
     totals_release(&p->t);
     json_free(&p->doc);
     free(p->path);

@@ -11,7 +11,7 @@
 # programs and libdrk_test_cupti_count.so). WORKLOADs (default: all) are among
 # rt_vecadd drv_vecadd routes triton_add cupy_ops jax_jit ppo vmm_heap vmm_pool
 # alloc_heavy host_map ctx_reset ipc_pair alloc_frag alloc_memcheck gpt_nocache
-# gpt_async.
+# gpt_async gputime.
 # The memory workloads add modes: alloc_frag runs under DRK_DEFRAG=0 too (a
 # pool that cannot stitch: it must run out of memory), ipc_pair under
 # DRK_ALLOC=0; alloc_memcheck runs alloc_heavy under compute-sanitizer's
@@ -38,7 +38,7 @@ PY=${PYTHON:-python3}
 py_limit=${DRK_GPU_TIMEOUT:-180}
 budget=${DRK_GPU_BUDGET:-540}
 all_workloads=(rt_vecadd drv_vecadd routes triton_add cupy_ops jax_jit ppo vmm_heap vmm_pool
-    alloc_heavy host_map ctx_reset ipc_pair alloc_frag alloc_memcheck gpt_nocache gpt_async)
+    alloc_heavy host_map ctx_reset ipc_pair alloc_frag alloc_memcheck gpt_nocache gpt_async gputime)
 
 build_arg=${1:-build}
 [ $# -gt 0 ] && shift
@@ -286,6 +286,23 @@ run_program() {
     fi
 }
 
+# run_checker NAME LIMIT CMD...: a checker that runs its own modes and prints
+# its own PASS/FAIL lines (given --out, its folder); a crash fails it.
+run_checker() {
+    local w=$1 limit=$2
+    shift 2
+    say "== $w: $*"
+    mkdir -p "$work/$w"
+    if [ $(($(date +%s) - start_s)) -ge "$budget" ]; then
+        verdict 0 "$w" skipped "the suite's time budget (${budget} s) is spent"
+        return
+    fi
+    timeout -k 10 "$limit" "$@" --out "$work/$w" >"$work/$w/stdout" 2>"$work/$w/stderr" </dev/null
+    local rc=$?
+    record "$(cat "$work/$w/stdout")" || rc=${rc/#0/no check printed}
+    [ "$rc" = 0 ] || verdict 0 "$w" checker "exit $rc: $(tail -n 3 "$work/$w/stderr" | tr '\n' ' ')"
+}
+
 three="native drk disabled"
 for w in "${workloads[@]}"; do
     case $w in
@@ -297,6 +314,7 @@ for w in "${workloads[@]}"; do
     jax_jit) run_workload "$w" "$py_limit" 1 "$three" workload -- "$PY" "$here/workloads/jax_jit.py" --n 200 ;;
     ppo) run_workload "$w" "$py_limit" 1 "$three" "workload --losses" -- "$PY" "$here/workloads/ppo.py" --steps 50 ;;
     vmm_heap) run_program "$w" 60 "$progs/vmm_heap" ;;
+    gputime) run_checker "$w" 300 "$PY" "$here/gputime_check.py" --shim "$shim" --steps 20 ;;
     vmm_pool) run_program "$w" 60 "$progs/vmm_pool" ;;
     alloc_heavy) run_workload "$w" 60 1 "$three" workload -- "$progs/alloc_heavy" ;;
     host_map) run_workload "$w" 60 1 "$three" workload -- "$progs/host_map" 20 ;;
