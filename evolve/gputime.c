@@ -1,5 +1,7 @@
 #include "evolve/gputime.h"
 
+#include "evolve/findings.h"
+
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +92,9 @@ typedef struct entry {
      * round's `touched` list). */
     uint64_t last_round;
     drk_time_hist *last_hist;
+    /* Its medians in the last rounds it ran in, for the findings. */
+    uint64_t recent[DRK_RECENT_ROUNDS];
+    uint64_t rounds_seen;
 } entry;
 
 /* Intervals of an open round, for its busy time and gaps. */
@@ -320,6 +325,7 @@ void drk_gputime_reset(uint64_t start_ns)
     memset(&totals, 0, sizeof totals);
     memset(ring, 0, sizeof ring);
     memset(&merged, 0, sizeof merged);
+    drk_findings_reset();
     closed = opened = 0;
     nopen = 0;
     open_new(start_ns);
@@ -446,12 +452,41 @@ static void top_rows(open_round *o)
     o->ntouched = 0;
 }
 
+/* What the findings need of the round's kernel-shapes; each entry's history
+ * moves on by this round. Before top_rows, which hands the histograms back. */
+static size_t finding_shapes(open_round *o, drk_finding_shape *out)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < o->ntouched; i++) {
+        entry *e = o->touched[i].e;
+        const drk_time_hist *h = o->touched[i].h;
+        drk_finding_shape *f = &out[n++];
+        *f = (drk_finding_shape){.key = e->key, .launches = h->n, .total_ns = h->total_ns,
+                                 .median_ns = drk_time_hist_quantile(h, 0.5), .rounds_before = e->rounds_seen};
+        unsigned kept = e->rounds_seen < DRK_RECENT_ROUNDS ? (unsigned)e->rounds_seen : DRK_RECENT_ROUNDS;
+        for (unsigned k = 0; k < kept; k++)
+            if (!f->best_recent_ns || e->recent[k] < f->best_recent_ns)
+                f->best_recent_ns = e->recent[k];
+        for (size_t k = 0; !e->rounds_seen && k < nentries && !f->name_seen_before; k++)
+            f->name_seen_before = by_index[k] != e && by_index[k]->rounds_seen && strcmp(by_index[k]->key.name,
+                                                                                           e->key.name) == 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        entry *e = o->touched[i].e;
+        e->recent[e->rounds_seen++ % DRK_RECENT_ROUNDS] = out[i].median_ns;
+    }
+    return n;
+}
+
 /* Closes the oldest open round into the kept ones. Locked; nopen >= 2. */
 static void close_oldest(void)
 {
+    static drk_finding_shape shapes[DRK_TIME_ENTRIES]; /* under the lock */
     open_round *o = &open[0];
     busy_and_gaps(o, &open[1]);
+    size_t nshapes = finding_shapes(o, shapes);
     top_rows(o);
+    drk_findings_round(&o->r, shapes, nshapes);
     drk_round *slot = &ring[closed % DRK_ROUNDS_KEPT];
     if (closed >= DRK_ROUNDS_KEPT) {
         merged.rounds++;
@@ -566,6 +601,14 @@ uint64_t drk_gputime_open_since(void)
     uint64_t s = nopen ? open[nopen - 1].r.start_ns : 0;
     pthread_mutex_unlock(&lock);
     return s;
+}
+
+size_t drk_gputime_findings(const drk_finding **out, size_t max)
+{
+    pthread_mutex_lock(&lock);
+    size_t n = drk_findings_get(out, max);
+    pthread_mutex_unlock(&lock);
+    return n;
 }
 
 uint64_t drk_gputime_rounds_closed(void)

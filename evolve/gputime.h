@@ -138,6 +138,10 @@ size_t drk_gputime_rows(drk_time_row *out, size_t max);
 /* Closed rounds, oldest kept first, and the summary of older ones. */
 size_t drk_gputime_rounds(const drk_round **out, size_t max);
 drk_rounds_merged drk_gputime_merged(void);
+/* The findings so far (evolve/findings.h), in the order they appeared. */
+struct drk_finding;
+size_t drk_gputime_findings(const struct drk_finding **out, size_t max);
+
 /* The open round's start, and the number of rounds closed so far. */
 uint64_t drk_gputime_open_since(void);
 uint64_t drk_gputime_rounds_closed(void);

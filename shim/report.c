@@ -369,6 +369,7 @@ void drk_report_at_exit(void)
     drk_report_host_pool(&j);
     drk_report_gpu_time(&j);
     drk_report_rounds(&j);
+    drk_report_findings(&j);
     drk_json_close(&j, '}');
     if (j.failed)
         drk_log(DRK_LOG_WARN, "out of memory building the report; no report written");

@@ -5,6 +5,7 @@
 
 #include "base/options.h"
 #include "evolve/cupti.h"
+#include "evolve/findings.h"
 #include "evolve/gputime.h"
 #include "shim/worker.h"
 
@@ -122,6 +123,35 @@ static void write_round(drk_json *j, const drk_round *r)
     drk_json_u64(j, "ns", r->other_ns);
     drk_json_close(j, '}');
     drk_json_close(j, '}');
+}
+
+void drk_report_findings(drk_json *j)
+{
+    const drk_finding *f[DRK_FINDINGS_MAX];
+    size_t n = drk_gputime_findings(f, DRK_FINDINGS_MAX);
+    drk_json_open(j, "findings", '[');
+    for (size_t i = 0; i < n; i++) {
+        drk_json_open(j, NULL, '{');
+        drk_json_str(j, "name", f[i]->name);
+        drk_json_u64(j, "first_round", f[i]->first_round);
+        drk_json_u64(j, "last_round", f[i]->last_round);
+        drk_json_u64(j, "rounds", f[i]->rounds);
+        if (f[i]->key.name) {
+            drk_json_open(j, "kernel", '{');
+            drk_json_str(j, "name", f[i]->key.name);
+            u64_triple(j, "grid", f[i]->key.grid);
+            u64_triple(j, "block", f[i]->key.block);
+            drk_json_u64(j, "shared_bytes", f[i]->key.shared_bytes);
+            drk_json_close(j, '}');
+        } else {
+            drk_json_null(j, "kernel");
+        }
+        drk_json_f64(j, "value", f[i]->value);
+        drk_json_f64(j, "reference", f[i]->reference);
+        drk_json_str(j, "evidence", f[i]->evidence);
+        drk_json_close(j, '}');
+    }
+    drk_json_close(j, ']');
 }
 
 void drk_report_rounds(drk_json *j)

@@ -14,6 +14,7 @@
 #include "alloc/device.h"
 #include "base/log.h"
 #include "evolve/cupti.h"
+#include "evolve/findings.h"
 #include "evolve/gputime.h"
 
 #define MARKS 64
@@ -202,6 +203,12 @@ static void last_records(void)
         drk_cupti_stop("the process exited");
     }
     drk_gputime_close(UINT64_MAX);
+    const drk_finding *f[DRK_FINDINGS_MAX];
+    size_t nf = drk_gputime_findings(f, DRK_FINDINGS_MAX);
+    for (size_t i = 0; i < nf; i++)
+        drk_log(DRK_LOG_INFO, "finding %s (rounds %llu-%llu, %llu of them): %s", f[i]->name,
+                (unsigned long long)f[i]->first_round, (unsigned long long)f[i]->last_round,
+                (unsigned long long)f[i]->rounds, f[i]->evidence);
     unsigned long lost = atomic_load(&marks_lost);
     if (lost)
         drk_log(DRK_LOG_INFO, "GPU times: %lu round marks came faster than drk could end rounds; merged", lost);

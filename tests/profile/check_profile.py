@@ -95,6 +95,19 @@ def case_rounds(args):
               near(top["median_ns"], 8000, 0.04), "round 2's top kernel-shape: the slower one", top)
         check(all("reserved_bytes" in r["memory"] for r in lst), "memory figures per round", lst[0]["memory"])
     check("GPU times from" in p.stderr, "an info line says where the times come from", p.stderr)
+    fs = {f["name"]: f for f in rep["findings"]}
+    check(set(fs) == {"gpu_idle", "kernel_slower"}, "findings: the GPU idles, a kernel got slower; nothing else",
+          list(fs))
+    if "kernel_slower" in fs:
+        f = fs["kernel_slower"]
+        check(f["first_round"] == 2 and f["kernel"]["name"] == "empty" and f["kernel"]["grid"] == [4, 1, 1] and
+              near(f["value"], 8000, 0.04) and near(f["reference"], 4000, 0.04),
+              "kernel_slower: the slower shape, from the round it started", f)
+    if "gpu_idle" in fs:
+        f = fs["gpu_idle"]
+        check(f["first_round"] == 0 and f["rounds"] == 4 and "largest gaps" in f["evidence"] and
+              "after memset before (round end)" in f["evidence"], "gpu_idle: every marked round, with its gaps", f)
+    check(p.stderr.count("finding ") == 2, "one info line a finding", p.stderr)
 
 
 def case_failing(args):

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "evolve/findings.h"
 #include "evolve/gputime.h"
 #include "tests/unit/check.h"
 
@@ -151,11 +152,75 @@ static void test_limits(void)
     drk_gputime_reset(0);
 }
 
+/* One round of `us` long: kernel `a` 10 times, `b` 5 times at `b_ns` each,
+ * back to back from the start (so busy is their sum). */
+static void steady_round(uint64_t r, uint64_t us, uint64_t b_ns, unsigned a_grid, const drk_round_memory *mem)
+{
+    uint64_t t = r * us * 1000, s = t;
+    drk_time_key a = key("gemm", a_grid, 256), b = key("softmax", 8, 128);
+    for (int i = 0; i < 10; i++, s += 50000)
+        drk_gputime_kernel(&a, s, s + 50000);
+    for (int i = 0; i < 5; i++, s += b_ns)
+        drk_gputime_kernel(&b, s, s + b_ns);
+    drk_gputime_round_end(t + us * 1000, "nvtx", mem);
+}
+
+static const drk_finding *finding(const char *name)
+{
+    const drk_finding *f[DRK_FINDINGS_MAX];
+    size_t n = drk_gputime_findings(f, DRK_FINDINGS_MAX);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(f[i]->name, name) == 0)
+            return f[i];
+    return NULL;
+}
+
+static void test_findings(void)
+{
+    /* Steady: busy 600 of 620 us a round, same times, same memory: quiet. */
+    drk_round_memory mem = {.live_bytes = 900u << 20, .reserved_bytes = 1000u << 20};
+    drk_gputime_reset(0);
+    for (uint64_t r = 0; r < 30; r++)
+        steady_round(r, 620, 20000, 64, &mem);
+    const drk_finding *all[DRK_FINDINGS_MAX];
+    CHECK(drk_gputime_findings(all, DRK_FINDINGS_MAX) == 0);
+
+    /* Planted, each from its own round on: softmax 30% slower from round 5;
+     * gemm at a new grid in round 7; live memory halves in round 8 (the
+     * pool's reserve stays); out of memory in round 9; then the GPU idles. */
+    drk_gputime_reset(0);
+    for (uint64_t r = 0; r < 14; r++) {
+        if (r == 8)
+            mem.live_bytes = 500u << 20;
+        if (r == 9)
+            mem.out_of_memory = 2;
+        steady_round(r, r >= 11 ? 6000 : 700, r >= 5 ? 26000 : 20000, r == 7 ? 128 : 64, &mem);
+    }
+    const drk_finding *f = finding("kernel_slower");
+    CHECK(f && f->first_round == 5 && f->rounds >= 1 && strcmp(f->key.name, "softmax") == 0);
+    CHECK(f && near((uint64_t)f->value, 26000, 0.04) && near((uint64_t)f->reference, 20000, 0.04));
+    CHECK(f && strstr(f->evidence, "round 5: softmax") && strstr(f->evidence, "+30%"));
+    f = finding("new_shape");
+    CHECK(f && f->first_round == 7 && strcmp(f->key.name, "gemm") == 0 && f->key.grid[0] == 128);
+    f = finding("fragmentation");
+    CHECK(f && f->first_round == 8 && near((uint64_t)(f->value * 100), 50, 0.03));
+    f = finding("out_of_memory");
+    CHECK(f && f->first_round == 9 && f->rounds == 1);
+    f = finding("gpu_idle");
+    CHECK(f && f->first_round == 11 && f->last_round == 13 && f->rounds == 3 && f->value < 0.11);
+    CHECK(f && strstr(f->evidence, "largest gaps: idle") && strstr(f->evidence, "after softmax before (round end)"));
+    /* Nothing else fired: a new shape does not make its kernel slower. */
+    CHECK(drk_gputime_findings(all, DRK_FINDINGS_MAX) == 5);
+    drk_gputime_reset(0);
+    CHECK(drk_gputime_findings(all, DRK_FINDINGS_MAX) == 0);
+}
+
 int main(void)
 {
     test_hist();
     test_attribution();
     test_rounds();
     test_limits();
+    test_findings();
     return CHECK_DONE();
 }

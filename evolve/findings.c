@@ -1,0 +1,179 @@
+#include "evolve/findings.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Under gputime's lock, which serializes every call here. */
+static drk_finding list[DRK_FINDINGS_MAX];
+static size_t nlist;
+static double frag_recent[DRK_RECENT_ROUNDS];
+static unsigned nfrag;
+static uint64_t last_oom;
+static uint64_t dropped; /* findings past DRK_FINDINGS_MAX */
+
+static const char *const names[DRK_FINDING_KINDS] = {
+    [DRK_FINDING_GPU_IDLE] = "gpu_idle",
+    [DRK_FINDING_KERNEL_SLOWER] = "kernel_slower",
+    [DRK_FINDING_NEW_SHAPE] = "new_shape",
+    [DRK_FINDING_FRAGMENTATION] = "fragmentation",
+    [DRK_FINDING_OUT_OF_MEMORY] = "out_of_memory",
+};
+
+void drk_findings_reset(void)
+{
+    memset(list, 0, sizeof list);
+    nlist = nfrag = 0;
+    last_oom = dropped = 0;
+}
+
+static int same_key(const drk_time_key *a, const drk_time_key *b)
+{
+    if (!a->name || !b->name)
+        return a->name == b->name;
+    return strcmp(a->name, b->name) == 0 && memcmp(a->grid, b->grid, sizeof a->grid) == 0 &&
+           memcmp(a->block, b->block, sizeof a->block) == 0 && a->shared_bytes == b->shared_bytes;
+}
+
+/* The entry of `kind` (and kernel-shape `key`), seen in round `round`; NULL
+ * when the list is full. `worse` says whether this round's evidence is worse
+ * than what the entry holds (a new entry takes it). */
+static drk_finding *note(drk_finding_kind kind, const drk_time_key *key, uint64_t round, int *fresh)
+{
+    static const drk_time_key none;
+    if (!key)
+        key = &none;
+    for (size_t i = 0; i < nlist; i++)
+        if (list[i].kind == kind && same_key(&list[i].key, key)) {
+            if (list[i].last_round != round)
+                list[i].rounds++;
+            list[i].last_round = round;
+            *fresh = 0;
+            return &list[i];
+        }
+    if (nlist == DRK_FINDINGS_MAX) {
+        dropped++;
+        return NULL;
+    }
+    drk_finding *f = &list[nlist++];
+    *f = (drk_finding){.kind = kind, .name = names[kind], .first_round = round, .last_round = round, .rounds = 1,
+                       .key = *key};
+    *fresh = 1;
+    return f;
+}
+
+static void shape_text(char *buf, size_t n, const drk_time_key *k)
+{
+    snprintf(buf, n, "grid (%u,%u,%u) block (%u,%u,%u) shared %u", k->grid[0], k->grid[1], k->grid[2], k->block[0],
+             k->block[1], k->block[2], k->shared_bytes);
+}
+
+static void gpu_idle(const drk_round *r)
+{
+    uint64_t wall = r->end_ns - r->start_ns;
+    /* A round that ran no kernel says nothing of how the GPU is fed. */
+    if (!r->kernels || wall < 1000000)
+        return;
+    double busy = (double)r->busy_ns / (double)wall;
+    if (busy >= DRK_BUSY_LOW)
+        return;
+    int fresh;
+    drk_finding *f = note(DRK_FINDING_GPU_IDLE, NULL, r->index, &fresh);
+    if (!f || (!fresh && busy >= f->value))
+        return;
+    f->value = busy, f->reference = DRK_BUSY_LOW;
+    int n = snprintf(f->evidence, sizeof f->evidence, "round %llu: GPU busy %.1f%% of %.1f ms",
+                     (unsigned long long)r->index, 100 * busy, (double)wall / 1e6);
+    for (unsigned g = 0; g < r->ngaps && g < 2 && n > 0 && (size_t)n < sizeof f->evidence; g++)
+        n += snprintf(f->evidence + n, sizeof f->evidence - (size_t)n, "%s idle %.0f us after %.40s before %.40s",
+                      g ? ";" : "; largest gaps:", (double)r->gaps[g].ns / 1e3,
+                      r->gaps[g].after ? r->gaps[g].after : "(round start)",
+                      r->gaps[g].before ? r->gaps[g].before : "(round end)");
+}
+
+static void kernels(const drk_round *r, const drk_finding_shape *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const drk_finding_shape *k = &s[i];
+        int hot = r->kernel_ns && (double)k->total_ns >= DRK_HOT_SHARE * (double)r->kernel_ns;
+        if (!hot)
+            continue;
+        char shape[96];
+        shape_text(shape, sizeof shape, &k->key);
+        int fresh;
+        if (k->launches >= 3 && k->best_recent_ns && (double)k->median_ns >= DRK_SLOWER * (double)k->best_recent_ns) {
+            double ratio = (double)k->median_ns / (double)k->best_recent_ns;
+            drk_finding *f = note(DRK_FINDING_KERNEL_SLOWER, &k->key, r->index, &fresh);
+            if (f && (fresh || ratio > f->value / f->reference)) {
+                f->value = (double)k->median_ns, f->reference = (double)k->best_recent_ns;
+                snprintf(f->evidence, sizeof f->evidence,
+                         "round %llu: %.60s at %s: median %.1f us, its best of the last %d rounds it ran in %.1f us "
+                         "(+%.0f%%), %llu launches, %.0f%% of the round's kernel time",
+                         (unsigned long long)r->index, k->key.name, shape, (double)k->median_ns / 1e3,
+                         DRK_RECENT_ROUNDS, (double)k->best_recent_ns / 1e3, 100 * (ratio - 1),
+                         (unsigned long long)k->launches, 100.0 * (double)k->total_ns / (double)r->kernel_ns);
+            }
+        }
+        if (r->index > 0 && k->rounds_before == 0 && k->name_seen_before) {
+            drk_finding *f = note(DRK_FINDING_NEW_SHAPE, &k->key, r->index, &fresh);
+            if (f && fresh) {
+                f->value = (double)k->total_ns / (double)r->kernel_ns, f->reference = DRK_HOT_SHARE;
+                snprintf(f->evidence, sizeof f->evidence,
+                         "round %llu: %.60s first ran at %s, %llu launches, %.0f%% of the round's kernel time",
+                         (unsigned long long)r->index, k->key.name, shape, (unsigned long long)k->launches,
+                         100 * f->value);
+            }
+        }
+    }
+}
+
+static void memory(const drk_round *r)
+{
+    const drk_round_memory *m = &r->memory;
+    int fresh;
+    if (m->out_of_memory > last_oom) {
+        drk_finding *f = note(DRK_FINDING_OUT_OF_MEMORY, NULL, r->index, &fresh);
+        if (f) {
+            f->value = (double)m->out_of_memory, f->reference = (double)last_oom;
+            snprintf(f->evidence, sizeof f->evidence,
+                     "round %llu: the device pool answered out of memory %llu times so far (%llu before the round); "
+                     "live %.1f MiB, reserved %.1f MiB",
+                     (unsigned long long)r->index, (unsigned long long)m->out_of_memory,
+                     (unsigned long long)last_oom, (double)m->live_bytes / 1048576, (double)m->reserved_bytes / 1048576);
+        }
+        last_oom = m->out_of_memory;
+    }
+    /* Fragmentation of a pool big enough to matter: 64 MiB reserved. */
+    if (m->reserved_bytes < ((uint64_t)64 << 20))
+        return;
+    double frag = 1.0 - (double)m->live_bytes / (double)m->reserved_bytes;
+    double best = 1;
+    for (unsigned i = 0; i < nfrag && i < DRK_RECENT_ROUNDS; i++)
+        best = frag_recent[i] < best ? frag_recent[i] : best;
+    frag_recent[nfrag++ % DRK_RECENT_ROUNDS] = frag;
+    if (nfrag < 2 || frag < best + DRK_FRAG_RISE)
+        return;
+    drk_finding *f = note(DRK_FINDING_FRAGMENTATION, NULL, r->index, &fresh);
+    if (f && (fresh || frag > f->value)) {
+        f->value = frag, f->reference = best;
+        snprintf(f->evidence, sizeof f->evidence,
+                 "round %llu: %.0f%% of reserved device memory holds no live allocation (live %.1f MiB, reserved "
+                 "%.1f MiB, %llu pages moved so far); the best of the last %d rounds was %.0f%%",
+                 (unsigned long long)r->index, 100 * frag, (double)m->live_bytes / 1048576,
+                 (double)m->reserved_bytes / 1048576, (unsigned long long)m->pages_moved, DRK_RECENT_ROUNDS, 100 * best);
+    }
+}
+
+void drk_findings_round(const drk_round *r, const drk_finding_shape *shapes, size_t n)
+{
+    gpu_idle(r);
+    kernels(r, shapes, n);
+    memory(r);
+}
+
+size_t drk_findings_get(const drk_finding **out, size_t max)
+{
+    size_t n = 0;
+    for (; n < nlist && n < max; n++)
+        out[n] = &list[n];
+    return n;
+}

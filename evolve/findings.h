@@ -1,0 +1,60 @@
+/* Findings: named things that went wrong, each with its evidence and the
+ * round it appeared in, following the diagnosis guide a user would: is the
+ * GPU idle (and where), did a kernel get slower than its own recent best, is
+ * a hot kernel running at a new launch shape (a new access pattern), is
+ * memory fragmenting or running out. Judged as each round closes
+ * (evolve/gputime.c hands each closed round in); quiet on a steady workload:
+ * a finding is one entry however many rounds it lasts (first and last round,
+ * rounds seen, the worst evidence). Bounded: DRK_FINDINGS_MAX entries. */
+#ifndef DRK_EVOLVE_FINDINGS_H
+#define DRK_EVOLVE_FINDINGS_H
+
+#include <stdint.h>
+
+#include "evolve/gputime.h"
+
+#define DRK_FINDINGS_MAX 64
+#define DRK_BUSY_LOW 0.80          /* GPU busy below this share of a round's wall time */
+#define DRK_SLOWER 1.10            /* a kernel-shape's median this much above its recent best */
+#define DRK_RECENT_ROUNDS 20       /* "recent": the last this many rounds it ran in */
+#define DRK_HOT_SHARE 0.01         /* a kernel-shape of at least this share of a round's kernel time */
+#define DRK_FRAG_RISE 0.10         /* fragmentation (1 - live/reserved) up by this much */
+
+typedef enum drk_finding_kind {
+    DRK_FINDING_GPU_IDLE,      /* busy < 80%: the program keeps the GPU waiting (CPU-bound, sync, gaps) */
+    DRK_FINDING_KERNEL_SLOWER, /* a kernel-shape's median >= 10% above its best of the last 20 rounds */
+    DRK_FINDING_NEW_SHAPE,     /* a hot kernel launched at a shape it had not used before */
+    DRK_FINDING_FRAGMENTATION, /* reserved memory grows away from live memory */
+    DRK_FINDING_OUT_OF_MEMORY, /* the device pool answered out of memory (retries rising) */
+    DRK_FINDING_KINDS
+} drk_finding_kind;
+
+/* What a closed round's kernel-shape is, for the judging. */
+typedef struct drk_finding_shape {
+    drk_time_key key;
+    uint64_t launches, total_ns, median_ns;
+    uint64_t best_recent_ns;   /* its best median over the last rounds it ran in; 0: none */
+    uint64_t rounds_before;    /* rounds it ran in before this one */
+    int name_seen_before;      /* another shape of the same kernel ran in an earlier round */
+} drk_finding_shape;
+
+typedef struct drk_finding {
+    drk_finding_kind kind;
+    const char *name;          /* "gpu_idle", "kernel_slower", ... */
+    uint64_t first_round, last_round, rounds;
+    drk_time_key key;          /* the kernel-shape, for kernel findings (name NULL otherwise) */
+    double value, reference;   /* the worst evidence: e.g. busy share and 0.80; median and best, in ns */
+    char evidence[2048];       /* the worst round's evidence, in words */
+} drk_finding;
+
+/* Starts afresh (with gputime's reset). */
+void drk_findings_reset(void);
+
+/* Round `r` closed with these kernel-shapes. Called under gputime's lock:
+ * the names stay valid until gputime's reset. */
+void drk_findings_round(const drk_round *r, const drk_finding_shape *shapes, size_t n);
+
+/* Findings so far, in the order they first appeared. */
+size_t drk_findings_get(const drk_finding **out, size_t max);
+
+#endif
