@@ -55,6 +55,9 @@ const drk_option_desc drk_option_table[DRK_OPT_COUNT] = {
     [DRK_OPT_ROUND_SECONDS] = {"DRK_ROUND_SECONDS", DRK_OPTION_SECONDS, "10s",
                                "with DRK_PROFILE, end a round every this long while the program marks none "
                                "(cuProfilerStop marks one); 0: only the program's marks"},
+    [DRK_OPT_ROUND] = {"DRK_ROUND", DRK_OPTION_PATH, "round",
+                       "with DRK_PROFILE, the NVTX range or mark whose end ends a round (an fnmatch pattern, e.g. "
+                       "'step*'; NVTX reaches drk through NVTX_INJECTION64_PATH, which drk run sets)"},
 };
 
 static const char *const level_names[] = {

@@ -1,7 +1,9 @@
 #define _GNU_SOURCE
 #include "shim/worker.h"
 
+#include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -13,6 +15,7 @@
 
 #include "alloc/device.h"
 #include "base/log.h"
+#include "base/options.h"
 #include "evolve/cupti.h"
 #include "evolve/findings.h"
 #include "evolve/gputime.h"
@@ -92,6 +95,22 @@ static void tick(void)
 
 static void last_records(void);
 
+/* NVTX loads the library its variable names: another tool's (nsys), and
+ * drk's rounds never come from NVTX. Said once. */
+static void nvtx_note(void)
+{
+    const char *path = drk_env(DRK_ENV_NVTX_INJECTION);
+    Dl_info self;
+    char a[PATH_MAX], b[PATH_MAX];
+    if (!*path)
+        drk_log(DRK_LOG_INFO, "NVTX: NVTX_INJECTION64_PATH is not set (drk run sets it): rounds end at "
+                              "cuProfilerStop and by DRK_ROUND_SECONDS only");
+    else if (dladdr((void *)&drk_worker_start, &self) && self.dli_fname &&
+             (!realpath(path, a) || !realpath(self.dli_fname, b) || strcmp(a, b) != 0))
+        drk_log(DRK_LOG_INFO, "NVTX goes to %s (NVTX_INJECTION64_PATH, nsys?): drk leaves it there; rounds end at "
+                              "cuProfilerStop and by DRK_ROUND_SECONDS only", path);
+}
+
 static void *run(void *arg)
 {
     (void)arg;
@@ -112,6 +131,7 @@ static void *run(void *arg)
     }
     atomic_store(&off, (const char *)NULL);
     atomic_store(&cupti_settled, 1);
+    nvtx_note();
     if (atexit(last_records) != 0)
         drk_log(DRK_LOG_INFO, "GPU times: cannot register an exit handler; the last records may be missing");
     pthread_mutex_lock(&lock);

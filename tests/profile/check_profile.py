@@ -25,11 +25,12 @@ def near(got, want, rel):
     return abs(got - want) <= rel * want
 
 
-def run(args, mode):
+def run(args, mode, extra=None):
     out = tempfile.mkdtemp(prefix="drk-profile-")
     env = {k: v for k, v in os.environ.items() if not k.startswith("DRK_")}
     env.update(LD_PRELOAD=args.preload, DRK_PROFILE="1", DRK_ROUND_SECONDS="0", DRK_REPORT=out + "/",
                DRK_LOG_LEVEL="info")
+    env.update(extra or {})
     p = subprocess.run([args.program, mode], env=env, capture_output=True, text=True, timeout=60)
     check(p.returncode == 0, f"{mode}: the program runs to its end under drk", p.stderr)
     reports = glob.glob(os.path.join(out, "*.json"))
@@ -43,8 +44,9 @@ def rows_by_shape(gt):
     return {(r["name"], tuple(r["grid"]), tuple(r["block"]), r["shared_bytes"]): r for r in gt["by_kernel"]}
 
 
-def case_rounds(args):
-    rep, p = run(args, "rounds")
+def case_rounds(args, mode="rounds", by="cuProfilerStop"):
+    extra = {"NVTX_INJECTION64_PATH": args.preload.split()[-1]} if mode == "nvtx" else {}
+    rep, p = run(args, mode, extra)
     gt = rep["gpu_time"]
     check(gt["enabled"] and gt["off_reason"] is None, "times taken", gt)
     check(gt["source"] and "fakecupti" in gt["source"], "from the CUPTI the program loaded", gt["source"])
@@ -70,10 +72,10 @@ def case_rounds(args):
     check("hidden" not in kern, "a kernel drk saw no launch of has times but no record", list(kern))
 
     rd = rep["rounds"]
-    check(rd["closed"] == 5 and rd["kept"] == 5 and rd["marked"] == 4, "four marked rounds and the exit's", rd)
+    check(rd["closed"] == 5 and rd["kept"] == 5 and rd["marked"] == 4, f"four rounds marked by {by}, and the exit's", rd)
     lst = rd["list"]
     if len(lst) == 5:
-        check([r["ended_by"] for r in lst] == ["cuProfilerStop"] * 4 + ["exit"], "ended by", [r["ended_by"] for r in lst])
+        check([r["ended_by"] for r in lst] == [by] * 4 + ["exit"], "ended by", [r["ended_by"] for r in lst])
         check([r["index"] for r in lst] == [0, 1, 2, 3, 4], "indexes", [r["index"] for r in lst])
         check(lst[0]["wall_ns"] == 1001000 and all(r["wall_ns"] == 1000000 for r in lst[1:4]) and
               lst[4]["wall_ns"] == 5000, "wall time per round", [r["wall_ns"] for r in lst])
@@ -140,9 +142,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--program", required=True)
     ap.add_argument("--preload", required=True)
-    ap.add_argument("--mode", required=True, choices=["rounds", "failing", "profiler", "lookup"])
+    ap.add_argument("--mode", required=True, choices=["rounds", "failing", "profiler", "lookup", "nvtx"])
     args = ap.parse_args()
-    {"rounds": case_rounds, "failing": case_failing,
+    {"rounds": case_rounds, "failing": case_failing, "nvtx": lambda a: case_rounds(a, "nvtx", "nvtx"),
      "profiler": lambda a: case_aside(a, "profiler", "cuptiActivityRegisterCallbacks"),
      "lookup": lambda a: case_aside(a, "lookup", "dlsym")}[args.mode](args)
     print(f"{'FAILED' if failures else 'passed'}: {failures} failures")

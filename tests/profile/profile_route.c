@@ -12,10 +12,14 @@
  *                          buffers of its own, as PyTorch's profiler does: its
  *                          callback must get only its own buffers, with the
  *                          records of what ran since
- *   profile_route lookup   after a round, the program looks CUPTI up with dlsym */
+ *   profile_route lookup   after a round, the program looks CUPTI up with dlsym
+ *   profile_route nvtx     rounds are NVTX ranges named "round" (DRK_ROUND's
+ *                          default) with an "inner" range inside, instead of
+ *                          cuProfilerStop; a range and a mark with a 1 MB name */
 #include <cuda.h>
 #include <cudaProfiler.h>
 #include <dlfcn.h>
+#include <nvtx3/nvToolsExt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,6 +118,12 @@ int main(int argc, char **argv)
     for (int r = 0; r < ROUNDS; r++) {
         uint64_t t0 = base + r * ROUND_NS;
         fakecupti_set_time(t0 + 10);
+        int nvtx = strcmp(mode, "nvtx") == 0;
+        if (nvtx) {
+            nvtxRangePushA("round");
+            nvtxRangePushA("inner");
+            nvtxRangePop();
+        }
         for (int i = 0; i < 10; i++) {
             if (!check(cuLaunchKernel(empty, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL), "launch") ||
                 !check(cuLaunchKernel(empty, 4, 1, 1, 64, 1, 1, 0, NULL, NULL, NULL), "launch"))
@@ -126,9 +136,11 @@ int main(int argc, char **argv)
         fakecupti_memcpy(1 << 20, t0 + 400000, t0 + 420000, 7);
         fakecupti_memset(4096, t0 + 430000, t0 + 431000, 7);
         fakecupti_set_time(t0 + ROUND_NS);
-        if (!check(cuProfilerStop(), "cuProfilerStop"))
+        if (nvtx)
+            nvtxRangePop();
+        else if (!check(cuProfilerStop(), "cuProfilerStop"))
             return 1;
-        if (r == 0 && strcmp(mode, "rounds") != 0 && !own_client(mode)) {
+        if (r == 0 && (strcmp(mode, "profiler") == 0 || strcmp(mode, "lookup") == 0) && !own_client(mode)) {
             fprintf(stderr, "profile_route: the program's own CUPTI client did not start\n");
             return 1;
         }
@@ -138,6 +150,15 @@ int main(int argc, char **argv)
         printf("profiler: %zu records, %d foreign buffers\n", own_records, foreign_buffers);
         if (foreign_buffers || own_records != 3 * 20 + 3)
             return 1;
+    }
+    if (strcmp(mode, "nvtx") == 0) {
+        /* Names of no round, however long: nothing happens. */
+        static char huge[1 << 20];
+        memset(huge, 'r', sizeof huge - 1);
+        nvtxRangePushA(huge);
+        nvtxMarkA(huge);
+        nvtxRangePop();
+        nvtxRangePop(); /* one pop too many: NVTX's own answer, no round */
     }
     /* The program's own time goes on past its last mark: the exit round. */
     fakecupti_set_time(base + ROUNDS * ROUND_NS + 5000);
