@@ -100,7 +100,9 @@ static void kernels(const drk_round *r, const drk_finding_shape *s, size_t n)
         char shape[96];
         shape_text(shape, sizeof shape, &k->key);
         int fresh;
-        if (k->launches >= 3 && k->best_recent_ns && (double)k->median_ns >= DRK_SLOWER * (double)k->best_recent_ns) {
+        if (k->launches >= 3 && k->best_recent_ns && (double)k->median_ns >= DRK_SLOWER * (double)k->best_recent_ns &&
+            k->median_ns - k->best_recent_ns >= DRK_SLOWER_MIN_NS &&
+            (double)k->total_ns >= DRK_SLOWER_SHARE * (double)r->kernel_ns) {
             double ratio = (double)k->median_ns / (double)k->best_recent_ns;
             drk_finding *f = note(DRK_FINDING_KERNEL_SLOWER, &k->key, r->index, &fresh);
             if (f && (fresh || ratio > f->value / f->reference)) {

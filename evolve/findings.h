@@ -18,11 +18,16 @@
 #define DRK_SLOWER 1.10            /* a kernel-shape's median this much above its recent best */
 #define DRK_RECENT_ROUNDS 20       /* "recent": the last this many rounds it ran in */
 #define DRK_HOT_SHARE 0.01         /* a kernel-shape of at least this share of a round's kernel time */
+/* A slower kernel worth a finding: this share of the round's kernel time,
+ * and slower by at least this much in absolute terms (microsecond kernels
+ * jitter by more than 10% on an H200: +13% of 1.4 us seen on a steady PPO). */
+#define DRK_SLOWER_SHARE 0.05
+#define DRK_SLOWER_MIN_NS 1000
 #define DRK_FRAG_RISE 0.10         /* fragmentation (1 - live/reserved) up by this much */
 
 typedef enum drk_finding_kind {
     DRK_FINDING_GPU_IDLE,      /* busy < 80%: the program keeps the GPU waiting (CPU-bound, sync, gaps) */
-    DRK_FINDING_KERNEL_SLOWER, /* a kernel-shape's median >= 10% above its best of the last 20 rounds */
+    DRK_FINDING_KERNEL_SLOWER, /* a kernel-shape's median >= 10% (and 1 us) above its best of the last 20 rounds */
     DRK_FINDING_NEW_SHAPE,     /* a hot kernel launched at a shape it had not used before */
     DRK_FINDING_FRAGMENTATION, /* reserved memory grows away from live memory */
     DRK_FINDING_OUT_OF_MEMORY, /* the device pool answered out of memory (retries rising) */

@@ -385,8 +385,8 @@ static void print_gpu(FILE *f, const rep_gpu *g, const rep_rounds *rounds, size_
         return;
     if (!g->processes) {
         if (nprocs)
-            fprintf(f, "GPU times: off in all %" PRIu64 " reports that have them (first: %s)\n\n", g->reports,
-                    g->off_reason ? g->off_reason : "no reason given");
+            fprintf(f, "GPU times: off in %" PRIu64 " of %zu processes, none timed (first reason: %s)\n\n",
+                    g->reports, nprocs, g->off_reason ? g->off_reason : "none given");
         else if (g->off_reason)
             fprintf(f, "GPU times: off (%s)\n\n", g->off_reason);
         else

@@ -41,13 +41,15 @@ def check(cond, what, detail=""):
     failures += not cond
 
 
-def run(env_extra, args, out, tag, profile):
+def run(env_extra, args, out, tag, profile, nvtx=False):
     env = {k: v for k, v in os.environ.items() if not k.startswith("DRK_") and k not in
            ("CUDA_INJECTION64_PATH", "PYTORCH_NO_CUDA_MEMORY_CACHING", "PYTORCH_CUDA_ALLOC_CONF")}
     env.update(env_extra)
     cmd = [sys.executable, os.path.join(here, "workloads", "timed_ppo.py"), "--steps", str(args.steps)]
     if profile:
         cmd += ["--profile", os.path.join(out, tag + ".profile.json")]
+    if nvtx:
+        cmd += ["--nvtx"]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     with open(os.path.join(out, tag + ".stderr"), "w") as f:
         f.write(p.stderr)
@@ -80,8 +82,8 @@ def main():
 
     native = run({}, args, out, "native", True)
     rep_dir = os.path.join(out, "drk")
-    drk = run({"LD_PRELOAD": args.shim, "DRK_PROFILE": "1", "DRK_REPORT": rep_dir + "/", "DRK_LOG_LEVEL": "info"},
-              args, out, "drk", False)
+    drk = run({"LD_PRELOAD": args.shim, "DRK_PROFILE": "1", "DRK_REPORT": rep_dir + "/", "DRK_LOG_LEVEL": "info",
+               "NVTX_INJECTION64_PATH": args.shim}, args, out, "drk", False, nvtx=True)
     both_dir = os.path.join(out, "together")
     both = run({"LD_PRELOAD": args.shim, "DRK_PROFILE": "1", "DRK_REPORT": both_dir + "/", "DRK_LOG_LEVEL": "info"},
                args, out, "together", True)
@@ -138,9 +140,10 @@ def main():
         print(f"  {r:.3f}  {mine[n]['total_ns'] / 1e3:10.1f} us drk  {ref[n]['total_ns'] / 1e3:10.1f} us profiler  {n[:90]}")
 
     rd = rep["rounds"]
-    steps = [r for r in rd["list"] if r["ended_by"] == "cuProfilerStop"]
+    steps = [r for r in rd["list"] if r["ended_by"] == "nvtx"]
     check(rd["marked"] == args.steps and len(steps) == args.steps,
-          f"a round per step: {rd['marked']} marked, {len(steps)} kept", (rd["closed"], rd["kept"]))
+          f"a round per step, from torch.cuda.nvtx ranges: {rd['marked']} marked, {len(steps)} kept",
+          (rd["closed"], rd["kept"], [r["ended_by"] for r in rd["list"]]))
     wall = sum(r["wall_ns"] for r in steps[1:])
     busy = sum(r["busy_ns"] for r in steps[1:])
     check(wall > 0 and 0 < busy < wall, f"GPU busy over steps 2..{args.steps}: {100 * busy / max(wall, 1):.1f}% "
@@ -149,6 +152,29 @@ def main():
         g = steps[-1]["gaps"][:3]
         print("  last step's largest idle gaps: " +
               "; ".join(f"{x['ns'] / 1e3:.0f} us after {str(x['after'])[:40]} before {str(x['before'])[:40]}" for x in g))
+
+    fs = {f["name"]: f for f in rep["findings"]}
+    idle = fs.get("gpu_idle")
+    check(idle is not None and "largest gaps" in idle["evidence"] and idle["rounds"] >= args.steps - 2,
+          "the GPU-busy finding fires on PPO and names its gaps", fs)
+    for f in rep["findings"]:
+        print(f"  finding {f['name']} (rounds {f['first_round']}-{f['last_round']}, {f['rounds']} of them): "
+              f"{f['evidence'][:300]}")
+    check(set(fs) <= {"gpu_idle"}, "no other finding on a steady trainer", list(fs))
+
+    # A planted degradation: drk_spin twice as slow from round 5 on.
+    deg_dir = os.path.join(out, "degrade")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DRK_") and k != "CUDA_INJECTION64_PATH"}
+    env.update(LD_PRELOAD=args.shim, DRK_PROFILE="1", DRK_REPORT=deg_dir + "/", DRK_ROUND_SECONDS="0")
+    p = subprocess.run([sys.executable, os.path.join(here, "workloads", "degrade.py")], env=env,
+                       capture_output=True, text=True, timeout=300)
+    check(p.returncode == 0, "degrade: runs", p.stderr[-400:])
+    drep = report_of(deg_dir)
+    slow = [f for f in (drep or {}).get("findings", []) if f["name"] == "kernel_slower"]
+    check(len(slow) == 1 and slow[0]["first_round"] == 5 and slow[0]["kernel"]["name"] == "drk_spin" and
+          slow[0]["value"] >= 1.5 * slow[0]["reference"],
+          "the planted degradation is found in the round it starts (5): " +
+          (slow[0]["evidence"][:200] if slow else "none"), drep and drep["findings"])
 
     both_ref = os.path.join(out, "together.profile.json")
     got = json.load(open(both_ref))["kernels"] if os.path.exists(both_ref) else {}

@@ -272,6 +272,12 @@ def row(out, *cells):
     return re.search(pat, out, re.M) is not None
 
 
+def row_start(out, *cells):
+    """A table row starting with these cells."""
+    pat = r"^\s*" + r"\s+".join(re.escape(c) for c in cells) + r"(\s|$)"
+    return re.search(pat, out, re.M) is not None
+
+
 def case_report_single():
     p = drk("report", fixture("single.json"))
     o = p.stdout
@@ -301,6 +307,55 @@ def case_report_single():
     check(row(o, "device", "12", "1", "1.50 GiB", "10") and row(o, "host", "2", "0", "8.00 MiB", "2")
           and row(o, "pitch", "0", "0", "0 B", "0"), "allocations by kind, bytes human-readable", p)
     check("combined" not in o, "one file: no combined section", p)
+    check("GPU time" not in o and "rounds:" not in o, "a report without gpu_time (older drk) prints no GPU times", p)
+    check_profile_text()
+
+
+PROFILE = ("profile", "drk-profile_route-1.json")
+MICRO = "\u00b5s"
+
+
+def check_profile_text():
+    """The profile fixture: 4 rounds ended by cuProfilerStop and one by exit;
+    "empty" at two shapes, "hidden" timed but never launched through drk."""
+    p = drk("report", fixture(*PROFILE))
+    o = p.stdout
+    check(p.returncode == 0 and not p.stderr, "drk report on a report with GPU times", p)
+    check("kernels: 80 launches (0 failed, 0 untracked), 1 distinct" in o
+          and row(o, "empty", "80", "100.0", "1", "2", "1x1x1 / 32x1x1 / 0") and row(o, "profiler", "4"),
+          "the existing sections as before", p)
+    i = [o.find(x) for x in ("\nkernel facts:", "\ntop kernels by GPU time", "\nrounds:", "\ncalls by family:")]
+    check(0 <= i[0] < i[1] < i[2] < i[3], "GPU times after the kernels and facts, rounds next, then calls", p)
+    check("top kernels by GPU time (CUPTI: /usr/local/cuda/lib64/libcupti.so.13):\n" in o, "the title names CUPTI", p)
+    rows = [("1", "empty", "4x1x1 / 64x1x1 / 0", "40", "240 " + MICRO, "66.7", "8.00 " + MICRO, "8.00 " + MICRO,
+             "6.00 " + MICRO),
+            ("2", "empty", "1x1x1 / 32x1x1 / 0", "40", "80.0 " + MICRO, "22.2", "2.00 " + MICRO, "2.00 " + MICRO,
+             "2.00 " + MICRO),
+            ("3", "hidden", "2x1x1 / 128x1x1 / 256", "4", "40.0 " + MICRO, "11.1", "10.0 " + MICRO, "10.0 " + MICRO,
+             "10.0 " + MICRO)]
+    for r in rows:
+        check(row(o, *r), f"a GPU time row: {r}", p)
+    check(o.find("  1  empty   4x1x1") < o.find("  2  empty   1x1x1") < o.find("  3  hidden"), "most time first", p)
+    check(f"\n  GPU busy 444 {MICRO} of 4.01 ms (11.1%) over 5 rounds; kernel time 360 {MICRO} in 84 kernels, "
+          f"copy time 84.0 {MICRO} in 8 copies (4.02 MiB)\n" in o, "busy over wall, kernel and copy totals", p)
+    check("dropped" not in o and "late" not in o and "stopped" not in o, "nothing lost, nothing said", p)
+    check("\nrounds: 5 closed (4 marked by the program):\n" in o, "the rounds header", p)
+    gap = f"569 {MICRO} memset \u2192 (end)"
+    want = [("0", "cuProfilerStop", "1.00 ms", "9.1%", "70.0 " + MICRO, "21.0 " + MICRO, "21",
+             "empty 4x1x1 / 64x1x1 / 0 (57.1%)", gap, "0 B / 0 B"),
+            ("1", "cuProfilerStop", "1.00 ms", "9.1%", "70.0 " + MICRO, "21.0 " + MICRO, "21",
+             "empty 4x1x1 / 64x1x1 / 0 (57.1%)", gap, "0 B / 0 B"),
+            ("2", "cuProfilerStop", "1.00 ms", "13.1%", "110 " + MICRO, "21.0 " + MICRO, "21",
+             "empty 4x1x1 / 64x1x1 / 0 (72.7%)", gap, "0 B / 0 B"),
+            ("3", "cuProfilerStop", "1.00 ms", "13.1%", "110 " + MICRO, "21.0 " + MICRO, "21",
+             "empty 4x1x1 / 64x1x1 / 0 (72.7%)", gap, "0 B / 0 B"),
+            ("4", "exit", "5.00 " + MICRO, "0.0%", "0 ns", "0 ns", "0", "-", f"5.00 {MICRO} (start) \u2192 (end)",
+             "0 B / 0 B")]
+    for r in want:
+        check(row(o, *r), f"a round: {r}", p)
+    table = o[i[2]:i[3]]
+    check(len([l for l in table.splitlines() if re.match(r"\s+\d+\s+(cuProfilerStop|exit)\s", l)]) == 5
+          and "earlier round" not in table, "five rounds, all listed", p)
 
 
 def case_report_top():
@@ -317,6 +372,20 @@ def case_report_top():
     p = drk("report", fixture("single.json"), fixture("future.json"))
     check(p.returncode == 2, "two paths: usage error", p)
 
+    p = drk("report", "--top", "2", fixture(*PROFILE))
+    o = p.stdout
+    check(p.returncode == 0 and row(o, "2", "empty", "1x1x1 / 32x1x1 / 0", "40", "80.0 " + MICRO, "22.2",
+                                    "2.00 " + MICRO, "2.00 " + MICRO, "2.00 " + MICRO)
+          and "hidden" not in o and f"  ... 1 more kernel-shape, 40.0 {MICRO}\n" in o, "--top 2: two GPU time rows", p)
+    check("rounds: 5 closed (4 marked by the program), the last 2 listed:" in o
+          and row_start(o, "3", "cuProfilerStop", "1.00 ms", "13.1%") and row_start(o, "4", "exit", "5.00 " + MICRO)
+          and not re.search(r"^\s+[012]\s+cuProfilerStop", o, re.M), "--top 2: the last two rounds", p)
+    check(f"  ... 3 earlier rounds (0 merged by drk): wall 3.00 ms, busy 313 {MICRO} (10.4%), kernel time "
+          f"250 {MICRO}, copy time 63.0 {MICRO}, 63 kernels\n" in o, "and a line for the earlier ones", p)
+    p = drk("report", "--top", "0", fixture(*PROFILE))
+    check(p.returncode == 0 and "hidden" in p.stdout and "earlier round" not in p.stdout
+          and "more kernel-shape" not in p.stdout, "--top 0: every row and round", p)
+
 
 def pool_lines(section):
     """The pool lines of one section: from "device pool" or "host pool" to the section's end."""
@@ -324,7 +393,72 @@ def pool_lines(section):
     return m.group(0).rstrip("\n").split("\n") if m else []
 
 
+def profile_dir(tmp):
+    """The profile fixture (pid 1); a copy (pid 2) where the big shape has more
+    launches and other quantiles, and the hidden one ties; one with times off
+    (pid 3); and single.json, without gpu_time."""
+    base = json.load(open(fixture(*PROFILE)))
+    def write(d, name):
+        with open(os.path.join(tmp, name), "w") as f:
+            json.dump(d, f, indent=1)
+    write(base, "drk-profile_route-1.json")
+    d = json.loads(json.dumps(base))
+    d["process"]["pid"] = 2
+    big, hidden = d["gpu_time"]["by_kernel"][0], d["gpu_time"]["by_kernel"][2]
+    big.update(launches=100, total_ns=300000, min_ns=1000, median_ns=3000, p95_ns=6000, max_ns=9000)
+    hidden.update(median_ns=12000, p95_ns=12000, min_ns=12000, max_ns=12000)
+    d["gpu_time"].update(kernel_ns=420000, dropped=3, late=1, stopped="the program began to use CUPTI itself")
+    write(d, "drk-profile_route-2.json")
+    d = json.loads(json.dumps(base))
+    d["process"]["pid"] = 3
+    d["gpu_time"] = {"enabled": False, "off_reason": "DRK_PROFILE=0", "source": None, "stopped": None,
+                     "kernels": 0, "kernel_ns": 0, "copies": 0, "copy_ns": 0, "copy_bytes": 0, "dropped": 0,
+                     "untracked": 0, "late": 0, "by_kernel": []}
+    d["rounds"] = {"closed": 0, "kept": 0, "marked": 0, "merged": {k: 0 for k in (
+        "rounds", "wall_ns", "busy_ns", "kernel_ns", "copy_ns", "kernels", "copies")}, "list": []}
+    for k in d["kernels"]["list"]:
+        k["gpu_ns"] = k["gpu_launches"] = 0
+    write(d, "drk-profile_route-3.json")
+    shutil.copy(fixture("single.json"), tmp)
+
+
 def case_report_dir():
+    with tempfile.TemporaryDirectory() as tmp:
+        profile_dir(tmp)
+        p = drk("report", tmp)
+        o = p.stdout
+        check(p.returncode == 0 and not p.stderr, "drk report on reports with times, times off and none", p)
+        i = [o.find(h) for h in ("== python3 (pid 4242) ==", "== profile_route (pid 1) ==",
+                                 "== profile_route (pid 2) ==", "== profile_route (pid 3) ==",
+                                 "== combined: 4 processes ==")]
+        check(0 <= i[0] < i[1] < i[2] < i[3] < i[4], "four processes, then combined", p)
+        old, one, two, off, combined = o[i[0]:i[1]], o[i[1]:i[2]], o[i[2]:i[3]], o[i[3]:i[4]], o[i[4]:]
+        check("GPU time" not in old and "rounds:" not in old, "no GPU lines for the older report", p)
+        check("rounds: 5 closed" in one and "rounds: 5 closed" in two and "rounds:" not in off
+              and "rounds:" not in combined, "rounds per process, not combined", p)
+        check("GPU times: off (DRK_PROFILE=0)\n" in off and "top kernels by GPU time" not in off,
+              "times off: one line", p)
+        check("; 3 records dropped; 1 late record\n  timing stopped before exit: the program began to use CUPTI "
+              "itself\n" in two, "dropped, late and stopped, when there are", p)
+        check("top kernels by GPU time (2 of 4 processes timed):" in combined, "the combined title", p)
+        check(row(combined, "1", "empty", "4x1x1 / 64x1x1 / 0", "140", "540 " + MICRO, "69.2", "3.00 " + MICRO,
+                  "6.00 " + MICRO, "3.86 " + MICRO),
+              "rows summed by kernel-shape, median and p95 from the process with most launches", p)
+        check(row_start(combined, "2", "empty", "1x1x1 / 32x1x1 / 0", "80", "160 " + MICRO, "20.5")
+              and row_start(combined, "3", "hidden", "2x1x1 / 128x1x1 / 256", "8", "80.0 " + MICRO, "10.3",
+                      "10.0 " + MICRO, "10.0 " + MICRO), "a tie: the first process's quantiles", p)
+        check(f"  GPU busy 888 {MICRO} of 8.01 ms (11.1%) over 10 rounds (sums over processes); kernel time 780 "
+              f"{MICRO} in 168 kernels, copy time 168 {MICRO} in 16 copies (8.03 MiB); 3 records dropped; "
+              "1 late record\n  timing stopped before exit in 1 process (first: the program began to use CUPTI "
+              "itself)\n" in combined, "busy and wall summed over processes", p)
+        check(row(combined, "empty", "240", "0.9", "3", "2", "1x1x1 / 32x1x1 / 0"), "kernels as before", p)
+
+        for name in ("drk-profile_route-1.json", "drk-profile_route-2.json"):
+            os.unlink(os.path.join(tmp, name))
+        p = drk("report", tmp)
+        check(p.returncode == 0 and "GPU times: off in 1 of 2 processes, none timed (first reason: DRK_PROFILE=0)"
+              in p.stdout[p.stdout.find("== combined"):], "no process timed: one combined line", p)
+
     p = drk("report", fixture("dir"))
     o = p.stdout
     check(p.returncode == 0, "drk report on a directory", p)
@@ -347,6 +481,7 @@ def case_report_dir():
     check("kernel facts: 4 launched kernels, 4 with a parameter layout (3 read from their image: 3 equal to the "
           "driver's, 0 differ); PTX for sm_90: 1 (any PTX: 1)" in combined, "kernel facts summed", p)
     check("device pool" not in o and "host pool" not in o, "reports without the pools: no pool lines", p)
+    check("GPU time" not in o and "rounds:" not in o, "reports without gpu_time: no GPU lines", p)
 
     # device_pool and host_pool: reports that have both, the device pool only, neither (an older drk).
     p = drk("report", fixture("pools"))
@@ -425,6 +560,52 @@ def case_report_json():
     d = json.loads(p.stdout)
     check(p.returncode == 0 and "device_pool" not in d and "host_pool" not in d,
           "--json on a report without the pools has none", p)
+    check("gpu_time" not in d and "gpu_time" not in d["processes"][0], "nor gpu_time", p)
+
+    p = drk("report", "--json", fixture(*PROFILE))
+    check(p.returncode == 0 and not p.stderr, "drk report --json with GPU times", p)
+    d = json.loads(p.stdout)
+    g = d["gpu_time"]
+    check({k: v for k, v in g.items() if k != "by_kernel"} == {
+        "enabled": True, "reports": 1, "processes": 1, "off_reason": None, "stopped_processes": 0, "kernels": 84,
+        "kernel_ns": 360000, "copies": 8, "copy_ns": 84000, "copy_bytes": 4210688, "dropped": 0, "untracked": 0,
+        "late": 0, "rounds": 5, "wall_ns": 4006000, "busy_ns": 444000, "distinct": 3}, f"gpu_time sums: {g}", p)
+    check(g["by_kernel"] == json.load(open(fixture(*PROFILE)))["gpu_time"]["by_kernel"],
+          "one report: its rows as they are", p)
+    check(d["processes"][0]["gpu_time"] == {"enabled": True, "off_reason": None, "stopped": None, "rounds": 5,
+                                            "wall_ns": 4006000, "busy_ns": 444000}, "per process: busy and wall", p)
+    k = d["kernels"]["list"][0]
+    check((k["gpu_ns"], k["gpu_launches"]) == (320000, 80), "a kernel's gpu_ns and gpu_launches", p)
+    p = drk("report", "--json", fixture("single.json"))
+    check(json.loads(p.stdout)["kernels"]["list"][0]["gpu_ns"] == 0, "gpu_ns 0 for a report without it", p)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        profile_dir(tmp)
+        p = drk("report", "--json", tmp)
+        check(p.returncode == 0, "drk report --json on reports with and without times", p)
+        d = json.loads(p.stdout)
+        g = d["gpu_time"]
+        check((g["enabled"], g["reports"], g["processes"], g["off_reason"], g["stopped_processes"], g["kernels"],
+               g["kernel_ns"], g["dropped"], g["late"], g["rounds"], g["wall_ns"], g["busy_ns"], g["distinct"])
+              == (True, 3, 2, "DRK_PROFILE=0", 1, 168, 780000, 3, 1, 10, 8012000, 888000, 3), f"sums: {g}", p)
+        check(g["by_kernel"] == [
+            {"name": "empty", "grid": [4, 1, 1], "block": [64, 1, 1], "shared_bytes": 0, "launches": 140,
+             "total_ns": 540000, "min_ns": 1000, "median_ns": 3000, "p95_ns": 6000, "max_ns": 9000},
+            {"name": "empty", "grid": [1, 1, 1], "block": [32, 1, 1], "shared_bytes": 0, "launches": 80,
+             "total_ns": 160000, "min_ns": 2000, "median_ns": 2000, "p95_ns": 2000, "max_ns": 2000},
+            {"name": "hidden", "grid": [2, 1, 1], "block": [128, 1, 1], "shared_bytes": 256, "launches": 8,
+             "total_ns": 80000, "min_ns": 10000, "median_ns": 10000, "p95_ns": 10000, "max_ns": 12000}],
+              f"rows combined by kernel-shape: {g['by_kernel']}", p)
+        procs = {x["pid"]: x for x in d["processes"]}
+        check("gpu_time" not in procs[4242] and procs[3]["gpu_time"]["enabled"] is False
+              and procs[3]["gpu_time"]["off_reason"] == "DRK_PROFILE=0" and procs[2]["gpu_time"]["stopped"]
+              == "the program began to use CUPTI itself", "per process gpu_time", p)
+        empty = [x for x in d["kernels"]["list"] if x["name"] == "empty"][0]
+        check((empty["gpu_ns"], empty["gpu_launches"]) == (640000, 160), "kernels' gpu_ns summed", p)
+        p = drk("report", "--json", "--top", "1", tmp)
+        g = json.loads(p.stdout)["gpu_time"]
+        check(len(g["by_kernel"]) == 1 and g["distinct"] == 3 and g["by_kernel"][0]["launches"] == 140,
+              "--json --top 1: one row", p)
 
 
 def case_report_errors():
@@ -602,6 +783,100 @@ def case_report_parser():
         def no_latency(d):
             del d["device_pool"]["latency_ns"]
         fail(no_latency, "device_pool: missing \"latency_ns\"")
+
+    # gpu_time, rounds and the kernels' gpu_ns: optional, but checked when there.
+    base = json.load(open(fixture(*PROFILE)))
+    with tempfile.TemporaryDirectory() as tmp:
+        def variant(edit, name="r.json"):
+            d = json.loads(json.dumps(base))
+            edit(d)
+            path = os.path.join(tmp, name)
+            with open(path, "w", encoding="utf-8") as f:
+                json.dump(d, f, indent=2)
+            return path
+
+        def off(d):
+            d["gpu_time"].update(enabled=False, off_reason="CUPTI (libcupti.so) not found", source=None,
+                                 kernels=0, kernel_ns=0, copies=0, copy_ns=0, copy_bytes=0, by_kernel=[])
+            d["rounds"].update(closed=0, kept=0, marked=0, list=[])
+        p = drk("report", variant(off))
+        check(p.returncode == 0 and not p.stderr and "\n\nGPU times: off (CUPTI (libcupti.so) not found)\n\ncalls by"
+              in p.stdout and "top kernels by GPU time" not in p.stdout and "rounds:" not in p.stdout,
+              "gpu_time.enabled false: one line with the reason", p)
+
+        def older(d):
+            del d["gpu_time"], d["rounds"]
+            for k in d["kernels"]["list"]:
+                del k["gpu_ns"], k["gpu_launches"]
+        p = drk("report", variant(older))
+        check(p.returncode == 0 and not p.stderr and "GPU time" not in p.stdout and "rounds:" not in p.stdout,
+              "without gpu_time and rounds (an older drk): no GPU lines", p)
+
+        def long_run(d):
+            d["rounds"]["merged"] = {"rounds": 100, "wall_ns": 100 * 10**6, "busy_ns": 25 * 10**6,
+                                     "kernel_ns": 20 * 10**6, "copy_ns": 5 * 10**6, "kernels": 2000, "copies": 100}
+            d["rounds"]["closed"] = 105
+            d["gpu_time"]["untracked"] = 7
+        p = drk("report", variant(long_run))
+        o = p.stdout
+        check(p.returncode == 0 and f"  GPU busy 25.4 ms of 104 ms (24.5%) over 105 rounds;" in o
+              and "; 7 untracked records\n" in o, "busy over wall with merged rounds; untracked records", p)
+        check("rounds: 105 closed (4 marked by the program), the last 5 listed:" in o
+              and f"  ... 100 earlier rounds (100 merged by drk): wall 100 ms, busy 25.0 ms (25.0%), kernel time "
+              "20.0 ms, copy time 5.00 ms, 2000 kernels\n" in o, "merged rounds: one line", p)
+
+        def fail(edit, *words):
+            p = drk("report", variant(edit))
+            check(p.returncode == 1 and all(w in p.stderr for w in words) and not p.stdout
+                  and "Traceback" not in p.stderr, f"refused with {words}", p)
+        def rows_not_array(d):
+            d["gpu_time"]["by_kernel"] = {"empty": 1}
+        fail(rows_not_array, "gpu_time.by_kernel: expected an array, found object")
+        def not_object(d):
+            d["gpu_time"] = [1]
+        fail(not_object, "gpu_time: expected an object, found array")
+        def enabled(d):
+            d["gpu_time"]["enabled"] = "yes"
+        fail(enabled, "gpu_time.enabled: expected true or false, found string")
+        def reason(d):
+            d["gpu_time"]["off_reason"] = 3
+        fail(reason, "gpu_time.off_reason: expected a string, found number")
+        def missing(d):
+            del d["gpu_time"]["kernel_ns"]
+        fail(missing, "gpu_time: missing \"kernel_ns\"")
+        def row_not_object(d):
+            d["gpu_time"]["by_kernel"][1] = 5
+        fail(row_not_object, "gpu_time.by_kernel[1]: expected an object, found number")
+        def row_negative(d):
+            d["gpu_time"]["by_kernel"][0]["p95_ns"] = -1
+        fail(row_negative, "gpu_time.by_kernel[0].p95_ns", "non-negative integer")
+        def row_grid(d):
+            d["gpu_time"]["by_kernel"][2]["grid"] = [2, 1]
+        fail(row_grid, "gpu_time.by_kernel[2].grid: expected 3 numbers")
+        def no_max(d):
+            del d["gpu_time"]["by_kernel"][0]["max_ns"]
+        fail(no_max, "gpu_time.by_kernel[0]: missing \"max_ns\"")
+        def gpu_ns(d):
+            d["kernels"]["list"][0]["gpu_ns"] = "x"
+        fail(gpu_ns, "kernels.list[0].gpu_ns", "non-negative integer")
+        def rounds_not_object(d):
+            d["rounds"] = None
+        fail(rounds_not_object, "rounds: expected an object, found null")
+        def merged(d):
+            del d["rounds"]["merged"]["busy_ns"]
+        fail(merged, "rounds.merged: missing \"busy_ns\"")
+        def no_memory(d):
+            del d["rounds"]["list"][0]["memory"]
+        fail(no_memory, "rounds.list[0]: missing \"memory\"")
+        def gap_edge(d):
+            d["rounds"]["list"][2]["gaps"][0]["after"] = 1
+        fail(gap_edge, "rounds.list[2].gaps[0].after: expected a string, found number")
+        def top_row(d):
+            del d["rounds"]["list"][3]["top"][1]["median_ns"]
+        fail(top_row, "rounds.list[3].top[1]: missing \"median_ns\"")
+        def ended_by(d):
+            d["rounds"]["list"][4]["ended_by"] = None
+        fail(ended_by, "rounds.list[4].ended_by: expected a string, found null")
 
 
 # ---------------------------------------------------------------- drk inspect

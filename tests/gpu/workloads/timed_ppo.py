@@ -1,9 +1,9 @@
 """The suite's PPO trainer (ppo.py) for GPU-time checks: K steps, each ended
-by cudaProfilerStop (drk ends a round there), optionally under PyTorch's own
+by cudaProfilerStop or an NVTX range (drk ends a round there), optionally under PyTorch's own
 profiler, whose per-kernel device times are the independent measurement drk's
 are held against.
 
-    timed_ppo.py [--steps K] [--profile OUT.json]
+    timed_ppo.py [--steps K] [--profile OUT.json] [--nvtx]
 
 Prints the final losses as float.hex() (so runs can be compared bit for bit)
 and, with --profile, writes {"kernels": {name: {"count", "total_ns"}}} of
@@ -25,6 +25,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--profile", help="run under torch.profiler and write its kernel times here")
+    ap.add_argument("--nvtx", action="store_true", help="each step an NVTX range named 'round' instead")
     a = ap.parse_args()
     if not torch.cuda.is_available():
         die("timed_ppo", "CUDA is not available to PyTorch")
@@ -39,9 +40,14 @@ def main():
         prof.__enter__()
     t = ppo.Trainer(torch.device("cuda"))
     for _ in range(a.steps):
+        if a.nvtx:
+            torch.cuda.nvtx.range_push("round")
         pl, vl = t.step()
         torch.cuda.synchronize()
-        cudart.cudaProfilerStop()  # a round's end, for drk
+        if a.nvtx:
+            torch.cuda.nvtx.range_pop()  # a round's end, for drk
+        else:
+            cudart.cudaProfilerStop()
     torch.cuda.synchronize()
     print(f"final policy_loss {pl.item().hex()}")
     print(f"final value_loss {vl.item().hex()}")
