@@ -70,15 +70,17 @@ static void shape_text(char *buf, size_t n, const drk_time_key *k)
 static void gpu_idle(const drk_round *r)
 {
     uint64_t wall = r->end_ns - r->start_ns;
-    /* A round that ran no kernel says nothing of how the GPU is fed. */
-    if (!r->kernels || wall < 1000000)
+    /* A round that ran no kernel says nothing of how the GPU is fed, nor
+     * does the program's teardown after its last mark. */
+    if (!r->kernels || wall < 1000000 || (r->why && strcmp(r->why, "exit") == 0))
         return;
     double busy = (double)r->busy_ns / (double)wall;
     if (busy >= DRK_BUSY_LOW)
         return;
+    /* The latest round's evidence: the steady state, not the start-up. */
     int fresh;
     drk_finding *f = note(DRK_FINDING_GPU_IDLE, NULL, r->index, &fresh);
-    if (!f || (!fresh && busy >= f->value))
+    if (!f)
         return;
     f->value = busy, f->reference = DRK_BUSY_LOW;
     int n = snprintf(f->evidence, sizeof f->evidence, "round %llu: GPU busy %.1f%% of %.1f ms",

@@ -5,7 +5,9 @@
  * memory fragmenting or running out. Judged as each round closes
  * (evolve/gputime.c hands each closed round in); quiet on a steady workload:
  * a finding is one entry however many rounds it lasts (first and last round,
- * rounds seen, the worst evidence). Bounded: DRK_FINDINGS_MAX entries. */
+ * rounds seen, and the evidence: the worst round's, or for gpu_idle the
+ * latest's, the steady state rather than the start-up). Bounded:
+ * DRK_FINDINGS_MAX entries. */
 #ifndef DRK_EVOLVE_FINDINGS_H
 #define DRK_EVOLVE_FINDINGS_H
 
@@ -48,8 +50,8 @@ typedef struct drk_finding {
     const char *name;          /* "gpu_idle", "kernel_slower", ... */
     uint64_t first_round, last_round, rounds;
     drk_time_key key;          /* the kernel-shape, for kernel findings (name NULL otherwise) */
-    double value, reference;   /* the worst evidence: e.g. busy share and 0.80; median and best, in ns */
-    char evidence[2048];       /* the worst round's evidence, in words */
+    double value, reference;   /* the evidence: e.g. busy share and 0.80; median and best, in ns */
+    char evidence[2048];       /* the same, in words */
 } drk_finding;
 
 /* Starts afresh (with gputime's reset). */
