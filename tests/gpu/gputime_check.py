@@ -162,6 +162,28 @@ def main():
               f"{f['evidence'][:300]}")
     check(set(fs) <= {"gpu_idle"}, "no other finding on a steady trainer", list(fs))
 
+    # The GPT trainer, rounds from torch.cuda.nvtx: its findings.
+    gpt_dir = os.path.join(out, "gpt")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DRK_") and k != "CUDA_INJECTION64_PATH"}
+    env.update(LD_PRELOAD=args.shim, DRK_PROFILE="1", DRK_REPORT=gpt_dir + "/", NVTX_INJECTION64_PATH=args.shim)
+    p = subprocess.run([sys.executable, os.path.join(here, "workloads", "gpt_train.py"), "--steps", str(args.steps),
+                        "--nvtx"], env=env, capture_output=True, text=True, timeout=300)
+    check(p.returncode == 0, "gpt: runs under drk with DRK_PROFILE=1", p.stderr[-400:])
+    grep = report_of(gpt_dir)
+    grd = (grep or {}).get("rounds", {})
+    check(grd.get("marked") == args.steps, f"gpt: a round per step from torch.cuda.nvtx: {grd.get('marked')} marked",
+          grd.get("closed"))
+    if grep:
+        gsteps = [r for r in grd["list"] if r["ended_by"] == "nvtx"][1:]
+        gw = sum(r["wall_ns"] for r in gsteps)
+        gb = sum(r["busy_ns"] for r in gsteps)
+        print(f"  gpt: GPU busy over steps 2..{args.steps}: {100 * gb / max(gw, 1):.1f}% ({gb / 1e6:.1f} of "
+              f"{gw / 1e6:.1f} ms); kernel time {grep['gpu_time']['kernel_ns'] / 1e6:.1f} ms in "
+              f"{grep['gpu_time']['kernels']} kernels")
+        for f in grep["findings"]:
+            print(f"  gpt finding {f['name']} (rounds {f['first_round']}-{f['last_round']}, {f['rounds']} of them): "
+                  f"{f['evidence'][:300]}")
+
     # A planted degradation: drk_spin twice as slow from round 5 on.
     deg_dir = os.path.join(out, "degrade")
     env = {k: v for k, v in os.environ.items() if not k.startswith("DRK_") and k != "CUDA_INJECTION64_PATH"}

@@ -5,7 +5,7 @@ Run with PYTORCH_NO_CUDA_MEMORY_CACHING=1 every tensor reaches the driver
 cuMemAllocAsync/cuMemFreeAsync. Under drk with DRK_ALLOC_TRACE set, that is
 an allocation trace of a real training run.
 
-    gpt_train.py [--steps K] [--layers L] [--dim D] [--seed S]
+    gpt_train.py [--steps K] [--layers L] [--dim D] [--seed S] [--nvtx]
 
 Prints the loss every 10 steps and at the end as float.hex(); deterministic
 for a given seed (fixed seeds, deterministic algorithms).
@@ -27,6 +27,7 @@ def main():
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--dim", type=int, default=512)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--nvtx", action="store_true", help="each step an NVTX range named 'round' (drk's rounds)")
     a = ap.parse_args()
     if not torch.cuda.is_available():
         sys.exit("gpt_train.py: no CUDA device")
@@ -38,7 +39,12 @@ def main():
     gen = torch.Generator(device="cpu").manual_seed(a.seed + 1)
     loss = None
     for step in range(a.steps):
+        if a.nvtx:
+            torch.cuda.nvtx.range_push("round")
         loss, t = train_step(model, opt, gen, 8, dev)
+        if a.nvtx:
+            torch.cuda.synchronize()
+            torch.cuda.nvtx.range_pop()
         if step % 10 == 0:
             print(f"step {step} seq {t} loss {loss.item().hex()}")
     torch.cuda.synchronize()
