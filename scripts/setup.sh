@@ -7,11 +7,13 @@
 set -euo pipefail
 
 # libelf, liblz4, libzstd: the image reader's (headers to build, libraries
-# opened at run time); clang and its runtime: the fuzzer (tests/fuzz).
+# opened at run time); clang and its runtime: the fuzzer (tests/fuzz);
+# valgrind: the launch path's instruction count; chromium: rendering
+# `drk report --html` in a real browser (tests/tools/html_test.py).
 packages=(build-essential cmake lld python3 python3-pip binutils libelf-dev liblz4-dev libzstd-dev clang libjemalloc-dev
-          libclang-rt-14-dev valgrind)
+          libclang-rt-14-dev valgrind chromium)
 missing=()
-for tool in cc make cmake ld.lld python3 nm readelf clang valgrind; do
+for tool in cc make cmake ld.lld python3 nm readelf clang valgrind chromium; do
     command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
 done
 for header in /usr/include/libelf.h /usr/include/lz4.h /usr/include/zstd.h /usr/include/jemalloc/jemalloc.h; do

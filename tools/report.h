@@ -139,6 +139,23 @@ typedef struct rep_totals {
     size_t nmemory;
 } rep_totals;
 
+/* A finding (findings, absent from reports of drk before it judged
+ * rounds): what went wrong, in which rounds, with the evidence in words. */
+typedef struct rep_finding {
+    const char *name;                            /* "gpu_idle", ...; a newer drk may add names */
+    uint64_t first_round, last_round, rounds;    /* rounds: those it was seen in */
+    const char *kernel;                          /* NULL: not about a kernel-shape */
+    uint64_t grid[3], block[3], shared_bytes;
+    double value, reference;
+    const char *evidence;
+} rep_finding;
+
+typedef struct rep_findings {
+    int present;
+    rep_finding *list; /* in the order they first appeared */
+    size_t n;
+} rep_findings;
+
 typedef struct rep_process {
     char *path;
     json_value doc;
@@ -148,6 +165,7 @@ typedef struct rep_process {
     int has_driver_version;
     int64_t driver_version;
     rep_rounds rounds;
+    rep_findings findings; /* never merged, like rounds */
     rep_totals t;
 } rep_process;
 
@@ -166,10 +184,60 @@ void report_release(rep_process *p);
 int totals_merge(const rep_totals *const *parts, size_t n, rep_totals *out);
 void totals_release(rep_totals *t);
 
+/* One side of `drk report --compare A B`: the reports at a path (a file or
+ * a directory), parents first, and their sum. */
+typedef struct rep_side {
+    const char *path;
+    const rep_process *const *procs;
+    size_t n;
+    const rep_totals *t;
+} rep_side;
+
+/* A kernel on one side of a comparison, over all its shapes. */
+typedef struct rep_cmp_count {
+    int present;
+    uint64_t ns, launches; /* ns: GPU time, 0 unless both sides have times */
+} rep_cmp_count;
+
+typedef struct rep_cmp_kernel {
+    const char *name;
+    rep_cmp_count a, b;
+} rep_cmp_kernel;
+
+/* A round index both sides have: the sums over a side's processes that
+ * have a round of that index. */
+typedef struct rep_round_sum {
+    uint64_t wall_ns, busy_ns, kernel_ns;
+} rep_round_sum;
+
+typedef struct rep_cmp_round {
+    uint64_t index;
+    rep_round_sum a, b;
+} rep_cmp_round;
+
+typedef struct rep_compare {
+    int by_time;             /* both sides have GPU times: kernels by time (rows of gpu_time), else launches */
+    rep_cmp_kernel *kernels; /* the larger side's count first */
+    size_t nkernels;
+    rep_cmp_round *rounds; /* by index */
+    size_t nrounds;
+} rep_compare;
+
+/* Kernels matched by name, rounds by index. Returns -1 when out of memory. */
+int compare_build(const rep_side *a, const rep_side *b, rep_compare *out);
+void compare_release(rep_compare *c);
+
 /* Output. `top`: kernels listed per table (and the last rounds listed), 0
  * for all. */
 void print_process(FILE *f, const rep_process *p, size_t top);
 void print_combined(FILE *f, const rep_process *const *procs, size_t n, const rep_totals *t, size_t top);
 void print_json(FILE *f, const rep_process *const *procs, size_t n, const rep_totals *t, size_t top);
+/* --compare: `top` kernels, and the last `top` rounds both sides have. */
+void print_compare(FILE *f, const rep_side *a, const rep_side *b, const rep_compare *c, size_t top);
+void print_compare_json(FILE *f, const rep_side *a, const rep_side *b, const rep_compare *c, size_t top);
+/* `drk report --html FILE` (report_html.c): one self-contained page of the
+ * processes' GPU times written to `file` ("-": standard output); `path`
+ * names what was read. Returns the exit status, errors said on stderr. */
+int report_html(const char *file, const char *path, const rep_process *const *procs, size_t n, size_t top);
 
 #endif

@@ -1,5 +1,6 @@
 /* `drk report PATH`: one report, or every report in a directory (one per
- * process, as DRK_REPORT=dir/ leaves them) and their sum. */
+ * process, as DRK_REPORT=dir/ leaves them) and their sum. `drk report
+ * --compare A B`: two such, side by side. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -14,7 +15,8 @@
 void usage_report(FILE *f)
 {
     fprintf(f,
-            "usage: drk report [--json] [--top N] PATH\n"
+            "usage: drk report [--json | --html FILE] [--top N] PATH\n"
+            "       drk report --compare [--json] [--top N] A B\n"
             "\n"
             "PATH is a report (DRK_REPORT=file) or a directory of them (DRK_REPORT=dir/: every *.json\n"
             "whose \"schema\" is \"drk-report\"). Prints, per process: a header (program, pid, the pid\n"
@@ -31,12 +33,25 @@ void usage_report(FILE *f)
             "  --json    print the combined numbers as JSON (schema \"drk-report-summary\"): the\n"
             "            processes, kernels / calls / memory as in the report (all kernels unless\n"
             "            --top is given), and device_pool / host_pool / gpu_time sums\n"
+            "  --html FILE  write one self-contained HTML page to FILE ('-': standard output):\n"
+            "            per process with GPU times, its top kernels' time, GPU busy and device\n"
+            "            memory per round (inline SVG, nothing loaded from elsewhere), its findings\n"
+            "            and the top kernels by GPU time (--top rows)\n"
+            "  --compare A B  B against A, each a report or a directory (two runs, two versions):\n"
+            "            per kernel (all its shapes) GPU time - or launches when a side has no\n"
+            "            times - with B/A, most first; wall, busy and kernel time of the rounds\n"
+            "            both have (by index) with B/A, and the median and range of the rounds'\n"
+            "            kernel time B/A; --json: schema \"drk-report-compare\"\n"
             "\n"
             "This drk reads report version %d. Exit status 1 when a report cannot be read.\n",
             DEFAULT_TOP, REPORT_VERSION);
 }
 
-#define usage_error(...) usage_fail("report", "usage: drk report [--json] [--top N] PATH\n", __VA_ARGS__)
+#define usage_error(...)                                                                                         \
+    usage_fail("report",                                                                                         \
+               "usage: drk report [--json | --html FILE] [--top N] PATH\n"                                       \
+               "       drk report --compare [--json] [--top N] A B\n",                                           \
+               __VA_ARGS__)
 
 static int parse_top(const char *s, size_t *out)
 {
@@ -138,9 +153,106 @@ static int load(const char *path, rep_process *p, int in_dir)
     return REPORT_OK;
 }
 
+/* One side of --compare: the reports at a path, parents first, and their
+ * sum; read as `drk report PATH` reads them. */
+typedef struct side {
+    rep_process *procs;
+    const rep_process **order;
+    size_t n;
+    rep_totals all;
+} side;
+
+static void side_release(side *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        report_release(&s->procs[i]);
+    free(s->procs);
+    free(s->order);
+    totals_release(&s->all);
+}
+
+/* 0, or 1 with the error said. */
+static int side_load(const char *path, side *s)
+{
+    memset(s, 0, sizeof *s);
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        fprintf(stderr, "drk report: %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    int is_dir = S_ISDIR(st.st_mode), status = 0;
+    size_t nfiles = 1;
+    char **files = is_dir ? list_json(path, &nfiles) : calloc(1, sizeof *files);
+    if (!files) {
+        if (!is_dir) /* list_json said why */
+            fprintf(stderr, "drk report: out of memory\n");
+        return 1;
+    }
+    s->procs = calloc(nfiles + 1, sizeof *s->procs);
+    s->order = calloc(nfiles + 1, sizeof *s->order);
+    const rep_totals **parts = calloc(nfiles + 1, sizeof *parts);
+    if (!s->procs || !s->order || !parts || (!is_dir && !(files[0] = strdup(path)))) {
+        fprintf(stderr, "drk report: out of memory\n");
+        status = 1;
+    }
+    for (size_t i = 0; i < nfiles && !status; i++) {
+        int r = load(files[i], &s->procs[s->n], is_dir);
+        if (r == REPORT_OK)
+            s->order[s->n] = &s->procs[s->n], s->n++;
+        else
+            report_release(&s->procs[s->n]);
+        status = r == REPORT_ERROR;
+    }
+    if (!status && s->n == 0) {
+        fprintf(stderr, "drk report: %s: no drk reports in this directory (*.json files with \"schema\": "
+                        "\"drk-report\")\n",
+                path);
+        status = 1;
+    }
+    if (!status) {
+        if (s->n > 1)
+            qsort(s->order, s->n, sizeof *s->order, by_start);
+        for (size_t i = 0; i < s->n; i++)
+            parts[i] = &s->order[i]->t;
+        if (totals_merge(parts, s->n, &s->all) != 0) {
+            fprintf(stderr, "drk report: out of memory\n");
+            status = 1;
+        }
+    }
+    for (size_t i = 0; i < nfiles; i++)
+        free(files[i]);
+    free(files);
+    free(parts);
+    return status;
+}
+
+static int compare(const char *path_a, const char *path_b, int json, size_t top)
+{
+    side a, b;
+    memset(&b, 0, sizeof b);
+    int status = side_load(path_a, &a) || side_load(path_b, &b);
+    rep_side sa = {path_a, a.order, a.n, &a.all}, sb = {path_b, b.order, b.n, &b.all};
+    rep_compare c = {0};
+    if (!status && compare_build(&sa, &sb, &c) != 0) {
+        fprintf(stderr, "drk report: out of memory\n");
+        status = 1;
+    }
+    if (!status && json)
+        print_compare_json(stdout, &sa, &sb, &c, top);
+    else if (!status)
+        print_compare(stdout, &sa, &sb, &c, top);
+    compare_release(&c);
+    side_release(&a);
+    side_release(&b);
+    return status;
+}
+
 int cmd_report(int argc, char **argv)
 {
     int json = 0, top_given = 0, paths_only = 0;
+    int compare_given = 0; /* --compare A B */
+    const char *path_b = NULL;
+    const char *html = NULL; /* --html FILE */
     size_t top = DEFAULT_TOP;
     const char *path = NULL;
     for (int i = 1; i < argc; i++) {
@@ -150,6 +262,12 @@ int cmd_report(int argc, char **argv)
             return 0;
         } else if (!paths_only && strcmp(a, "--json") == 0) {
             json = 1;
+        } else if (!paths_only && strcmp(a, "--compare") == 0) {
+            compare_given = 1;
+        } else if (!paths_only && (strcmp(a, "--html") == 0 || strncmp(a, "--html=", 7) == 0)) {
+            html = a[6] == '=' ? a + 7 : i + 1 < argc ? argv[++i] : NULL;
+            if (!html || !*html)
+                return usage_error("%s needs a file name", a);
         } else if (!paths_only && (strcmp(a, "--top") == 0 || strncmp(a, "--top=", 6) == 0)) {
             const char *v = a[5] == '=' ? a + 6 : i + 1 < argc ? argv[++i] : NULL;
             if (!v)
@@ -161,105 +279,50 @@ int cmd_report(int argc, char **argv)
             paths_only = 1;
         } else if (!paths_only && a[0] == '-' && a[1]) {
             return usage_error("unknown option '%s'", a);
+        } else if (path_b) {
+            if (compare_given)
+                return usage_error("--compare takes two paths (A and B), not also '%s'", a);
+            return usage_error("one PATH only (a file or a directory), not also '%s'", path_b);
         } else if (path) {
-            return usage_error("one PATH only (a file or a directory), not also '%s'", a);
+            path_b = a; /* --compare's B, which may come after the paths */
         } else {
             path = a;
         }
     }
     if (!path)
         return usage_error("no PATH given");
+    if (compare_given && !path_b)
+        return usage_error("--compare needs two paths, A and B");
+    if (compare_given && html)
+        return usage_error("--compare prints text or --json, not --html");
+    if (compare_given)
+        return compare(path, path_b, json, json && !top_given ? 0 : top);
+    if (path_b)
+        return usage_error("one PATH only (a file or a directory), not also '%s'", path_b);
+    if (json && html)
+        return usage_error("--json or --html, not both");
     if (json && !top_given)
         top = 0;
 
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        fprintf(stderr, "drk report: %s: %s\n", path, strerror(errno));
-        return 1;
-    }
-    int is_dir = S_ISDIR(st.st_mode);
-    char **files;
-    size_t nfiles = 1;
-    if (is_dir) {
-        files = list_json(path, &nfiles);
-        if (!files)
-            return 1;
-    } else {
-        files = malloc(sizeof *files);
-        if (!files || !(files[0] = strdup(path))) {
-            free(files);
-            fprintf(stderr, "drk report: out of memory\n");
-            return 1;
-        }
-    }
-
-    rep_process *procs = calloc(nfiles + 1, sizeof *procs);
-    const rep_process **order = calloc(nfiles + 1, sizeof *order);
-    size_t n = 0;
-    int status = 0;
-    if (!procs || !order) {
-        fprintf(stderr, "drk report: out of memory\n");
-        status = 1;
-    }
-    for (size_t i = 0; i < nfiles && !status; i++) {
-        int r = load(files[i], &procs[n], is_dir);
-        if (r == REPORT_OK) {
-            order[n] = &procs[n];
-            n++;
-        } else {
-            report_release(&procs[n]);
-            if (r == REPORT_ERROR)
-                status = 1;
-        }
-    }
-    if (!status && n == 0) {
-        fprintf(stderr, "drk report: %s: no drk reports in this directory (*.json files with \"schema\": "
-                        "\"drk-report\")\n",
-                path);
-        status = 1;
-    }
-
+    side all;
+    int status = side_load(path, &all);
     if (!status) {
-        if (n > 1)
-            qsort(order, n, sizeof *order, by_start);
-        const rep_totals **parts = calloc(n, sizeof *parts);
-        rep_totals all;
-        if (!parts) {
-            fprintf(stderr, "drk report: out of memory\n");
-            status = 1;
+        if (html) {
+            status = report_html(html, path, all.order, all.n, top);
+        } else if (json) {
+            print_json(stdout, all.order, all.n, &all.all, top);
         } else {
-            for (size_t i = 0; i < n; i++)
-                parts[i] = &order[i]->t;
-            if (totals_merge(parts, n, &all) != 0) {
-                fprintf(stderr, "drk report: out of memory\n");
-                status = 1;
-            }
-        }
-        if (!status) {
-            if (json) {
-                print_json(stdout, order, n, &all, top);
-            } else {
-                for (size_t i = 0; i < n; i++) {
-                    if (i)
-                        fputc('\n', stdout);
-                    print_process(stdout, order[i], top);
-                }
-                if (n > 1) {
+            for (size_t i = 0; i < all.n; i++) {
+                if (i)
                     fputc('\n', stdout);
-                    print_combined(stdout, order, n, &all, top);
-                }
+                print_process(stdout, all.order[i], top);
             }
-            totals_release(&all);
+            if (all.n > 1) {
+                fputc('\n', stdout);
+                print_combined(stdout, all.order, all.n, &all.all, top);
+            }
         }
-        free(parts);
     }
-
-    for (size_t i = 0; i < n; i++)
-        report_release(&procs[i]);
-    for (size_t i = 0; i < nfiles; i++)
-        free(files[i]);
-    free(files);
-    free(procs);
-    free(order);
+    side_release(&all);
     return status;
 }

@@ -1,6 +1,7 @@
 /* Adding up reports: kernels by name, shapes by (grid, block, shared
  * bytes), call names and memory kinds by name, the pools' counters, GPU
- * time rows by kernel-shape.
+ * time rows by kernel-shape. And matching two sets of reports for
+ * --compare: kernels by name, rounds by index.
  * Counters saturate rather than wrap, so an absurd sum never prints as a
  * small one. */
 #include <stdlib.h>
@@ -378,4 +379,172 @@ void totals_release(rep_totals *t)
     free(t->memory);
     free(t->gpu.rows);
     memset(t, 0, sizeof *t);
+}
+
+/* --compare: a kernel-shape's (or kernel's) count on one side, before the
+ * sides are matched by name. */
+typedef struct side_count {
+    const char *name;
+    int side; /* 0: A, 1: B */
+    uint64_t ns, launches;
+} side_count;
+
+static int side_count_by_name(const void *a, const void *b)
+{
+    const side_count *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : x->side - y->side;
+}
+
+/* GPU time rows when both sides have times (a kernel timed but never seen
+ * launched has rows too), else the kernels' launches. */
+static size_t side_counts(const rep_totals *t, int side, int by_time, side_count *out)
+{
+    size_t n = 0;
+    if (by_time)
+        for (size_t i = 0; i < t->gpu.nrows; i++)
+            out[n++] = (side_count){t->gpu.rows[i].name, side, t->gpu.rows[i].total_ns, t->gpu.rows[i].launches};
+    else
+        for (size_t i = 0; i < t->nkernels; i++)
+            out[n++] = (side_count){t->kernels[i].name, side, 0, t->kernels[i].launches};
+    return n;
+}
+
+static uint64_t larger(uint64_t a, uint64_t b) { return a > b ? a : b; }
+
+/* The larger side first: a kernel that went away ranks as high as one
+ * that came. */
+static int cmp_kernel_by_ns_desc(const void *a, const void *b)
+{
+    const rep_cmp_kernel *x = a, *y = b;
+    uint64_t u = larger(x->a.ns, x->b.ns), v = larger(y->a.ns, y->b.ns);
+    if (u != v)
+        return u < v ? 1 : -1;
+    return strcmp(x->name, y->name);
+}
+
+static int cmp_kernel_by_launches_desc(const void *a, const void *b)
+{
+    const rep_cmp_kernel *x = a, *y = b;
+    uint64_t u = larger(x->a.launches, x->b.launches), v = larger(y->a.launches, y->b.launches);
+    if (u != v)
+        return u < v ? 1 : -1;
+    return strcmp(x->name, y->name);
+}
+
+static int cmp_kernels(const rep_side *a, const rep_side *b, rep_compare *out)
+{
+    size_t na = out->by_time ? a->t->gpu.nrows : a->t->nkernels, nb = out->by_time ? b->t->gpu.nrows : b->t->nkernels;
+    side_count *all = malloc((na + nb + 1) * sizeof *all);
+    out->kernels = calloc(na + nb + 1, sizeof *out->kernels);
+    if (!all || !out->kernels) {
+        free(all);
+        return -1;
+    }
+    size_t n = side_counts(a->t, 0, out->by_time, all);
+    n += side_counts(b->t, 1, out->by_time, all + n);
+    if (n > 1)
+        qsort(all, n, sizeof *all, side_count_by_name);
+    for (size_t i = 0; i < n;) {
+        rep_cmp_kernel *k = &out->kernels[out->nkernels++];
+        k->name = all[i].name;
+        for (; i < n && strcmp(all[i].name, k->name) == 0; i++) {
+            rep_cmp_count *c = all[i].side ? &k->b : &k->a;
+            c->present = 1;
+            c->ns = add(c->ns, all[i].ns);
+            c->launches = add(c->launches, all[i].launches);
+        }
+    }
+    free(all);
+    if (out->nkernels > 1)
+        qsort(out->kernels, out->nkernels, sizeof *out->kernels,
+              out->by_time ? cmp_kernel_by_ns_desc : cmp_kernel_by_launches_desc);
+    return 0;
+}
+
+typedef struct round_at {
+    uint64_t index;
+    rep_round_sum s;
+} round_at;
+
+static int round_at_by_index(const void *a, const void *b)
+{
+    const round_at *x = a, *y = b;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+/* A side's kept rounds by index, summed over its processes (ranks of one
+ * job count their steps alike). NULL when out of memory. */
+static round_at *side_rounds(const rep_side *s, size_t *count)
+{
+    size_t total = 0, n = 0;
+    for (size_t p = 0; p < s->n; p++)
+        total += s->procs[p]->rounds.nlist;
+    round_at *r = malloc((total + 1) * sizeof *r);
+    if (!r)
+        return NULL;
+    for (size_t p = 0; p < s->n; p++)
+        for (size_t i = 0; i < s->procs[p]->rounds.nlist; i++) {
+            const rep_round *x = &s->procs[p]->rounds.list[i];
+            r[n++] = (round_at){x->index, {x->wall_ns, x->busy_ns, x->kernel_ns}};
+        }
+    if (n > 1)
+        qsort(r, n, sizeof *r, round_at_by_index);
+    size_t u = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (u && r[u - 1].index == r[i].index) {
+            rep_round_sum *m = &r[u - 1].s;
+            m->wall_ns = add(m->wall_ns, r[i].s.wall_ns);
+            m->busy_ns = add(m->busy_ns, r[i].s.busy_ns);
+            m->kernel_ns = add(m->kernel_ns, r[i].s.kernel_ns);
+        } else {
+            r[u++] = r[i];
+        }
+    }
+    *count = u;
+    return r;
+}
+
+static int cmp_rounds(const rep_side *a, const rep_side *b, rep_compare *out)
+{
+    size_t na = 0, nb = 0;
+    round_at *ra = side_rounds(a, &na), *rb = side_rounds(b, &nb);
+    out->rounds = calloc((na < nb ? na : nb) + 1, sizeof *out->rounds);
+    if (!ra || !rb || !out->rounds) {
+        free(ra);
+        free(rb);
+        return -1;
+    }
+    for (size_t i = 0, j = 0; i < na && j < nb;) {
+        if (ra[i].index < rb[j].index) {
+            i++;
+        } else if (ra[i].index > rb[j].index) {
+            j++;
+        } else {
+            out->rounds[out->nrounds++] = (rep_cmp_round){ra[i].index, ra[i].s, rb[j].s};
+            i++, j++;
+        }
+    }
+    free(ra);
+    free(rb);
+    return 0;
+}
+
+int compare_build(const rep_side *a, const rep_side *b, rep_compare *out)
+{
+    memset(out, 0, sizeof *out);
+    out->by_time = a->t->gpu.processes > 0 && b->t->gpu.processes > 0;
+    /* A side without times has no rounds. */
+    if (cmp_kernels(a, b, out) != 0 || (out->by_time && cmp_rounds(a, b, out) != 0)) {
+        compare_release(out);
+        return -1;
+    }
+    return 0;
+}
+
+void compare_release(rep_compare *c)
+{
+    free(c->kernels);
+    free(c->rounds);
+    memset(c, 0, sizeof *c);
 }

@@ -1,6 +1,6 @@
 /* What `drk report` prints: a section per process (header, kernels, GPU
- * times and rounds, calls, memory, the pools), a combined section, or the
- * combined numbers as JSON. */
+ * times and rounds, findings, calls, memory, the pools), a combined
+ * section, or the combined numbers as JSON; and --compare's two sides. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -402,11 +402,103 @@ static void print_gpu(FILE *f, const rep_gpu *g, const rep_rounds *rounds, size_
     }
 }
 
-static void print_totals(FILE *f, const rep_totals *t, const rep_rounds *rounds, size_t top, size_t nprocs)
+/* Evidence runs to 2 KB: a line keeps its first EVIDENCE_COLUMN characters
+ * (--json has all of it). */
+#define EVIDENCE_COLUMN 160
+
+/* `s` cut to `width` characters, the last one "\u2026" when cut (a
+ * sentence, where text_fit's "..." could read as its own); control bytes
+ * (a kernel name may hold any) become blanks, so a finding stays one line.
+ * `buf`: at least 4 * width + 4 bytes. */
+static const char *line_fit(const char *s, size_t width, char *buf, size_t n)
+{
+    size_t chars = 0, o = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p && o + 4 < n; p++) { /* room for "\u2026" and the NUL */
+        int starts = (*p & 0xc0) != 0x80;
+        if (starts && chars == width - 1 && text_width((const char *)p) > 1) {
+            o += (size_t)snprintf(buf + o, n - o, "\u2026");
+            break;
+        }
+        chars += starts;
+        buf[o++] = *p < 0x20 || *p == 0x7f ? ' ' : (char)*p;
+    }
+    buf[o] = 0;
+    return buf;
+}
+
+/* "0\u20133 (4 rounds)": first and last round, and the rounds it was seen in. */
+static const char *finding_rounds(const rep_finding *x, char *buf, size_t n)
+{
+    if (x->first_round == x->last_round)
+        snprintf(buf, n, "%" PRIu64, x->first_round);
+    else
+        snprintf(buf, n, "%" PRIu64 "\u2013%" PRIu64, x->first_round, x->last_round);
+    size_t len = strlen(buf);
+    snprintf(buf + len, n - len, " (%" PRIu64 " round%s)", x->rounds, x->rounds == 1 ? "" : "s");
+    return buf;
+}
+
+/* The findings of `n` processes, after their GPU times: per process (one
+ * of them), or all with their pid (`combined`). Nothing for reports
+ * without findings (an older drk); "none" when some were timed. */
+static void print_findings(FILE *f, const rep_process *const *procs, size_t n, int combined)
+{
+    size_t total = 0, with = 0, timed = 0;
+    for (size_t i = 0; i < n; i++) {
+        const rep_findings *fs = &procs[i]->findings;
+        timed += fs->present && procs[i]->t.gpu.processes;
+        total += fs->n;
+        with += fs->n > 0;
+    }
+    if (!total) {
+        if (timed)
+            fprintf(f, "findings: none\n\n");
+        return;
+    }
+    if (combined)
+        fprintf(f, "findings: %zu in %zu of %zu processes:\n", total, with, n);
+    else
+        fprintf(f, "findings: %zu\n", total);
+    table tb;
+    if (combined) {
+        table_init(&tb, "rllll");
+        table_row(&tb, (const char *const[]){"pid", "finding", "rounds", "kernel-shape", "evidence"});
+    } else {
+        table_init(&tb, "llll");
+        table_row(&tb, (const char *const[]){"finding", "rounds", "kernel-shape", "evidence"});
+    }
+    for (size_t i = 0; i < n; i++)
+        for (size_t k = 0; k < procs[i]->findings.n; k++) {
+            const rep_finding *x = &procs[i]->findings.list[k];
+            char pid[32], rounds[80], name[4 * 32 + 1], shape[256], kernel[4 * 32 + 260],
+                evidence[4 * EVIDENCE_COLUMN + 4];
+            if (x->kernel) {
+                rep_shape s = {.shared_bytes = x->shared_bytes};
+                memcpy(s.grid, x->grid, sizeof s.grid);
+                memcpy(s.block, x->block, sizeof s.block);
+                shape_text(&s, shape, sizeof shape);
+                snprintf(kernel, sizeof kernel, "%s %s", text_fit(x->kernel, 32, name, sizeof name), shape);
+            } else {
+                snprintf(kernel, sizeof kernel, "-");
+            }
+            const char *cells[] = {u64s(procs[i]->pid, pid, sizeof pid), x->name,
+                                   finding_rounds(x, rounds, sizeof rounds), kernel,
+                                   line_fit(x->evidence, EVIDENCE_COLUMN, evidence, sizeof evidence)};
+            table_row(&tb, combined ? cells : cells + 1);
+        }
+    table_print(&tb, f, "  ");
+    table_free(&tb);
+    fputc('\n', f);
+}
+
+/* `procs`: the `nfind` processes whose findings are listed. */
+static void print_totals(FILE *f, const rep_totals *t, const rep_rounds *rounds, const rep_process *const *procs,
+                         size_t nfind, size_t top, size_t nprocs)
 {
     print_kernels(f, t, top);
     print_facts(f, &t->facts);
     print_gpu(f, &t->gpu, rounds, top, nprocs);
+    print_findings(f, procs, nfind, nprocs > 0);
     print_calls(f, t);
     print_memory(f, t);
     print_device_pool(f, &t->dpool, nprocs);
@@ -441,7 +533,7 @@ void print_process(FILE *f, const rep_process *p, size_t top)
     fputc('\n', f);
     print_duration(f, "duration", p->start_ns, p->end_ns);
     fprintf(f, "  drk       %s\n\n", p->drk_version);
-    print_totals(f, &p->t, &p->rounds, top, 0);
+    print_totals(f, &p->t, &p->rounds, &p, 1, top, 0);
 }
 
 void print_combined(FILE *f, const rep_process *const *procs, size_t n, const rep_totals *t, size_t top)
@@ -464,7 +556,7 @@ void print_combined(FILE *f, const rep_process *const *procs, size_t n, const re
     fputc('\n', f);
     print_duration(f, "span", start, end);
     fputc('\n', f);
-    print_totals(f, t, NULL, top, n);
+    print_totals(f, t, NULL, procs, n, top, n);
 }
 
 /* A grid or block: [x, y, z] on one line. */
@@ -573,6 +665,36 @@ static void json_gpu_time(drk_json *j, FILE *f, const rep_gpu *g, size_t top)
     drk_json_close(j, '}');
 }
 
+/* A process's findings as in its report, evidence whole. */
+static void json_findings(drk_json *j, FILE *f, const rep_findings *fs)
+{
+    drk_json_open(j, "findings", '[');
+    for (size_t i = 0; i < fs->n; i++) {
+        const rep_finding *x = &fs->list[i];
+        drk_json_open(j, NULL, '{');
+        drk_json_str(j, "name", x->name);
+        drk_json_u64(j, "first_round", x->first_round);
+        drk_json_u64(j, "last_round", x->last_round);
+        drk_json_u64(j, "rounds", x->rounds);
+        if (x->kernel) {
+            drk_json_open(j, "kernel", '{');
+            drk_json_str(j, "name", x->kernel);
+            json_dim3(j, "grid", x->grid);
+            json_dim3(j, "block", x->block);
+            drk_json_u64(j, "shared_bytes", x->shared_bytes);
+            drk_json_close(j, '}');
+        } else {
+            drk_json_null(j, "kernel");
+        }
+        drk_json_f64(j, "value", x->value);
+        drk_json_f64(j, "reference", x->reference);
+        drk_json_str(j, "evidence", x->evidence);
+        drk_json_close(j, '}');
+        drk_json_flush(j, f); /* evidence runs to 2 KB a finding */
+    }
+    drk_json_close(j, ']');
+}
+
 void print_json(FILE *f, const rep_process *const *procs, size_t n, const rep_totals *t, size_t top)
 {
     drk_json j = {0};
@@ -601,6 +723,8 @@ void print_json(FILE *f, const rep_process *const *procs, size_t n, const rep_to
             drk_json_u64(&j, "busy_ns", g->busy_ns);
             drk_json_close(&j, '}');
         }
+        if (p->findings.present)
+            json_findings(&j, f, &p->findings);
         drk_json_close(&j, '}');
     }
     drk_json_close(&j, ']');
@@ -681,6 +805,300 @@ void print_json(FILE *f, const rep_process *const *procs, size_t n, const rep_to
         json_gpu_time(&j, f, &t->gpu, top);
     drk_json_close(&j, '}');
     /* Write errors show in ferror(f), which drk checks before it exits. */
+    if (drk_json_flush(&j, f) != 0 && j.failed)
+        fputs("drk report: out of memory: the JSON is incomplete\n", stderr);
+    drk_json_free(&j);
+}
+
+/* --compare: B over A as "1.500"; "-" when A has nothing to divide. */
+static const char *ratio_text(uint64_t b, uint64_t a, char *buf, size_t n)
+{
+    if (a)
+        snprintf(buf, n, "%.3f", (double)b / (double)a);
+    else
+        snprintf(buf, n, "-");
+    return buf;
+}
+
+/* A side's headline: what was read, its busy share and kernel time, or why
+ * it has no times. */
+static void print_side(FILE *f, const char *label, const rep_side *s)
+{
+    const rep_gpu *g = &s->t->gpu;
+    char a[32], b[32], c[32], d[32];
+    fprintf(f, "  %s  %s (%zu process%s): ", label, s->path, s->n, s->n == 1 ? "" : "es");
+    if (g->processes) {
+        if (g->rounds)
+            fprintf(f, "GPU busy %s of %s (%s%%) over %" PRIu64 " round%s, ", human_ns(g->busy_ns, a, sizeof a),
+                    human_ns(g->wall_ns, b, sizeof b), share_text(g->busy_ns, g->wall_ns, c, sizeof c), g->rounds,
+                    g->rounds == 1 ? "" : "s");
+        fprintf(f, "kernel time %s", human_ns(g->kernel_ns, d, sizeof d));
+        if (g->processes < s->n)
+            fprintf(f, " (%" PRIu64 " of %zu processes timed)", g->processes, s->n);
+        fprintf(f, ", ");
+    } else if (g->present) {
+        fprintf(f, "no GPU times (off: %s), ", g->off_reason ? g->off_reason : "no reason given");
+    } else {
+        fprintf(f, "no GPU times (no gpu_time: an older drk), ");
+    }
+    fprintf(f, "%" PRIu64 " launch%s\n", s->t->launches, s->t->launches == 1 ? "" : "es");
+}
+
+static int double_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The per-round kernel time ratios of rounds [from, to): their median
+ * (the mean of the middle two of an even count) and range, over the rounds
+ * with kernel time in A. Returns how many rounds had a ratio. */
+static size_t round_ratios(const rep_compare *c, size_t from, size_t to, double *median, double *lo, double *hi)
+{
+    double *r = malloc((to - from + 1) * sizeof *r);
+    size_t n = 0;
+    if (!r)
+        return 0; /* out of memory: no summary, the table stands */
+    for (size_t i = from; i < to; i++)
+        if (c->rounds[i].a.kernel_ns)
+            r[n++] = (double)c->rounds[i].b.kernel_ns / (double)c->rounds[i].a.kernel_ns;
+    if (n) {
+        qsort(r, n, sizeof *r, double_cmp);
+        *median = n % 2 ? r[n / 2] : (r[n / 2 - 1] + r[n / 2]) / 2;
+        *lo = r[0], *hi = r[n - 1];
+    }
+    free(r);
+    return n;
+}
+
+/* A kernel's count on one side: its GPU time or launches, "-" when the
+ * side has none of it. */
+static const char *count_text(const rep_cmp_count *x, int by_time, char *buf, size_t n)
+{
+    if (x->present)
+        return by_time ? human_ns(x->ns, buf, n) : u64s(x->launches, buf, n);
+    snprintf(buf, n, "-");
+    return buf;
+}
+
+static void print_compare_kernels(FILE *f, const rep_compare *c, size_t top)
+{
+    int t = c->by_time;
+    fprintf(f, "kernels by %s, B against A:\n", t ? "GPU time (all shapes)" : "launches");
+    if (!c->nkernels) {
+        fprintf(f, "  (no kernels on either side)\n\n");
+        return;
+    }
+    size_t shown = top && top < c->nkernels ? top : c->nkernels;
+    table tb;
+    table_init(&tb, t ? "lrrrrr" : "lrrr");
+    if (t)
+        table_row(&tb, (const char *const[]){"kernel", "A GPU time", "B GPU time", "B/A", "A launches", "B launches"});
+    else
+        table_row(&tb, (const char *const[]){"kernel", "A launches", "B launches", "B/A"});
+    for (size_t i = 0; i < shown; i++) {
+        const rep_cmp_kernel *k = &c->kernels[i];
+        char name[4 * NAME_COLUMN + 1], va[32], vb[32], ratio[32], la[32], lb[32];
+        text_fit(k->name, NAME_COLUMN, name, sizeof name);
+        if (!k->a.present)
+            snprintf(ratio, sizeof ratio, "(B only)");
+        else if (!k->b.present)
+            snprintf(ratio, sizeof ratio, "(A only)");
+        else if (t)
+            ratio_text(k->b.ns, k->a.ns, ratio, sizeof ratio);
+        else
+            ratio_text(k->b.launches, k->a.launches, ratio, sizeof ratio);
+        count_text(&k->a, 0, la, sizeof la);
+        count_text(&k->b, 0, lb, sizeof lb);
+        if (t)
+            table_row(&tb, (const char *const[]){name, count_text(&k->a, 1, va, sizeof va),
+                                                 count_text(&k->b, 1, vb, sizeof vb), ratio, la, lb});
+        else
+            table_row(&tb, (const char *const[]){name, la, lb, ratio});
+    }
+    table_print(&tb, f, "  ");
+    table_free(&tb);
+    if (shown < c->nkernels) {
+        uint64_t ra = 0, rb = 0;
+        char a[32], b[32];
+        for (size_t i = shown; i < c->nkernels; i++) {
+            ra = add(ra, t ? c->kernels[i].a.ns : c->kernels[i].a.launches);
+            rb = add(rb, t ? c->kernels[i].b.ns : c->kernels[i].b.launches);
+        }
+        fprintf(f, "  ... %zu more kernel%s: A %s, B %s\n", c->nkernels - shown, c->nkernels - shown == 1 ? "" : "s",
+                t ? human_ns(ra, a, sizeof a) : u64s(ra, a, sizeof a),
+                t ? human_ns(rb, b, sizeof b) : u64s(rb, b, sizeof b));
+    }
+    fputc('\n', f);
+}
+
+static void print_compare_rounds(FILE *f, const rep_compare *c, size_t top)
+{
+    if (!c->by_time || !c->nrounds) {
+        fprintf(f, "rounds: %s\n",
+                c->by_time ? "none that both have" : "not compared, without GPU times on both sides");
+        return;
+    }
+    size_t shown = top && top < c->nrounds ? top : c->nrounds, from = c->nrounds - shown;
+    fprintf(f, "rounds both have (by index): %zu", c->nrounds);
+    if (shown < c->nrounds)
+        fprintf(f, ", the last %zu listed", shown);
+    fprintf(f, "; B against A:\n");
+    table tb;
+    table_init(&tb, "rrrrrrrrrr");
+    table_row(&tb, (const char *const[]){"round", "A wall", "B wall", "B/A", "A busy", "B busy", "B/A",
+                                         "A kernel time", "B kernel time", "B/A"});
+    for (size_t i = from; i < c->nrounds; i++) {
+        const rep_cmp_round *r = &c->rounds[i];
+        char idx[32], aw[32], bw[32], rw[32], ab[32], bb[32], rbusy[32], ak[32], bk[32], rk[32];
+        table_row(&tb, (const char *const[]){
+                           u64s(r->index, idx, sizeof idx), human_ns(r->a.wall_ns, aw, sizeof aw),
+                           human_ns(r->b.wall_ns, bw, sizeof bw), ratio_text(r->b.wall_ns, r->a.wall_ns, rw, sizeof rw),
+                           human_ns(r->a.busy_ns, ab, sizeof ab), human_ns(r->b.busy_ns, bb, sizeof bb),
+                           ratio_text(r->b.busy_ns, r->a.busy_ns, rbusy, sizeof rbusy),
+                           human_ns(r->a.kernel_ns, ak, sizeof ak), human_ns(r->b.kernel_ns, bk, sizeof bk),
+                           ratio_text(r->b.kernel_ns, r->a.kernel_ns, rk, sizeof rk)});
+    }
+    table_print(&tb, f, "  ");
+    table_free(&tb);
+    double median = 0, lo = 0, hi = 0;
+    size_t n = round_ratios(c, from, c->nrounds, &median, &lo, &hi);
+    if (!n) {
+        fprintf(f, "  kernel time B/A per round: none (no round listed has kernel time in A)\n");
+        return;
+    }
+    fprintf(f, "  kernel time B/A per round: median %.3f, range %.3f..%.3f over %zu round%s", median, lo, hi, n,
+            n == 1 ? "" : "s");
+    if (n < shown)
+        fprintf(f, " (%zu without kernel time in A left out)", shown - n);
+    fprintf(f, ": the noise of the rounds shown\n");
+}
+
+void print_compare(FILE *f, const rep_side *a, const rep_side *b, const rep_compare *c, size_t top)
+{
+    const rep_totals *ta = a->t, *tb = b->t;
+    char w[32], x[32], y[32], z[32];
+    fprintf(f, "== compare: B against A ==\n");
+    print_side(f, "A", a);
+    print_side(f, "B", b);
+    if (c->by_time)
+        fprintf(f, "  B/A: wall %s, busy %s, kernel time %s, launches %s\n",
+                ratio_text(tb->gpu.wall_ns, ta->gpu.wall_ns, w, sizeof w),
+                ratio_text(tb->gpu.busy_ns, ta->gpu.busy_ns, x, sizeof x),
+                ratio_text(tb->gpu.kernel_ns, ta->gpu.kernel_ns, y, sizeof y),
+                ratio_text(tb->launches, ta->launches, z, sizeof z));
+    else
+        fprintf(f, "  %s no GPU times: kernels compared by launches; B/A: launches %s\n",
+                !ta->gpu.processes && !tb->gpu.processes ? "neither has"
+                : !ta->gpu.processes                     ? "A has"
+                                                         : "B has",
+                ratio_text(tb->launches, ta->launches, z, sizeof z));
+    fputc('\n', f);
+    print_compare_kernels(f, c, top);
+    print_compare_rounds(f, c, top);
+}
+
+static void json_side(drk_json *j, const char *key, const rep_side *s)
+{
+    const rep_gpu *g = &s->t->gpu;
+    drk_json_open(j, key, '{');
+    drk_json_str(j, "path", s->path);
+    drk_json_u64(j, "processes", s->n);
+    drk_json_u64(j, "timed_processes", g->processes);
+    drk_json_u64(j, "launches", s->t->launches);
+    drk_json_u64(j, "rounds", g->rounds);
+    drk_json_u64(j, "wall_ns", g->wall_ns);
+    drk_json_u64(j, "busy_ns", g->busy_ns);
+    drk_json_u64(j, "kernel_ns", g->kernel_ns);
+    drk_json_close(j, '}');
+}
+
+/* B over A, null when A has nothing to divide. */
+static void json_ratio(drk_json *j, const char *key, uint64_t b, uint64_t a)
+{
+    if (a)
+        drk_json_f64(j, key, (double)b / (double)a);
+    else
+        drk_json_null(j, key);
+}
+
+static void json_count(drk_json *j, const char *key, const rep_cmp_count *x, int by_time)
+{
+    if (!x->present) {
+        drk_json_null(j, key);
+        return;
+    }
+    drk_json_open_inline(j, key, '{');
+    if (by_time)
+        drk_json_u64(j, "gpu_ns", x->ns);
+    drk_json_u64(j, "launches", x->launches);
+    drk_json_close(j, '}');
+}
+
+static void json_round_sum(drk_json *j, const char *key, const rep_round_sum *s)
+{
+    drk_json_open_inline(j, key, '{');
+    drk_json_u64(j, "wall_ns", s->wall_ns);
+    drk_json_u64(j, "busy_ns", s->busy_ns);
+    drk_json_u64(j, "kernel_ns", s->kernel_ns);
+    drk_json_close(j, '}');
+}
+
+void print_compare_json(FILE *f, const rep_side *a, const rep_side *b, const rep_compare *c, size_t top)
+{
+    drk_json j = {0};
+    drk_json_open(&j, NULL, '{');
+    drk_json_str(&j, "schema", "drk-report-compare");
+    drk_json_u64(&j, "version", 1);
+    drk_json_str(&j, "by", c->by_time ? "gpu_time" : "launches");
+    json_side(&j, "a", a);
+    json_side(&j, "b", b);
+    drk_json_u64(&j, "distinct", c->nkernels);
+    drk_json_open(&j, "kernels", '[');
+    size_t shown = top && top < c->nkernels ? top : c->nkernels;
+    for (size_t i = 0; i < shown; i++) {
+        const rep_cmp_kernel *k = &c->kernels[i];
+        drk_json_open(&j, NULL, '{');
+        drk_json_str(&j, "name", k->name);
+        json_count(&j, "a", &k->a, c->by_time);
+        json_count(&j, "b", &k->b, c->by_time);
+        if (k->a.present && k->b.present)
+            json_ratio(&j, "ratio", c->by_time ? k->b.ns : k->b.launches, c->by_time ? k->a.ns : k->a.launches);
+        else
+            drk_json_null(&j, "ratio");
+        drk_json_close(&j, '}');
+        drk_json_flush(&j, f);
+    }
+    drk_json_close(&j, ']');
+    drk_json_u64(&j, "common_rounds", c->nrounds);
+    drk_json_open(&j, "rounds", '[');
+    size_t rshown = top && top < c->nrounds ? top : c->nrounds, from = c->nrounds - rshown;
+    for (size_t i = from; i < c->nrounds; i++) {
+        const rep_cmp_round *r = &c->rounds[i];
+        drk_json_open(&j, NULL, '{');
+        drk_json_u64(&j, "index", r->index);
+        json_round_sum(&j, "a", &r->a);
+        json_round_sum(&j, "b", &r->b);
+        json_ratio(&j, "wall_ratio", r->b.wall_ns, r->a.wall_ns);
+        json_ratio(&j, "busy_ratio", r->b.busy_ns, r->a.busy_ns);
+        json_ratio(&j, "kernel_ratio", r->b.kernel_ns, r->a.kernel_ns);
+        drk_json_close(&j, '}');
+        drk_json_flush(&j, f);
+    }
+    drk_json_close(&j, ']');
+    double median = 0, lo = 0, hi = 0;
+    size_t n = round_ratios(c, from, c->nrounds, &median, &lo, &hi);
+    if (n) {
+        drk_json_open(&j, "kernel_ratio", '{');
+        drk_json_u64(&j, "rounds", n);
+        drk_json_f64(&j, "median", median);
+        drk_json_f64(&j, "min", lo);
+        drk_json_f64(&j, "max", hi);
+        drk_json_close(&j, '}');
+    } else {
+        drk_json_null(&j, "kernel_ratio");
+    }
+    drk_json_close(&j, '}');
     if (drk_json_flush(&j, f) != 0 && j.failed)
         fputs("drk report: out of memory: the JSON is incomplete\n", stderr);
     drk_json_free(&j);

@@ -406,7 +406,8 @@ static const json_value *object_array(ctx *c, const json_value *obj, const char 
         return NULL;
     for (size_t i = 0; i < a->u.arr.count; i++)
         if (a->u.arr.items[i].type != JSON_OBJECT) {
-            bad(c, "%s.%s[%zu]: expected an object, found %s", where, key, i,
+            char at[256];
+            bad(c, "%s[%zu]: expected an object, found %s", join(at, sizeof at, where, key), i,
                 json_type_name(a->u.arr.items[i].type));
             return NULL;
         }
@@ -562,6 +563,63 @@ static int read_rounds(ctx *c, const json_value *doc, rep_rounds *rs, rep_gpu *g
     return 0;
 }
 
+/* Any number: a finding's value and reference are shares or nanoseconds,
+ * written as %.6g. */
+static void get_number(ctx *c, const json_value *obj, const char *where, const char *key, double *out)
+{
+    const json_value *v = field(c, obj, where, key, JSON_NUMBER);
+    if (v)
+        *out = v->u.num.d;
+}
+
+static int read_finding(ctx *c, const json_value *f, const char *at, rep_finding *o)
+{
+    o->name = get_str(c, f, at, "name");
+    get_u64(c, f, at, "first_round", &o->first_round);
+    get_u64(c, f, at, "last_round", &o->last_round);
+    get_u64(c, f, at, "rounds", &o->rounds);
+    const json_value *k = json_get(f, "kernel");
+    if (c->failed)
+        return -1;
+    if (!k)
+        return bad(c, "%s: missing \"kernel\"", at);
+    if (k->type != JSON_NULL) { /* null: the finding is about no kernel-shape */
+        char where[96];
+        snprintf(where, sizeof where, "%s.kernel", at);
+        if (k->type != JSON_OBJECT)
+            return bad(c, "%s: expected an object or null, found %s", where, json_type_name(k->type));
+        o->kernel = get_str(c, k, where, "name");
+        read_dim3(c, k, where, "grid", o->grid);
+        read_dim3(c, k, where, "block", o->block);
+        get_u64(c, k, where, "shared_bytes", &o->shared_bytes);
+    }
+    get_number(c, f, at, "value", &o->value);
+    get_number(c, f, at, "reference", &o->reference);
+    o->evidence = get_str(c, f, at, "evidence");
+    return c->failed ? -1 : 0;
+}
+
+/* findings: optional (reports of an older drk), an array when present. */
+static int read_findings(ctx *c, const json_value *doc, rep_findings *fs)
+{
+    if (!json_get(doc, "findings"))
+        return 0;
+    const json_value *list = object_array(c, doc, "", "findings");
+    if (c->failed)
+        return -1;
+    fs->present = 1;
+    fs->list = calloc(list->u.arr.count + 1, sizeof *fs->list);
+    if (!fs->list)
+        return bad(c, "out of memory");
+    for (size_t i = 0; i < list->u.arr.count; i++) {
+        char at[64];
+        snprintf(at, sizeof at, "findings[%zu]", i);
+        if (read_finding(c, &list->u.arr.items[i], at, &fs->list[fs->n++]) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 static int read_process(ctx *c, const json_value *doc, rep_process *p)
 {
     const json_value *proc = field(c, doc, "", "process", JSON_OBJECT);
@@ -644,7 +702,7 @@ int report_load(const char *path, rep_process *out, char *why, size_t whylen)
     if (read_process(&c, doc, out) != 0 || read_kernels(&c, doc, &out->t) != 0 || read_calls(&c, doc, &out->t) != 0 ||
         read_memory(&c, doc, &out->t) != 0 || read_device_pool(&c, doc, &out->t.dpool) != 0 ||
         read_host_pool(&c, doc, &out->t.hpool) != 0 || read_gpu_time(&c, doc, &out->t.gpu) != 0 ||
-        read_rounds(&c, doc, &out->rounds, &out->t.gpu) != 0)
+        read_rounds(&c, doc, &out->rounds, &out->t.gpu) != 0 || read_findings(&c, doc, &out->findings) != 0)
         return REPORT_ERROR;
     return REPORT_OK;
 }
@@ -657,6 +715,8 @@ void report_release(rep_process *p)
     }
     free(p->rounds.list);
     memset(&p->rounds, 0, sizeof p->rounds);
+    free(p->findings.list);
+    memset(&p->findings, 0, sizeof p->findings);
     totals_release(&p->t);
     json_free(&p->doc);
     free(p->path);

@@ -309,6 +309,7 @@ def case_report_single():
     check("combined" not in o, "one file: no combined section", p)
     check("GPU time" not in o and "rounds:" not in o, "a report without gpu_time (older drk) prints no GPU times", p)
     check_profile_text()
+    check_findings_text()
 
 
 PROFILE = ("profile", "drk-profile_route-1.json")
@@ -513,6 +514,7 @@ def case_report_dir():
         "host pool (1 of 3 processes): 40 allocs, 38 frees, peak live 6.00 MiB (sum of per-process peaks), "
         "pinned 32.0 MiB in 1 chunk, 1 driver fallback",
     ], "combined: counts and peaks summed, histograms merged before the median", p)
+    check_compare_text()
 
 
 def case_report_json():
@@ -606,6 +608,8 @@ def case_report_json():
         g = json.loads(p.stdout)["gpu_time"]
         check(len(g["by_kernel"]) == 1 and g["distinct"] == 3 and g["by_kernel"][0]["launches"] == 140,
               "--json --top 1: one row", p)
+    check_findings_json()
+    check_compare_json()
 
 
 def case_report_errors():
@@ -642,6 +646,7 @@ def case_report_errors():
             os.chmod(locked, 0)
             p = drk("report", locked)
             check(p.returncode == 1 and "cannot open" in p.stderr, "an unreadable file: exit 1", p)
+    check_compare_errors()
 
 
 def case_report_parser():
@@ -877,6 +882,329 @@ def case_report_parser():
         def ended_by(d):
             d["rounds"]["list"][4]["ended_by"] = None
         fail(ended_by, "rounds.list[4].ended_by: expected a string, found null")
+    check_findings_malformed()
+
+
+# ---------------------------------------------------------------- drk report: findings, --compare
+# Run from the registered report_* cases above (tests/tools/CMakeLists.txt names the cases).
+
+FINDINGS = ("findings", "drk-profile_route-11.json")  # profile_route rounds: gpu_idle, kernel_slower
+ALL_FINDINGS = ("findings", "drk-profile_route-12.json")  # a copy edited to hold all five kinds
+IDLE = ("round 3: GPU busy 13.1% of 1.0 ms; largest gaps: idle 569 us after memset before (round end); idle 108 us "
+        "after empty before hidden")
+SLOWER = ("round 2: empty at grid (4,1,1) block (64,1,1) shared 0: median 8.0 us, its best of the last 20 rounds it "
+          "ran in 4.0 us (+100%), 10 launches, 73% of the round's\u2026")
+
+
+def section(out, start, end):
+    """The lines of `out` from the line starting `start` to the blank one before `end`."""
+    i = out.find("\n" + start)
+    j = out.find("\n" + end, i + 1)
+    return out[i + 1:j].splitlines() if 0 <= i < j else None
+
+
+def check_findings_text():
+    check(len(SLOWER) == 160, "the evidence column is 160 characters")
+    p = drk("report", fixture(*FINDINGS))
+    o = p.stdout
+    check(p.returncode == 0 and not p.stderr, "drk report on a report with findings", p)
+    i = [o.find(x) for x in ("\nrounds:", "\nfindings: 2\n", "\ncalls by family:")]
+    check(0 <= i[0] < i[1] < i[2], "findings after the rounds table, before the calls", p)
+    check(section(o, "findings:", "calls by family:") == [
+        "findings: 2",
+        "  finding        rounds          kernel-shape              evidence",
+        "  gpu_idle       0\u20133 (4 rounds)  -                         " + IDLE,
+        "  kernel_slower  2\u20133 (2 rounds)  empty 4x1x1 / 64x1x1 / 0  " + SLOWER,
+    ], "one line a finding: rounds, kernel-shape, the evidence cut at 160 characters", p)
+
+    p = drk("report", fixture(*ALL_FINDINGS))
+    def line(name, rounds, kernel, evidence):  # columns as wide as their widest cell
+        return f"  {name:<13}  {rounds:<14}  {kernel:<55}  {evidence}"
+    check(p.returncode == 0 and section(p.stdout, "findings:", "calls by family:") == [
+        "findings: 5",
+        line("finding", "rounds", "kernel-shape", "evidence"),
+        line("gpu_idle", "0\u20133 (4 rounds)", "-", IDLE),
+        line("kernel_slower", "2\u20133 (2 rounds)", "empty 4x1x1 / 64x1x1 / 0", SLOWER),
+        line("new_shape", "3 (1 round)", "_ZN7cutlass6KernelINS_4gemm6k... 8x1x1 / 128x1x1 / 4096",
+             "round 3: _ZN7cutlass6KernelINS_4gemm6kernel4GemmIfEEEEvNT_6ParamsE first ran at grid (8,1,1) block "
+             "(128,1,1) shared 4096, 6 launches, 25% of the round's kernel\u2026"),
+        line("fragmentation", "2\u20134 (3 rounds)", "-",
+             "round 3: 60% of reserved device memory holds no live allocation (live 40.0 MiB, reserved 100.0 MiB, "
+             "12 pages moved so far); the best of the last 20 rounds was \u2026"),
+        line("out_of_memory", "3 (1 round)", "-",
+             "round 3: the device pool answered out of memory 2 times so far (0 before the round); live 40.0 MiB, "
+             "reserved 100.0 MiB"),
+    ], "all five kinds; a long kernel name cut as in the rounds table", p)
+
+    p = drk("report", fixture("findings"))
+    o = p.stdout
+    combined = o[o.find("== combined: 2 processes =="):]
+    check(p.returncode == 0 and o.count("\nfindings: 2\n") == 1 and o.count("\nfindings: 5\n") == 1,
+          "a directory: each process's findings", p)
+    lines = section(combined, "findings:", "calls by family:")
+    check(lines is not None and lines[0] == "findings: 7 in 2 of 2 processes:"
+          and re.match(r"  pid  finding\s+rounds\s+kernel-shape\s+evidence$", lines[1])
+          and [tuple(l.split()[:2]) for l in lines[2:]] == [
+              ("11", "gpu_idle"), ("11", "kernel_slower"), ("12", "gpu_idle"), ("12", "kernel_slower"),
+              ("12", "new_shape"), ("12", "fragmentation"), ("12", "out_of_memory")]
+          and lines[2].startswith("   11  gpu_idle       0\u20133 (4 rounds)  -  ") and lines[2].endswith(IDLE),
+          f"combined: every process's findings with its pid: {lines}", p)
+
+    # Reports of a drk before findings: no section, no error (and the combined section says whose are there).
+    p = drk("report", fixture(*PROFILE))
+    check(p.returncode == 0 and not p.stderr and "findings" not in p.stdout, "no findings array: no section", p)
+    p = drk("report", fixture("single.json"))
+    check(p.returncode == 0 and "findings" not in p.stdout, "an older report still: no section", p)
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copy(fixture(*PROFILE), tmp)
+        shutil.copy(fixture(*FINDINGS), tmp)
+        p = drk("report", tmp)
+        combined = p.stdout[p.stdout.find("== combined"):]
+        check(p.returncode == 0 and "\nfindings: 2 in 1 of 2 processes:\n" in combined
+              and p.stdout.count("\nfindings:") == 2, "one report with findings, one without", p)
+        d = json.load(open(fixture(*FINDINGS)))
+        d["findings"] = []
+        path = os.path.join(tmp, "drk-profile_route-11.json")
+        with open(path, "w") as f:
+            json.dump(d, f)
+        p = drk("report", path)
+        check(p.returncode == 0 and "\n\nfindings: none\n\ncalls by family:" in p.stdout,
+              "times and no findings: 'findings: none'", p)
+        d["gpu_time"].update(enabled=False, off_reason="DRK_PROFILE=0", by_kernel=[])
+        d["rounds"].update(closed=0, kept=0, list=[])
+        with open(path, "w") as f:
+            json.dump(d, f)
+        p = drk("report", path)
+        check(p.returncode == 0 and "findings" not in p.stdout, "no times, no findings: nothing said", p)
+
+
+def check_findings_json():
+    p = drk("report", "--json", fixture("findings"))
+    check(p.returncode == 0 and not p.stderr, "drk report --json with findings", p)
+    procs = {x["pid"]: x for x in json.loads(p.stdout)["processes"]}
+    for pid, name in ((11, FINDINGS), (12, ALL_FINDINGS)):
+        want = json.load(open(fixture(*name)))["findings"]
+        check(procs[pid]["findings"] == want, f"pid {pid}: its findings as in its report, evidence whole", p)
+    check([x["name"] for x in procs[12]["findings"]] == ["gpu_idle", "kernel_slower", "new_shape", "fragmentation",
+                                                         "out_of_memory"], "all five kinds", p)
+    p = drk("report", "--json", fixture(*PROFILE))
+    check(p.returncode == 0 and "findings" not in json.loads(p.stdout)["processes"][0],
+          "--json: no findings key for a report without them", p)
+
+
+def check_findings_malformed():
+    base = json.load(open(fixture(*ALL_FINDINGS)))
+    with tempfile.TemporaryDirectory() as tmp:
+        def variant(edit):
+            d = json.loads(json.dumps(base))
+            edit(d)
+            path = os.path.join(tmp, "r.json")
+            with open(path, "w", encoding="utf-8") as f:
+                json.dump(d, f, indent=2)
+            return path
+
+        def fail(edit, *words):
+            p = drk("report", variant(edit))
+            check(p.returncode == 1 and all(w in p.stderr for w in words) and not p.stdout
+                  and "Traceback" not in p.stderr, f"findings refused with {words}", p)
+        def not_array(d):
+            d["findings"] = {"gpu_idle": 1}
+        fail(not_array, "findings: expected an array, found object")
+        def not_object(d):
+            d["findings"][1] = 3
+        fail(not_object, "findings[1]: expected an object, found number")
+        def no_evidence(d):
+            del d["findings"][0]["evidence"]
+        fail(no_evidence, "findings[0]: missing \"evidence\"")
+        def no_kernel(d):
+            del d["findings"][0]["kernel"]
+        fail(no_kernel, "findings[0]: missing \"kernel\"")
+        def value(d):
+            d["findings"][2]["value"] = "25%"
+        fail(value, "findings[2].value: expected a number, found string")
+        def first(d):
+            d["findings"][3]["first_round"] = -1
+        fail(first, "findings[3].first_round", "non-negative integer")
+        def kernel(d):
+            d["findings"][1]["kernel"] = "empty"
+        fail(kernel, "findings[1].kernel: expected an object or null, found string")
+        def grid(d):
+            d["findings"][2]["kernel"]["grid"] = [8, 1]
+        fail(grid, "findings[2].kernel.grid: expected 3 numbers, found 2")
+        def kernel_name(d):
+            del d["findings"][1]["kernel"]["name"]
+        fail(kernel_name, "findings[1].kernel: missing \"name\"")
+
+        # A kind this drk does not know (a newer drk's) is shown as it is; values may be any number.
+        def newer(d):
+            d["findings"][4].update(name="future_kind", value=-0.5, reference=1e-3)
+        p = drk("report", variant(newer))
+        check(p.returncode == 0 and re.search(r"^  future_kind\s+3 \(1 round\)\s+-\s+round 3:", p.stdout, re.M),
+              "an unknown finding name is printed", p)
+
+
+def scaled(d, factor, rounds=None):
+    """A copy of report `d` with every *_ns count times `factor`; `rounds`: a
+    factor per round index for the rounds' kernel_ns instead."""
+    def walk(x):
+        if isinstance(x, dict):
+            return {k: int(v * factor) if k.endswith("_ns") and isinstance(v, int) else walk(v)
+                    for k, v in x.items()}
+        return [walk(v) for v in x] if isinstance(x, list) else x
+    out = walk(d)
+    for r in out["rounds"]["list"] if rounds else []:
+        r["kernel_ns"] = int(r["kernel_ns"] / factor * rounds[r["index"]])
+    return out
+
+
+def compare_inputs(tmp):
+    """B: the profile fixture's times times 1.5; B2: its rounds' kernel time
+    times 1, 1.5, 2 and 3, and a kernel A lacks; off: times off."""
+    base = json.load(open(fixture(*PROFILE)))
+    paths = {}
+    def write(name, d):
+        paths[name] = os.path.join(tmp, name + ".json")
+        with open(paths[name], "w") as f:
+            json.dump(d, f, indent=1)
+    write("b", scaled(base, 1.5))
+    b2 = scaled(base, 1.5, rounds=[1.0, 1.5, 2.0, 3.0, 1.0])
+    b2["gpu_time"]["by_kernel"].append({"name": "newk", "grid": [1, 1, 1], "block": [1, 1, 1], "shared_bytes": 0,
+                                        "launches": 2, "total_ns": 1000, "min_ns": 500, "median_ns": 500,
+                                        "p95_ns": 500, "max_ns": 500})
+    write("b2", b2)
+    off = json.loads(json.dumps(base))
+    off["gpu_time"].update(enabled=False, off_reason="DRK_PROFILE=0", source=None, kernels=0, kernel_ns=0, copies=0,
+                           copy_ns=0, copy_bytes=0, by_kernel=[])
+    off["rounds"].update(closed=0, kept=0, marked=0, list=[])
+    write("off", off)
+    return paths
+
+
+def check_compare_text():
+    a = fixture("profile")
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = compare_inputs(tmp)
+        p = drk("report", "--compare", a, paths["b"])
+        o = p.stdout
+        check(p.returncode == 0 and not p.stderr, "drk report --compare A B", p)
+        check(o.startswith(
+            "== compare: B against A ==\n"
+            f"  A  {a} (1 process): GPU busy 444 {MICRO} of 4.01 ms (11.1%) over 5 rounds, kernel time 360 {MICRO}, "
+            "80 launches\n"
+            f"  B  {paths['b']} (1 process): GPU busy 666 {MICRO} of 6.01 ms (11.1%) over 5 rounds, kernel time 540 "
+            f"{MICRO}, 80 launches\n"
+            "  B/A: wall 1.500, busy 1.500, kernel time 1.500, launches 1.000\n\n"
+            "kernels by GPU time (all shapes), B against A:\n"), "both sides: busy share, totals, ratios", p)
+        check(row(o, "kernel", "A GPU time", "B GPU time", "B/A", "A launches", "B launches")
+              and row(o, "empty", "320 " + MICRO, "480 " + MICRO, "1.500", "80", "80")
+              and row(o, "hidden", "40.0 " + MICRO, "60.0 " + MICRO, "1.500", "4", "4")
+              and o.find("  empty ") < o.find("  hidden "), "kernels merged over shapes, most time first", p)
+        check("\nrounds both have (by index): 5; B against A:\n" in o
+              and row(o, "round", "A wall", "B wall", "B/A", "A busy", "B busy", "B/A", "A kernel time",
+                      "B kernel time", "B/A")
+              and row(o, "0", "1.00 ms", "1.50 ms", "1.500", "91.0 " + MICRO, "136 " + MICRO, "1.500",
+                      "70.0 " + MICRO, "105 " + MICRO, "1.500")
+              and row(o, "3", "1.00 ms", "1.50 ms", "1.500", "131 " + MICRO, "196 " + MICRO, "1.500",
+                      "110 " + MICRO, "165 " + MICRO, "1.500")
+              and row(o, "4", "5.00 " + MICRO, "7.50 " + MICRO, "1.500", "0 ns", "0 ns", "-", "0 ns", "0 ns", "-"),
+              "the rounds both have, with ratios; '-' where A has none", p)
+        check(o.endswith("\n  kernel time B/A per round: median 1.500, range 1.500..1.500 over 4 rounds (1 without "
+                         "kernel time in A left out): the noise of the rounds shown\n"), "the median ratio line", p)
+        p = drk("report", a, paths["b"], "--compare")
+        check(p.returncode == 0 and p.stdout == o, "--compare after the paths", p)
+
+        p = drk("report", "--compare", a, paths["b2"])
+        o = p.stdout
+        check(p.returncode == 0 and row(o, "newk", "-", "1.00 " + MICRO, "(B only)", "-", "2")
+              and "  kernel time B/A per round: median 1.750, range 1.000..3.000 over 4 rounds" in o,
+              "a kernel on one side only; the median of an even count, the range", p)
+        p = drk("report", "--compare", "--top", "2", a, paths["b2"])
+        o = p.stdout
+        check(p.returncode == 0 and "newk" not in o and f"  ... 1 more kernel: A 0 ns, B 1.00 {MICRO}\n" in o
+              and "rounds both have (by index): 5, the last 2 listed; B against A:" in o
+              and not re.search(r"^\s+[012]\s+\d", o, re.M)
+              and "  kernel time B/A per round: median 3.000, range 3.000..3.000 over 1 round (1 without" in o,
+              "--top: kernels, and the last rounds, the median of those shown", p)
+        p = drk("report", "--compare", fixture("findings"), a)
+        check(p.returncode == 0 and "  A  " + fixture("findings") + " (2 processes): " in p.stdout
+              and row(p.stdout, "empty", "640 " + MICRO, "320 " + MICRO, "0.500", "160", "80")
+              and "kernel time B/A per round: median 0.500, range 0.500..0.500 over 4 rounds" in p.stdout,
+              "a directory: kernels and each round summed over its processes", p)
+
+        # A side without times: launches, and said.
+        p = drk("report", "--compare", a, paths["off"])
+        o = p.stdout
+        check(p.returncode == 0 and f"  B  {paths['off']} (1 process): no GPU times (off: DRK_PROFILE=0), 80 "
+              "launches\n" in o and "  B has no GPU times: kernels compared by launches; B/A: launches 1.000\n" in o
+              and "\nkernels by launches, B against A:\n" in o and row(o, "kernel", "A launches", "B launches", "B/A")
+              and row(o, "empty", "80", "80", "1.000") and "hidden" not in o
+              and o.endswith("\nrounds: not compared, without GPU times on both sides\n"), "B without times", p)
+        p = drk("report", "--compare", fixture("single.json"), a)
+        o = p.stdout
+        check(p.returncode == 0 and "(1 process): no GPU times (no gpu_time: an older drk), 27000 launches" in o
+              and "  A has no GPU times: kernels compared by launches; B/A: launches 0.003\n" in o
+              and row(o, "ampere_sgemm_128x64_tn", "8000", "-", "(A only)") and row(o, "empty", "-", "80", "(B only)"),
+              "A from an older drk", p)
+
+
+def check_compare_json():
+    a = fixture("profile")
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = compare_inputs(tmp)
+        p = drk("report", "--compare", "--json", a, paths["b"])
+        check(p.returncode == 0 and not p.stderr, "drk report --compare --json", p)
+        d = json.loads(p.stdout)
+        check(d["schema"] == "drk-report-compare" and d["version"] == 1 and d["by"] == "gpu_time", "schema", p)
+        check(d["a"] == {"path": a, "processes": 1, "timed_processes": 1, "launches": 80, "rounds": 5,
+                         "wall_ns": 4006000, "busy_ns": 444000, "kernel_ns": 360000}
+              and d["b"]["kernel_ns"] == 540000 and d["b"]["busy_ns"] == 666000, f"the sides: {d['a']}", p)
+        check(d["distinct"] == 2 and d["kernels"] == [
+            {"name": "empty", "a": {"gpu_ns": 320000, "launches": 80}, "b": {"gpu_ns": 480000, "launches": 80},
+             "ratio": 1.5},
+            {"name": "hidden", "a": {"gpu_ns": 40000, "launches": 4}, "b": {"gpu_ns": 60000, "launches": 4},
+             "ratio": 1.5}], f"kernels: {d['kernels']}", p)
+        r = d["rounds"]
+        check(d["common_rounds"] == 5 and [x["index"] for x in r] == [0, 1, 2, 3, 4]
+              and r[0] == {"index": 0, "a": {"wall_ns": 1001000, "busy_ns": 91000, "kernel_ns": 70000},
+                           "b": {"wall_ns": 1501500, "busy_ns": 136500, "kernel_ns": 105000},
+                           "wall_ratio": 1.5, "busy_ratio": 1.5, "kernel_ratio": 1.5}
+              and r[4]["kernel_ratio"] is None and r[4]["busy_ratio"] is None, f"rounds: {r}", p)
+        check(d["kernel_ratio"] == {"rounds": 4, "median": 1.5, "min": 1.5, "max": 1.5}, "the median ratio", p)
+        p = drk("report", "--compare", "--json", "--top", "1", a, paths["b2"])
+        d = json.loads(p.stdout)
+        check(p.returncode == 0 and len(d["kernels"]) == 1 and d["distinct"] == 3 and len(d["rounds"]) == 1
+              and d["rounds"][0]["index"] == 4 and d["kernel_ratio"] is None, "--json --top 1", p)
+        p = drk("report", "--compare", "--json", a, paths["b2"])
+        d = json.loads(p.stdout)
+        check(d["kernel_ratio"] == {"rounds": 4, "median": 1.75, "min": 1, "max": 3}
+              and {"name": "newk", "a": None, "b": {"gpu_ns": 1000, "launches": 2}, "ratio": None} in d["kernels"],
+              "--json: a kernel on one side only", p)
+        p = drk("report", "--compare", "--json", a, paths["off"])
+        d = json.loads(p.stdout)
+        check(p.returncode == 0 and d["by"] == "launches" and d["kernels"] == [
+            {"name": "empty", "a": {"launches": 80}, "b": {"launches": 80}, "ratio": 1}]
+              and d["rounds"] == [] and d["kernel_ratio"] is None and d["b"]["timed_processes"] == 0,
+              "--json, a side without times: launches", p)
+
+
+def check_compare_errors():
+    a = fixture(*PROFILE)
+    for argv in (["--compare"], ["--compare", a], ["--compare", a, a, a], ["--compare", "--html", "x.html", a, a],
+                 ["--compare", "--top", "x", a, a]):
+        p = drk("report", *argv)
+        check(p.returncode == 2 and "usage: drk report" in p.stderr and "--compare" in p.stderr and not p.stdout,
+              f"drk report {argv}: usage error", p)
+    p = drk("report", "--compare", a)
+    check("--compare needs two paths" in p.stderr, "one path: says two are needed", p)
+    for b, words in ((fixture("no-such.json"), "No such file"), (fixture("dir", "notes.json"), "not a drk report"),
+                     (fixture("malformed.json"), "malformed.json:5:3: malformed JSON"),
+                     (fixture("future.json"), "version 2 is newer")):
+        for argv in ((a, b), (b, a)):
+            p = drk("report", "--compare", *argv)
+            check(p.returncode == 1 and words in p.stderr and not p.stdout, f"--compare {argv}: exit 1, {words}", p)
+    with tempfile.TemporaryDirectory() as tmp:
+        p = drk("report", "--compare", a, tmp)
+        check(p.returncode == 1 and "no drk reports" in p.stderr and not p.stdout, "--compare: an empty directory", p)
 
 
 # ---------------------------------------------------------------- drk inspect
