@@ -43,7 +43,8 @@ static drk_finding *note(drk_finding_kind kind, const drk_time_key *key, uint64_
     if (!key)
         key = &none;
     for (size_t i = 0; i < nlist; i++)
-        if (list[i].kind == kind && same_key(&list[i].key, key)) {
+        if (list[i].kind == kind && (kind == DRK_FINDING_NEW_SHAPE ? list[i].key.name && key->name &&
+                                     strcmp(list[i].key.name, key->name) == 0 : same_key(&list[i].key, key))) {
             if (list[i].last_round != round)
                 list[i].rounds++;
             list[i].last_round = round;
@@ -117,14 +118,19 @@ static void kernels(const drk_round *r, const drk_finding_shape *s, size_t n)
                          (unsigned long long)k->launches, 100.0 * (double)k->total_ns / (double)r->kernel_ns);
             }
         }
-        if (r->index > 0 && k->rounds_before == 0 && k->name_seen_before) {
+        /* One entry a kernel, however many shapes it adds (a trainer whose
+         * sequence length varies adds shapes every step): the latest said. */
+        double share = (double)k->total_ns / (double)r->kernel_ns;
+        if (r->index > 0 && k->rounds_before == 0 && k->name_seen_before && share >= DRK_NEW_SHAPE_SHARE) {
             drk_finding *f = note(DRK_FINDING_NEW_SHAPE, &k->key, r->index, &fresh);
-            if (f && fresh) {
-                f->value = (double)k->total_ns / (double)r->kernel_ns, f->reference = DRK_HOT_SHARE;
+            if (f) {
+                f->key = k->key; /* the latest shape */
+                f->value = fresh ? 1 : f->value + 1, f->reference = DRK_NEW_SHAPE_SHARE;
                 snprintf(f->evidence, sizeof f->evidence,
-                         "round %llu: %.60s first ran at %s, %llu launches, %.0f%% of the round's kernel time",
+                         "round %llu: %.60s first ran at %s, %llu launches, %.0f%% of the round's kernel time (%.0f "
+                         "new shape%s of it so far)",
                          (unsigned long long)r->index, k->key.name, shape, (unsigned long long)k->launches,
-                         100 * f->value);
+                         100 * share, f->value, f->value == 1 ? "" : "s");
             }
         }
     }

@@ -24,13 +24,16 @@
  * and slower by at least this much in absolute terms (microsecond kernels
  * jitter by more than 10% on an H200: +13% of 1.4 us seen on a steady PPO). */
 #define DRK_SLOWER_SHARE 0.05
+/* A new shape worth a finding: of a kernel that ran before, this share of
+ * the round's kernel time. Keyed by the kernel, not the shape. */
+#define DRK_NEW_SHAPE_SHARE 0.05
 #define DRK_SLOWER_MIN_NS 1000
 #define DRK_FRAG_RISE 0.10         /* fragmentation (1 - live/reserved) up by this much */
 
 typedef enum drk_finding_kind {
     DRK_FINDING_GPU_IDLE,      /* busy < 80%: the program keeps the GPU waiting (CPU-bound, sync, gaps) */
     DRK_FINDING_KERNEL_SLOWER, /* a kernel-shape's median >= 10% (and 1 us) above its best of the last 20 rounds */
-    DRK_FINDING_NEW_SHAPE,     /* a hot kernel launched at a shape it had not used before */
+    DRK_FINDING_NEW_SHAPE,     /* a hot kernel launched at a shape it had not used before (one entry a kernel) */
     DRK_FINDING_FRAGMENTATION, /* reserved memory grows away from live memory */
     DRK_FINDING_OUT_OF_MEMORY, /* the device pool answered out of memory (retries rising) */
     DRK_FINDING_KINDS
