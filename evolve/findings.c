@@ -17,13 +17,16 @@ static const char *const names[DRK_FINDING_KINDS] = {
     [DRK_FINDING_NEW_SHAPE] = "new_shape",
     [DRK_FINDING_FRAGMENTATION] = "fragmentation",
     [DRK_FINDING_OUT_OF_MEMORY] = "out_of_memory",
+    [DRK_FINDING_JIT_COMPILES] = "jit_compiles",
 };
+static uint64_t jit_loads, jit_kernels;
 
 void drk_findings_reset(void)
 {
     memset(list, 0, sizeof list);
     nlist = nfrag = 0;
     last_oom = dropped = 0;
+    jit_loads = jit_kernels = 0;
 }
 
 static int same_key(const drk_time_key *a, const drk_time_key *b)
@@ -178,6 +181,21 @@ void drk_findings_round(const drk_round *r, const drk_finding_shape *shapes, siz
     gpu_idle(r);
     kernels(r, shapes, n);
     memory(r);
+}
+
+void drk_findings_jit(uint64_t round, const char *how, unsigned kernels, uint64_t load_ns)
+{
+    int fresh;
+    drk_finding *f = note(DRK_FINDING_JIT_COMPILES, NULL, round, &fresh);
+    if (!f)
+        return;
+    jit_loads++, jit_kernels += kernels;
+    f->value = (fresh ? 0 : f->value) + (double)load_ns, f->reference = (double)jit_loads;
+    snprintf(f->evidence, sizeof f->evidence,
+             "round %llu: %.80s had %u kernels compiled from PTX by the driver (no SASS for this GPU) and took "
+             "%.1f ms; %llu such loads, %llu kernels, %.1f ms of loading so far",
+             (unsigned long long)round, how, kernels, (double)load_ns / 1e6, (unsigned long long)jit_loads,
+             (unsigned long long)jit_kernels, f->value / 1e6);
 }
 
 size_t drk_findings_get(const drk_finding **out, size_t max)

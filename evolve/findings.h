@@ -36,6 +36,7 @@ typedef enum drk_finding_kind {
     DRK_FINDING_NEW_SHAPE,     /* a hot kernel launched at a shape it had not used before (one entry a kernel) */
     DRK_FINDING_FRAGMENTATION, /* reserved memory grows away from live memory */
     DRK_FINDING_OUT_OF_MEMORY, /* the device pool answered out of memory (retries rising) */
+    DRK_FINDING_JIT_COMPILES,  /* loads the driver had to compile PTX for (no SASS for the device) */
     DRK_FINDING_KINDS
 } drk_finding_kind;
 
@@ -63,6 +64,11 @@ void drk_findings_reset(void);
 /* Round `r` closed with these kernel-shapes. Called under gputime's lock:
  * the names stay valid until gputime's reset. */
 void drk_findings_round(const drk_round *r, const drk_finding_shape *shapes, size_t n);
+
+/* A load in round `round` (`how`: the call and its number) had `kernels`
+ * kernels compiled from PTX by the driver and took `load_ns`. Under
+ * gputime's lock. */
+void drk_findings_jit(uint64_t round, const char *how, unsigned kernels, uint64_t load_ns);
 
 /* Findings so far, in the order they first appeared. */
 size_t drk_findings_get(const drk_finding **out, size_t max);

@@ -3,6 +3,7 @@
 #include "evolve/findings.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -130,6 +131,16 @@ static open_round open[OPEN_MAX]; /* oldest first; open[nopen - 1] has no end ye
 static unsigned nopen;
 static uint64_t opened;           /* rounds opened: the next one's index */
 static drk_time_hist *spare_hists; /* histograms of closed rounds, for reuse (linked by their first bucket) */
+
+/* Loads the driver JIT'd, waiting for the round they fall in to close. */
+#define JITS_MAX 64
+static struct jit {
+    uint64_t at_ns;
+    char how[96];
+    unsigned kernels;
+    uint64_t load_ns;
+} jits[JITS_MAX];
+static unsigned njits;
 
 static drk_round ring[DRK_ROUNDS_KEPT];
 static uint64_t closed; /* rounds closed; ring[closed % KEPT] is the next slot */
@@ -326,6 +337,7 @@ void drk_gputime_reset(uint64_t start_ns)
     memset(ring, 0, sizeof ring);
     memset(&merged, 0, sizeof merged);
     drk_findings_reset();
+    njits = 0;
     closed = opened = 0;
     nopen = 0;
     open_new(start_ns);
@@ -487,6 +499,14 @@ static void close_oldest(void)
     size_t nshapes = finding_shapes(o, shapes);
     top_rows(o);
     drk_findings_round(&o->r, shapes, nshapes);
+    unsigned keep = 0;
+    for (unsigned i = 0; i < njits; i++) {
+        if (jits[i].at_ns < o->r.end_ns)
+            drk_findings_jit(o->r.index, jits[i].how, jits[i].kernels, jits[i].load_ns);
+        else
+            jits[keep++] = jits[i];
+    }
+    njits = keep;
     drk_round *slot = &ring[closed % DRK_ROUNDS_KEPT];
     if (closed >= DRK_ROUNDS_KEPT) {
         merged.rounds++;
@@ -601,6 +621,17 @@ uint64_t drk_gputime_open_since(void)
     uint64_t s = nopen ? open[nopen - 1].r.start_ns : 0;
     pthread_mutex_unlock(&lock);
     return s;
+}
+
+void drk_gputime_jit(uint64_t at_ns, const char *how, unsigned kernels, uint64_t load_ns)
+{
+    pthread_mutex_lock(&lock);
+    if (nopen && njits < JITS_MAX) {
+        struct jit *j = &jits[njits++];
+        *j = (struct jit){at_ns, "", kernels, load_ns};
+        snprintf(j->how, sizeof j->how, "%s", how);
+    }
+    pthread_mutex_unlock(&lock);
 }
 
 size_t drk_gputime_findings(const drk_finding **out, size_t max)

@@ -138,6 +138,11 @@ size_t drk_gputime_rows(drk_time_row *out, size_t max);
 /* Closed rounds, oldest kept first, and the summary of older ones. */
 size_t drk_gputime_rounds(const drk_round **out, size_t max);
 drk_rounds_merged drk_gputime_merged(void);
+/* A load at `at_ns` (the records' clock) whose `kernels` kernels the driver
+ * compiled from PTX, taking `load_ns`: a finding of the round it falls in,
+ * judged when that round closes. */
+void drk_gputime_jit(uint64_t at_ns, const char *how, unsigned kernels, uint64_t load_ns);
+
 /* The findings so far (evolve/findings.h), in the order they appeared. */
 struct drk_finding;
 size_t drk_gputime_findings(const struct drk_finding **out, size_t max);

@@ -111,10 +111,19 @@ static loaded *find_owner(uintptr_t owner)
     return NULL;
 }
 
-void drk_images_loaded(uintptr_t owner, const char *how, const void *data, const char *path)
+/* Kernels of `img` a device of SM `sm` gets from PTX only: JIT'd by the driver. */
+static unsigned jit_kernels(const drk_image *img, unsigned sm)
+{
+    unsigned n = 0;
+    for (size_t i = 0; sm && i < img->nkernels; i++)
+        n += !drk_image_kernel_sass_for(&img->kernels[i], sm) && drk_image_kernel_ptx_for(&img->kernels[i], sm);
+    return n;
+}
+
+unsigned drk_images_loaded(uintptr_t owner, const char *how, const void *data, const char *path)
 {
     if (!owner || (!data && !path))
-        return;
+        return 0;
     drk_image_options opt = {drk_images_sm()};
     drk_image img = {0};
     char err[160] = "";
@@ -146,19 +155,20 @@ void drk_images_loaded(uintptr_t owner, const char *how, const void *data, const
         stats.failed++;
         pthread_mutex_unlock(&lock);
         drk_log(DRK_LOG_INFO, "%s: image not read (%s); its kernels are known from the driver's answers", how, err);
-        return;
+        return 0;
     }
+    unsigned jit = deferred ? 0 : jit_kernels(&img, opt.sm);
     if (count == cap && grow() != 0) {
         pthread_mutex_unlock(&lock);
         drk_image_free(&img);
-        return;
+        return jit;
     }
     loaded *l = &table[count];
     *l = (loaded){.owner = owner, .img = img, .deferred = deferred, .deferred_size = size};
     if (!deferred && !(l->facts = calloc(img.nkernels + 1, sizeof *l->facts))) {
         pthread_mutex_unlock(&lock);
         drk_image_free(&img);
-        return;
+        return jit;
     }
     count++;
     if (deferred) {
@@ -175,6 +185,7 @@ void drk_images_loaded(uintptr_t owner, const char *how, const void *data, const
         drk_log(DRK_LOG_DEBUG, "%s: %s image, %zu kernels, %u entries (%u read) in %.2f ms", how,
                 drk_image_format_name(img.format), img.nkernels, img.stats.entries, img.stats.entries_read,
                 dt / 1e6);
+    return jit;
 }
 
 /* Reads a deferred image now. Caller holds the lock. */

@@ -17,8 +17,10 @@ unsigned drk_images_sm(void);
 
 /* A successful load gave `owner`. `data` is the image the program passed
  * (its size unknown: bounded by its own headers, which the driver has just
- * accepted), or `path` a file it named. `how` names the call. */
-void drk_images_loaded(uintptr_t owner, const char *how, const void *data, const char *path);
+ * accepted), or `path` a file it named. `how` names the call. Returns the
+ * image's kernels the device has no SASS for but PTX, which the driver had
+ * to compile (JIT) in that load; 0 for an image left unread. */
+unsigned drk_images_loaded(uintptr_t owner, const char *how, const void *data, const char *path);
 void drk_images_unloaded(uintptr_t owner);
 
 /* The facts of kernel `name` in the image of `owner`; with owner 0 or an

@@ -8,12 +8,12 @@
 
 /* After a load that gave `*owner` (a CUmodule* or CUlibrary*) for the image
  * at `data` or the file `path`. */
-static inline __attribute__((always_inline)) CUresult loaded(drk_sym sym, CUresult r, const void *owner,
+static inline __attribute__((always_inline)) CUresult loaded(drk_sym sym, CUresult r, uint64_t t0, const void *owner,
                                                              const void *data, const char *path)
 {
     if (drk_observing()) {
         drk_count_call(sym);
-        drk_modules_loaded(r, (const void *const *)owner, drk_sym_name[sym], data, path);
+        drk_modules_loaded(r, (const void *const *)owner, drk_sym_name[sym], data, path, drk_modules_clock() - t0);
     }
     return r;
 }
@@ -21,20 +21,26 @@ static inline __attribute__((always_inline)) CUresult loaded(drk_sym sym, CUresu
 DRK_BODY drk_body_module_load(drk_sym sym, CUmodule *module, const char *fname)
 {
     DRK_REAL_OR_MISSING(module_load);
-    return loaded(sym, real(module, fname), module, NULL, fname);
+    uint64_t t0 = drk_modules_clock();
+    CUresult r = real(module, fname);
+    return loaded(sym, r, t0, module, NULL, fname);
 }
 
 DRK_BODY drk_body_module_load_data(drk_sym sym, CUmodule *module, const void *image)
 {
     DRK_REAL_OR_MISSING(module_load_data);
-    return loaded(sym, real(module, image), module, image, NULL);
+    uint64_t t0 = drk_modules_clock();
+    CUresult r = real(module, image);
+    return loaded(sym, r, t0, module, image, NULL);
 }
 
 DRK_BODY drk_body_module_load_data_ex(drk_sym sym, CUmodule *module, const void *image, unsigned int nopt,
                                       CUjit_option *opts, void **optvals)
 {
     DRK_REAL_OR_MISSING(module_load_data_ex);
-    return loaded(sym, real(module, image, nopt, opts, optvals), module, image, NULL);
+    uint64_t t0 = drk_modules_clock();
+    CUresult r = real(module, image, nopt, opts, optvals);
+    return loaded(sym, r, t0, module, image, NULL);
 }
 
 DRK_BODY drk_body_library_load_data(drk_sym sym, CUlibrary *library, const void *code, CUjit_option *jit_opts,
@@ -42,7 +48,9 @@ DRK_BODY drk_body_library_load_data(drk_sym sym, CUlibrary *library, const void 
                                     unsigned int nlib)
 {
     DRK_REAL_OR_MISSING(library_load_data);
-    return loaded(sym, real(library, code, jit_opts, jit_vals, njit, lib_opts, lib_vals, nlib), library, code, NULL);
+    uint64_t t0 = drk_modules_clock();
+    CUresult r = real(library, code, jit_opts, jit_vals, njit, lib_opts, lib_vals, nlib);
+    return loaded(sym, r, t0, library, code, NULL);
 }
 
 DRK_BODY drk_body_library_load_file(drk_sym sym, CUlibrary *library, const char *path, CUjit_option *jit_opts,
@@ -50,7 +58,9 @@ DRK_BODY drk_body_library_load_file(drk_sym sym, CUlibrary *library, const char 
                                     unsigned int nlib)
 {
     DRK_REAL_OR_MISSING(library_load_file);
-    return loaded(sym, real(library, path, jit_opts, jit_vals, njit, lib_opts, lib_vals, nlib), library, NULL, path);
+    uint64_t t0 = drk_modules_clock();
+    CUresult r = real(library, path, jit_opts, jit_vals, njit, lib_opts, lib_vals, nlib);
+    return loaded(sym, r, t0, library, NULL, path);
 }
 
 /* After the driver handed out `*handle` for kernel `name` of `owner`. */

@@ -2,8 +2,11 @@
 
 #include <cuda.h>
 #include <stdatomic.h>
+#include <time.h>
 
 #include "base/options.h"
+#include "evolve/cupti.h"
+#include "evolve/gputime.h"
 #include "evolve/loaded.h"
 #include "interpose/table.h"
 
@@ -38,12 +41,24 @@ static void learn_sm(void)
 
 int drk_modules_reserved_shared(void) { return atomic_load(&reserved_shared); }
 
-void drk_modules_loaded(int r, const void *const *owner, const char *how, const void *data, const char *path)
+uint64_t drk_modules_clock(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void drk_modules_loaded(int r, const void *const *owner, const char *how, const void *data, const char *path,
+                        uint64_t load_ns)
 {
     if (r != CUDA_SUCCESS || !owner || !*owner || !drk_opt_num(DRK_OPT_IMAGES))
         return;
     learn_sm();
-    drk_images_loaded((uintptr_t)*owner, how, data, path);
+    unsigned jit = drk_images_loaded((uintptr_t)*owner, how, data, path);
+    /* The driver compiled PTX in this load: time lost to its JIT. */
+    uint64_t at = jit ? drk_cupti_now() : 0;
+    if (at)
+        drk_gputime_jit(at, how, jit, load_ns);
 }
 
 void drk_modules_unloaded(int r, const void *owner)

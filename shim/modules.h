@@ -9,8 +9,13 @@
 #include "evolve/registry.h"
 
 /* A load returned owner `*owner` (a CUmodule* or CUlibrary*, read only when
- * r is CUDA_SUCCESS) for the image at `data` or the file `path`. */
-void drk_modules_loaded(int r, const void *const *owner, const char *how, const void *data, const char *path);
+ * r is CUDA_SUCCESS) for the image at `data` or the file `path`; the
+ * driver's call took `load_ns`. */
+void drk_modules_loaded(int r, const void *const *owner, const char *how, const void *data, const char *path,
+                        uint64_t load_ns);
+
+/* A monotonic clock in ns, for timing loads (not launches). */
+uint64_t drk_modules_clock(void);
 void drk_modules_unloaded(int r, const void *owner);
 
 /* The driver handed out `*handle` for kernel `name` of `owner`. */

@@ -98,8 +98,13 @@ def case_rounds(args, mode="rounds", by="cuProfilerStop"):
         check(all("reserved_bytes" in r["memory"] for r in lst), "memory figures per round", lst[0]["memory"])
     check("GPU times from" in p.stderr, "an info line says where the times come from", p.stderr)
     fs = {f["name"]: f for f in rep["findings"]}
-    check(set(fs) == {"gpu_idle", "kernel_slower"}, "findings: the GPU idles, a kernel got slower; nothing else",
-          list(fs))
+    check(set(fs) == {"gpu_idle", "kernel_slower", "jit_compiles"},
+          "findings: the GPU idles, a kernel got slower, the driver compiled PTX; nothing else", list(fs))
+    if "jit_compiles" in fs:
+        f = fs["jit_compiles"]
+        check(f["first_round"] == 1 and f["rounds"] == 1 and f["reference"] == 1 and
+              "had 1 kernels compiled from PTX" in f["evidence"] and "cuModuleLoadData" in f["evidence"],
+              "jit_compiles: the PTX load, in its round", f)
     if "kernel_slower" in fs:
         f = fs["kernel_slower"]
         check(f["first_round"] == 2 and f["kernel"]["name"] == "empty" and f["kernel"]["grid"] == [4, 1, 1] and
@@ -109,7 +114,7 @@ def case_rounds(args, mode="rounds", by="cuProfilerStop"):
         f = fs["gpu_idle"]
         check(f["first_round"] == 0 and f["rounds"] == 4 and "largest gaps" in f["evidence"] and
               "after memset before (round end)" in f["evidence"], "gpu_idle: every marked round, with its gaps", f)
-    check(p.stderr.count("finding ") == 2, "one info line a finding", p.stderr)
+    check(p.stderr.count("finding ") == 3, "one info line a finding", p.stderr)
 
 
 def case_failing(args):

@@ -6,7 +6,8 @@
  *
  *   profile_route rounds   four rounds; `empty` at two shapes, `hidden` (no
  *                          launch drk saw, as in a graph), a copy and a set;
- *                          from round 2 `empty`'s second shape takes twice as long
+ *                          from round 2 `empty`'s second shape takes twice as long;
+ *                          in round 1 a module of PTX only (the driver JITs it)
  *   profile_route failing  a CUPTI that fails every call: the program runs on
  *   profile_route profiler after a round, the program registers activity
  *                          buffers of its own, as PyTorch's profiler does: its
@@ -133,6 +134,13 @@ int main(int argc, char **argv)
             fakecupti_kernel("empty", 4, 1, 1, 64, 1, 1, 0, s + 3000, s + 3000 + (r >= 2 ? 8000 : 4000), 7);
         }
         fakecupti_kernel("hidden", 2, 1, 1, 128, 1, 1, 256, t0 + 300000, t0 + 310000, 9);
+        if (r == 1) {
+            static const char ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n\n"
+                                      ".visible .entry empty()\n{\n\tret;\n}\n";
+            CUmodule jit;
+            if (!check(cuModuleLoadData(&jit, ptx), "PTX load"))
+                return 1;
+        }
         fakecupti_memcpy(1 << 20, t0 + 400000, t0 + 420000, 7);
         fakecupti_memset(4096, t0 + 430000, t0 + 431000, 7);
         fakecupti_set_time(t0 + ROUND_NS);
