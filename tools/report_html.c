@@ -76,22 +76,6 @@ static void esc_fit(FILE *f, const char *s, size_t width)
 
 static uint64_t add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
 
-/* 1500 -> "1.50 µs", as the text report writes times. */
-static const char *human_ns(uint64_t ns, char *buf, size_t n)
-{
-    static const char *const units[] = {"\u00b5s", "ms", "s"};
-    if (ns < 1000) {
-        snprintf(buf, n, "%" PRIu64 " ns", ns);
-        return buf;
-    }
-    double v = (double)ns / 1000;
-    int u = 0;
-    while (v >= 999.5 && u < 2)
-        v /= 1000, u++;
-    snprintf(buf, n, v < 9.995 ? "%.2f %s" : v < 99.95 ? "%.1f %s" : "%.0f %s", v, units[u]);
-    return buf;
-}
-
 static const char *pct_text(uint64_t part, uint64_t whole, char *buf, size_t n)
 {
     if (whole)

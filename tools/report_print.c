@@ -189,22 +189,6 @@ static void print_host_pool(FILE *f, const rep_hpool *h, size_t nprocs, int afte
             h->chunks, h->chunks == 1 ? "" : "s", h->driver_fallbacks, h->driver_fallbacks == 1 ? "" : "s");
 }
 
-/* 1500 -> "1.50 \u00b5s": three significant digits, like human_bytes. */
-static const char *human_ns(uint64_t ns, char *buf, size_t n)
-{
-    static const char *const units[] = {"\u00b5s", "ms", "s"};
-    if (ns < 1000) {
-        snprintf(buf, n, "%" PRIu64 " ns", ns);
-        return buf;
-    }
-    double v = (double)ns / 1000;
-    int u = 0;
-    while (v >= 999.5 && u < 2)
-        v /= 1000, u++;
-    snprintf(buf, n, v < 9.995 ? "%.2f %s" : v < 99.95 ? "%.1f %s" : "%.0f %s", v, units[u]);
-    return buf;
-}
-
 /* "12.5" (no sign: the column says %), "-" when there is no whole. */
 static const char *share_text(uint64_t part, uint64_t whole, char *buf, size_t n)
 {

@@ -121,3 +121,18 @@ const char *human_bytes(uint64_t b, char *buf, size_t n)
     snprintf(buf, n, v < 10 ? "%.2f %s" : v < 100 ? "%.1f %s" : "%.0f %s", v, units[u]);
     return buf;
 }
+
+const char *human_ns(uint64_t ns, char *buf, size_t n)
+{
+    static const char *const units[] = {"\u00b5s", "ms", "s"};
+    if (ns < 1000) {
+        snprintf(buf, n, "%" PRIu64 " ns", ns);
+        return buf;
+    }
+    double v = (double)ns / 1000;
+    int u = 0;
+    while (v >= 999.5 && u < 2)
+        v /= 1000, u++;
+    snprintf(buf, n, v < 9.995 ? "%.2f %s" : v < 99.95 ? "%.1f %s" : "%.0f %s", v, units[u]);
+    return buf;
+}

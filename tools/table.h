@@ -34,4 +34,7 @@ const char *text_fit(const char *s, size_t width, char *buf, size_t buflen);
 /* 1536 -> "1.50 KiB": three significant digits, binary units; into buf. */
 const char *human_bytes(uint64_t b, char *buf, size_t n);
 
+/* 1500 -> "1.50 \u00b5s": three significant digits, ns to s; into buf. */
+const char *human_ns(uint64_t ns, char *buf, size_t n);
+
 #endif
