@@ -182,6 +182,10 @@ void report_release(rep_process *p);
  * time rows by kernel-shape (name, grid, block, shared bytes). With
  * n == 1 this puts one report in order. Returns -1 when out of memory. */
 int totals_merge(const rep_totals *const *parts, size_t n, rep_totals *out);
+
+/* All kernel time of `g`, for shares: kernel_ns (which counts untracked
+ * kernel-shapes too), else the rows' sum (a report that lacks it). */
+uint64_t gpu_kernel_total(const rep_gpu *g);
 void totals_release(rep_totals *t);
 
 /* One side of `drk report --compare A B`: the reports at a path (a file or

@@ -506,10 +506,7 @@ static void kernel_table(FILE *f, const rep_gpu *g, size_t top)
         return;
     }
     /* Shares of all kernel time, as the text report's. */
-    uint64_t all = g->kernel_ns;
-    if (!all)
-        for (size_t i = 0; i < g->nrows; i++)
-            all = add(all, g->rows[i].total_ns);
+    uint64_t all = gpu_kernel_total(g);
     size_t shown = top && top < g->nrows ? top : g->nrows;
     fprintf(f, "<table class=\"kernels\">\n<thead><tr><th>#</th><th>kernel</th><th>shape: grid / block / shared</th>"
                "<th>launches</th><th>GPU time</th><th>share</th><th>median</th><th>p95</th></tr></thead>\n<tbody>\n");

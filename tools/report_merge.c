@@ -548,3 +548,12 @@ void compare_release(rep_compare *c)
     free(c->rounds);
     memset(c, 0, sizeof *c);
 }
+
+uint64_t gpu_kernel_total(const rep_gpu *g)
+{
+    uint64_t all = g->kernel_ns;
+    if (!all)
+        for (size_t i = 0; i < g->nrows; i++)
+            all = add(all, g->rows[i].total_ns);
+    return all;
+}

@@ -221,10 +221,7 @@ static void print_gpu_rows(FILE *f, const rep_gpu *g, size_t top, size_t nprocs)
     }
     /* Shares of all kernel time, timed rows or not (kernel_ns counts
      * untracked kernel-shapes too). */
-    uint64_t all = g->kernel_ns;
-    if (!all)
-        for (size_t i = 0; i < g->nrows; i++)
-            all = add(all, g->rows[i].total_ns);
+    uint64_t all = gpu_kernel_total(g);
     size_t shown = top && top < g->nrows ? top : g->nrows;
     table tb;
     table_init(&tb, "rllrrrrrr");
