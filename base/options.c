@@ -46,9 +46,11 @@ const drk_option_desc drk_option_table[DRK_OPT_COUNT] = {
     [DRK_OPT_HOST_ALLOC] = {"DRK_HOST_ALLOC", DRK_OPTION_BOOL, "1",
                             "serve cuMemHostAlloc and cuMemAllocHost from drk's pinned host pool (0: the driver "
                             "pins every allocation)"},
-    [DRK_OPT_PROFILE] = {"DRK_PROFILE", DRK_OPTION_BOOL, "0",
-                         "time every kernel, copy and set on the GPU with CUPTI's activity records, per kernel, "
-                         "launch shape and round, for the report (off by default until its cost is measured)"},
+    [DRK_OPT_PROFILE] = {"DRK_PROFILE", DRK_OPTION_PROFILE, "0",
+                         "1: time every kernel, copy and set on the GPU with CUPTI's activity records, per kernel, "
+                         "launch shape and round, for the report; counters: also DRAM throughput, achieved "
+                         "occupancy and sectors per request of the hottest kernels, one sampled launch at a time "
+                         "(off by default: measured to cost 4-5% on small trainers)"},
     [DRK_OPT_CUPTI_LIBRARY] = {"DRK_CUPTI_LIBRARY", DRK_OPTION_PATH, "",
                                "the libcupti.so.13 to time with, tried after a copy the program already loaded "
                                "(empty: the CUDA toolkit's, then the nvidia-cuda-cupti wheel's, then the loader's)"},
@@ -58,6 +60,9 @@ const drk_option_desc drk_option_table[DRK_OPT_COUNT] = {
     [DRK_OPT_ROUND] = {"DRK_ROUND", DRK_OPTION_PATH, "round",
                        "with DRK_PROFILE, the NVTX range or mark whose end ends a round (an fnmatch pattern, e.g. "
                        "'step*'; NVTX reaches drk through NVTX_INJECTION64_PATH, which drk run sets)"},
+    [DRK_OPT_COUNTERS_BUDGET] = {"DRK_COUNTERS_BUDGET", DRK_OPTION_PERCENT, "5%",
+                                 "with DRK_PROFILE=counters, the share of wall time sampled launches may take "
+                                 "(each is replayed once per counter pass, tens of ms, inside the program's call)"},
 };
 
 static const char *const level_names[] = {
@@ -166,6 +171,18 @@ int drk_option_parse(drk_option_id id, const char *text, drk_option_value *out, 
     case DRK_OPTION_BOOL:
         if (parse_bool(text, &num) != 0) {
             snprintf(why, whylen, "not a boolean (1/0, true/false, yes/no, on/off)");
+            return -1;
+        }
+        snprintf(out->text, sizeof out->text, "%ld", num);
+        break;
+    case DRK_OPTION_PROFILE:
+        if (strcasecmp(text, "counters") == 0) {
+            num = DRK_PROFILE_COUNTERS;
+            snprintf(out->text, sizeof out->text, "counters");
+            break;
+        }
+        if (parse_bool(text, &num) != 0) {
+            snprintf(why, whylen, "not 0, 1 (or another boolean word) or counters");
             return -1;
         }
         snprintf(out->text, sizeof out->text, "%ld", num);

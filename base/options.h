@@ -24,6 +24,7 @@ typedef enum drk_option_id {
     DRK_OPT_CUPTI_LIBRARY,
     DRK_OPT_ROUND_SECONDS,
     DRK_OPT_ROUND,
+    DRK_OPT_COUNTERS_BUDGET,
     DRK_OPT_COUNT
 } drk_option_id;
 
@@ -34,7 +35,11 @@ typedef enum drk_option_type {
     DRK_OPTION_AMOUNT, /* bytes (suffix K, M, G, T: powers of 1024) or N% of a whole */
     DRK_OPTION_PERCENT, /* N or N%, 0 to 100 */
     DRK_OPTION_SECONDS, /* a duration: N, N.N, with an optional s, ms or min; kept in milliseconds */
+    DRK_OPTION_PROFILE, /* a boolean (0, 1: as BOOL), or counters (2) */
 } drk_option_type;
+
+/* DRK_PROFILE's values. */
+enum { DRK_PROFILE_OFF, DRK_PROFILE_TIMES, DRK_PROFILE_COUNTERS };
 
 typedef struct drk_option_desc {
     const char *name;   /* the environment variable */

@@ -13,6 +13,7 @@
 
 #include "base/dlsym.h"
 #include "base/log.h"
+#include "evolve/counters.h"
 #include "evolve/gputime.h"
 
 /* Buffers handed to CUPTI, allocated once at start, each on its own (a
@@ -45,6 +46,7 @@ static _Atomic(const char *) stopped_why;
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 static const char *aside; /* under start_lock: why drk must not start */
 static char path[4096];
+static void *library; /* the dlopen handle of the CUPTI in use */
 static atomic_ulong starved; /* buffers CUPTI asked for when none was free */
 
 static const char *result_text(CUptiResult r)
@@ -216,6 +218,7 @@ void drk_cupti_step_aside(const char *why)
         if (atomic_load(&running))
             drk_log(DRK_LOG_INFO, "GPU times stop: %s", why);
         drk_cupti_stop(why);
+        drk_counters_stop(why);
     }
     pthread_mutex_unlock(&start_lock);
 }
@@ -223,6 +226,7 @@ void drk_cupti_step_aside(const char *why)
 static int start_locked(const drk_cupti_settings *s, char *why, size_t whylen)
 {
     void *h = find_cupti(s);
+    library = h;
     if (!h) {
         snprintf(why, whylen, "CUPTI (libcupti.so.13) not found; set DRK_CUPTI_LIBRARY");
         return -1;
@@ -310,5 +314,6 @@ void drk_cupti_after_fork_child(void)
 }
 
 const char *drk_cupti_path(void) { return path[0] ? path : NULL; }
+void *drk_cupti_handle(void) { return library; }
 const char *drk_cupti_stopped(void) { return atomic_load(&stopped_why); }
 int drk_cupti_running(void) { return atomic_load(&running); }

@@ -48,6 +48,8 @@ void drk_cupti_after_fork_child(void);
 
 /* The library in use, or NULL; the reason timing stopped or never ran, or NULL. */
 const char *drk_cupti_path(void);
+/* The dlopen handle of the CUPTI timing uses (for evolve/counters.c), or NULL. */
+void *drk_cupti_handle(void);
 const char *drk_cupti_stopped(void);
 int drk_cupti_running(void);
 

@@ -1,14 +1,20 @@
 #include "evolve/evolve.h"
 
+#include "evolve/counters.h"
 #include "evolve/cupti.h"
 #include "evolve/loaded.h"
 #include "evolve/registry.h"
 
-void drk_evolve_configure(const drk_driver *drv) { drk_registry_configure(drv); }
+void drk_evolve_configure(const drk_driver *drv)
+{
+    drk_registry_configure(drv);
+    drk_counters_configure(drv);
+}
 
 void drk_evolve_after_fork_child(void)
 {
     drk_registry_reset_counts();
     drk_images_after_fork_child();
     drk_cupti_after_fork_child();
+    drk_counters_after_fork_child();
 }

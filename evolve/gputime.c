@@ -142,6 +142,13 @@ static struct jit {
 } jits[JITS_MAX];
 static unsigned njits;
 
+/* Windows whose kernel records are not timed (sampled for counters). */
+#define EXCLUDED 8
+static struct window {
+    uint64_t from, to;
+} excluded[EXCLUDED];
+static unsigned nexcluded;
+
 static drk_round ring[DRK_ROUNDS_KEPT];
 static uint64_t closed; /* rounds closed; ring[closed % KEPT] is the next slot */
 static drk_rounds_merged merged;
@@ -338,16 +345,41 @@ void drk_gputime_reset(uint64_t start_ns)
     memset(&merged, 0, sizeof merged);
     drk_findings_reset();
     njits = 0;
+    nexcluded = 0;
     closed = opened = 0;
     nopen = 0;
     open_new(start_ns);
     pthread_mutex_unlock(&lock);
 }
 
+void drk_gputime_exclude(uint64_t from_ns, uint64_t to_ns)
+{
+    pthread_mutex_lock(&lock);
+    struct window *w = nexcluded ? &excluded[(nexcluded - 1) % EXCLUDED] : NULL;
+    if (w && w->from == from_ns)
+        w->to = to_ns;
+    else
+        excluded[nexcluded++ % EXCLUDED] = (struct window){from_ns, to_ns};
+    pthread_mutex_unlock(&lock);
+}
+
+static int is_excluded(uint64_t start_ns)
+{
+    for (unsigned i = 0; i < nexcluded && i < EXCLUDED; i++)
+        if (start_ns >= excluded[i].from && start_ns <= excluded[i].to)
+            return 1;
+    return 0;
+}
+
 void drk_gputime_kernel(const drk_time_key *k, uint64_t start_ns, uint64_t end_ns)
 {
     uint64_t ns = end_ns > start_ns ? end_ns - start_ns : 0;
     pthread_mutex_lock(&lock);
+    if (__builtin_expect(nexcluded != 0, 0) && is_excluded(start_ns)) {
+        totals.excluded++;
+        pthread_mutex_unlock(&lock);
+        return;
+    }
     if (!nopen)
         open_new(start_ns);
     open_round *o = round_of(start_ns);

@@ -64,6 +64,12 @@ void drk_gputime_reset(uint64_t start_ns);
 void drk_gputime_kernel(const drk_time_key *k, uint64_t start_ns, uint64_t end_ns);
 enum { DRK_COPY_MEMCPY, DRK_COPY_MEMSET };
 void drk_gputime_copy(int kind, uint64_t bytes, uint64_t start_ns, uint64_t end_ns);
+/* Kernel records starting in [from_ns, to_ns] are not timed (counted as
+ * excluded): launches sampled for counters (evolve/counters.h), whose
+ * replays are not the program's time. A window from the same `from_ns`
+ * again updates its end (opened with UINT64_MAX, closed when known). The
+ * last 8 are kept. */
+void drk_gputime_exclude(uint64_t from_ns, uint64_t to_ns);
 /* Records the source lost (CUPTI's dropped records). */
 void drk_gputime_dropped(uint64_t n);
 
@@ -126,6 +132,7 @@ typedef struct drk_gputime_totals {
     uint64_t untracked;              /* kernel records past DRK_TIME_ENTRIES kernel-shapes */
     uint64_t dropped;
     uint64_t late;                   /* records that came after their round closed */
+    uint64_t excluded;               /* kernel records in excluded windows: not timed */
     size_t entries;                  /* kernel-shapes timed */
 } drk_gputime_totals;
 

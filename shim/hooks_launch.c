@@ -1,7 +1,10 @@
 /* Launch hooks: the launch goes to the driver untouched; a successful one is
- * recorded against its kernel and shape. */
+ * recorded against its kernel and shape. With DRK_PROFILE=counters, the one
+ * launch drk armed for a counter sample runs inside the range profiler
+ * (evolve/counters.h); every other launch compares one word. */
 #include "shim/hook.h"
 
+#include "evolve/counters.h"
 #include "evolve/registry.h"
 
 /* The six launch entry points are the first slots of the hook list, so a
@@ -30,6 +33,14 @@ DRK_BODY drk_body_launch_kernel(drk_sym sym, CUfunction f, unsigned int gx, unsi
                                 unsigned int shmem, CUstream stream, void **params, void **extra)
 {
     DRK_REAL_OR_MISSING(launch_kernel);
+    if (drk_counters_wanted((uintptr_t)f) &&
+        drk_counters_begin((uintptr_t)f, (const uint32_t[3]){gx, gy, gz}, (const uint32_t[3]){bx, by, bz}, shmem,
+                           stream)) {
+        CUresult r = real(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra);
+        drk_counters_end(r);
+        launched(sym, r, f, gx, gy, gz, bx, by, bz, shmem);
+        return r;
+    }
     CUresult r = real(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra);
     if (drk_observing())
         launched(sym, r, f, gx, gy, gz, bx, by, bz, shmem);
@@ -52,6 +63,18 @@ DRK_BODY drk_body_launch_kernel_ex(drk_sym sym, const CUlaunchConfig *config, CU
                                    void **params, void **extra)
 {
     DRK_REAL_OR_MISSING(launch_kernel_ex);
+    /* Only plain launches are sampled: attributes (cooperative, clusters)
+     * may not replay as they ran. */
+    if (drk_counters_wanted((uintptr_t)f) && config && config->numAttrs == 0 &&
+        drk_counters_begin((uintptr_t)f, (const uint32_t[3]){config->gridDimX, config->gridDimY, config->gridDimZ},
+                           (const uint32_t[3]){config->blockDimX, config->blockDimY, config->blockDimZ},
+                           config->sharedMemBytes, config->hStream)) {
+        CUresult r = real(config, f, params, extra);
+        drk_counters_end(r);
+        launched(sym, r, f, config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX,
+                 config->blockDimY, config->blockDimZ, config->sharedMemBytes);
+        return r;
+    }
     CUresult r = real(config, f, params, extra);
     if (drk_observing()) {
         if (config)

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "base/options.h"
+#include "evolve/counters.h"
 #include "evolve/cupti.h"
 #include "evolve/findings.h"
 #include "evolve/gputime.h"
@@ -58,6 +59,40 @@ uint64_t drk_report_kernel_gpu_ns(const char *name, uint64_t *launches)
     return ns;
 }
 
+static void write_counters(drk_json *j)
+{
+    drk_counters_state s = drk_counters_state_get();
+    int asked = drk_opt_num(DRK_OPT_PROFILE) == DRK_PROFILE_COUNTERS;
+    const char *off = !asked ? "DRK_PROFILE is not counters" : drk_worker_timing_off() ? drk_worker_timing_off() : s.off;
+    drk_json_open(j, "counters", '{');
+    drk_json_bool(j, "enabled", asked && !off);
+    drk_json_str(j, "off_reason", off);
+    drk_json_u64(j, "samples", s.samples);
+    drk_json_u64(j, "discarded", s.discarded);
+    drk_json_u64(j, "cost_ns", s.cost_ns);
+    drk_json_u64(j, "passes", s.passes);
+    drk_json_f64(j, "budget", s.budget);
+    static drk_counters_row rows[DRK_COUNTERS_KEYS];
+    size_t n = drk_counters_rows(rows, DRK_COUNTERS_KEYS);
+    drk_json_open(j, "by_kernel", '[');
+    for (size_t i = 0; i < n; i++) {
+        drk_json_open(j, NULL, '{');
+        drk_json_str(j, "name", rows[i].key.name);
+        u64_triple(j, "grid", rows[i].key.grid);
+        u64_triple(j, "block", rows[i].key.block);
+        drk_json_u64(j, "shared_bytes", rows[i].key.shared_bytes);
+        drk_json_f64(j, "dram_pct", rows[i].v.dram_pct);
+        drk_json_f64(j, "occupancy_pct", rows[i].v.occupancy_pct);
+        drk_json_f64(j, "ld_sectors_per_request", rows[i].v.ld_sectors_per_request);
+        drk_json_f64(j, "st_sectors_per_request", rows[i].v.st_sectors_per_request);
+        drk_json_u64(j, "samples", rows[i].samples);
+        drk_json_u64(j, "round", rows[i].round);
+        drk_json_close(j, '}');
+    }
+    drk_json_close(j, ']');
+    drk_json_close(j, '}');
+}
+
 void drk_report_gpu_time(drk_json *j)
 {
     const char *off = drk_opt_num(DRK_OPT_PROFILE) ? drk_worker_timing_off() : "DRK_PROFILE=0";
@@ -76,6 +111,7 @@ void drk_report_gpu_time(drk_json *j)
     drk_json_u64(j, "dropped", t.dropped);
     drk_json_u64(j, "untracked", t.untracked);
     drk_json_u64(j, "late", t.late);
+    drk_json_u64(j, "excluded", t.excluded);
     size_t n;
     drk_time_row *rows = all_rows(&n);
     drk_json_open(j, "by_kernel", '[');
@@ -83,6 +119,7 @@ void drk_report_gpu_time(drk_json *j)
         write_row(j, &rows[i], 1);
     drk_json_close(j, ']');
     free(rows);
+    write_counters(j);
     drk_json_close(j, '}');
 }
 

@@ -114,7 +114,9 @@ drk_mode drk_mode_start(void)
             drk_cupti_step_aside("a CUPTI tool is injected (CUDA_INJECTION64_PATH is set: nsys, ncu, "
                                  "compute-sanitizer or another)");
         drk_worker_settings ws = {.cupti_library = drk_opt_str(DRK_OPT_CUPTI_LIBRARY),
-                                  .round_ms = drk_opt_num(DRK_OPT_ROUND_SECONDS)};
+                                  .round_ms = drk_opt_num(DRK_OPT_ROUND_SECONDS),
+                                  .counters = drk_opt_num(DRK_OPT_PROFILE) == DRK_PROFILE_COUNTERS,
+                                  .counters_budget = (double)drk_opt_num(DRK_OPT_COUNTERS_BUDGET) / 10000.0};
         drk_worker_start(&ws);
     }
     const char *report = drk_opt_str(DRK_OPT_REPORT);

@@ -16,6 +16,7 @@
 #include "alloc/device.h"
 #include "base/log.h"
 #include "base/options.h"
+#include "evolve/counters.h"
 #include "evolve/cupti.h"
 #include "evolve/findings.h"
 #include "evolve/gputime.h"
@@ -90,7 +91,12 @@ static void tick(void)
         now - drk_gputime_open_since() >= (uint64_t)cfg.round_ms * 1000000u)
         mark_round(now, "period");
     drk_cupti_flush(0);
-    drk_gputime_close(now - (uint64_t)TICK_MS * 1000000u);
+    if (drk_gputime_close(now - (uint64_t)TICK_MS * 1000000u) && cfg.counters) {
+        static const drk_round *kept[DRK_ROUNDS_KEPT];
+        size_t n = drk_gputime_rounds(kept, DRK_ROUNDS_KEPT);
+        if (n)
+            drk_counters_round(kept[n - 1]);
+    }
 }
 
 static void last_records(void);
@@ -132,6 +138,8 @@ static void *run(void *arg)
     atomic_store(&off, (const char *)NULL);
     atomic_store(&cupti_settled, 1);
     nvtx_note();
+    if (cfg.counters && drk_counters_start(cfg.counters_budget, why, sizeof why) != 0)
+        drk_log(DRK_LOG_INFO, "no counters: %s", why);
     if (atexit(last_records) != 0)
         drk_log(DRK_LOG_INFO, "GPU times: cannot register an exit handler; the last records may be missing");
     pthread_mutex_lock(&lock);
@@ -218,6 +226,7 @@ static void last_records(void)
     /* Marks made while times were taken end their rounds; the open one ends
      * now, unless timing stepped aside for another CUPTI client earlier. */
     take_marks();
+    drk_counters_stop(NULL);
     if (drk_cupti_running()) {
         mark_round(drk_cupti_now(), "exit");
         drk_cupti_stop("the process exited");

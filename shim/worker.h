@@ -1,8 +1,10 @@
 /* drk's own thread, for the work no program call may wait for: it starts
  * GPU timing (evolve/cupti.h), ends rounds (evolve/gputime.h) at the marks
  * the program makes and by the period when it makes none, and hands each
- * round the memory figures of that moment. It runs only with DRK_PROFILE=1
- * while observing; it ends at exit, after the last round. */
+ * round the memory figures of that moment; with DRK_PROFILE=counters it
+ * arms each closed round's next counter sample (evolve/counters.h). It runs
+ * only with DRK_PROFILE on while observing; it ends at exit, after the last
+ * round. */
 #ifndef DRK_SHIM_WORKER_H
 #define DRK_SHIM_WORKER_H
 
@@ -11,6 +13,8 @@
 typedef struct drk_worker_settings {
     const char *cupti_library; /* DRK_CUPTI_LIBRARY */
     long round_ms;             /* DRK_ROUND_SECONDS, in ms; 0: rounds only at marks */
+    int counters;              /* DRK_PROFILE=counters */
+    double counters_budget;    /* DRK_COUNTERS_BUDGET, 0..1 */
 } drk_worker_settings;
 
 /* Starts the thread (once). */

@@ -9,6 +9,9 @@
 #include <cupti.h>
 
 #include "tests/fakecupti/fakecupti.h"
+#include "evolve/cupti_host.h"
+#include <cupti_range_profiler.h>
+#include <cupti_target.h>
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -26,7 +29,18 @@
     X(cuptiActivityDisable) X(cuptiActivityFlushAll)                           \
     X(cuptiActivityGetNextRecord) X(cuptiActivityGetNumDroppedRecords)         \
     X(cuptiGetTimestamp) X(cuptiGetResultString) X(cuptiFinalize)              \
-    X(cuptiGetVersion) X(cuptiSubscribe) X(cuptiUnsubscribe)
+    X(cuptiGetVersion) X(cuptiSubscribe) X(cuptiUnsubscribe)                   \
+    X(cuptiProfilerInitialize) X(cuptiDeviceGetChipName)                       \
+    X(cuptiProfilerGetCounterAvailability) X(cuptiProfilerHostInitialize)      \
+    X(cuptiProfilerHostDeinitialize) X(cuptiProfilerHostConfigAddMetrics)      \
+    X(cuptiProfilerHostGetConfigImageSize) X(cuptiProfilerHostGetConfigImage)  \
+    X(cuptiProfilerHostGetNumOfPasses) X(cuptiProfilerHostEvaluateToGpuValues) \
+    X(cuptiRangeProfilerEnable) X(cuptiRangeProfilerDisable)                   \
+    X(cuptiRangeProfilerGetCounterDataSize)                                    \
+    X(cuptiRangeProfilerCounterDataImageInitialize)                            \
+    X(cuptiRangeProfilerSetConfig) X(cuptiRangeProfilerStart)                  \
+    X(cuptiRangeProfilerStop) X(cuptiRangeProfilerDecodeData)                  \
+    X(cuptiRangeProfilerGetCounterDataInfo)
 
 enum {
 #define FP_ID_(name) FP_##name,
@@ -43,11 +57,14 @@ static const char *const fp_names[FP_COUNT] = {
 
 static _Atomic unsigned long long fp_calls[FP_COUNT];
 static atomic_int fp_fail; /* a CUptiResult; CUPTI_SUCCESS: no failure */
+static atomic_int fp_fail_one[FP_COUNT]; /* the same, for one entry point */
 
 #define ENTER(name)                                                            \
     do {                                                                       \
         atomic_fetch_add_explicit(&fp_calls[FP_##name], 1, memory_order_relaxed); \
         CUptiResult f_ = (CUptiResult)atomic_load_explicit(&fp_fail, memory_order_relaxed); \
+        if (f_ == CUPTI_SUCCESS)                                               \
+            f_ = (CUptiResult)atomic_load_explicit(&fp_fail_one[FP_##name], memory_order_relaxed); \
         if (f_ != CUPTI_SUCCESS)                                               \
             return f_;                                                         \
     } while (0)
@@ -596,6 +613,13 @@ void fakecupti_fail_all(CUptiResult r)
     atomic_store(&fp_fail, (int)r);
 }
 
+void fakecupti_fail_one(const char *entry, CUptiResult r)
+{
+    for (int i = 0; entry && i < FP_COUNT; i++)
+        if (strcmp(fp_names[i], entry) == 0)
+            atomic_store(&fp_fail_one[i], (int)r);
+}
+
 unsigned long long fakecupti_calls(const char *entry)
 {
     if (!entry)
@@ -638,4 +662,355 @@ int fakecupti_enabled(CUpti_ActivityKind kind)
     int on = g_enabled[kind];
     UNLOCK();
     return on;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Range profiler and profiler host                                         */
+/* ------------------------------------------------------------------------ */
+
+/* The metrics the fake knows, and the value each evaluates to. */
+static const char *const p_metric_names[] = {
+    "dram__throughput.avg.pct_of_peak_sustained_elapsed", "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",     "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
+    "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum",     "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum",
+    "gpu__time_duration.sum",
+};
+#define P_METRICS (sizeof p_metric_names / sizeof *p_metric_names)
+#define P_AVAIL_BYTES 64
+#define P_MAGIC_CONFIG 0x46434647u /* "GFCF" */
+#define P_MAGIC_DATA 0x46444154u   /* "TADF" */
+
+static double p_values[P_METRICS] = {42.5, 61.25, 400, 100, 128, 32, 5000};
+static size_t p_ranges = 1;
+
+struct drk_cupti_host_object {
+    int metric[P_METRICS];
+    size_t nmetrics;
+};
+struct CUpti_RangeProfiler_Object {
+    CUcontext ctx;
+    int configured, started, stopped;
+    uint8_t *data;
+    size_t data_size;
+};
+static struct drk_cupti_host_object p_host;
+static int p_host_live, p_initialized;
+static struct CUpti_RangeProfiler_Object p_profiler;
+static int p_profiler_live;
+static unsigned long long p_windows; /* Start..Stop windows */
+
+/* The data image: magic, ranges, metrics, then each range's values. */
+struct p_data {
+    uint32_t magic, ranges, nmetrics, pad;
+    int metric[P_METRICS];
+    double v[];
+};
+
+static int p_metric_of(const char *name)
+{
+    for (size_t i = 0; name && i < P_METRICS; i++)
+        if (strcmp(name, p_metric_names[i]) == 0)
+            return (int)i;
+    return -1;
+}
+
+CUptiResult CUPTIAPI cuptiProfilerInitialize(CUpti_Profiler_Initialize_Params *p)
+{
+    ENTER(cuptiProfilerInitialize);
+    if (!p || p->structSize < CUpti_Profiler_Initialize_Params_STRUCT_SIZE)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    LOCK();
+    p_initialized = 1;
+    UNLOCK();
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiDeviceGetChipName(CUpti_Device_GetChipName_Params *p)
+{
+    ENTER(cuptiDeviceGetChipName);
+    if (!p || p->structSize < CUpti_Device_GetChipName_Params_STRUCT_SIZE || p->deviceIndex != 0)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    p->pChipName = FAKECUPTI_CHIP;
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiProfilerGetCounterAvailability(CUpti_Profiler_GetCounterAvailability_Params *p)
+{
+    ENTER(cuptiProfilerGetCounterAvailability);
+    if (!p || p->structSize < CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    if (!p->pCounterAvailabilityImage) {
+        p->counterAvailabilityImageSize = P_AVAIL_BYTES;
+        return CUPTI_SUCCESS;
+    }
+    if (p->counterAvailabilityImageSize < P_AVAIL_BYTES)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    memset(p->pCounterAvailabilityImage, 0xa5, P_AVAIL_BYTES);
+    p->counterAvailabilityImageSize = P_AVAIL_BYTES;
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiProfilerHostInitialize(drk_cupti_host_init *p)
+{
+    ENTER(cuptiProfilerHostInitialize);
+    if (!p || p->structSize < DRK_CUPTI_SIZE(drk_cupti_host_init, pHostObject) ||
+        p->profilerType != DRK_CUPTI_RANGE_PROFILER || !p->pChipName || strcmp(p->pChipName, FAKECUPTI_CHIP) != 0 ||
+        !p->pCounterAvailabilityImage || p->pCounterAvailabilityImage[P_AVAIL_BYTES - 1] != 0xa5)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    LOCK();
+    int busy = p_host_live;
+    if (!busy) {
+        memset(&p_host, 0, sizeof p_host);
+        p_host_live = 1;
+        p->pHostObject = &p_host;
+    }
+    UNLOCK();
+    return busy ? CUPTI_ERROR_INVALID_OPERATION : CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiProfilerHostDeinitialize(drk_cupti_host_deinit *p)
+{
+    ENTER(cuptiProfilerHostDeinitialize);
+    if (!p || p->pHostObject != &p_host)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    LOCK();
+    p_host_live = 0;
+    UNLOCK();
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiProfilerHostConfigAddMetrics(drk_cupti_host_add_metrics *p)
+{
+    ENTER(cuptiProfilerHostConfigAddMetrics);
+    if (!p || p->pHostObject != &p_host || !p->ppMetricNames || !p->numMetrics ||
+        p_host.nmetrics + p->numMetrics > P_METRICS)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    for (size_t i = 0; i < p->numMetrics; i++)
+        if (p_metric_of(p->ppMetricNames[i]) < 0)
+            return CUPTI_ERROR_INVALID_METRIC_NAME;
+    LOCK();
+    for (size_t i = 0; i < p->numMetrics; i++)
+        p_host.metric[p_host.nmetrics++] = p_metric_of(p->ppMetricNames[i]);
+    UNLOCK();
+    return CUPTI_SUCCESS;
+}
+
+static size_t p_config_bytes(void) { return 8 + p_host.nmetrics * sizeof(int); }
+
+CUptiResult CUPTIAPI cuptiProfilerHostGetConfigImageSize(drk_cupti_host_config_size *p)
+{
+    ENTER(cuptiProfilerHostGetConfigImageSize);
+    if (!p || p->pHostObject != &p_host || !p_host.nmetrics)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    p->configImageSize = p_config_bytes();
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiProfilerHostGetConfigImage(drk_cupti_host_config *p)
+{
+    ENTER(cuptiProfilerHostGetConfigImage);
+    if (!p || p->pHostObject != &p_host || !p->pConfigImage || p->configImageSize < p_config_bytes())
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    uint32_t head[2] = {P_MAGIC_CONFIG, (uint32_t)p_host.nmetrics};
+    memcpy(p->pConfigImage, head, 8);
+    memcpy(p->pConfigImage + 8, p_host.metric, p_host.nmetrics * sizeof(int));
+    return CUPTI_SUCCESS;
+}
+
+static int p_config_ok(const uint8_t *img, size_t n)
+{
+    uint32_t head[2];
+    if (!img || n < 8)
+        return 0;
+    memcpy(head, img, 8);
+    return head[0] == P_MAGIC_CONFIG && head[1] >= 1 && head[1] <= P_METRICS && n >= 8 + head[1] * sizeof(int);
+}
+
+CUptiResult CUPTIAPI cuptiProfilerHostGetNumOfPasses(drk_cupti_host_passes *p)
+{
+    ENTER(cuptiProfilerHostGetNumOfPasses);
+    if (!p || !p_config_ok(p->pConfigImage, p->configImageSize))
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    uint32_t n;
+    memcpy(&n, p->pConfigImage + 4, 4);
+    p->numOfPasses = n; /* one a metric, as the H200 gave 8 for 8 */
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiRangeProfilerEnable(CUpti_RangeProfiler_Enable_Params *p)
+{
+    ENTER(cuptiRangeProfilerEnable);
+    if (!p || p->structSize < CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE || !p->ctx)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    LOCK();
+    int busy = p_profiler_live || !p_initialized;
+    if (!busy) {
+        memset(&p_profiler, 0, sizeof p_profiler);
+        p_profiler.ctx = p->ctx;
+        p_profiler_live = 1;
+        p->pRangeProfilerObject = &p_profiler;
+    }
+    UNLOCK();
+    return busy ? CUPTI_ERROR_INVALID_OPERATION : CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiRangeProfilerDisable(CUpti_RangeProfiler_Disable_Params *p)
+{
+    ENTER(cuptiRangeProfilerDisable);
+    if (!p || p->pRangeProfilerObject != &p_profiler || !p_profiler_live)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    LOCK();
+    p_profiler_live = 0;
+    UNLOCK();
+    return CUPTI_SUCCESS;
+}
+
+static size_t p_data_bytes(size_t ranges, size_t nmetrics)
+{
+    return sizeof(struct p_data) + ranges * nmetrics * sizeof(double);
+}
+
+CUptiResult CUPTIAPI cuptiRangeProfilerGetCounterDataSize(CUpti_RangeProfiler_GetCounterDataSize_Params *p)
+{
+    ENTER(cuptiRangeProfilerGetCounterDataSize);
+    if (!p || p->pRangeProfilerObject != &p_profiler || !p->pMetricNames || !p->numMetrics ||
+        p->numMetrics > P_METRICS || !p->maxNumOfRanges || p->maxNumRangeTreeNodes < p->maxNumOfRanges)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    p->counterDataSize = p_data_bytes(p->maxNumOfRanges, p->numMetrics);
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiRangeProfilerCounterDataImageInitialize(
+    CUpti_RangeProfiler_CounterDataImage_Initialize_Params *p)
+{
+    ENTER(cuptiRangeProfilerCounterDataImageInitialize);
+    if (!p || p->pRangeProfilerObject != &p_profiler || !p->pCounterData || p->counterDataSize < sizeof(struct p_data))
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    struct p_data head = {P_MAGIC_DATA, 0, 0, 0, {0}};
+    memcpy(p->pCounterData, &head, sizeof head);
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiRangeProfilerSetConfig(CUpti_RangeProfiler_SetConfig_Params *p)
+{
+    ENTER(cuptiRangeProfilerSetConfig);
+    if (!p || p->pRangeProfilerObject != &p_profiler || !p_config_ok(p->pConfig, p->configSize) ||
+        !p->pCounterDataImage || p->counterDataImageSize < sizeof(struct p_data) ||
+        ((struct p_data *)p->pCounterDataImage)->magic != P_MAGIC_DATA || p->range != CUPTI_AutoRange ||
+        p->numNestingLevels != 1 || p_profiler.started)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    LOCK();
+    p_profiler.configured = 1;
+    p_profiler.stopped = 0;
+    p_profiler.data = p->pCounterDataImage;
+    p_profiler.data_size = p->counterDataImageSize;
+    UNLOCK();
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiRangeProfilerStart(CUpti_RangeProfiler_Start_Params *p)
+{
+    ENTER(cuptiRangeProfilerStart);
+    if (!p || p->pRangeProfilerObject != &p_profiler || !p_profiler.configured || p_profiler.started)
+        return CUPTI_ERROR_INVALID_OPERATION;
+    LOCK();
+    p_profiler.started = 1;
+    p_windows++;
+    UNLOCK();
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiRangeProfilerStop(CUpti_RangeProfiler_Stop_Params *p)
+{
+    ENTER(cuptiRangeProfilerStop);
+    if (!p || p->pRangeProfilerObject != &p_profiler || !p_profiler.started)
+        return CUPTI_ERROR_INVALID_OPERATION;
+    LOCK();
+    p_profiler.started = 0;
+    p_profiler.stopped = 1;
+    UNLOCK();
+    p->isAllPassSubmitted = 1;
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiRangeProfilerDecodeData(CUpti_RangeProfiler_DecodeData_Params *p)
+{
+    ENTER(cuptiRangeProfilerDecodeData);
+    if (!p || p->pRangeProfilerObject != &p_profiler || !p_profiler.stopped)
+        return CUPTI_ERROR_INVALID_OPERATION;
+    LOCK();
+    struct p_data *d = (struct p_data *)p_profiler.data;
+    size_t ranges = p_ranges, fits = p_profiler.data_size >= p_data_bytes(ranges, p_host.nmetrics);
+    if (fits) {
+        d->ranges = (uint32_t)ranges;
+        d->nmetrics = (uint32_t)p_host.nmetrics;
+        memcpy(d->metric, p_host.metric, sizeof d->metric);
+        for (size_t r = 0; r < ranges; r++)
+            for (size_t m = 0; m < p_host.nmetrics; m++)
+                d->v[r * p_host.nmetrics + m] = p_values[p_host.metric[m]];
+    }
+    p_profiler.stopped = 0;
+    UNLOCK();
+    p->numOfRangeDropped = fits ? 0 : ranges;
+    return CUPTI_SUCCESS;
+}
+
+static const struct p_data *p_data_ok(const uint8_t *img, size_t n)
+{
+    const struct p_data *d = (const struct p_data *)img;
+    if (!img || n < sizeof *d || d->magic != P_MAGIC_DATA || n < p_data_bytes(d->ranges, d->nmetrics))
+        return NULL;
+    return d;
+}
+
+CUptiResult CUPTIAPI cuptiRangeProfilerGetCounterDataInfo(CUpti_RangeProfiler_GetCounterDataInfo_Params *p)
+{
+    ENTER(cuptiRangeProfilerGetCounterDataInfo);
+    const struct p_data *d = p ? p_data_ok(p->pCounterDataImage, p->counterDataImageSize) : NULL;
+    if (!d)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    p->numTotalRanges = d->ranges;
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiProfilerHostEvaluateToGpuValues(drk_cupti_host_evaluate *p)
+{
+    ENTER(cuptiProfilerHostEvaluateToGpuValues);
+    const struct p_data *d = p ? p_data_ok(p->pCounterDataImage, p->counterDataImageSize) : NULL;
+    if (!d || p->pHostObject != &p_host || p->rangeIndex >= d->ranges || !p->ppMetricNames || !p->pMetricValues)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    for (size_t i = 0; i < p->numMetrics; i++) {
+        int m = p_metric_of(p->ppMetricNames[i]), col = -1;
+        for (uint32_t k = 0; k < d->nmetrics; k++)
+            if (d->metric[k] == m)
+                col = (int)k;
+        if (col < 0)
+            return CUPTI_ERROR_INVALID_METRIC_NAME;
+        p->pMetricValues[i] = d->v[p->rangeIndex * d->nmetrics + (size_t)col];
+    }
+    return CUPTI_SUCCESS;
+}
+
+void fakecupti_set_metric(const char *name, double value)
+{
+    int m = p_metric_of(name);
+    LOCK();
+    if (m >= 0)
+        p_values[m] = value;
+    UNLOCK();
+}
+
+void fakecupti_set_ranges(size_t n)
+{
+    LOCK();
+    p_ranges = n;
+    UNLOCK();
+}
+
+unsigned long long fakecupti_profiler_windows(void)
+{
+    LOCK();
+    unsigned long long n = p_windows;
+    UNLOCK();
+    return n;
 }

@@ -14,8 +14,8 @@
  *    cuptiActivityDisable, cuptiActivityFlushAll, cuptiActivityGetNextRecord,
  *    cuptiActivityGetNumDroppedRecords, cuptiGetTimestamp,
  *    cuptiGetResultString, cuptiFinalize, cuptiGetVersion (CUPTI_API_VERSION
- *    of the headers it was built with), cuptiSubscribe, cuptiUnsubscribe.
- *    Nothing else: dlsym of any other cupti* name gives NULL. Each counts
+ *    of the headers it was built with), cuptiSubscribe, cuptiUnsubscribe,
+ *    and the range profiler's entry points (below). Nothing else: dlsym of any other cupti* name gives NULL. Each counts
  *    its calls under its name (fakecupti_calls), whatever the outcome.
  *  - Records: a kernel is a CUpti_ActivityKernel10 of kind
  *    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL when that kind is enabled, else
@@ -120,6 +120,27 @@ void fakecupti_set_time(uint64_t ns);
 /* Every cupti* entry point returns r from now on; CUPTI_SUCCESS ends it. */
 void fakecupti_fail_all(CUptiResult r);
 
+/* One entry point (named exactly) returns r from now on; CUPTI_SUCCESS ends it. */
+void fakecupti_fail_one(const char *entry, CUptiResult r);
+
+/* ---- range profiler --------------------------------------------------------
+ * cuptiProfilerInitialize, cuptiDeviceGetChipName (device 0 only: FAKECUPTI_CHIP),
+ * cuptiProfilerGetCounterAvailability, the profiler host (one object at a
+ * time; the metrics below only, else CUPTI_ERROR_INVALID_METRIC_NAME; a pass
+ * per metric) and the range profiler (one object; auto range only): each
+ * Start..Stop window decodes into the counter data image as `ranges` ranges
+ * (1 unless set), every range with the values set here, which
+ * cuptiProfilerHostEvaluateToGpuValues reads back from the image. The
+ * metrics: dram__throughput.avg.pct_of_peak_sustained_elapsed (42.5),
+ * sm__warps_active.avg.pct_of_peak_sustained_active (61.25),
+ * l1tex__t_{sectors,requests}_pipe_lsu_mem_global_op_{ld,st}.sum (400, 100,
+ * 128, 32), gpu__time_duration.sum (5000). */
+#define FAKECUPTI_CHIP "FAKE100"
+void fakecupti_set_metric(const char *name, double value);
+void fakecupti_set_ranges(size_t n);
+/* Start..Stop windows so far. */
+unsigned long long fakecupti_profiler_windows(void);
+
 /* ---- observation ---------------------------------------------------------- */
 
 /* Calls so far of the exported cupti* function named exactly entry; 0 for a
@@ -147,6 +168,7 @@ typedef size_t (*fakecupti_delivered_fn)(void);
 typedef size_t (*fakecupti_dropped_fn)(void);
 typedef size_t (*fakecupti_pending_fn)(void);
 typedef int (*fakecupti_enabled_fn)(CUpti_ActivityKind);
+typedef void (*fakecupti_fail_one_fn)(const char *, CUptiResult);
 
 #ifdef __cplusplus
 }

@@ -198,6 +198,34 @@ def main():
           "the planted degradation is found in the round it starts (5): " +
           (slow[0]["evidence"][:200] if slow else "none"), drep and drep["findings"])
 
+    # Counters: DRK_PROFILE=counters on PPO, a budget that lets every round
+    # sample one kernel-shape: the losses stay bit for bit (the range
+    # profiler replays each sampled launch, restoring its memory), and the
+    # values are what the counters can be.
+    cnt_dir = os.path.join(out, "counters")
+    cnt = run({"LD_PRELOAD": args.shim, "DRK_PROFILE": "counters", "DRK_COUNTERS_BUDGET": "100%",
+               "DRK_REPORT": cnt_dir + "/", "DRK_LOG_LEVEL": "info", "NVTX_INJECTION64_PATH": args.shim},
+              args, out, "counters", False, nvtx=True)
+    check(cnt.stdout.split("\n")[:2] == losses[0], "counters: final losses bit for bit with native",
+          (cnt.stdout.split("\n")[:2], losses[0]))
+    crep = report_of(cnt_dir)
+    ct = (crep or {}).get("gpu_time", {}).get("counters", {})
+    rows = ct.get("by_kernel", [])
+    check(ct.get("enabled") and ct.get("samples", 0) >= 5 and len(rows) >= 5,
+          f"counters: {ct.get('samples')} samples of {len(rows)} kernel-shapes, {ct.get('passes')} passes each, "
+          f"{ct.get('cost_ns', 0) / 1e6:.1f} ms in sampled launches", ct.get("off_reason"))
+    sane = all(0 <= r["dram_pct"] <= 100.5 and 0 < r["occupancy_pct"] <= 100.5 and
+               (r["ld_sectors_per_request"] == -1 or 1 <= r["ld_sectors_per_request"] <= 32.5) for r in rows)
+    check(rows and sane, "counters: DRAM % and occupancy % within 0..100, sectors per request within 1..32",
+          rows[:3])
+    check(crep and crep["gpu_time"]["excluded"] == ct.get("samples", -1) + ct.get("discarded", 0),
+          "counters: each sampled launch's record left out of the times",
+          crep and (crep["gpu_time"]["excluded"], ct.get("samples"), ct.get("discarded")))
+    for r in rows[:8]:
+        print(f"  counters {r['name'][:60]} grid {r['grid']} block {r['block']}: DRAM {r['dram_pct']:.1f}%, "
+              f"occupancy {r['occupancy_pct']:.1f}%, sectors/request ld {r['ld_sectors_per_request']:.2f} "
+              f"st {r['st_sectors_per_request']:.2f} (round {r['round']})")
+
     both_ref = os.path.join(out, "together.profile.json")
     got = json.load(open(both_ref))["kernels"] if os.path.exists(both_ref) else {}
     cnt_ref = sum(k["count"] for k in ref.values())

@@ -143,15 +143,58 @@ def case_aside(args, mode, how):
     check(p.stderr.count("GPU times stop:") == 1, f"{mode}: one info line", p.stderr)
 
 
+def case_counters(args):
+    big, small = ("empty", (4, 1, 1), (64, 1, 1), 0), ("empty", (1, 1, 1), (32, 1, 1), 0)
+    rep, p = run(args, "counters", {"DRK_PROFILE": "counters", "DRK_COUNTERS_BUDGET": "100%"})
+    gt, ct = rep["gpu_time"], rep["gpu_time"]["counters"]
+    check(ct["enabled"] and ct["off_reason"] is None, "counters: on", ct)
+    check("counters: 2 windows" in p.stdout, "counters: two launches sampled (one a kernel-shape, each once in "
+          "20 rounds)", p.stdout)
+    check(ct["samples"] == 2 and ct["discarded"] == 0 and ct["passes"] == 6, "counters: two samples, 6 passes", ct)
+    rows = {(r["name"], tuple(r["grid"]), tuple(r["block"]), r["shared_bytes"]): r for r in ct["by_kernel"]}
+    check(set(rows) == {big, small}, "counters: both kernel-shapes", list(rows))
+    if big in rows:
+        b = rows[big]
+        check(b["round"] == 0 and b["samples"] == 1, "counters: the hottest kernel-shape first, armed as round 0 "
+              "closed", b)
+        check(b["dram_pct"] == 42.5 and b["occupancy_pct"] == 61.25 and b["ld_sectors_per_request"] == 4 and
+              b["st_sectors_per_request"] == 4, "counters: the values CUPTI evaluated", b)
+    if small in rows:
+        check(rows[small]["round"] == 1, "counters: the next kernel-shape as round 1 closed", rows[small])
+    check(gt["excluded"] == 2 and gt["kernels"] == 118, "counters: the sampled launches are not timed", gt)
+    timed = rows_by_shape(gt)
+    check(timed.get(big, {}).get("launches") == 59, "counters: 59 of 60 launches of the sampled shape timed",
+          timed.get(big))
+    check(rep["kernels"]["launches"] == 120, "counters: every launch counted", rep["kernels"]["launches"])
+    # Times only: the range profiler is never touched.
+    rep1, p1 = run(args, "counters")
+    c1 = rep1["gpu_time"]["counters"]
+    check("counters: 0 windows" in p1.stdout and not c1["enabled"] and c1["samples"] == 0 and
+          rep1["gpu_time"]["excluded"] == 0, "DRK_PROFILE=1: no range profiler", (p1.stdout, c1))
+    # A profiler refused (as without the rights to counters): times go on.
+    rep2, p2 = run(args, "counters", {"DRK_PROFILE": "counters", "FAKECUPTI_FAIL": "cuptiRangeProfilerEnable"})
+    c2, g2 = rep2["gpu_time"]["counters"], rep2["gpu_time"]
+    check(not c2["enabled"] and "cuptiRangeProfilerEnable failed: CUPTI_ERROR_INSUFFICIENT_PRIVILEGES" in
+          str(c2["off_reason"]), "refused: counters off, and why", c2)
+    check(g2["enabled"] and g2["kernels"] == 120 and g2["excluded"] == 0, "refused: every launch still timed", g2)
+    check(p2.stderr.count("counters off:") == 1, "refused: one info line", p2.stderr)
+    # Another launch in the window (two ranges): the sample is given up, never misattributed.
+    rep3, p3 = run(args, "counters", {"DRK_PROFILE": "counters", "DRK_COUNTERS_BUDGET": "100%",
+                                      "FAKECUPTI_RANGES": "2"})
+    c3 = rep3["gpu_time"]["counters"]
+    check(c3["enabled"] and c3["samples"] == 0 and c3["discarded"] >= 1 and c3["by_kernel"] == [] and
+          f"counters: {c3['discarded']} windows" in p3.stdout, "two ranges in a window: given up", (c3, p3.stdout))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--program", required=True)
     ap.add_argument("--preload", required=True)
-    ap.add_argument("--mode", required=True, choices=["rounds", "failing", "profiler", "lookup", "nvtx"])
+    ap.add_argument("--mode", required=True, choices=["rounds", "failing", "profiler", "lookup", "nvtx", "counters"])
     args = ap.parse_args()
     {"rounds": case_rounds, "failing": case_failing, "nvtx": lambda a: case_rounds(a, "nvtx", "nvtx"),
      "profiler": lambda a: case_aside(a, "profiler", "cuptiActivityRegisterCallbacks"),
-     "lookup": lambda a: case_aside(a, "lookup", "dlsym")}[args.mode](args)
+     "lookup": lambda a: case_aside(a, "lookup", "dlsym"), "counters": case_counters}[args.mode](args)
     print(f"{'FAILED' if failures else 'passed'}: {failures} failures")
     sys.exit(1 if failures else 0)
 

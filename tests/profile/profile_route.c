@@ -16,7 +16,14 @@
  *   profile_route lookup   after a round, the program looks CUPTI up with dlsym
  *   profile_route nvtx     rounds are NVTX ranges named "round" (DRK_ROUND's
  *                          default) with an "inner" range inside, instead of
- *                          cuProfilerStop; a range and a mark with a 1 MB name */
+ *                          cuProfilerStop; a range and a mark with a 1 MB name
+ *   profile_route counters six rounds of 200 ms (fake clock) with a pause
+ *                          after each, for drk's thread to close it and arm a
+ *                          counter sample; each launch at the fake time its
+ *                          record starts; `empty` at (4)x(64) four times as
+ *                          long as at (1)x(32); prints the range profiler's
+ *                          windows (FAKECUPTI_FAIL names an entry to fail;
+ *                          FAKECUPTI_RANGES, the ranges a window decodes to) */
 #include <cuda.h>
 #include <cudaProfiler.h>
 #include <dlfcn.h>
@@ -85,6 +92,37 @@ static int own_client(const char *mode)
            cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS;
 }
 
+/* Counters: the sampled launch's record must start inside its window,
+ * so each launch happens at its record's start on the fake clock. */
+static int counters(CUfunction empty, uint64_t base)
+{
+    const uint64_t round_ns = 200000000ull;
+    for (int r = 0; r < 6; r++) {
+        uint64_t t0 = base + (uint64_t)r * 2 * round_ns;
+        for (int i = 0; i < 10; i++) {
+            uint64_t s = t0 + 1000 + (uint64_t)i * 20000;
+            fakecupti_set_time(s);
+            if (!check(cuLaunchKernel(empty, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL), "launch"))
+                return 1;
+            fakecupti_kernel("empty", 1, 1, 1, 32, 1, 1, 0, s, s + 2000, 7);
+            fakecupti_set_time(s + 3000);
+            if (!check(cuLaunchKernel(empty, 4, 1, 1, 64, 1, 1, 0, NULL, NULL, NULL), "launch"))
+                return 1;
+            fakecupti_kernel("empty", 4, 1, 1, 64, 1, 1, 0, s + 3000, s + 11000, 7);
+        }
+        fakecupti_set_time(t0 + round_ns);
+        if (!check(cuProfilerStop(), "cuProfilerStop"))
+            return 1;
+        /* Past the round's end by more than a tick, then two ticks of real
+         * time: drk's thread marks it, closes it and arms a sample. */
+        fakecupti_set_time(t0 + round_ns + 100000000ull);
+        struct timespec ts = {0, 200000000};
+        nanosleep(&ts, NULL);
+    }
+    printf("counters: %llu windows\n", fakecupti_profiler_windows());
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "rounds";
@@ -94,6 +132,10 @@ int main(int argc, char **argv)
     fakecupti_set_time(base - 1000);
     if (strcmp(mode, "failing") == 0)
         fakecupti_fail_all(CUPTI_ERROR_UNKNOWN);
+    if (getenv("FAKECUPTI_RANGES"))
+        fakecupti_set_ranges((size_t)atoi(getenv("FAKECUPTI_RANGES")));
+    if (getenv("FAKECUPTI_FAIL"))
+        fakecupti_fail_one(getenv("FAKECUPTI_FAIL"), CUPTI_ERROR_INSUFFICIENT_PRIVILEGES);
     CUdevice dev;
     CUcontext ctx;
     CUmodule mod;
@@ -116,6 +158,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "profile_route: drk never enabled CUPTI's records\n");
         return 1;
     }
+    if (strcmp(mode, "counters") == 0)
+        return counters(empty, base);
     for (int r = 0; r < ROUNDS; r++) {
         uint64_t t0 = base + r * ROUND_NS;
         fakecupti_set_time(t0 + 10);

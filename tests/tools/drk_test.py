@@ -68,7 +68,7 @@ def option_table():
     src = open(ARGS.options_source).read()
     rows = re.findall(r'\[DRK_OPT_\w+\]\s*=\s*\{\s*"(DRK_\w+)"\s*,\s*DRK_OPTION_(\w+)\s*,\s*"([^"]*)"', src)
     hdr = open(os.path.join(os.path.dirname(ARGS.options_source), "options.h")).read()
-    enum = re.search(r"typedef enum drk_option_id \{(.*?)DRK_OPT_COUNT", hdr, re.S).group(1)
+    enum = re.search(r"typedef enum drk_option_id \{(.*?)DRK_OPT_COUNT\b", hdr, re.S).group(1)
     ids = re.findall(r"DRK_OPT_\w+", enum)
     check(len(rows) == len(ids) and rows, f"parsed {len(rows)} table rows for {len(ids)} option ids")
     return [(n, t.lower(), d) for n, t, d in rows]
