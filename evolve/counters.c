@@ -30,6 +30,7 @@ static const char *metrics[] = {
 
 static struct {
     CUptiResult (*init)(CUpti_Profiler_Initialize_Params *);
+    CUptiResult (*deinit)(CUpti_Profiler_DeInitialize_Params *);
     CUptiResult (*chip)(CUpti_Device_GetChipName_Params *);
     CUptiResult (*avail)(CUpti_Profiler_GetCounterAvailability_Params *);
     CUptiResult (*host_init)(drk_cupti_host_init *);
@@ -69,9 +70,12 @@ static struct {
     unsigned waited;              /* rounds closed since it was armed */
 } armed;
 
-/* Prepared on the first sample, in that launch's context. */
+/* Prepared for each sample, in that launch's context, and released after
+ * it: CUPTI's profiler, while initialized, costs every driver call of the
+ * program (measured on the H200), and samples are seconds apart. */
 static CUcontext prepared_ctx;
-static int prepared;              /* 1 ready, -1 failed for good */
+static int prepared;              /* 1 ready, 0 released, -1 failed for good */
+static int announced;
 static drk_cupti_host_object *host;
 static CUpti_RangeProfiler_Object *profiler;
 static uint8_t *config_image, *data_image;
@@ -126,6 +130,7 @@ int drk_counters_start(double budget, char *why, size_t whylen)
     drk_dlsym_fn sym = drk_real_dlsym();
 #define RESOLVE(field, name) api.field = (__typeof__(api.field))sym(h, name)
     RESOLVE(init, "cuptiProfilerInitialize");
+    RESOLVE(deinit, "cuptiProfilerDeInitialize");
     RESOLVE(chip, "cuptiDeviceGetChipName");
     RESOLVE(avail, "cuptiProfilerGetCounterAvailability");
     RESOLVE(host_init, "cuptiProfilerHostInitialize");
@@ -146,7 +151,7 @@ int drk_counters_start(double budget, char *why, size_t whylen)
     RESOLVE(data_info, "cuptiRangeProfilerGetCounterDataInfo");
     RESOLVE(result_string, "cuptiGetResultString");
 #undef RESOLVE
-    if (!api.init || !api.chip || !api.avail || !api.host_init || !api.host_deinit || !api.add_metrics ||
+    if (!api.init || !api.deinit || !api.chip || !api.avail || !api.host_init || !api.host_deinit || !api.add_metrics ||
         !api.config_size || !api.config || !api.passes || !api.evaluate || !api.enable || !api.disable ||
         !api.data_size || !api.data_init || !api.set_config || !api.start || !api.stop || !api.decode ||
         !api.data_info) {
@@ -236,11 +241,16 @@ void drk_counters_round(const drk_round *r)
         long i = row_of(&armed.key, 1);
         if (i >= 0)
             row_tried[i] = r->index + 1;
+        drk_log(DRK_LOG_DEBUG, "counters: %s at grid (%u,%u,%u) not launched in %d rounds; trying others",
+                armed.key.name, armed.key.grid[0], armed.key.grid[1], armed.key.grid[2], DRK_COUNTERS_PATIENCE);
         atomic_store(&drk_counters_armed, 0);
         armed.handle = 0;
     }
-    if (!within_budget())
+    if (!within_budget()) {
+        drk_log(DRK_LOG_DEBUG, "counters: round %llu: over the budget (%.1f ms sampled)", (unsigned long long)r->index,
+                (double)st.cost_ns / 1e6);
         goto out;
+    }
     for (unsigned t = 0; t < r->ntop && t < DRK_COUNTERS_TOP; t++) {
         const drk_time_key *k = &r->top[t].key;
         if (!k->name || !due(k, r->index))
@@ -256,8 +266,13 @@ void drk_counters_round(const drk_round *r)
         armed.round = r->index;
         armed.waited = 0;
         atomic_store(&drk_counters_armed, h);
+        drk_log(DRK_LOG_DEBUG, "counters: round %llu: sampling %s at grid (%u,%u,%u) block (%u,%u,%u) next",
+                (unsigned long long)r->index, k->name, k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1],
+                k->block[2]);
         break;
     }
+    if (!armed.handle)
+        drk_log(DRK_LOG_DEBUG, "counters: round %llu: nothing to sample", (unsigned long long)r->index);
 out:
     pthread_mutex_unlock(&lock);
 }
@@ -265,6 +280,27 @@ out:
 /* ---- Sampling, in the launching thread ---- */
 
 /* The profiler for context `ctx`: made on the first sample. Locked. */
+static void release(void)
+{
+    if (profiler) {
+        CUpti_RangeProfiler_Disable_Params dp = {CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE, NULL, profiler};
+        api.disable(&dp);
+        profiler = NULL;
+    }
+    if (host) {
+        drk_cupti_host_deinit hd = {DRK_CUPTI_SIZE(drk_cupti_host_deinit, pHostObject), NULL, host};
+        api.host_deinit(&hd);
+        host = NULL;
+    }
+    if (prepared) {
+        CUpti_Profiler_DeInitialize_Params dp = {CUpti_Profiler_DeInitialize_Params_STRUCT_SIZE, NULL};
+        api.deinit(&dp);
+    }
+    free(config_image);
+    free(data_image);
+    config_image = data_image = NULL;
+}
+
 static int prepare(CUcontext ctx)
 {
     if (prepared)
@@ -345,11 +381,13 @@ static int prepare(CUcontext ctx)
     free(avail);
     prepared = 1;
     prepared_ctx = ctx;
-    drk_log(DRK_LOG_INFO, "counters: range profiler on %s, %zu metrics in %llu passes a sample", cn.pChipName,
-            NMETRICS, (unsigned long long)st.passes);
+    if (!announced++)
+        drk_log(DRK_LOG_INFO, "counters: range profiler on %s, %zu metrics in %llu passes a sample", cn.pChipName,
+                NMETRICS, (unsigned long long)st.passes);
     return 1;
 fail:
     free(avail);
+    release();
     turn_off(what, r);
     return 0;
 }
@@ -444,10 +482,17 @@ void drk_counters_end(CUresult launched)
         row_tried[i] = 0;
         st.samples++;
     }
-    if (i < 0)
+    if (i < 0) {
         st.discarded++;
+        drk_log(DRK_LOG_DEBUG, "counters: sample of %s given up (launch %d, %zu ranges)", armed.key.name,
+                (int)launched, inf.numTotalRanges);
+    }
     armed.handle = 0;
     atomic_store(&drk_counters_armed, 0);
+    if (prepared > 0) {
+        release();
+        prepared = 0;
+    }
     pthread_mutex_unlock(&lock);
 }
 
@@ -462,13 +507,9 @@ void drk_counters_stop(const char *why)
     }
     atomic_store(&drk_counters_armed, 0);
     armed.handle = 0;
-    if (prepared > 0) {
-        CUpti_RangeProfiler_Disable_Params dp = {CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE, NULL, profiler};
-        api.disable(&dp);
-        drk_cupti_host_deinit hd = {DRK_CUPTI_SIZE(drk_cupti_host_deinit, pHostObject), NULL, host};
-        api.host_deinit(&hd);
-        prepared = -1;
-    }
+    if (prepared > 0)
+        release();
+    prepared = -1;
     pthread_mutex_unlock(&lock);
 }
 

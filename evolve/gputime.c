@@ -375,7 +375,9 @@ void drk_gputime_kernel(const drk_time_key *k, uint64_t start_ns, uint64_t end_n
 {
     uint64_t ns = end_ns > start_ns ? end_ns - start_ns : 0;
     pthread_mutex_lock(&lock);
-    if (__builtin_expect(nexcluded != 0, 0) && is_excluded(start_ns)) {
+    /* A launch sampled for counters: in its window, or with no duration
+     * (CUPTI's record of a replayed launch has none, on the H200). */
+    if (__builtin_expect(end_ns <= start_ns, 0) || (__builtin_expect(nexcluded != 0, 0) && is_excluded(start_ns))) {
         totals.excluded++;
         pthread_mutex_unlock(&lock);
         return;

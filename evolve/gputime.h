@@ -132,7 +132,7 @@ typedef struct drk_gputime_totals {
     uint64_t untracked;              /* kernel records past DRK_TIME_ENTRIES kernel-shapes */
     uint64_t dropped;
     uint64_t late;                   /* records that came after their round closed */
-    uint64_t excluded;               /* kernel records in excluded windows: not timed */
+    uint64_t excluded;               /* kernel records in excluded windows, or of no duration: not timed */
     size_t entries;                  /* kernel-shapes timed */
 } drk_gputime_totals;
 

@@ -30,7 +30,8 @@
     X(cuptiActivityGetNextRecord) X(cuptiActivityGetNumDroppedRecords)         \
     X(cuptiGetTimestamp) X(cuptiGetResultString) X(cuptiFinalize)              \
     X(cuptiGetVersion) X(cuptiSubscribe) X(cuptiUnsubscribe)                   \
-    X(cuptiProfilerInitialize) X(cuptiDeviceGetChipName)                       \
+    X(cuptiProfilerInitialize) X(cuptiProfilerDeInitialize)                    \
+    X(cuptiDeviceGetChipName)                                                  \
     X(cuptiProfilerGetCounterAvailability) X(cuptiProfilerHostInitialize)      \
     X(cuptiProfilerHostDeinitialize) X(cuptiProfilerHostConfigAddMetrics)      \
     X(cuptiProfilerHostGetConfigImageSize) X(cuptiProfilerHostGetConfigImage)  \
@@ -723,6 +724,20 @@ CUptiResult CUPTIAPI cuptiProfilerInitialize(CUpti_Profiler_Initialize_Params *p
     p_initialized = 1;
     UNLOCK();
     return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiProfilerDeInitialize(CUpti_Profiler_DeInitialize_Params *p)
+{
+    ENTER(cuptiProfilerDeInitialize);
+    if (!p || p->structSize < CUpti_Profiler_DeInitialize_Params_STRUCT_SIZE)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    LOCK();
+    int was = p_initialized, busy = p_profiler_live || p_host_live;
+    if (was && !busy)
+        p_initialized = 0;
+    UNLOCK();
+    /* Objects still live: the real one would leave them dangling; refuse. */
+    return !was ? CUPTI_ERROR_NOT_INITIALIZED : busy ? CUPTI_ERROR_INVALID_OPERATION : CUPTI_SUCCESS;
 }
 
 CUptiResult CUPTIAPI cuptiDeviceGetChipName(CUpti_Device_GetChipName_Params *p)

@@ -124,7 +124,8 @@ void fakecupti_fail_all(CUptiResult r);
 void fakecupti_fail_one(const char *entry, CUptiResult r);
 
 /* ---- range profiler --------------------------------------------------------
- * cuptiProfilerInitialize, cuptiDeviceGetChipName (device 0 only: FAKECUPTI_CHIP),
+ * cuptiProfilerInitialize, cuptiProfilerDeInitialize (refused while a host or
+ * range profiler object lives), cuptiDeviceGetChipName (device 0 only: FAKECUPTI_CHIP),
  * cuptiProfilerGetCounterAvailability, the profiler host (one object at a
  * time; the metrics below only, else CUPTI_ERROR_INVALID_METRIC_NAME; a pass
  * per metric) and the range profiler (one object; auto range only): each

@@ -204,7 +204,7 @@ def main():
     # values are what the counters can be.
     cnt_dir = os.path.join(out, "counters")
     cnt = run({"LD_PRELOAD": args.shim, "DRK_PROFILE": "counters", "DRK_COUNTERS_BUDGET": "100%",
-               "DRK_REPORT": cnt_dir + "/", "DRK_LOG_LEVEL": "info", "NVTX_INJECTION64_PATH": args.shim},
+               "DRK_REPORT": cnt_dir + "/", "DRK_LOG_LEVEL": "debug", "NVTX_INJECTION64_PATH": args.shim},
               args, out, "counters", False, nvtx=True)
     check(cnt.stdout.split("\n")[:2] == losses[0], "counters: final losses bit for bit with native",
           (cnt.stdout.split("\n")[:2], losses[0]))

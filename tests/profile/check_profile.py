@@ -148,7 +148,7 @@ def case_counters(args):
     rep, p = run(args, "counters", {"DRK_PROFILE": "counters", "DRK_COUNTERS_BUDGET": "100%"})
     gt, ct = rep["gpu_time"], rep["gpu_time"]["counters"]
     check(ct["enabled"] and ct["off_reason"] is None, "counters: on", ct)
-    check("counters: 2 windows" in p.stdout, "counters: two launches sampled (one a kernel-shape, each once in "
+    check("counters: 2 windows 2 released" in p.stdout, "counters: two launches sampled, the profiler released after each (one a kernel-shape, each once in "
           "20 rounds)", p.stdout)
     check(ct["samples"] == 2 and ct["discarded"] == 0 and ct["passes"] == 6, "counters: two samples, 6 passes", ct)
     rows = {(r["name"], tuple(r["grid"]), tuple(r["block"]), r["shared_bytes"]): r for r in ct["by_kernel"]}

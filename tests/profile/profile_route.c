@@ -119,7 +119,8 @@ static int counters(CUfunction empty, uint64_t base)
         struct timespec ts = {0, 200000000};
         nanosleep(&ts, NULL);
     }
-    printf("counters: %llu windows\n", fakecupti_profiler_windows());
+    printf("counters: %llu windows %llu released\n", fakecupti_profiler_windows(),
+           fakecupti_calls("cuptiProfilerDeInitialize"));
     return 0;
 }
 
