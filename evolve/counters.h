@@ -3,8 +3,9 @@
  * (coalescing), from CUPTI's range profiler.
  *
  * The range profiler replays a kernel once per pass to collect its counters
- * (8 passes for these metrics on an H200), saving and restoring the memory
- * it touches: a sampled launch costs tens of milliseconds and is serialized.
+ * (3 passes for these metrics on an H200), saving and restoring the memory
+ * it touches: a sampled launch costs ~230 ms there (PPO's kernels) and is
+ * serialized.
  * So drk samples one launch at a time, of one kernel-shape it chose, within
  * a budget (a share of wall time), never in stream capture:
  *  - the worker thread, as a round closes, picks the hottest kernel-shape of
@@ -32,7 +33,7 @@
 #define DRK_COUNTERS_KEYS 256      /* kernel-shapes with counters kept */
 #define DRK_COUNTERS_REFRESH 20    /* rounds after which a kernel-shape's counters are taken again */
 #define DRK_COUNTERS_PATIENCE 3    /* rounds an armed kernel-shape waits for its launch */
-#define DRK_COUNTERS_TOP 8         /* the round's hottest kernel-shapes considered */
+#define DRK_COUNTERS_TOP 16        /* the round's hottest kernel-shapes considered */
 
 typedef struct drk_counter_values {
     double dram_pct;          /* dram__throughput.avg.pct_of_peak_sustained_elapsed */
