@@ -28,6 +28,11 @@
     X(device_get, cuDeviceGet, (CUdevice *dev, int ordinal))                                               \
     X(device_get_attribute, cuDeviceGetAttribute, (int *value, CUdevice_attribute attr, CUdevice dev))     \
     X(device_total_mem, cuDeviceTotalMem_v2, (size_t *bytes, CUdevice dev))                                \
+    /* Occupancy of launched shapes, on drk's thread: a CUkernel's function in                            \
+     * the current context, and the driver's calculator. */                                               \
+    X(kernel_get_function, cuKernelGetFunction, (CUfunction *fn, CUkernel kernel))                         \
+    X(occupancy_max_active_blocks, cuOccupancyMaxActiveBlocksPerMultiprocessor,                            \
+      (int *blocks, CUfunction fn, int block_size, size_t dynamic_shared))                                 \
     /* Virtual memory management, for the pool's pages. */                                                \
     X(mem_address_reserve, cuMemAddressReserve,                                                            \
       (CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags))      \
@@ -62,6 +67,8 @@
     X(ctx_synchronize, cuCtxSynchronize, (void))                                                           \
     X(ctx_get_current, cuCtxGetCurrent, (CUcontext *ctx))                                                  \
     X(ctx_set_current, cuCtxSetCurrent, (CUcontext ctx))                                                   \
+    X(ctx_push_current, cuCtxPushCurrent_v2, (CUcontext ctx))                                              \
+    X(ctx_pop_current, cuCtxPopCurrent_v2, (CUcontext *ctx))                                               \
     /* Primary contexts, for pools to outlive the program's releases and to                               \
      * know which context a reset ends. */                                                                \
     X(primary_ctx_retain, cuDevicePrimaryCtxRetain, (CUcontext *ctx, CUdevice dev))                        \

@@ -92,7 +92,8 @@ static void kernel_record(const CUpti_ActivityKernel10 *k)
                         {(uint32_t)k->gridX, (uint32_t)k->gridY, (uint32_t)k->gridZ},
                         {(uint32_t)k->blockX, (uint32_t)k->blockY, (uint32_t)k->blockZ},
                         (uint32_t)k->dynamicSharedMemory};
-    drk_gputime_kernel(&key, k->start, k->end);
+    drk_gputime_kernel_built(&key, k->registersPerThread,
+                             k->staticSharedMemory > 0 ? (uint32_t)k->staticSharedMemory : 0, k->start, k->end);
 }
 
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size, size_t valid)

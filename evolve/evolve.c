@@ -3,12 +3,14 @@
 #include "evolve/counters.h"
 #include "evolve/cupti.h"
 #include "evolve/loaded.h"
+#include "evolve/occupancy.h"
 #include "evolve/registry.h"
 
 void drk_evolve_configure(const drk_driver *drv)
 {
     drk_registry_configure(drv);
     drk_counters_configure(drv);
+    drk_occupancy_configure(drv);
 }
 
 void drk_evolve_after_fork_child(void)

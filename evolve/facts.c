@@ -113,6 +113,7 @@ const drk_driver_facts *drk_driver_facts_ask(const drk_driver *drv, uintptr_t ha
     }
     CUdevice dev = 0;
     int have_dev = drv->ctx_get_device && drv->ctx_get_device(&dev) == CUDA_SUCCESS;
+    f->device = have_dev ? (int32_t)dev : DRK_DRIVER_UNKNOWN;
     f->regs = attribute(drv, handle, kind, CU_FUNC_ATTRIBUTE_NUM_REGS, dev, have_dev);
     f->shared_bytes = attribute(drv, handle, kind, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, dev, have_dev);
     f->local_bytes = attribute(drv, handle, kind, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, dev, have_dev);

@@ -31,6 +31,7 @@ typedef struct drk_driver_facts {
     int32_t nparams;          /* DRK_DRIVER_UNKNOWN: the driver cannot say */
     const drk_param *params;  /* offset and size (cuFuncGetParamInfo / cuKernelGetParamInfo) */
     int32_t regs, shared_bytes, local_bytes, const_bytes, max_threads, ptx_version, binary_version;
+    int32_t device;           /* of the context current at its first launch */
 } drk_driver_facts;
 
 /* The image facts of `k`, copied into the arena; NULL if memory ran out. */

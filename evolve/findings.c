@@ -18,6 +18,7 @@ static const char *const names[DRK_FINDING_KINDS] = {
     [DRK_FINDING_FRAGMENTATION] = "fragmentation",
     [DRK_FINDING_OUT_OF_MEMORY] = "out_of_memory",
     [DRK_FINDING_JIT_COMPILES] = "jit_compiles",
+    [DRK_FINDING_OCCUPANCY_DROP] = "occupancy_drop",
 };
 static uint64_t jit_loads, jit_kernels;
 
@@ -37,6 +38,12 @@ static int same_key(const drk_time_key *a, const drk_time_key *b)
            memcmp(a->block, b->block, sizeof a->block) == 0 && a->shared_bytes == b->shared_bytes;
 }
 
+/* Kinds with one entry a kernel, whatever its shape. */
+static int by_kernel(drk_finding_kind kind)
+{
+    return kind == DRK_FINDING_NEW_SHAPE || kind == DRK_FINDING_OCCUPANCY_DROP;
+}
+
 /* The entry of `kind` (and kernel-shape `key`), seen in round `round`; NULL
  * when the list is full. `worse` says whether this round's evidence is worse
  * than what the entry holds (a new entry takes it). */
@@ -46,7 +53,7 @@ static drk_finding *note(drk_finding_kind kind, const drk_time_key *key, uint64_
     if (!key)
         key = &none;
     for (size_t i = 0; i < nlist; i++)
-        if (list[i].kind == kind && (kind == DRK_FINDING_NEW_SHAPE ? list[i].key.name && key->name &&
+        if (list[i].kind == kind && (by_kernel(kind) ? list[i].key.name && key->name &&
                                      strcmp(list[i].key.name, key->name) == 0 : same_key(&list[i].key, key))) {
             if (list[i].last_round != round)
                 list[i].rounds++;
@@ -96,6 +103,36 @@ static void gpu_idle(const drk_round *r)
                       r->gaps[g].before ? r->gaps[g].before : "(round end)");
 }
 
+/* A hot kernel-shape whose theoretical occupancy fell 1/8 of the SM's warps
+ * below its best before (or, new, its kernel's best): one entry a kernel,
+ * with the largest drop's evidence. */
+static void occupancy(const drk_round *r, const drk_finding_shape *k, double share)
+{
+    const drk_occupancy *now = &k->occ, *was = &k->occ_before;
+    if (share < DRK_OCC_SHARE || !now->max_warps_per_sm || !was->max_warps_per_sm)
+        return;
+    double drop = was->theoretical - now->theoretical;
+    if (drop < DRK_OCC_DROP - 1e-9)
+        return;
+    int fresh;
+    drk_finding *f = note(DRK_FINDING_OCCUPANCY_DROP, &k->key, r->index, &fresh);
+    if (!f || (!fresh && drop <= f->reference - f->value))
+        return;
+    f->key = k->key;
+    f->value = now->theoretical, f->reference = was->theoretical;
+    char limit[160];
+    const drk_time_key *b = &k->occ_before_key;
+    snprintf(f->evidence, sizeof f->evidence,
+             "round %llu: %.60s at block (%u,%u,%u), dyn smem %u: theoretical occupancy %.3g%% (%u of %u warps an "
+             "SM, limited by %s), was %.3g%% at block (%u,%u,%u), dyn smem %u in round %llu (%u registers a thread, "
+             "%u bytes of static shared memory); %.0f%% of the round's kernel time",
+             (unsigned long long)r->index, k->key.name, k->key.block[0], k->key.block[1], k->key.block[2],
+             k->key.shared_bytes, 100 * now->theoretical, now->blocks_per_sm * now->warps_per_block,
+             now->max_warps_per_sm, drk_occupancy_limit_text(now, limit, sizeof limit), 100 * was->theoretical,
+             b->block[0], b->block[1], b->block[2], b->shared_bytes, (unsigned long long)k->occ_before_round,
+             was->regs, was->static_shared, 100 * share);
+}
+
 static void kernels(const drk_round *r, const drk_finding_shape *s, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -121,9 +158,10 @@ static void kernels(const drk_round *r, const drk_finding_shape *s, size_t n)
                          (unsigned long long)k->launches, 100.0 * (double)k->total_ns / (double)r->kernel_ns);
             }
         }
+        double share = (double)k->total_ns / (double)r->kernel_ns;
+        occupancy(r, k, share);
         /* One entry a kernel, however many shapes it adds (a trainer whose
          * sequence length varies adds shapes every step): the latest said. */
-        double share = (double)k->total_ns / (double)r->kernel_ns;
         if (r->index > 0 && k->rounds_before == 0 && k->name_seen_before && share >= DRK_NEW_SHAPE_SHARE) {
             drk_finding *f = note(DRK_FINDING_NEW_SHAPE, &k->key, r->index, &fresh);
             if (f) {

@@ -1,8 +1,8 @@
 /* Findings: named things that went wrong, each with its evidence and the
  * round it appeared in, following the diagnosis guide a user would: is the
  * GPU idle (and where), did a kernel get slower than its own recent best, is
- * a hot kernel running at a new launch shape (a new access pattern), is
- * memory fragmenting or running out. Judged as each round closes
+ * a hot kernel running at a new launch shape (a new access pattern) or at a
+ * lower theoretical occupancy, is memory fragmenting or running out. Judged as each round closes
  * (evolve/gputime.c hands each closed round in); quiet on a steady workload:
  * a finding is one entry however many rounds it lasts (first and last round,
  * rounds seen, and the evidence: the worst round's, or for gpu_idle the
@@ -29,6 +29,16 @@
 #define DRK_NEW_SHAPE_SHARE 0.05
 #define DRK_SLOWER_MIN_NS 1000
 #define DRK_FRAG_RISE 0.10         /* fragmentation (1 - live/reserved) up by this much */
+/* An occupancy drop worth a finding: a kernel-shape of this share of the
+ * round's kernel time (below it, even halving its speed moves the round by
+ * little), whose theoretical occupancy is below its best of earlier rounds
+ * (a new shape: its kernel's best at other shapes) by at least this much of
+ * the SM's warps: 1/8, 8 warps of an H200's 64, about what one block fewer
+ * costs at common block sizes; a register or two more moves it less or not
+ * at all. Theoretical occupancy has no noise: the margin is for what is
+ * worth saying. */
+#define DRK_OCC_SHARE 0.05
+#define DRK_OCC_DROP 0.125
 
 typedef enum drk_finding_kind {
     DRK_FINDING_GPU_IDLE,      /* busy < 80%: the program keeps the GPU waiting (CPU-bound, sync, gaps) */
@@ -37,6 +47,7 @@ typedef enum drk_finding_kind {
     DRK_FINDING_FRAGMENTATION, /* reserved memory grows away from live memory */
     DRK_FINDING_OUT_OF_MEMORY, /* the device pool answered out of memory (retries rising) */
     DRK_FINDING_JIT_COMPILES,  /* loads the driver had to compile PTX for (no SASS for the device) */
+    DRK_FINDING_OCCUPANCY_DROP, /* a hot kernel-shape's theoretical occupancy 1/8 of the SM below its kernel's best before (one entry a kernel) */
     DRK_FINDING_KINDS
 } drk_finding_kind;
 
@@ -47,6 +58,14 @@ typedef struct drk_finding_shape {
     uint64_t best_recent_ns;   /* its best median over the last rounds it ran in; 0: none */
     uint64_t rounds_before;    /* rounds it ran in before this one */
     int name_seen_before;      /* another shape of the same kernel ran in an earlier round */
+    drk_occupancy occ;         /* its theoretical occupancy in this round; max_warps_per_sm 0: unknown */
+    /* What that is held against: the better of its own best in earlier
+     * rounds and its kernel's best at other shapes before this shape first
+     * ran; the shape and the last round of that best. Unknown: nothing to
+     * hold it to. */
+    drk_occupancy occ_before;
+    drk_time_key occ_before_key;
+    uint64_t occ_before_round;
 } drk_finding_shape;
 
 typedef struct drk_finding {

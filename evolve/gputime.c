@@ -89,13 +89,25 @@ typedef struct entry {
     drk_time_key key;   /* key.name: owned */
     uint64_t hash;
     drk_time_hist all;
-    /* Its histogram in the open round it last ran in (a cache of that
-     * round's `touched` list). */
+    /* Its place in the `touched` list of the open round it last ran in (a
+     * cache of that list). */
     uint64_t last_round;
-    drk_time_hist *last_hist;
+    size_t last_touch;
     /* Its medians in the last rounds it ran in, for the findings. */
     uint64_t recent[DRK_RECENT_ROUNDS];
     uint64_t rounds_seen;
+    /* Its occupancies, by the function's registers and static shared
+     * memory (occ[latest] handed in last), and its best in the rounds
+     * closed so far (max_warps_per_sm 0: none) and the last round of it. */
+    drk_occupancy occ[DRK_OCC_VARIANTS];
+    unsigned nocc, latest;
+    drk_occupancy best_occ;
+    uint64_t best_occ_round;
+    /* Its kernel's best at other shapes before it first ran, that shape
+     * and its last round: what a new shape is held to as long as it runs. */
+    drk_occupancy inherited;
+    drk_time_key inherited_key;
+    uint64_t inherited_round;
 } entry;
 
 /* Intervals of an open round, for its busy time and gaps. */
@@ -114,6 +126,10 @@ typedef struct open_round {
     struct touch {
         entry *e;
         drk_time_hist *h;
+        /* What the round's records said the function was built with:
+         * registers and static shared memory, distinct pairs. */
+        uint32_t built[DRK_OCC_VARIANTS][2];
+        unsigned nbuilt;
     } *touched;
     size_t ntouched, touched_cap;
 } open_round;
@@ -124,7 +140,7 @@ typedef struct open_round {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static entry *table[TABLE];
 static entry *by_index[DRK_TIME_ENTRIES];
-static size_t nentries;
+static size_t nentries, ntimed; /* made; those with a record */
 static drk_gputime_totals totals;
 
 static open_round open[OPEN_MAX]; /* oldest first; open[nopen - 1] has no end yet */
@@ -229,16 +245,17 @@ static void hist_spare(drk_time_hist *h)
     spare_hists = h;
 }
 
-/* The round's histogram of `e`, made if new; NULL if memory ran out. */
-static drk_time_hist *round_hist(open_round *o, entry *e)
+/* The round's entry of `e` (its histogram and what ran), made if new; NULL
+ * if memory ran out. Valid until the next call. */
+static struct touch *round_touch(open_round *o, entry *e)
 {
     if (e->last_round == o->r.index)
-        return e->last_hist;
-    drk_time_hist *h = NULL;
-    for (size_t i = 0; i < o->ntouched && !h; i++)
+        return &o->touched[e->last_touch];
+    size_t at = o->ntouched;
+    for (size_t i = 0; i < o->ntouched && at == o->ntouched; i++)
         if (o->touched[i].e == e)
-            h = o->touched[i].h;
-    if (!h) {
+            at = i;
+    if (at == o->ntouched) {
         if (o->ntouched == o->touched_cap) {
             size_t cap = o->touched_cap ? o->touched_cap * 2 : 64;
             struct touch *n = realloc(o->touched, cap * sizeof *n);
@@ -246,12 +263,24 @@ static drk_time_hist *round_hist(open_round *o, entry *e)
                 return NULL;
             o->touched = n, o->touched_cap = cap;
         }
-        if (!(h = hist_new()))
+        drk_time_hist *h = hist_new();
+        if (!h)
             return NULL;
-        o->touched[o->ntouched++] = (struct touch){e, h};
+        o->touched[o->ntouched++] = (struct touch){.e = e, .h = h};
     }
-    e->last_round = o->r.index, e->last_hist = h;
-    return h;
+    e->last_round = o->r.index, e->last_touch = at;
+    return &o->touched[at];
+}
+
+static void note_built(struct touch *t, uint32_t regs, uint32_t static_shared)
+{
+    if (!regs && !static_shared)
+        return; /* the record does not say */
+    for (unsigned i = 0; i < t->nbuilt; i++)
+        if (t->built[i][0] == regs && t->built[i][1] == static_shared)
+            return;
+    if (t->nbuilt < DRK_OCC_VARIANTS)
+        t->built[t->nbuilt][0] = regs, t->built[t->nbuilt][1] = static_shared, t->nbuilt++;
 }
 
 static int by_start(const void *a, const void *b)
@@ -333,7 +362,7 @@ static void free_all(void)
     }
     memset(table, 0, sizeof table);
     memset(open, 0, sizeof open);
-    nentries = 0;
+    nentries = ntimed = 0;
 }
 
 void drk_gputime_reset(uint64_t start_ns)
@@ -373,6 +402,12 @@ static int is_excluded(uint64_t start_ns)
 
 void drk_gputime_kernel(const drk_time_key *k, uint64_t start_ns, uint64_t end_ns)
 {
+    drk_gputime_kernel_built(k, 0, 0, start_ns, end_ns);
+}
+
+void drk_gputime_kernel_built(const drk_time_key *k, uint32_t regs, uint32_t static_shared, uint64_t start_ns,
+                              uint64_t end_ns)
+{
     uint64_t ns = end_ns > start_ns ? end_ns - start_ns : 0;
     pthread_mutex_lock(&lock);
     /* A launch sampled for counters: in its window, or with no duration
@@ -390,14 +425,17 @@ void drk_gputime_kernel(const drk_time_key *k, uint64_t start_ns, uint64_t end_n
     o->r.kernels++;
     o->r.kernel_ns += ns;
     entry *e = k->name ? find(k) : NULL;
-    drk_time_hist *h = e ? round_hist(o, e) : NULL;
+    struct touch *t = e ? round_touch(o, e) : NULL;
     if (!e) {
         totals.untracked++;
         add_interval(o, start_ns, end_ns, k->name ? "(untracked kernel)" : "(unnamed kernel)");
     } else {
+        ntimed += e->all.n == 0;
         drk_time_hist_add(&e->all, ns);
-        if (h)
-            drk_time_hist_add(h, ns);
+        if (t) {
+            drk_time_hist_add(t->h, ns);
+            note_built(t, regs, static_shared);
+        }
         add_interval(o, start_ns, end_ns, e->key.name);
     }
     pthread_mutex_unlock(&lock);
@@ -498,6 +536,53 @@ static void top_rows(open_round *o)
     o->ntouched = 0;
 }
 
+/* The occupancy a round's entry ran at: the lowest of the variants its
+ * records name, else the latest handed in; unknown if none was. */
+static drk_occupancy round_occ(const struct touch *t)
+{
+    const entry *e = t->e;
+    drk_occupancy o = {0};
+    for (unsigned b = 0; b < t->nbuilt; b++)
+        for (unsigned v = 0; v < e->nocc; v++)
+            if (e->occ[v].regs == t->built[b][0] && e->occ[v].static_shared == t->built[b][1] &&
+                (!o.max_warps_per_sm || e->occ[v].theoretical < o.theoretical))
+                o = e->occ[v];
+    if (!o.max_warps_per_sm && e->nocc)
+        o = e->occ[e->latest];
+    return o;
+}
+
+/* In a shape's first round: whether its kernel ran before at other shapes,
+ * and their best occupancy (the latest round of the best), which the new
+ * shape is held to from now on. */
+static void name_before(entry *e, drk_finding_shape *f)
+{
+    for (size_t k = 0; k < nentries; k++) {
+        const entry *x = by_index[k];
+        if (x == e || !x->rounds_seen || strcmp(x->key.name, e->key.name) != 0)
+            continue;
+        f->name_seen_before = 1;
+        const drk_occupancy *b = &x->best_occ, *held = &e->inherited;
+        if (b->max_warps_per_sm && (!held->max_warps_per_sm || b->theoretical > held->theoretical ||
+                                    (b->theoretical == held->theoretical && x->best_occ_round > e->inherited_round))) {
+            e->inherited = *b;
+            e->inherited_key = x->key;
+            e->inherited_round = x->best_occ_round;
+        }
+    }
+}
+
+/* What a shape's occupancy this round is held to: the better of its own best
+ * in earlier rounds and what it inherited. */
+static void occ_before(const entry *e, drk_finding_shape *f)
+{
+    if (e->inherited.max_warps_per_sm)
+        f->occ_before = e->inherited, f->occ_before_key = e->inherited_key, f->occ_before_round = e->inherited_round;
+    if (e->best_occ.max_warps_per_sm &&
+        (!f->occ_before.max_warps_per_sm || e->best_occ.theoretical >= f->occ_before.theoretical))
+        f->occ_before = e->best_occ, f->occ_before_key = e->key, f->occ_before_round = e->best_occ_round;
+}
+
 /* What the findings need of the round's kernel-shapes; each entry's history
  * moves on by this round. Before top_rows, which hands the histograms back. */
 static size_t finding_shapes(open_round *o, drk_finding_shape *out)
@@ -508,18 +593,22 @@ static size_t finding_shapes(open_round *o, drk_finding_shape *out)
         const drk_time_hist *h = o->touched[i].h;
         drk_finding_shape *f = &out[n++];
         *f = (drk_finding_shape){.key = e->key, .launches = h->n, .total_ns = h->total_ns,
-                                 .median_ns = drk_time_hist_quantile(h, 0.5), .rounds_before = e->rounds_seen};
+                                 .median_ns = drk_time_hist_quantile(h, 0.5), .rounds_before = e->rounds_seen,
+                                 .occ = round_occ(&o->touched[i])};
         unsigned kept = e->rounds_seen < DRK_RECENT_ROUNDS ? (unsigned)e->rounds_seen : DRK_RECENT_ROUNDS;
         for (unsigned k = 0; k < kept; k++)
             if (!f->best_recent_ns || e->recent[k] < f->best_recent_ns)
                 f->best_recent_ns = e->recent[k];
-        for (size_t k = 0; !e->rounds_seen && k < nentries && !f->name_seen_before; k++)
-            f->name_seen_before = by_index[k] != e && by_index[k]->rounds_seen && strcmp(by_index[k]->key.name,
-                                                                                           e->key.name) == 0;
+        if (!e->rounds_seen)
+            name_before(e, f);
+        occ_before(e, f);
     }
     for (size_t i = 0; i < n; i++) {
         entry *e = o->touched[i].e;
         e->recent[e->rounds_seen++ % DRK_RECENT_ROUNDS] = out[i].median_ns;
+        const drk_occupancy *occ = &out[i].occ;
+        if (occ->max_warps_per_sm && (!e->best_occ.max_warps_per_sm || occ->theoretical >= e->best_occ.theoretical))
+            e->best_occ = *occ, e->best_occ_round = o->r.index;
     }
     return n;
 }
@@ -602,7 +691,7 @@ drk_gputime_totals drk_gputime_totals_get(void)
 {
     pthread_mutex_lock(&lock);
     drk_gputime_totals t = totals;
-    t.entries = nentries;
+    t.entries = ntimed;
     pthread_mutex_unlock(&lock);
     return t;
 }
@@ -619,10 +708,12 @@ size_t drk_gputime_rows(drk_time_row *out, size_t max)
     size_t n = 0;
     drk_time_row *all = malloc((nentries ? nentries : 1) * sizeof *all);
     if (all) {
+        size_t timed = 0; /* an entry made for its occupancy alone has no row */
         for (size_t i = 0; i < nentries; i++)
-            all[i] = (drk_time_row){by_index[i]->key, drk_time_hist_stats(&by_index[i]->all)};
-        qsort(all, nentries, sizeof *all, by_total);
-        n = nentries < max ? nentries : max;
+            if (by_index[i]->all.n)
+                all[timed++] = (drk_time_row){by_index[i]->key, drk_time_hist_stats(&by_index[i]->all)};
+        qsort(all, timed, sizeof *all, by_total);
+        n = timed < max ? timed : max;
         memcpy(out, all, n * sizeof *out);
         free(all);
     }
@@ -682,4 +773,94 @@ uint64_t drk_gputime_rounds_closed(void)
     uint64_t n = closed;
     pthread_mutex_unlock(&lock);
     return n;
+}
+
+/* ---- Occupancy ---- */
+
+/* Entries made for an occupancy alone leave this many for shapes that only
+ * CUPTI sees (graph kernels, launches drk missed). */
+#define OCC_ENTRIES_MAX (DRK_TIME_ENTRIES - DRK_TIME_ENTRIES / 4)
+
+/* The entry of `k`, or NULL; never makes one. Locked. */
+static entry *lookup(const drk_time_key *k)
+{
+    uint64_t h = key_hash(k);
+    for (size_t i = h % TABLE; table[i]; i = (i + 1) % TABLE)
+        if (table[i]->hash == h && same_key(&table[i]->key, k))
+            return table[i];
+    return NULL;
+}
+
+void drk_gputime_occupancy(const drk_time_key *k, const drk_occupancy *o)
+{
+    if (!k->name || !o->max_warps_per_sm)
+        return;
+    pthread_mutex_lock(&lock);
+    entry *e = lookup(k);
+    if (!e && nentries < OCC_ENTRIES_MAX)
+        e = find(k);
+    if (e) {
+        /* The same build again replaces its variant; a new one takes the
+         * next slot, the oldest going once all are taken. */
+        unsigned v = 0;
+        while (v < e->nocc && (e->occ[v].regs != o->regs || e->occ[v].static_shared != o->static_shared))
+            v++;
+        if (v == e->nocc)
+            v = e->nocc < DRK_OCC_VARIANTS ? e->nocc++ : (e->latest + 1) % DRK_OCC_VARIANTS;
+        e->occ[v] = *o;
+        e->latest = v;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+int drk_gputime_occupancy_of(const drk_time_key *k, drk_occupancy *out)
+{
+    if (!k->name)
+        return 0;
+    pthread_mutex_lock(&lock);
+    const entry *e = lookup(k);
+    int found = e && e->nocc;
+    if (found)
+        *out = e->occ[e->latest];
+    pthread_mutex_unlock(&lock);
+    return found;
+}
+
+const char *drk_occupancy_limit_name(uint32_t limit)
+{
+    switch (limit) {
+    case DRK_OCC_LIMIT_REGISTERS: return "registers";
+    case DRK_OCC_LIMIT_SHARED: return "shared_memory";
+    case DRK_OCC_LIMIT_WARPS: return "block_size";
+    case DRK_OCC_LIMIT_BLOCKS: return "blocks";
+    case DRK_OCC_LIMIT_NONE: return "none";
+    default: return NULL;
+    }
+}
+
+const char *drk_occupancy_limit_text(const drk_occupancy *o, char *buf, size_t n)
+{
+    switch (o->limit) {
+    case DRK_OCC_LIMIT_REGISTERS:
+        snprintf(buf, n, "registers: %u a thread", o->regs);
+        break;
+    case DRK_OCC_LIMIT_SHARED:
+        snprintf(buf, n, "shared memory: %u bytes a block, %u static and %u dynamic",
+                 o->static_shared + o->dynamic_shared, o->static_shared, o->dynamic_shared);
+        break;
+    case DRK_OCC_LIMIT_WARPS:
+        snprintf(buf, n, "block size: %u threads, %u warps of the SM's %u", o->block_threads, o->warps_per_block,
+                 o->max_warps_per_sm);
+        break;
+    case DRK_OCC_LIMIT_BLOCKS:
+        snprintf(buf, n, "the SM's blocks: %u", o->blocks_per_sm);
+        break;
+    case DRK_OCC_LIMIT_NONE:
+        snprintf(buf, n, "nothing: every warp of the SM taken");
+        break;
+    default:
+        snprintf(buf, n, "unknown");
+        break;
+    }
+    return buf;
 }

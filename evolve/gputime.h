@@ -19,7 +19,11 @@
  * week-long run holds a bounded amount (about 100 KiB of rounds). A record
  * counts in the round its start time falls in: a round's end is marked
  * first, and it closes once the records made before the mark have come in;
- * one arriving after its round closed counts in the oldest open one (late). */
+ * one arriving after its round closed counts in the oldest open one (late).
+ *
+ * A kernel-shape also keeps its theoretical occupancy, handed in from drk's
+ * thread (evolve/occupancy.h), one a build of its function; each round
+ * takes the build its records say ran, for the occupancy_drop finding. */
 #ifndef DRK_EVOLVE_GPUTIME_H
 #define DRK_EVOLVE_GPUTIME_H
 
@@ -62,6 +66,11 @@ typedef struct drk_time_key {
 void drk_gputime_reset(uint64_t start_ns);
 
 void drk_gputime_kernel(const drk_time_key *k, uint64_t start_ns, uint64_t end_ns);
+/* The same, with what the record says the launched function was built with
+ * (CUPTI's registers a thread and static shared memory; 0 and 0: unknown):
+ * which of the shape's occupancies below the round ran at. */
+void drk_gputime_kernel_built(const drk_time_key *k, uint32_t regs, uint32_t static_shared, uint64_t start_ns,
+                              uint64_t end_ns);
 enum { DRK_COPY_MEMCPY, DRK_COPY_MEMSET };
 void drk_gputime_copy(int kind, uint64_t bytes, uint64_t start_ns, uint64_t end_ns);
 /* Kernel records starting in [from_ns, to_ns] are not timed (counted as
@@ -93,6 +102,47 @@ unsigned drk_gputime_close(uint64_t through_ns);
 
 /* drk_gputime_mark and drk_gputime_close at once. */
 int drk_gputime_round_end(uint64_t end_ns, const char *why, const drk_round_memory *mem);
+
+/* ---- Occupancy (evolve/occupancy.c hands it in, from drk's thread) ---- */
+
+/* What bounds the blocks an SM holds at once, by drk's reckoning of the
+ * function's attributes against the device's limits. */
+typedef enum drk_occ_limit {
+    DRK_OCC_LIMIT_UNKNOWN,
+    DRK_OCC_LIMIT_REGISTERS, /* registers a thread */
+    DRK_OCC_LIMIT_SHARED,    /* static and dynamic shared memory a block */
+    DRK_OCC_LIMIT_WARPS,     /* block size: the SM's warps */
+    DRK_OCC_LIMIT_BLOCKS,    /* the SM's blocks */
+    DRK_OCC_LIMIT_NONE,      /* every warp of the SM is taken */
+} drk_occ_limit;
+
+/* A kernel-shape's theoretical occupancy: active warps an SM (blocks the
+ * driver's calculator says fit, times warps a block) over the SM's warps.
+ * max_warps_per_sm 0: unknown. */
+typedef struct drk_occupancy {
+    double theoretical;                              /* 0..1 */
+    uint32_t blocks_per_sm, warps_per_block, max_warps_per_sm;
+    uint32_t regs, static_shared, dynamic_shared;    /* the function's registers a thread; bytes a block */
+    uint32_t block_threads;
+    uint32_t limit;                                  /* drk_occ_limit */
+} drk_occupancy;
+
+#define DRK_OCC_VARIANTS 4 /* occupancies kept a kernel-shape: functions of other registers or static shared memory */
+
+/* Kernel-shape `k` has occupancy `o` when launched as a function of o->regs
+ * registers and o->static_shared bytes of static shared memory; a kernel
+ * reloaded with more registers is another such variant of the same shape.
+ * A round takes the variants its records say ran (the lowest of them), or
+ * the latest handed in when its records do not say. */
+void drk_gputime_occupancy(const drk_time_key *k, const drk_occupancy *o);
+
+/* The latest occupancy handed in for `k`; 0 if none. */
+int drk_gputime_occupancy_of(const drk_time_key *k, drk_occupancy *out);
+
+/* Words for o's limit: "registers: 128 a thread", ...; into buf. */
+const char *drk_occupancy_limit_text(const drk_occupancy *o, char *buf, size_t n);
+/* "registers", "shared_memory", "block_size", "blocks", "none"; NULL: unknown. */
+const char *drk_occupancy_limit_name(uint32_t limit);
 
 /* ---- Reading it (the report; one caller at a time) ---- */
 

@@ -15,7 +15,7 @@
  * launches past it are counted as untracked. */
 #define SLOT_BITS DRK_REGISTRY_SLOT_BITS
 #define SLOTS (1u << SLOT_BITS)
-#define RECORDS (1u << 15)
+#define RECORDS DRK_REGISTRY_RECORDS
 
 /* What a slot holds besides a record. */
 #define REC_CREATING ((drk_kernel_record *)0)
@@ -33,6 +33,7 @@ static _Atomic(drk_kernel_record *) records[RECORDS];
 static atomic_size_t nrecords;
 static _Atomic uint64_t untracked[DRK_REGISTRY_ENTRIES];
 static atomic_int full_logged;
+static _Atomic uint64_t shapes_added;
 
 static drk_kernel_record *record_new(uintptr_t handle, drk_handle_kind kind, const char *name, uintptr_t owner)
 {
@@ -179,6 +180,7 @@ void drk_registry_launch_slow(uintptr_t handle, const drk_launch_shape *shape, u
                 goto taken;
             c->shape = *shape;
             atomic_store_explicit(&c->state, DRK_SHAPE_READY, memory_order_release);
+            atomic_fetch_add_explicit(&shapes_added, 1, memory_order_release);
             drk_counter_add(&counts->shape[i], owned);
             return;
         }
@@ -301,6 +303,8 @@ uint64_t drk_record_launches(const drk_kernel_record *r)
         n += drk_record_shape_launches(r, i);
     return n;
 }
+
+uint64_t drk_registry_shapes_added(void) { return atomic_load_explicit(&shapes_added, memory_order_acquire); }
 
 uint64_t drk_registry_untracked(void)
 {

@@ -32,6 +32,7 @@ typedef struct drk_launch_shape {
 } drk_launch_shape;
 
 #define DRK_SHAPES_PER_KERNEL 8
+#define DRK_REGISTRY_RECORDS (1u << 15) /* kernels recorded; the rest counted as untracked */
 
 /* Launch counts are kept in rows of their own cache lines: one owned by
  * each of the first launching threads, and a shared last row for the rest
@@ -101,6 +102,9 @@ const drk_kernel_record *drk_registry_at(size_t i);
 uint64_t drk_record_launches(const drk_kernel_record *r);
 uint64_t drk_record_shape_launches(const drk_kernel_record *r, int shape);
 uint64_t drk_record_other_launches(const drk_kernel_record *r);
+/* Launch shapes recorded so far (a record's first 8): drk's thread looks at
+ * records again only when it moved (evolve/occupancy.c). */
+uint64_t drk_registry_shapes_added(void);
 /* Launches of kernels that found no room in the registry. */
 uint64_t drk_registry_untracked(void);
 /* All successful launches: every record's and the untracked ones. */

@@ -18,6 +18,25 @@ static void u64_triple(drk_json *j, const char *key, const uint32_t v[3])
     drk_json_close(j, ']');
 }
 
+/* The latest theoretical occupancy worked out for the shape, or null. */
+static void write_occupancy(drk_json *j, const drk_time_key *k)
+{
+    drk_occupancy o;
+    if (!drk_gputime_occupancy_of(k, &o)) {
+        drk_json_null(j, "occupancy");
+        return;
+    }
+    drk_json_open(j, "occupancy", '{');
+    drk_json_f64(j, "theoretical", o.theoretical);
+    drk_json_u64(j, "blocks_per_sm", o.blocks_per_sm);
+    drk_json_u64(j, "warps_per_block", o.warps_per_block);
+    drk_json_u64(j, "max_warps_per_sm", o.max_warps_per_sm);
+    drk_json_str(j, "limited_by", drk_occupancy_limit_name(o.limit));
+    drk_json_u64(j, "registers", o.regs);
+    drk_json_u64(j, "static_shared_bytes", o.static_shared);
+    drk_json_close(j, '}');
+}
+
 static void write_row(drk_json *j, const drk_time_row *r, int with_max)
 {
     drk_json_open(j, NULL, '{');
@@ -30,8 +49,10 @@ static void write_row(drk_json *j, const drk_time_row *r, int with_max)
     drk_json_u64(j, "min_ns", r->stats.min_ns);
     drk_json_u64(j, "median_ns", r->stats.median_ns);
     drk_json_u64(j, "p95_ns", r->stats.p95_ns);
-    if (with_max)
+    if (with_max) {
         drk_json_u64(j, "max_ns", r->stats.max_ns);
+        write_occupancy(j, &r->key);
+    }
     drk_json_close(j, '}');
 }
 

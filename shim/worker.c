@@ -20,9 +20,13 @@
 #include "evolve/cupti.h"
 #include "evolve/findings.h"
 #include "evolve/gputime.h"
+#include "evolve/occupancy.h"
 
 #define MARKS 64
 #define TICK_MS 50
+/* Launch shapes whose occupancy a tick works out at most (a program that
+ * loads thousands of kernels at once is caught up over a few ticks). */
+#define TICK_SHAPES 256
 
 static drk_worker_settings cfg;
 static char cupti_library[4096];
@@ -91,6 +95,9 @@ static void tick(void)
         now - drk_gputime_open_since() >= (uint64_t)cfg.round_ms * 1000000u)
         mark_round(now, "period");
     drk_cupti_flush(0);
+    /* Before the close: a round closes a tick after its end, by when the
+     * shapes it launched are in the registry. */
+    drk_occupancy_update(TICK_SHAPES);
     if (drk_gputime_close(now - (uint64_t)TICK_MS * 1000000u) && cfg.counters) {
         static const drk_round *kept[DRK_ROUNDS_KEPT];
         size_t n = drk_gputime_rounds(kept, DRK_ROUNDS_KEPT);
@@ -230,6 +237,9 @@ static void last_records(void)
     if (drk_cupti_running()) {
         mark_round(drk_cupti_now(), "exit");
         drk_cupti_stop("the process exited");
+        /* The shapes of the last rounds, before they close; the driver is
+         * still whole (see above). */
+        drk_occupancy_update(UINT_MAX);
     }
     drk_gputime_close(UINT64_MAX);
     const drk_finding *f[DRK_FINDINGS_MAX];

@@ -159,6 +159,19 @@ FC_HIDDEN unsigned int g_primary_refs;
  * inactive; the next retain makes it active again under the same value. */
 FC_HIDDEN int g_primary_active;
 static __thread struct ctx *t_current;
+/* The thread's context stack below t_current (cuCtxPushCurrent_v2),
+ * innermost last. */
+#define FC_CTX_STACK 16
+static __thread struct ctx *t_below[FC_CTX_STACK];
+static __thread unsigned int t_depth;
+
+/* The top of the stack goes; the one below becomes current. */
+static struct ctx *ctx_pop(void)
+{
+    struct ctx *top = t_current;
+    t_current = t_depth ? t_below[--t_depth] : NULL;
+    return top;
+}
 
 /* Capture status of the NULL, legacy and per-thread streams. */
 FC_HIDDEN int g_capture_builtin[3];
@@ -282,20 +295,21 @@ FC_EXPORT CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUde
     case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: v = 2147483647; break;
     case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y: v = 65535; break;
     case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: v = 65535; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: v = 49152; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: v = FC_SHARED_PER_BLOCK; break;
     case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: v = FC_MAX_DYN_SHARED; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR: v = 233472; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR: v = FC_SHARED_PER_SM; break;
     case CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY: v = 65536; break;
     case CU_DEVICE_ATTRIBUTE_WARP_SIZE: v = 32; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK: v = 65536; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR: v = 65536; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK: v = FC_REGS_PER_SM; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR: v = FC_REGS_PER_SM; break;
+    case CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK: v = FC_RESERVED_SHARED; break;
     case CU_DEVICE_ATTRIBUTE_CLOCK_RATE: v = 1980000; break;
     case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: v = 2619000; break;
     case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: v = 6144; break;
     case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: v = 52428800; break;
     case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: v = FC_SM_COUNT; break;
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: v = FC_MAX_THREADS_PER_SM; break;
-    case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR: v = 32; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR: v = FC_MAX_BLOCKS_PER_SM; break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: v = 9; break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: v = 0; break;
     case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY: v = 1; break;
@@ -405,7 +419,7 @@ static CUresult ctx_destroy(CUcontext ctx)
     h_del(c);
     UNLOCK();
     if (t_current == c)
-        t_current = NULL;
+        ctx_pop(); /* a current context is popped as it goes, as the driver does */
     free(c);
     return CUDA_SUCCESS;
 }
@@ -427,7 +441,7 @@ FC_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
 {
     ENTER_INIT(cuCtxSetCurrent);
     if (!ctx) {
-        t_current = NULL;
+        ctx_pop(); /* NULL pops the stack's top (none: nothing happens) */
         return CUDA_SUCCESS;
     }
     LOCK();
@@ -436,6 +450,36 @@ FC_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
     if (!c)
         return CUDA_ERROR_INVALID_CONTEXT;
     t_current = c;
+    return CUDA_SUCCESS;
+}
+
+FC_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx)
+{
+    ENTER_INIT(cuCtxPushCurrent_v2);
+    if (!ctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    LOCK();
+    struct ctx *c = h_get(ctx, MAGIC_CTX);
+    UNLOCK();
+    if (!c)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (t_current) {
+        if (t_depth == FC_CTX_STACK)
+            return CUDA_ERROR_OUT_OF_MEMORY; /* deviation: the driver's stack is deeper */
+        t_below[t_depth++] = t_current;
+    }
+    t_current = c;
+    return CUDA_SUCCESS;
+}
+
+FC_EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
+{
+    ENTER_INIT(cuCtxPopCurrent_v2);
+    if (!t_current)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    struct ctx *top = ctx_pop();
+    if (pctx)
+        *pctx = (CUcontext)top;
     return CUDA_SUCCESS;
 }
 

@@ -56,6 +56,7 @@
     X(cuDevicePrimaryCtxReset_v2) X(cuDevicePrimaryCtxGetState)                \
     X(cuCtxCreate_v4) X(cuCtxDestroy) X(cuCtxDestroy_v2)                       \
     X(cuCtxSetCurrent) X(cuCtxGetCurrent) X(cuCtxGetDevice)                    \
+    X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2)                               \
     X(cuCtxGetDevice_v2) X(cuCtxSynchronize) X(cuCtxSynchronize_v2)            \
     X(cuGetErrorName) X(cuGetErrorString)                                      \
     X(cuGetProcAddress) X(cuGetProcAddress_v2)                                 \
@@ -65,6 +66,7 @@
     X(cuLibraryUnload) X(cuKernelGetFunction) X(cuFuncGetName)                 \
     X(cuKernelGetName) X(cuFuncGetAttribute) X(cuKernelGetAttribute)           \
     X(cuFuncGetParamInfo) X(cuKernelGetParamInfo)                              \
+    X(cuOccupancyMaxActiveBlocksPerMultiprocessor)                             \
     X(cuLaunchKernel) X(cuLaunchKernel_ptsz) X(cuLaunchKernelEx)               \
     X(cuLaunchKernelEx_ptsz) X(cuLaunchCooperativeKernel)                      \
     X(cuLaunchCooperativeKernel_ptsz) X(cuGraphLaunch) X(cuGraphLaunch_ptsz)   \
@@ -159,6 +161,12 @@ enum {
 #define FC_SM_COUNT 132
 #define FC_MAX_THREADS_PER_SM 2048
 #define FC_MAX_DYN_SHARED 232448 /* the opt-in per-block maximum of sm_90 */
+#define FC_MAX_BLOCKS_PER_SM 32
+#define FC_REGS_PER_SM 65536
+#define FC_SHARED_PER_SM 233472
+#define FC_SHARED_PER_BLOCK 49152 /* without opting in: a function's dynamic maximum */
+#define FC_RESERVED_SHARED 1024   /* the driver's own, of every block */
+#define FC_DEFAULT_REGS 32
 #define FC_PITCH_ALIGN 512
 
 FC_HIDDEN extern size_t g_total_mem;
@@ -239,6 +247,9 @@ struct kentry {
     size_t size[FC_MAX_PARAMS];
     size_t off[FC_MAX_PARAMS];
     size_t argbytes;
+    /* What functions loaded from now on are built with (fakecuda_set_kernel_resources);
+     * 0: FC_DEFAULT_REGS registers, no static shared memory. */
+    unsigned int regs, static_shared;
     atomic_ullong launches;
 };
 

@@ -139,6 +139,19 @@ FC_EXPORT int fakecuda_register_kernel_params(const char *name, fakecuda_kernel_
     return rc;
 }
 
+FC_EXPORT int fakecuda_set_kernel_resources(const char *name, unsigned int regs, unsigned int static_shared)
+{
+    if (!name || regs < 1 || regs > 255 || static_shared > FC_SHARED_PER_BLOCK)
+        return -1;
+    builtins_once();
+    LOCK();
+    int i = kentry_find(name);
+    if (i >= 0)
+        g_kernels[i].regs = regs, g_kernels[i].static_shared = static_shared;
+    UNLOCK();
+    return i < 0 ? -1 : 0;
+}
+
 FC_EXPORT unsigned long long fakecuda_kernel_launches(const char *name)
 {
     if (!name)
@@ -162,7 +175,27 @@ struct func {
     uint32_t magic;
     unsigned int entry;
     struct module *mod; /* NULL for a kernel's function */
+    /* What it was built with, as its kernel's entry said at load. */
+    unsigned int regs, static_shared, max_threads;
 };
+
+/* A register is allocated per warp in units of 256. */
+static unsigned int regs_per_warp(unsigned int regs) { return (regs * 32 + 255) / 256 * 256; }
+
+/* A function of the kernel entry `e` as loaded now. */
+static void func_init(struct func *f, unsigned int e, struct module *mod)
+{
+    f->magic = MAGIC_FUNC;
+    f->entry = e;
+    f->mod = mod;
+    LOCK();
+    f->regs = g_kernels[e].regs ? g_kernels[e].regs : FC_DEFAULT_REGS;
+    f->static_shared = g_kernels[e].static_shared;
+    UNLOCK();
+    /* As many threads as the SM's registers hold, at most 1024. */
+    unsigned int warps = FC_REGS_PER_SM / regs_per_warp(f->regs);
+    f->max_threads = warps * 32 < 1024 ? warps * 32 : 1024;
+}
 
 struct module {
     uint32_t magic;
@@ -304,9 +337,7 @@ static CUresult module_from_text(CUmodule *module, const char *text)
         struct func *f = malloc(sizeof *f);
         if (!f)
             goto oom;
-        f->magic = MAGIC_FUNC;
-        f->entry = ids[m->n];
-        f->mod = m;
+        func_init(f, ids[m->n], m);
         m->funcs[m->n] = f;
     }
     free(ids);
@@ -369,9 +400,7 @@ static CUresult library_from_text(CUlibrary *library, const char *text)
             free(f);
             goto oom;
         }
-        f->magic = MAGIC_FUNC;
-        f->entry = ids[l->n];
-        f->mod = NULL;
+        func_init(f, ids[l->n], NULL);
         k->magic = MAGIC_KERN;
         k->entry = ids[l->n];
         k->lib = l;
@@ -619,6 +648,17 @@ FC_HIDDEN int handle_entry(const void *h, int kinds)
     return k ? (int)k->entry : -1;
 }
 
+/* The function behind a live CUfunction (kinds & 1) or CUkernel (kinds &
+ * 2: the one cuKernelGetFunction gives), or NULL. Caller holds the lock. */
+static struct func *handle_func(const void *h, int kinds)
+{
+    struct func *f = (kinds & 1) ? h_get(h, MAGIC_FUNC) : NULL;
+    if (f)
+        return f;
+    struct kern *k = (kinds & 2) ? h_get(h, MAGIC_KERN) : NULL;
+    return k ? k->fn : NULL;
+}
+
 static CUresult entry_name(const char **name, const void *h, int kinds)
 {
     if (!name)
@@ -649,19 +689,21 @@ static CUresult func_attribute(int *pi, CUfunction_attribute attrib, const void 
     if (!pi || (int)attrib < 0 || attrib >= CU_FUNC_ATTRIBUTE_MAX)
         return CUDA_ERROR_INVALID_VALUE;
     LOCK();
-    int e = handle_entry(h, kinds);
+    struct func *f = handle_func(h, kinds);
+    struct func copy = f ? *f : (struct func){0};
     UNLOCK();
-    if (e < 0)
+    if (!f)
         return CUDA_ERROR_INVALID_HANDLE;
     int v = 0;
     switch (attrib) {
-    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: v = 1024; break;
-    case CU_FUNC_ATTRIBUTE_NUM_REGS: v = 32; break;
+    case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: v = (int)copy.max_threads; break;
+    case CU_FUNC_ATTRIBUTE_NUM_REGS: v = (int)copy.regs; break;
+    case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: v = (int)copy.static_shared; break;
     case CU_FUNC_ATTRIBUTE_PTX_VERSION: v = 90; break;
     case CU_FUNC_ATTRIBUTE_BINARY_VERSION: v = 90; break;
-    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: v = 49152; break;
+    case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: v = FC_SHARED_PER_BLOCK - (int)copy.static_shared; break;
     case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT: v = -1; break;
-    default: break; /* static shared/const/local sizes, cluster settings: 0 */
+    default: break; /* const/local sizes, cluster settings: 0 */
     }
     *pi = v;
     return CUDA_SUCCESS;
@@ -710,4 +752,49 @@ FC_EXPORT CUresult cuKernelGetParamInfo(CUkernel kernel, size_t paramIndex, size
 {
     ENTER_INIT(cuKernelGetParamInfo);
     return param_info(kernel, 2, paramIndex, paramOffset, paramSize);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Occupancy                                                                */
+/* ------------------------------------------------------------------------ */
+
+static unsigned int min_u(unsigned int a, unsigned int b) { return a < b ? a : b; }
+
+/* Blocks of `block` threads and `dyn` bytes of dynamic shared memory that an
+ * SM of sm_90 holds at once: the fewest that its warps, blocks, registers
+ * (allocated per warp in units of 256) and shared memory (each block's
+ * static and dynamic bytes and the driver's reserved 1 KiB, in units of 128)
+ * allow. 0 when one block cannot run at all. */
+static int occupancy_blocks(const struct func *f, int block, size_t dyn)
+{
+    if ((unsigned int)block > f->max_threads || dyn > FC_SHARED_PER_BLOCK - f->static_shared)
+        return 0;
+    unsigned int warps = ((unsigned int)block + 31) / 32;
+    unsigned int by_warps = FC_MAX_THREADS_PER_SM / 32 / warps;
+    unsigned int by_regs = FC_REGS_PER_SM / regs_per_warp(f->regs) / warps;
+    unsigned int shared = ((unsigned int)dyn + f->static_shared + FC_RESERVED_SHARED + 127) / 128 * 128;
+    unsigned int by_shared = FC_SHARED_PER_SM / shared;
+    return (int)min_u(min_u(by_warps, FC_MAX_BLOCKS_PER_SM), min_u(by_regs, by_shared));
+}
+
+/* A CUkernel passed as a CUfunction is accepted, as the driver documents.
+ * Needs a current context for either, as the driver does (seen on an H200,
+ * driver 580: CUDA_ERROR_INVALID_CONTEXT from a thread with none, for a
+ * module's CUfunction too). */
+FC_EXPORT CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CUfunction func, int blockSize,
+                                                               size_t dynamicSMemSize)
+{
+    ENTER_INIT(cuOccupancyMaxActiveBlocksPerMultiprocessor);
+    if (!numBlocks || blockSize < 1)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!current_ctx())
+        return CUDA_ERROR_INVALID_CONTEXT;
+    LOCK();
+    struct func *f = handle_func(func, 3);
+    struct func copy = f ? *f : (struct func){0};
+    UNLOCK();
+    if (!f)
+        return CUDA_ERROR_INVALID_HANDLE;
+    *numBlocks = occupancy_blocks(&copy, blockSize, dynamicSMemSize);
+    return CUDA_SUCCESS;
 }

@@ -12,7 +12,12 @@
  *    cuGetProcAddress(_v2) returns CUDA_ERROR_NOT_INITIALIZED before cuInit(0).
  *  - Contexts exist (primary context, cuCtxCreate_v4) but memory, module and
  *    launch calls do not require a current one (deviation: the driver would
- *    return CUDA_ERROR_INVALID_CONTEXT). cuCtxGetDevice/cuCtxSynchronize do.
+ *    return CUDA_ERROR_INVALID_CONTEXT). cuCtxGetDevice/cuCtxSynchronize and
+ *    cuOccupancyMaxActiveBlocksPerMultiprocessor do. Each thread has a
+ *    context stack: cuCtxPushCurrent_v2 (at most 16 deep, else
+ *    CUDA_ERROR_OUT_OF_MEMORY) and cuCtxPopCurrent_v2 (empty:
+ *    CUDA_ERROR_INVALID_CONTEXT); cuCtxSetCurrent replaces the top, NULL pops
+ *    it; cuCtxCreate_v4 replaces the top too (deviation: the driver pushes).
  *    cuCtxDestroy(_v2) ends the context handle only; what was made in it
  *    stays (deviation).
  *  - Primary context teardown: cuDevicePrimaryCtxReset(_v2), and the
@@ -112,6 +117,19 @@
  *    CUDA_ERROR_INVALID_VALUE.
  *  - Events (cuEventCreate/Record/Query/Synchronize/Destroy_v2): work is
  *    synchronous, so a recorded event has always completed.
+ *  - Function attributes and occupancy: a function is built with
+ *    FC_DEFAULT_REGS (32) registers a thread and no static shared memory, or
+ *    what fakecuda_set_kernel_resources set for its kernel before the load
+ *    that made it (a CUkernel's function, and what cuKernelGetAttribute
+ *    says, likewise); CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK is what the
+ *    SM's 65536 registers hold (1024 at most: 512 at 128 registers). The
+ *    occupancy calculator (cuOccupancyMaxActiveBlocksPerMultiprocessor, a
+ *    CUfunction or a CUkernel passed as one) models sm_90: blocks an SM holds
+ *    are the fewest its 64 warps, 32 blocks, 65536 registers (per warp in
+ *    units of 256) and 233472 bytes of shared memory (a block's static and
+ *    dynamic bytes and 1 KiB reserved, in units of 128) allow; 0 for a block
+ *    over the function's maximum threads or dynamic shared memory over 48
+ *    KiB less its static bytes. The device attributes say the same limits.
  *  - Launches run the kernel synchronously on the calling thread, once per
  *    (block, thread), blocks in x-fastest order. A CUfunction or a CUkernel
  *    may be launched. Streams are only validated: NULL, CU_STREAM_LEGACY,
@@ -180,6 +198,13 @@ int fakecuda_register_kernel(const char *name, fakecuda_kernel_fn fn);
 int fakecuda_register_kernel_params(const char *name, fakecuda_kernel_fn fn, unsigned int nparams,
                                     const size_t *param_sizes);
 
+/* Functions of kernel `name` that images loaded from now on make have `regs`
+ * registers a thread (1..255) and `static_shared` bytes of static shared
+ * memory (at most 48 KiB): a kernel rebuilt with more registers, as a JIT
+ * with other options would. Functions already loaded keep theirs. Returns
+ * 0, or -1 for an unknown kernel or a value out of range. */
+int fakecuda_set_kernel_resources(const char *name, unsigned int regs, unsigned int static_shared);
+
 /* How many launches of kernel `name` completed (any launch API). */
 unsigned long long fakecuda_kernel_launches(const char *name);
 
@@ -227,6 +252,7 @@ int fakecuda_set_capturing(CUstream stream, int capturing);
  * (a compile definition that CMake target fakecuda_headers provides). */
 typedef int (*fakecuda_register_kernel_fn)(const char *, fakecuda_kernel_fn);
 typedef int (*fakecuda_register_kernel_params_fn)(const char *, fakecuda_kernel_fn, unsigned int, const size_t *);
+typedef int (*fakecuda_set_kernel_resources_fn)(const char *, unsigned int, unsigned int);
 typedef unsigned long long (*fakecuda_kernel_launches_fn)(const char *);
 typedef unsigned long long (*fakecuda_calls_fn)(const char *);
 typedef void (*fakecuda_reset_calls_fn)(void);

@@ -144,6 +144,8 @@ static CUipcMemHandle no_ipc;
     X(cuModuleGetFunction, CUDA_ERROR_INVALID_VALUE, NULL, NULL, NULL)                                   \
     X(cuLibraryGetKernel, CUDA_ERROR_INVALID_VALUE, NULL, NULL, NULL)                                    \
     X(cuKernelGetFunction, CUDA_ERROR_INVALID_VALUE, NULL, NULL)                                         \
+    X(cuOccupancyMaxActiveBlocksPerMultiprocessor, CUDA_ERROR_INVALID_VALUE, NULL, NULL, 0, 0)           \
+    X(cuCtxPushCurrent_v2, CUDA_ERROR_INVALID_VALUE, NULL)                                               \
     X(cuModuleUnload, CUDA_ERROR_INVALID_HANDLE, NULL)                                                   \
     X(cuLibraryUnload, CUDA_ERROR_INVALID_HANDLE, NULL)                                                  \
     X(cuMemAlloc, CUDA_ERROR_INVALID_VALUE, NULL, 0)                                                     \
@@ -1794,6 +1796,108 @@ static void test_threads(void)
     OK(cuModuleUnload(g_shared_mod));
 }
 
+/* The context stack, a function's resources and the occupancy calculator,
+ * on a thread of its own (its stack starts empty). */
+static void *occupancy_thread(void *arg)
+{
+    (void)arg;
+    CUcontext primary, top, created;
+    EXPECT(cuCtxPopCurrent_v2(&top), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT(cuCtxPushCurrent_v2(NULL), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuCtxPushCurrent_v2((CUcontext)&top), CUDA_ERROR_INVALID_CONTEXT);
+    CUmodule m, m128;
+    CUfunction f, f128;
+    OK(cuModuleLoadData(&m, "DRKFAKE1\nempty\n"));
+    OK(cuModuleGetFunction(&f, m, "empty"));
+    int blocks = -1, v = 0;
+    EXPECT(cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, f, 256, 0), CUDA_ERROR_INVALID_CONTEXT);
+    OK(cuDevicePrimaryCtxRetain(&primary, 0));
+    OK(cuCtxPushCurrent_v2(primary));
+    OK(cuCtxGetCurrent(&top));
+    CHECK(top == primary, "pushed context current");
+
+    /* 32 registers: blocks by warps (64 an SM), the SM's 32 blocks, shared
+     * memory (228 KiB an SM, 1 KiB reserved a block). */
+    static const struct {
+        int threads;
+        size_t dyn;
+        int want;
+    } cases[] = {{256, 0, 8}, {768, 0, 2}, {32, 0, 32}, {1024, 0, 2}, {1025, 0, 0},
+                 {256, 40960, 5}, {256, 49152, 4}, {256, 49153, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        OK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, f, cases[i].threads, cases[i].dyn));
+        CHECK(blocks == cases[i].want, "%d threads, %zu dynamic: %d blocks, want %d", cases[i].threads,
+              cases[i].dyn, blocks, cases[i].want);
+    }
+    EXPECT(cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, f, 0, 0), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuOccupancyMaxActiveBlocksPerMultiprocessor(NULL, f, 256, 0), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, (CUfunction)m, 256, 0), CUDA_ERROR_INVALID_HANDLE);
+    OK(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK, 0));
+    CHECK(v == 1024, "reserved shared memory %d", v);
+
+    /* Rebuilt with 128 registers and 1 KiB of static shared memory: loads
+     * from now on; the function loaded before keeps its 32. */
+    CHECK(fakecuda_set_kernel_resources("nope", 32, 0) == -1 && fakecuda_set_kernel_resources("empty", 0, 0) == -1 &&
+          fakecuda_set_kernel_resources("empty", 256, 0) == -1, "resources out of range refused");
+    CHECK(fakecuda_set_kernel_resources("empty", 128, 1024) == 0, "resources set");
+    OK(cuModuleLoadData(&m128, "DRKFAKE1\nempty\n"));
+    OK(cuModuleGetFunction(&f128, m128, "empty"));
+    OK(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, f128));
+    CHECK(v == 128, "registers %d", v);
+    OK(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f128));
+    CHECK(v == 1024, "static shared %d", v);
+    OK(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f128));
+    CHECK(v == 512, "max threads %d", v);
+    OK(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, f));
+    CHECK(v == 32, "the earlier load keeps its registers: %d", v);
+    OK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, f128, 256, 0));
+    CHECK(blocks == 2, "128 registers, 256 threads: %d blocks", blocks);
+    OK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, f128, 1024, 0));
+    CHECK(blocks == 0, "over its maximum threads: %d blocks", blocks);
+    OK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, f128, 64, 48128));
+    CHECK(blocks == 4, "static and dynamic shared memory together: %d blocks", blocks);
+
+    /* A CUkernel, as such and through its function. */
+    CUlibrary lib;
+    CUkernel k;
+    CUfunction kf;
+    OK(cuLibraryLoadData(&lib, "DRKFAKE1\nempty\n", NULL, NULL, 0, NULL, NULL, 0));
+    OK(cuLibraryGetKernel(&k, lib, "empty"));
+    OK(cuKernelGetFunction(&kf, k));
+    OK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, (CUfunction)k, 256, 0));
+    CHECK(blocks == 2, "a CUkernel: %d blocks", blocks);
+    OK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kf, 256, 0));
+    CHECK(blocks == 2, "its function: %d blocks", blocks);
+    CHECK(fakecuda_set_kernel_resources("empty", 32, 0) == 0, "resources back");
+
+    /* The stack: push over a context, pop back to it; NULL pops. */
+    OK(cuCtxCreate_v4(&created, NULL, 0, 0)); /* replaces the top: primary */
+    OK(cuCtxPushCurrent_v2(primary));
+    OK(cuCtxPopCurrent_v2(&top));
+    CHECK(top == primary, "popped what was pushed");
+    OK(cuCtxGetCurrent(&top));
+    CHECK(top == created, "the one below current again");
+    OK(cuCtxPushCurrent_v2(primary));
+    OK(cuCtxSetCurrent(NULL));
+    OK(cuCtxGetCurrent(&top));
+    CHECK(top == created, "NULL pops the top");
+    OK(cuCtxDestroy_v2(created)); /* current: popped as it goes */
+    OK(cuCtxGetCurrent(&top));
+    CHECK(top == NULL, "stack empty");
+    EXPECT(cuCtxPopCurrent_v2(NULL), CUDA_ERROR_INVALID_CONTEXT);
+    OK(cuLibraryUnload(lib));
+    OK(cuModuleUnload(m128));
+    OK(cuModuleUnload(m));
+    OK(cuDevicePrimaryCtxRelease_v2(0));
+    return NULL;
+}
+
+static void test_occupancy(void)
+{
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, occupancy_thread, NULL) == 0 && pthread_join(t, NULL) == 0, "thread");
+}
+
 int main(void)
 {
     Dl_info info;
@@ -1816,6 +1920,7 @@ int main(void)
     test_primary_reset();
     test_capture();
     test_threads();
+    test_occupancy();
     if (failures) {
         fprintf(stderr, "fakecuda_selftest: %d check(s) failed\n", failures);
         return 1;

@@ -15,6 +15,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,6 +87,8 @@ union rec {
  * test's own string, as CUPTI's do. */
 struct name {
     struct name *next;
+    uint16_t regs;          /* what its kernel records carry (fakecupti_kernel_resources) */
+    int32_t static_shared;
     char s[];
 };
 
@@ -163,6 +166,8 @@ static const char *intern(const char *s)
     if (!n)
         return NULL;
     memcpy(n->s, s, len + 1);
+    n->regs = FAKECUPTI_REGISTERS_PER_THREAD;
+    n->static_shared = 0;
     n->next = g_names;
     g_names = n;
     return n->s;
@@ -526,8 +531,10 @@ void fakecupti_kernel(const char *name, unsigned gx, unsigned gy, unsigned gz, u
     k->name = intern(name);
     k->correlationId = g_next_correlation++;
     k->gridId = g_next_grid++;
+    const struct name *n = k->name ? (const struct name *)(k->name - offsetof(struct name, s)) : NULL;
+    k->registersPerThread = n ? n->regs : FAKECUPTI_REGISTERS_PER_THREAD;
+    k->staticSharedMemory = n ? n->static_shared : 0;
     UNLOCK();
-    k->registersPerThread = FAKECUPTI_REGISTERS_PER_THREAD;
     k->start = start_ns;
     k->end = end_ns;
     k->completed = end_ns;
@@ -540,13 +547,24 @@ void fakecupti_kernel(const char *name, unsigned gx, unsigned gy, unsigned gz, u
     k->blockX = (int32_t)bx;
     k->blockY = (int32_t)by;
     k->blockZ = (int32_t)bz;
-    k->staticSharedMemory = 0;
     k->dynamicSharedMemory = (int32_t)dynamic_shared;
     k->sharedMemoryExecuted = dynamic_shared;
     k->launchType = CUPTI_ACTIVITY_LAUNCH_TYPE_REGULAR;
     k->queued = CUPTI_TIMESTAMP_UNKNOWN;
     k->submitted = CUPTI_TIMESTAMP_UNKNOWN;
     queue(&r);
+}
+
+void fakecupti_kernel_resources(const char *name, unsigned regs, unsigned static_shared)
+{
+    LOCK();
+    const char *s = intern(name);
+    if (s) {
+        struct name *n = (struct name *)(s - offsetof(struct name, s));
+        n->regs = (uint16_t)regs;
+        n->static_shared = (int32_t)static_shared;
+    }
+    UNLOCK();
 }
 
 /* Whether kind makes records now, and if so the record's correlation ID. */

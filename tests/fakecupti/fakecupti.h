@@ -32,8 +32,10 @@
  *  - Fields: those below carry what the test gave; deviceId 0, contextId 1
  *    (FAKECUPTI_CONTEXT_ID), correlationId from one counter shared by all
  *    records, starting at 1. Kernel: gridX..Z, blockX..Z,
- *    dynamicSharedMemory (also sharedMemoryExecuted), staticSharedMemory 0,
- *    registersPerThread 32 (FAKECUPTI_REGISTERS_PER_THREAD), completed = end,
+ *    dynamicSharedMemory (also sharedMemoryExecuted),
+ *    registersPerThread 32 (FAKECUPTI_REGISTERS_PER_THREAD) and
+ *    staticSharedMemory 0 unless fakecupti_kernel_resources set others for
+ *    the name (records queued after it; until cuptiFinalize), completed = end,
  *    gridId from its own counter (from 1), launchType REGULAR, queued and
  *    submitted CUPTI_TIMESTAMP_UNKNOWN, name (NULL when the test gave NULL;
  *    else a copy owned by the fake, the same pointer for the same name,
@@ -109,6 +111,10 @@ extern "C" {
  * clock of cuptiGetTimestamp if the test wants them to match. */
 void fakecupti_kernel(const char *name, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                       unsigned bz, unsigned dynamic_shared, uint64_t start_ns, uint64_t end_ns, uint32_t stream);
+/* Kernel records of `name` queued from now on carry `regs` registers a thread
+ * and `static_shared` bytes of static shared memory, as CUPTI says what the
+ * launched function was built with (a kernel reloaded with more registers). */
+void fakecupti_kernel_resources(const char *name, unsigned regs, unsigned static_shared);
 void fakecupti_memcpy(uint64_t bytes, uint64_t start_ns, uint64_t end_ns, uint32_t stream);
 void fakecupti_memset(uint64_t bytes, uint64_t start_ns, uint64_t end_ns, uint32_t stream);
 
@@ -160,6 +166,7 @@ int fakecupti_enabled(CUpti_ActivityKind kind);
  * FAKECUPTI_LIBRARY. */
 typedef void (*fakecupti_kernel_fn)(const char *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                     unsigned, uint64_t, uint64_t, uint32_t);
+typedef void (*fakecupti_kernel_resources_fn)(const char *, unsigned, unsigned);
 typedef void (*fakecupti_memcpy_fn)(uint64_t, uint64_t, uint64_t, uint32_t);
 typedef void (*fakecupti_memset_fn)(uint64_t, uint64_t, uint64_t, uint32_t);
 typedef void (*fakecupti_set_time_fn)(uint64_t);

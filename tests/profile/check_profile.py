@@ -2,7 +2,7 @@
 """Runs profile_route under drk with DRK_PROFILE=1 and holds its report's GPU
 times and rounds against what the program queued on the stand-in CUPTI.
 
-Usage: check_profile.py --program PATH --preload LIBS --mode rounds|failing
+Usage: check_profile.py --program PATH --preload LIBS --mode rounds|failing|profiler|lookup|nvtx|occupancy
 """
 import argparse
 import glob
@@ -186,15 +186,52 @@ def case_counters(args):
           f"counters: {c3['discarded']} windows" in p3.stdout, "two ranges in a window: given up", (c3, p3.stdout))
 
 
+def case_occupancy(args):
+    rep, p = run(args, "occupancy")
+    check(rep["rounds"]["closed"] == 9 and rep["rounds"]["marked"] == 8, "eight rounds marked, and the exit's",
+          rep["rounds"])
+    fs = rep["findings"]
+    drops = {f["kernel"]["name"]: f for f in fs if f["name"] == "occupancy_drop"}
+    check(set(drops) == {"gemm", "attn"}, "occupancy_drop: the reloaded kernel and the one with more shared "
+          "memory, one entry each; not the steady one", [(f["name"], f["kernel"]) for f in fs])
+    f = drops.get("gemm")
+    if f:
+        check(f["first_round"] == 5 and f["last_round"] == 7 and f["rounds"] == 3 and
+              f["kernel"]["block"] == [256, 1, 1] and f["kernel"]["shared_bytes"] == 0 and
+              near(f["value"], 0.25, 1e-6) and near(f["reference"], 1.0, 1e-6),
+              "gemm: 25% from 100%, from the round its 128-register function ran in", f)
+        check("round 5: gemm at block (256,1,1), dyn smem 0: theoretical occupancy 25% (16 of 64 warps an SM, "
+              "limited by registers: 128 a thread), was 100% at block (256,1,1), dyn smem 0 in round 4 "
+              "(32 registers a thread" in f["evidence"], "gemm: the evidence in words", f["evidence"])
+    f = drops.get("attn")
+    if f:
+        check(f["first_round"] == 6 and f["rounds"] == 2 and f["kernel"]["shared_bytes"] == 40960 and
+              near(f["value"], 0.625, 1e-6) and near(f["reference"], 1.0, 1e-6) and
+              "theoretical occupancy 62.5% (40 of 64 warps an SM, limited by shared memory: 40960 bytes a block" in f["evidence"] and "in round 5" in f["evidence"],
+              "attn: 62.5% at 40 KiB of dynamic shared memory, from round 6", f)
+    check(not any(f["name"] == "kernel_slower" for f in fs), "no kernel got slower", [f["name"] for f in fs])
+    rows = rows_by_shape(rep["gpu_time"])
+    gemm = rows.get(("gemm", (64, 1, 1), (256, 1, 1), 0), {}).get("occupancy")
+    check(gemm and near(gemm["theoretical"], 0.25, 1e-6) and gemm["limited_by"] == "registers" and
+          gemm["registers"] == 128 and gemm["blocks_per_sm"] == 2 and gemm["max_warps_per_sm"] == 64,
+          "by_kernel: gemm's latest occupancy", gemm)
+    empty = rows.get(("empty", (4, 1, 1), (64, 1, 1), 0), {}).get("occupancy")
+    check(empty and empty["theoretical"] == 1 and empty["limited_by"] == "none", "by_kernel: empty's", empty)
+    check("occupancy:" not in p.stderr, "every occupancy worked out (no failure line)", p.stderr)
+    check(p.stderr.count("finding occupancy_drop") == 2, "one info line each", p.stderr)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--program", required=True)
     ap.add_argument("--preload", required=True)
-    ap.add_argument("--mode", required=True, choices=["rounds", "failing", "profiler", "lookup", "nvtx", "counters"])
+    ap.add_argument("--mode", required=True, choices=["rounds", "failing", "profiler", "lookup", "nvtx", "counters",
+                                                      "occupancy"])
     args = ap.parse_args()
     {"rounds": case_rounds, "failing": case_failing, "nvtx": lambda a: case_rounds(a, "nvtx", "nvtx"),
      "profiler": lambda a: case_aside(a, "profiler", "cuptiActivityRegisterCallbacks"),
-     "lookup": lambda a: case_aside(a, "lookup", "dlsym"), "counters": case_counters}[args.mode](args)
+     "lookup": lambda a: case_aside(a, "lookup", "dlsym"), "counters": case_counters,
+     "occupancy": case_occupancy}[args.mode](args)
     print(f"{'FAILED' if failures else 'passed'}: {failures} failures")
     sys.exit(1 if failures else 0)
 

@@ -23,7 +23,12 @@
  *                          record starts; `empty` at (4)x(64) four times as
  *                          long as at (1)x(32); prints the range profiler's
  *                          windows (FAKECUPTI_FAIL names an entry to fail;
- *                          FAKECUPTI_RANGES, the ranges a window decodes to) */
+ *                          FAKECUPTI_RANGES, the ranges a window decodes to)
+ *   profile_route occupancy
+ *                          eight rounds of `gemm`, `attn` and `empty`; from
+ *                          round 5 `gemm` is a function reloaded with 128
+ *                          registers (same name and shape), from round 6
+ *                          `attn` takes 40 KiB of dynamic shared memory */
 #include <cuda.h>
 #include <cudaProfiler.h>
 #include <dlfcn.h>
@@ -33,6 +38,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "tests/fakecuda/fakecuda.h"
 #include "tests/fakecupti/fakecupti.h"
 
 #define ROUNDS 4
@@ -124,6 +130,70 @@ static int counters(CUfunction empty, uint64_t base)
     return 0;
 }
 
+static void nothing(const fakecuda_thread *t) { (void)t; }
+
+/* The occupancy mode: rounds of 1 ms from `base`, by cuProfilerStop. */
+static int occupancy_rounds(uint64_t base)
+{
+    CUmodule mod, reloaded;
+    CUfunction gemm, attn, empty;
+    if (fakecuda_register_kernel("gemm", nothing) != 0 || fakecuda_register_kernel("attn", nothing) != 0 ||
+        !check(cuModuleLoadData(&mod, "DRKFAKE1\ngemm\nattn\nempty\n"), "load") ||
+        !check(cuModuleGetFunction(&gemm, mod, "gemm"), "get") ||
+        !check(cuModuleGetFunction(&attn, mod, "attn"), "get") ||
+        !check(cuModuleGetFunction(&empty, mod, "empty"), "get"))
+        return 0;
+    for (int r = 0; r < 8; r++) {
+        uint64_t t0 = base + r * ROUND_NS;
+        fakecupti_set_time(t0 + 10);
+        if (r == 5) {
+            /* Rebuilt with more registers, as a JIT with other options
+             * would: a new handle, the same name and launch shape. */
+            if (fakecuda_set_kernel_resources("gemm", 128, 0) != 0 ||
+                !check(cuModuleLoadData(&reloaded, "DRKFAKE1\ngemm\n"), "reload") ||
+                !check(cuModuleGetFunction(&gemm, reloaded, "gemm"), "get"))
+                return 0;
+            fakecupti_kernel_resources("gemm", 128, 0);
+        }
+        unsigned dyn = r >= 6 ? 40960 : 0;
+        for (int i = 0; i < 10; i++) {
+            if (!check(cuLaunchKernel(gemm, 64, 1, 1, 256, 1, 1, 0, NULL, NULL, NULL), "launch") ||
+                !check(cuLaunchKernel(attn, 8, 1, 1, 256, 1, 1, dyn, NULL, NULL, NULL), "launch") ||
+                !check(cuLaunchKernel(empty, 4, 1, 1, 64, 1, 1, 0, NULL, NULL, NULL), "launch"))
+                return 0;
+            uint64_t s = t0 + 1000 + (uint64_t)i * 20000;
+            fakecupti_kernel("gemm", 64, 1, 1, 256, 1, 1, 0, s, s + 8000, 7);
+            fakecupti_kernel("attn", 8, 1, 1, 256, 1, 1, dyn, s + 9000, s + 14000, 7);
+            fakecupti_kernel("empty", 4, 1, 1, 64, 1, 1, 0, s + 15000, s + 18000, 7);
+        }
+        if (r == 5) {
+            /* drk's thread ticks meanwhile and works the four shapes out
+             * itself, once each, in the primary context it pushes (this
+             * program pushes none), as on a run whose rounds last longer
+             * than a tick. */
+            unsigned long long calc = 0, pushes = 0, pops = 0;
+            /* A tick is 50 ms; a loaded machine may take longer. Done when
+             * the four are in and the context is popped again. */
+            for (int i = 0; i < 500 && (calc < 4 || !pushes || pushes != pops); i++) {
+                struct timespec ts = {0, 10000000};
+                nanosleep(&ts, NULL);
+                pops = fakecuda_calls("cuCtxPopCurrent_v2");
+                calc = fakecuda_calls("cuOccupancyMaxActiveBlocksPerMultiprocessor");
+                pushes = fakecuda_calls("cuCtxPushCurrent_v2");
+            }
+            printf("occupancy: by round 5, %llu calculator calls, %llu pushes, %llu pops\n", calc, pushes, pops);
+            if (calc != 4 || !pushes || pushes != pops)
+                return 0;
+        }
+        fakecupti_set_time(t0 + ROUND_NS);
+        if (!check(cuProfilerStop(), "cuProfilerStop"))
+            return 0;
+    }
+    fakecupti_set_time(base + 8 * ROUND_NS + 5000);
+    printf("occupancy: 8 rounds of %llu ns from %llu\n", (unsigned long long)ROUND_NS, (unsigned long long)base);
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "rounds";
@@ -161,6 +231,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(mode, "counters") == 0)
         return counters(empty, base);
+    if (strcmp(mode, "occupancy") == 0)
+        return occupancy_rounds(base) ? 0 : 1;
     for (int r = 0; r < ROUNDS; r++) {
         uint64_t t0 = base + r * ROUND_NS;
         fakecupti_set_time(t0 + 10);

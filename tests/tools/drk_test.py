@@ -976,6 +976,30 @@ def check_findings_text():
             json.dump(d, f)
         p = drk("report", path)
         check(p.returncode == 0 and "findings" not in p.stdout, "no times, no findings: nothing said", p)
+    # A newer drk's by_kernel rows carry their occupancy (an object or null) and its findings occupancy_drop:
+    # read as any other row and finding.
+    with tempfile.TemporaryDirectory() as tmp:
+        d = json.load(open(fixture(*FINDINGS)))
+        rows = d["gpu_time"]["by_kernel"]
+        rows[0]["occupancy"] = {"theoretical": 0.25, "blocks_per_sm": 2, "warps_per_block": 8, "max_warps_per_sm": 64,
+                                "limited_by": "registers", "registers": 128, "static_shared_bytes": 0}
+        rows[1]["occupancy"] = None
+        evidence = ("round 3: empty at block (64,1,1), dyn smem 0: theoretical occupancy 25% (16 of 64 warps an SM, "
+                    "limited by registers: 128 a thread), was 100% at block (64,1,1), dyn smem 0 in round 2")
+        d["findings"].append({"name": "occupancy_drop", "first_round": 3, "last_round": 3, "rounds": 1,
+                              "kernel": {"name": "empty", "grid": [4, 1, 1], "block": [64, 1, 1], "shared_bytes": 0},
+                              "value": 0.25, "reference": 1, "evidence": evidence})
+        path = os.path.join(tmp, "drk-profile_route-11.json")
+        with open(path, "w") as f:
+            json.dump(d, f)
+        p = drk("report", path)
+        lines = section(p.stdout, "findings:", "calls by family:") if p.returncode == 0 else None
+        check(lines is not None and lines[0] == "findings: 3" and lines[4].startswith("  occupancy_drop  3 (1 round)")
+              and "empty 4x1x1 / 64x1x1 / 0" in lines[4] and "theoretical occupancy 25%" in lines[4],
+              "occupancy in by_kernel, and occupancy_drop, as any other row and finding", p)
+        p = drk("report", "--json", path)
+        check(p.returncode == 0 and json.loads(p.stdout)["processes"][0]["findings"][2]["evidence"] == evidence,
+              "--json: occupancy_drop with its evidence whole", p)
 
 
 def check_findings_json():

@@ -2,7 +2,9 @@
  * records directly: bucket accuracy, attribution by name and geometry, busy
  * time as the union of intervals, idle gaps and what bounds them, records
  * arriving after their round, the kept and merged rounds over 100,000 rounds,
- * and the table's limit. */
+ * the table's limit, and the findings: quiet on a steady workload, each
+ * planted case found in its round (occupancy_drop by the build the records
+ * say ran). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -225,6 +227,122 @@ static void test_findings(void)
     CHECK(drk_gputime_findings(all, DRK_FINDINGS_MAX) == 0);
 }
 
+static drk_occupancy occ(double theoretical, uint32_t regs, uint32_t dyn, uint32_t limit)
+{
+    /* Blocks of 8 warps, an SM of 64. */
+    return (drk_occupancy){.theoretical = theoretical, .blocks_per_sm = (uint32_t)(theoretical * 8),
+                           .warps_per_block = 8, .max_warps_per_sm = 64, .regs = regs, .dynamic_shared = dyn,
+                           .block_threads = 256, .limit = limit};
+}
+
+/* One round of 620 us: `gemm` at block 256 (dynamic shared memory `dyn`)
+ * 10 times 50 us, its records saying `regs` registers (0: they do not say);
+ * `softmax` 5 times 20 us; `tiny` once 100 ns. */
+static void occ_round(uint64_t r, uint32_t regs, uint32_t dyn)
+{
+    uint64_t t = r * 620000, s = t;
+    drk_time_key a = key("gemm", 64, 256), b = key("softmax", 8, 256), c = key("tiny", 1, 256);
+    a.shared_bytes = dyn;
+    for (int i = 0; i < 10; i++, s += 50000)
+        drk_gputime_kernel_built(&a, regs, 0, s, s + 50000);
+    for (int i = 0; i < 5; i++, s += 20000)
+        drk_gputime_kernel_built(&b, 32, 0, s, s + 20000);
+    drk_gputime_kernel_built(&c, 32, 0, s, s + 100);
+    drk_round_memory mem = {.live_bytes = 900u << 20, .reserved_bytes = 1000u << 20};
+    drk_gputime_round_end(t + 620000, "nvtx", &mem);
+}
+
+static void test_occupancy(void)
+{
+    drk_time_key gemm = key("gemm", 64, 256), softmax = key("softmax", 8, 256), tiny = key("tiny", 1, 256);
+    drk_occupancy full = occ(1.0, 32, 0, DRK_OCC_LIMIT_NONE), half = occ(0.5, 32, 0, DRK_OCC_LIMIT_WARPS),
+                  regs128 = occ(0.25, 128, 0, DRK_OCC_LIMIT_REGISTERS), low_tiny = occ(0.125, 32, 0, DRK_OCC_LIMIT_BLOCKS);
+    const drk_finding *all[DRK_FINDINGS_MAX];
+
+    /* Steady: every shape at its occupancy, a low one too (softmax at
+     * 50%), and the 128-register build known but never run: quiet. */
+    drk_gputime_reset(0);
+    drk_gputime_occupancy(&gemm, &full);
+    drk_gputime_occupancy(&softmax, &half);
+    drk_gputime_occupancy(&gemm, &regs128);
+    for (uint64_t r = 0; r < 30; r++)
+        occ_round(r, 32, 0);
+    CHECK(drk_gputime_findings(all, DRK_FINDINGS_MAX) == 0);
+    drk_occupancy got;
+    CHECK(drk_gputime_occupancy_of(&gemm, &got) && got.regs == 128); /* the latest handed in */
+
+    /* Planted: the same kernel and shape, from round 5 a build of 128
+     * registers (its occupancy worked out in round 2, before it ran): found
+     * in round 5, one entry however long it lasts. A tiny kernel's drop (it
+     * is under 5% of the kernel time) says nothing. */
+    drk_gputime_reset(0);
+    drk_gputime_occupancy(&gemm, &full);
+    drk_gputime_occupancy(&softmax, &half);
+    drk_gputime_occupancy(&tiny, &full);
+    for (uint64_t r = 0; r < 12; r++) {
+        if (r == 2) {
+            drk_gputime_occupancy(&gemm, &regs128);
+            drk_gputime_occupancy(&tiny, &low_tiny);
+        }
+        occ_round(r, r >= 5 ? 128 : 32, 0);
+    }
+    CHECK(drk_gputime_findings(all, DRK_FINDINGS_MAX) == 1);
+    const drk_finding *f = finding("occupancy_drop");
+    CHECK(f && f->first_round == 5 && f->last_round == 11 && f->rounds == 7 && strcmp(f->key.name, "gemm") == 0);
+    CHECK(f && f->value == 0.25 && f->reference == 1.0);
+    CHECK(f && strstr(f->evidence, "round 5: gemm at block (256,1,1), dyn smem 0: theoretical occupancy 25% (16 of 64 "
+                                   "warps an SM, limited by registers: 128 a thread), was 100% at block (256,1,1), "
+                                   "dyn smem 0 in round 4 (32 registers a thread"));
+
+    /* Planted: from round 6 gemm takes 40 KiB of dynamic shared memory, a
+     * new shape at half the occupancy of its kernel's best: found in round
+     * 6 (as is the new shape). */
+    drk_gputime_reset(0);
+    drk_time_key gemm_smem = gemm;
+    gemm_smem.shared_bytes = 40960;
+    drk_occupancy smem = occ(0.5, 32, 40960, DRK_OCC_LIMIT_SHARED);
+    drk_gputime_occupancy(&gemm, &full);
+    drk_gputime_occupancy(&softmax, &half);
+    drk_gputime_occupancy(&gemm_smem, &smem);
+    for (uint64_t r = 0; r < 9; r++)
+        occ_round(r, 32, r >= 6 ? 40960 : 0);
+    f = finding("occupancy_drop");
+    CHECK(f && f->first_round == 6 && f->rounds == 3 && f->key.shared_bytes == 40960);
+    CHECK(f && strstr(f->evidence, "round 6: gemm at block (256,1,1), dyn smem 40960: theoretical occupancy 50%") &&
+          strstr(f->evidence, "limited by shared memory: 40960 bytes a block, 0 static and 40960 dynamic), was 100% "
+                              "at block (256,1,1), dyn smem 0 in round 5"));
+    CHECK(finding("new_shape") && drk_gputime_findings(all, DRK_FINDINGS_MAX) == 2);
+
+    /* Records that do not say how the function was built: the latest
+     * occupancy handed in counts. A drop under 1/8 of the SM's warps
+     * (100% to 93.75%) is not worth a finding; to 75% it is. */
+    drk_gputime_reset(0);
+    drk_gputime_occupancy(&gemm, &full);
+    drk_gputime_occupancy(&softmax, &half);
+    for (uint64_t r = 0; r < 8; r++) {
+        if (r == 3) {
+            drk_occupancy o = occ(0.9375, 40, 0, DRK_OCC_LIMIT_REGISTERS);
+            drk_gputime_occupancy(&gemm, &o);
+        }
+        if (r == 5) {
+            drk_occupancy o = occ(0.75, 64, 0, DRK_OCC_LIMIT_REGISTERS);
+            drk_gputime_occupancy(&gemm, &o);
+        }
+        occ_round(r, 0, 0);
+    }
+    f = finding("occupancy_drop");
+    CHECK(f && f->first_round == 5 && f->value == 0.75 && f->reference == 1.0);
+    CHECK(drk_gputime_findings(all, DRK_FINDINGS_MAX) == 1);
+
+    /* An occupancy of a shape that never ran makes no row. */
+    drk_gputime_reset(0);
+    drk_gputime_occupancy(&gemm, &full);
+    drk_time_row rows[4];
+    CHECK(drk_gputime_rows(rows, 4) == 0 && drk_gputime_totals_get().entries == 0);
+    CHECK(drk_gputime_occupancy_of(&gemm, &got) && got.theoretical == 1.0 && !drk_gputime_occupancy_of(&tiny, &got));
+    drk_gputime_reset(0);
+}
+
 int main(void)
 {
     test_hist();
@@ -232,5 +350,6 @@ int main(void)
     test_rounds();
     test_limits();
     test_findings();
+    test_occupancy();
     return CHECK_DONE();
 }
