@@ -58,6 +58,12 @@ const drk_option_desc drk_option_table[DRK_OPT_COUNT] = {
     [DRK_OPT_ROUND] = {"DRK_ROUND", DRK_OPTION_PATH, "round",
                        "with DRK_PROFILE, the NVTX range or mark whose end ends a round (an fnmatch pattern, e.g. "
                        "'step*'; NVTX reaches drk through NVTX_INJECTION64_PATH, which drk run sets)"},
+    [DRK_OPT_CACHE_DIR] = {"DRK_CACHE_DIR", DRK_OPTION_PATH, "",
+                           "where evolved kernels (cubins) and search results are kept between runs, shared "
+                           "safely by concurrent processes (empty: $XDG_CACHE_HOME/drk, else ~/.cache/drk)"},
+    [DRK_OPT_CACHE_SIZE] = {"DRK_CACHE_SIZE", DRK_OPTION_AMOUNT, "1G",
+                            "the cache's cap: past it the least recently used entries go (bytes, or a share "
+                            "of the file system holding it); 0: no cache, every run searches afresh"},
 };
 
 static const char *const level_names[] = {
