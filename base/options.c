@@ -63,6 +63,12 @@ const drk_option_desc drk_option_table[DRK_OPT_COUNT] = {
     [DRK_OPT_COUNTERS_BUDGET] = {"DRK_COUNTERS_BUDGET", DRK_OPTION_PERCENT, "5%",
                                  "with DRK_PROFILE=counters, the share of wall time sampled launches may take "
                                  "(each is replayed once per counter pass, tens of ms, inside the program's call)"},
+    [DRK_OPT_CACHE_DIR] = {"DRK_CACHE_DIR", DRK_OPTION_PATH, "",
+                           "where evolved kernels (cubins) and search results are kept between runs, shared "
+                           "safely by concurrent processes (empty: $XDG_CACHE_HOME/drk, else ~/.cache/drk)"},
+    [DRK_OPT_CACHE_SIZE] = {"DRK_CACHE_SIZE", DRK_OPTION_AMOUNT, "1G",
+                            "the cache's cap: past it the least recently used entries go (bytes, or a share "
+                            "of the file system holding it); 0: no cache, every run searches afresh"},
 };
 
 static const char *const level_names[] = {

@@ -25,6 +25,8 @@ typedef enum drk_option_id {
     DRK_OPT_ROUND_SECONDS,
     DRK_OPT_ROUND,
     DRK_OPT_COUNTERS_BUDGET,
+    DRK_OPT_CACHE_DIR,
+    DRK_OPT_CACHE_SIZE,
     DRK_OPT_COUNT
 } drk_option_id;
 
@@ -82,9 +84,16 @@ void drk_base_after_fork_child(void);
 
 /* Variables of other tools that drk must know of, read with the options:
  * the CUPTI tool injected into the process (nsys, ncu, compute-sanitizer
- * set it), the NVTX tool (drk run sets it to drk; nsys to itself). Empty
- * when unset. */
-typedef enum drk_env_id { DRK_ENV_CUDA_INJECTION, DRK_ENV_NVTX_INJECTION, DRK_ENV_COUNT } drk_env_id;
+ * set it), the NVTX tool (drk run sets it to drk; nsys to itself), and
+ * where the cache goes by default (XDG_CACHE_HOME, HOME: see
+ * drk_cache_dir_choose in base/cache.h). Empty when unset. */
+typedef enum drk_env_id {
+    DRK_ENV_CUDA_INJECTION,
+    DRK_ENV_NVTX_INJECTION,
+    DRK_ENV_XDG_CACHE_HOME,
+    DRK_ENV_HOME,
+    DRK_ENV_COUNT
+} drk_env_id;
 const char *drk_env(drk_env_id id);
 
 #endif

@@ -13,7 +13,9 @@
 
 static drk_option_value values[DRK_OPT_COUNT];
 static const char *const env_names[DRK_ENV_COUNT] = {[DRK_ENV_CUDA_INJECTION] = "CUDA_INJECTION64_PATH",
-                                                      [DRK_ENV_NVTX_INJECTION] = "NVTX_INJECTION64_PATH"};
+                                                      [DRK_ENV_NVTX_INJECTION] = "NVTX_INJECTION64_PATH",
+                                                      [DRK_ENV_XDG_CACHE_HOME] = "XDG_CACHE_HOME",
+                                                      [DRK_ENV_HOME] = "HOME"};
 static char env_values[DRK_ENV_COUNT][DRK_OPTION_PATH_MAX];
 static drk_once loaded;
 

@@ -11,6 +11,7 @@ int cmd_report(int argc, char **argv);
 int cmd_options(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_trace(int argc, char **argv);
+int cmd_cache(int argc, char **argv);
 /* drk trace synth (trace_synth.c), which cmd_trace hands its argv to. */
 int cmd_trace_synth(int argc, char **argv);
 
@@ -19,6 +20,7 @@ void usage_report(FILE *f);
 void usage_options(FILE *f);
 void usage_inspect(FILE *f);
 void usage_trace(FILE *f);
+void usage_cache(FILE *f);
 
 /* Exit status for a command line drk cannot use: nothing was run. */
 #define EXIT_USAGE 2

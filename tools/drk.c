@@ -1,5 +1,5 @@
 /* drk: run a program under libdrk_shim.so, read its reports, list options,
- * inspect device images, replay allocation traces. */
+ * inspect device images, replay allocation traces, look after the cache. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -32,6 +32,8 @@ static void usage(FILE *f)
           "                 replay allocation traces through allocator models: reserved vs live\n"
           "  trace synth [--seed N] [--ops N] [--kind gpt|random]\n"
           "                 write a synthetic allocation trace\n"
+          "  cache [--dir DIR] list|stats|clear|prune\n"
+          "                 the evolved kernels and search results kept between runs\n"
           "  options        list the DRK_* options and the ones set in this environment\n"
           "  help [COMMAND] this text, or a command's\n"
           "\n"
@@ -51,6 +53,7 @@ static const command commands[] = {
     {"report", cmd_report, usage_report},
     {"inspect", cmd_inspect, usage_inspect},
     {"trace", cmd_trace, usage_trace},
+    {"cache", cmd_cache, usage_cache},
     {"options", cmd_options, usage_options},
 };
 
