@@ -11,13 +11,15 @@
 # programs and libdrk_test_cupti_count.so). WORKLOADs (default: all) are among
 # rt_vecadd drv_vecadd routes triton_add cupy_ops jax_jit ppo vmm_heap vmm_pool
 # alloc_heavy host_map ctx_reset ipc_pair alloc_frag alloc_memcheck gpt_nocache
-# gpt_async gputime.
+# gpt_async gputime kernels_check kernels_check_ptx kernels_memcheck.
 # The memory workloads add modes: alloc_frag runs under DRK_DEFRAG=0 too (a
 # pool that cannot stitch: it must run out of memory), ipc_pair under
 # DRK_ALLOC=0; alloc_memcheck runs alloc_heavy under compute-sanitizer's
 # memcheck, natively and with drk preloaded; gpt_nocache and gpt_async train
 # with PYTORCH_NO_CUDA_MEMORY_CACHING=1 and with PyTorch's cudaMallocAsync
-# backend.
+# backend. kernels_check runs drk's own kernels (kernels/) against a CPU
+# reference, from their SASS and (kernels_check_ptx) their JIT'd PTX, and
+# kernels_memcheck runs its quick form under compute-sanitizer's memcheck.
 #
 # Every check prints one PASS/FAIL line; the last line is "N passed, M failed"
 # and the exit status is non-zero when M > 0. With $OUT set, the logs, CUPTI
@@ -38,7 +40,8 @@ PY=${PYTHON:-python3}
 py_limit=${DRK_GPU_TIMEOUT:-180}
 budget=${DRK_GPU_BUDGET:-540}
 all_workloads=(rt_vecadd drv_vecadd routes triton_add cupy_ops jax_jit ppo vmm_heap vmm_pool
-    alloc_heavy host_map ctx_reset ipc_pair alloc_frag alloc_memcheck gpt_nocache gpt_async gputime)
+    alloc_heavy host_map ctx_reset ipc_pair alloc_frag alloc_memcheck gpt_nocache gpt_async gputime
+    kernels_check kernels_check_ptx kernels_memcheck)
 
 build_arg=${1:-build}
 [ $# -gt 0 ] && shift
@@ -303,6 +306,31 @@ run_checker() {
     [ "$rc" = 0 ] || verdict 0 "$w" checker "exit $rc: $(tail -n 3 "$work/$w/stderr" | tr '\n' ' ')"
 }
 
+# run_sanitized NAME LIMIT PROG...: a self-checking PROG (as run_program)
+# under compute-sanitizer's memcheck, its report in NAME/sanitizer.log; any
+# error it finds makes the exit status 9.
+run_sanitized() {
+    local w=$1 limit=$2
+    shift 2
+    local san=${DRK_GPU_SANITIZER:-}
+    if [ -z "$san" ]; then
+        san=$(command -v compute-sanitizer 2>/dev/null ||
+            ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -n 1)
+    fi
+    if [ -z "$san" ] || [ ! -x "$san" ]; then
+        say "== $w: compute-sanitizer --tool memcheck $*"
+        verdict 0 "$w" compute-sanitizer "not found (PATH, /usr/local/cuda*/bin; or set DRK_GPU_SANITIZER)"
+        return
+    fi
+    if [ ! -x "$1" ]; then
+        say "== $w: compute-sanitizer --tool memcheck $*"
+        verdict 0 "$w" self-check "not built: $1"
+        return
+    fi
+    mkdir -p "$work/$w"
+    run_program "$w" "$limit" "$san" --tool memcheck --error-exitcode 9 --log-file "$work/$w/sanitizer.log" "$@"
+}
+
 three="native drk disabled"
 for w in "${workloads[@]}"; do
     case $w in
@@ -322,6 +350,9 @@ for w in "${workloads[@]}"; do
     ipc_pair) run_workload "$w" 60 0 "native drk noalloc disabled" ipc -- "$progs/ipc_pair" ;;
     alloc_frag) run_workload "$w" 90 0 "native drk nodefrag disabled" frag -- "$progs/alloc_frag" ;;
     alloc_memcheck) run_memcheck "$w" 180 "$progs/alloc_heavy" ;;
+    kernels_check) run_program "$w" 120 "$progs/kernels_check" ;;
+    kernels_check_ptx) run_program "$w" 120 "$progs/kernels_check" --ptx ;;
+    kernels_memcheck) run_sanitized "$w" 300 "$progs/kernels_check" --quick ;;
     gpt_nocache)
         run_workload "$w" "$py_limit" 1 "$three" "workload --losses --min-pool-allocs 1000" -- \
             env PYTORCH_NO_CUDA_MEMORY_CACHING=1 "$PY" "$here/workloads/gpt_train.py" --steps 30

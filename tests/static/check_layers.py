@@ -7,7 +7,7 @@ Each folder may include only the folders the table allows:
     interpose/     base/
     alloc/         base/
     evolve/        base/, evolve/image/ (the device-image reader, which includes base/ only)
-    kernels/       nothing
+    kernels/       nothing (its .cu and .cuh files included)
     shim/          everything above
     tools/         base/, evolve/image/, alloc/ (its models and trace format)
 
@@ -41,9 +41,9 @@ ALLOWED = [
 ]
 # The CMake target of each folder, for the link check.
 TARGETS = {'drk_base': 'base', 'drk_interpose': 'interpose', 'drk_alloc': 'alloc', 'drk_evolve': 'evolve',
-           'drk_wiring': 'shim'}
+           'drk_kernels': 'kernels', 'drk_wiring': 'shim'}
 CHECKED = [folder for folder, _ in ALLOWED]
-SOURCES = ('.c', '.h', '.S', '.cu')
+SOURCES = ('.c', '.h', '.S', '.cu', '.cuh')
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 
 
@@ -132,6 +132,10 @@ def self_test(root):
              'evolve/image/ may not include evolve/'),
             ('base/planted_base.h', '#include "alloc/pool.h"\n', 'base/ may not include alloc/'),
             ('interpose/planted_rel.c', '#include "../base/log.h"\n', 'name it from the repository root'),
+            ('kernels/planted_device.cu', '#include "base/log.h"\n', 'kernels/ may not include base/'),
+            ('kernels/planted_device.cuh', '#include "evolve/image/image.h"\n',
+             'kernels/ may not include evolve/image/'),
+            ('evolve/planted_kernels.c', '#include "kernels/kernels.h"\n', 'evolve/ may not include kernels/'),
         ]
         for path, line, expect in plants:
             with open(os.path.join(tmp, path), 'w') as f:
@@ -143,16 +147,26 @@ def self_test(root):
         cml = os.path.join(tmp, 'CMakeLists.txt')
         with open(cml) as f:
             text = f.read()
-        planted = re.sub(r'drk_folder\(drk_alloc USES drk_base', 'drk_folder(drk_alloc USES drk_base drk_wiring',
-                         text, count=1)
-        if planted == text:
-            print('self-test: cannot plant a link in CMakeLists.txt (drk_folder(drk_alloc USES drk_base ...) not found)')
-            return 1
+        links = [
+            (r'drk_folder\(drk_alloc USES drk_base', 'drk_folder(drk_alloc USES drk_base drk_wiring',
+             'drk_alloc (alloc/) may not link drk_wiring'),
+            (r'drk_folder\(drk_evolve USES drk_base', 'drk_folder(drk_evolve USES drk_base drk_kernels',
+             'drk_evolve (evolve/) may not link drk_kernels'),
+            (r'drk_folder\(drk_kernels SOURCES', 'drk_folder(drk_kernels USES drk_base SOURCES',
+             'drk_kernels (kernels/) may not link drk_base'),
+        ]
+        for pattern, replacement, expect in links:
+            planted = re.sub(pattern, replacement, text, count=1)
+            if planted == text:
+                print('self-test: cannot plant a link in CMakeLists.txt (%s not found)' % pattern.replace('\\', ''))
+                return 1
+            with open(cml, 'w') as f:
+                f.write(planted)
+            found = [p for p in check(tmp) if expect in p]
+            print('self-test: %s: %s' % (expect, 'caught' if found else 'NOT CAUGHT'))
+            failures += not found
         with open(cml, 'w') as f:
-            f.write(planted)
-        found = [p for p in check(tmp) if 'drk_alloc (alloc/) may not link drk_wiring' in p]
-        print('self-test: drk_alloc linking drk_wiring: %s' % ('caught' if found else 'NOT CAUGHT'))
-        failures += not found
+            f.write(text)
     print('self-test: %d planted violations missed' % failures)
     return 1 if failures else 0
 

@@ -6,7 +6,9 @@
 #  - no constructors (drk starts lazily) and no bare dlsym calls (the real one is found
 #    with dlvsym and called through a pointer);
 #  - getenv only where options are read; no allocation, lock or getenv in the files the
-#    launch path runs through.
+#    launch path runs through;
+#  - drk's own kernels (kernels/kernels.h) are in it: the fatbin hidden (local) and 64-byte
+#    aligned, as the driver wants it.
 # Usage: check_library.sh LIBRARY SOURCE_DIR [--sanitized]
 #   --sanitized: the library is a sanitizer build, which needs the sanitizer
 #   runtimes and carries their constructors.
@@ -41,7 +43,14 @@ init=$(readelf -S -W "$lib" | sed -n 's/.*\.init_array *INIT_ARRAY *[0-9a-f]* [0
 [ -n "$sanitized" ] || [ $((16#${init:-0})) -le 8 ] || no ".init_array holds $((16#$init / 8)) entries: a constructor?"
 readelf -S -W "$lib" | grep -q '\.ctors' && no "library has .ctors"
 
-code=(base interpose shim alloc evolve)
+fatbin=$(nm "$lib" | awk '$3 == "drk_kernels_fatbin" {print $1, $2}')
+case "$fatbin" in
+    "") no "drk_kernels_fatbin (kernels/) is not in the library" ;;
+    *" "[a-z]) [ $((16#${fatbin%% *} % 64)) = 0 ] || no "drk_kernels_fatbin at 0x${fatbin%% *}: not 64-byte aligned" ;;
+    *) no "drk_kernels_fatbin is a global symbol ($fatbin): it must be hidden" ;;
+esac
+
+code=(base interpose shim alloc evolve kernels)
 grep -rnE '__attribute__\s*\(\(\s*(constructor|destructor)' "${code[@]/#/$src/}" && no "constructor in sources"
 # (comment lines, which start with * or //, may name dlsym)
 grep -rnE '(^|[^_A-Za-z0-9])dlsym\s*\(' --include='*.c' --include='*.h' "${code[@]/#/$src/}" \
