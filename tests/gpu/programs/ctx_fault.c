@@ -1,0 +1,107 @@
+/* Can drk's trials run in a context of their own, so that a pointer drk
+ * missed faults there instead of writing the program's memory? Measured
+ * with the driver API, no drk:
+ *   1. the program's context (the primary) holds a buffer A;
+ *   2. a second context on the same device (drk's) runs a kernel that
+ *      writes through A's address: does it fault, and is A unchanged?
+ *   3. after that fault, does the program's context still run kernels and
+ *      copy memory right, and can the faulted context be destroyed and a
+ *      fresh one made?
+ * Prints one line per question and "ok" when every answer is the one drk's
+ * trial isolation needs; exit 0 either way unless a call the probe relies on
+ * failed (the answers are findings, not pass/fail of drk). */
+#include <cuda.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
+                          ".visible .entry fill(.param .u64 p, .param .u32 v, .param .u32 n)\n{\n"
+                          " .reg .b32 %r<6>; .reg .b64 %rd<5>; .reg .pred %p;\n"
+                          " ld.param.u64 %rd1, [p]; ld.param.u32 %r1, [v]; ld.param.u32 %r2, [n];\n"
+                          " mov.u32 %r3, %ctaid.x; mov.u32 %r4, %ntid.x; mov.u32 %r5, %tid.x;\n"
+                          " mad.lo.s32 %r3, %r3, %r4, %r5; setp.ge.u32 %p, %r3, %r2; @%p ret;\n"
+                          " cvta.to.global.u64 %rd2, %rd1; mul.wide.u32 %rd3, %r3, 4; add.s64 %rd4, %rd2, %rd3;\n"
+                          " st.global.u32 [%rd4], %r1; ret;\n}\n";
+
+static int fails;
+static int ok(CUresult r, const char *what)
+{
+    if (r != CUDA_SUCCESS) {
+        const char *s = NULL;
+        cuGetErrorName(r, &s);
+        printf("call failed: %s: %s\n", what, s ? s : "?");
+        fails++;
+    }
+    return r == CUDA_SUCCESS;
+}
+
+static CUresult fill(CUfunction f, CUdeviceptr p, uint32_t v, uint32_t n)
+{
+    void *args[] = {&p, &v, &n};
+    return cuLaunchKernel(f, (n + 255) / 256, 1, 1, 256, 1, 1, 0, NULL, args, NULL);
+}
+
+static int all_are(CUdeviceptr p, uint32_t v, uint32_t n)
+{
+    static uint32_t h[1 << 16];
+    if (!ok(cuMemcpyDtoH(h, p, n * 4), "read back"))
+        return 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (h[i] != v)
+            return 0;
+    return 1;
+}
+
+int main(void)
+{
+    const uint32_t n = 1 << 16;
+    CUdevice dev;
+    CUcontext prog, mine, fresh;
+    CUmodule mp, mm;
+    CUfunction fp, fm;
+    CUdeviceptr a;
+    if (!ok(cuInit(0), "cuInit") || !ok(cuDeviceGet(&dev, 0), "cuDeviceGet") ||
+        !ok(cuDevicePrimaryCtxRetain(&prog, dev), "retain") || !ok(cuCtxSetCurrent(prog), "set") ||
+        !ok(cuModuleLoadData(&mp, ptx), "load") || !ok(cuModuleGetFunction(&fp, mp, "fill"), "get") ||
+        !ok(cuMemAlloc(&a, n * 4), "alloc") || !ok(fill(fp, a, 7, n), "fill 7") || !ok(cuCtxSynchronize(), "sync"))
+        return 1;
+    CUctxCreateParams cp;
+    memset(&cp, 0, sizeof cp);
+    if (!ok(cuCtxCreate(&mine, &cp, 0, dev), "cuCtxCreate") || !ok(cuModuleLoadData(&mm, ptx), "load 2") ||
+        !ok(cuModuleGetFunction(&fm, mm, "fill"), "get 2"))
+        return 1;
+    /* drk's context writes through the program's pointer. */
+    CUresult launch = fill(fm, a, 99, n), sync = cuCtxSynchronize();
+    const char *ls = NULL, *ss = NULL;
+    cuGetErrorName(launch, &ls);
+    cuGetErrorName(sync, &ss);
+    int faulted = launch != CUDA_SUCCESS || sync != CUDA_SUCCESS;
+    printf("second context writing the program's buffer: launch %s, sync %s: %s\n", ls, ss,
+           faulted ? "faulted in the second context" : "NO FAULT");
+    CUresult again = cuCtxSynchronize();
+    const char *as = NULL;
+    cuGetErrorName(again, &as);
+    printf("second context afterwards: %s (sticky: %s)\n", as, again != CUDA_SUCCESS ? "yes" : "no");
+    /* The program's side. */
+    if (!ok(cuCtxSetCurrent(prog), "back to the program"))
+        return 1;
+    CUresult ps = cuCtxSynchronize();
+    const char *pss = NULL;
+    cuGetErrorName(ps, &pss);
+    int intact = ps == CUDA_SUCCESS && all_are(a, 7, n);
+    printf("program's context after the fault: sync %s, its buffer %s\n", pss, intact ? "unchanged (all 7)" : "CHANGED");
+    int works = ok(fill(fp, a, 8, n), "program fill 8") && ok(cuCtxSynchronize(), "program sync") && all_are(a, 8, n);
+    printf("program's context runs kernels and copies after the fault: %s\n", works ? "yes" : "NO");
+    CUresult d = cuCtxDestroy(mine);
+    const char *ds = NULL;
+    cuGetErrorName(d, &ds);
+    int renewed = d == CUDA_SUCCESS && ok(cuCtxCreate(&fresh, &cp, 0, dev), "fresh context") &&
+                  ok(cuCtxDestroy(fresh), "destroy fresh");
+    printf("faulted context destroyed (%s), a fresh one made: %s\n", ds, renewed ? "yes" : "NO");
+    cuCtxSetCurrent(prog);
+    int still = ok(fill(fp, a, 9, n), "program fill 9") && ok(cuCtxSynchronize(), "program sync 2") && all_are(a, 9, n);
+    printf("program's context after drk's context was destroyed: %s\n", still ? "works" : "BROKEN");
+    printf("%s\n", faulted && intact && works && renewed && still && !fails ? "ok" : "isolation does not hold");
+    return fails ? 1 : 0;
+}
