@@ -1,15 +1,19 @@
-/* Can drk's trials run in a context of their own, so that a pointer drk
- * missed faults there instead of writing the program's memory? Measured
+/* What a context of drk's own on the program's device isolates, measured
  * with the driver API, no drk:
- *   1. the program's context (the primary) holds a buffer A;
- *   2. a second context on the same device (drk's) runs a kernel that
- *      writes through A's address: does it fault, and is A unchanged?
- *   3. after that fault, does the program's context still run kernels and
- *      copy memory right, and can the faulted context be destroyed and a
- *      fresh one made?
- * Prints one line per question and "ok" when every answer is the one drk's
- * trial isolation needs; exit 0 either way unless a call the probe relies on
- * failed (the answers are findings, not pass/fail of drk). */
+ *   1. the program's context (the primary) holds a buffer A; a second
+ *      context on the same device (drk's) writes through A's address: does
+ *      it fault? (On the H200, driver 580: no -- contexts of one device
+ *      share the address space and its mappings, so the write lands in A.
+ *      drk's trials therefore cannot rely on a context to catch a pointer
+ *      they missed: they are kept safe by the pointer rules. Reported, not
+ *      judged.)
+ *   2. the second context writes to an address mapped nowhere (a range it
+ *      allocated and freed): it must fault there, sticky in that context;
+ *   3. the program's context must go on untouched: A intact, kernels and
+ *      copies working; the faulted context can be destroyed and a fresh one
+ *      made; the program's context still works after.
+ * "ok" when 2 and 3 hold: a trial that faults ends in drk's context and the
+ * program never notices. */
 #include <cuda.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -71,13 +75,26 @@ int main(void)
     if (!ok(cuCtxCreate(&mine, &cp, 0, dev), "cuCtxCreate") || !ok(cuModuleLoadData(&mm, ptx), "load 2") ||
         !ok(cuModuleGetFunction(&fm, mm, "fill"), "get 2"))
         return 1;
-    /* drk's context writes through the program's pointer. */
+    /* drk's context writes through the program's pointer: a fact to report. */
     CUresult launch = fill(fm, a, 99, n), sync = cuCtxSynchronize();
     const char *ls = NULL, *ss = NULL;
     cuGetErrorName(launch, &ls);
     cuGetErrorName(sync, &ss);
-    int faulted = launch != CUDA_SUCCESS || sync != CUDA_SUCCESS;
+    int shared = launch == CUDA_SUCCESS && sync == CUDA_SUCCESS;
     printf("second context writing the program's buffer: launch %s, sync %s: %s\n", ls, ss,
+           shared ? "no fault, the address space is shared" : "faulted in the second context");
+    if (shared && !(ok(cuCtxSetCurrent(prog), "to the program") && ok(fill(fp, a, 7, n), "refill 7") &&
+                    ok(cuCtxSynchronize(), "sync") && ok(cuCtxSetCurrent(mine), "to the second")))
+        return 1;
+    /* drk's context writes where nothing is mapped: it must fault there. */
+    CUdeviceptr gone;
+    if (!ok(cuMemAlloc(&gone, n * 4), "alloc in the second") || !ok(cuMemFree(gone), "free in the second"))
+        return 1;
+    launch = fill(fm, gone, 99, n), sync = cuCtxSynchronize();
+    cuGetErrorName(launch, &ls);
+    cuGetErrorName(sync, &ss);
+    int faulted = launch != CUDA_SUCCESS || sync != CUDA_SUCCESS;
+    printf("second context writing an unmapped range: launch %s, sync %s: %s\n", ls, ss,
            faulted ? "faulted in the second context" : "NO FAULT");
     CUresult again = cuCtxSynchronize();
     const char *as = NULL;
@@ -102,6 +119,10 @@ int main(void)
     cuCtxSetCurrent(prog);
     int still = ok(fill(fp, a, 9, n), "program fill 9") && ok(cuCtxSynchronize(), "program sync 2") && all_are(a, 9, n);
     printf("program's context after drk's context was destroyed: %s\n", still ? "works" : "BROKEN");
-    printf("%s\n", faulted && intact && works && renewed && still && !fails ? "ok" : "isolation does not hold");
+    if (faulted && intact && works && renewed && still && !fails)
+        printf("ok: a fault in a second context stays there (the program's context works, its buffer intact); "
+               "the contexts %s\n", shared ? "share one address space: a missed pointer is not caught" : "are isolated");
+    else
+        printf("a fault in a second context reaches the program's\n");
     return fails ? 1 : 0;
 }
