@@ -226,6 +226,30 @@ def main():
               f"occupancy {r['occupancy_pct']:.1f}%, sectors/request ld {r['ld_sectors_per_request']:.2f} "
               f"st {r['st_sectors_per_request']:.2f} (round {r['round']})")
 
+    # A planted occupancy drop: the same kernel with 40 KiB of dynamic shared
+    # memory from round 5 (theoretical occupancy 100% -> 62.5% on an H200).
+    occ_dir = os.path.join(out, "occupancy")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DRK_") and k != "CUDA_INJECTION64_PATH"}
+    env.update(LD_PRELOAD=args.shim, DRK_PROFILE="1", DRK_REPORT=occ_dir + "/", DRK_ROUND_SECONDS="0")
+    p = subprocess.run([sys.executable, os.path.join(here, "workloads", "degrade.py"), "--occupancy"], env=env,
+                       capture_output=True, text=True, timeout=300)
+    check(p.returncode == 0, "occupancy: runs", p.stderr[-400:])
+    orep = report_of(occ_dir)
+    drops = [f for f in (orep or {}).get("findings", []) if f["name"] == "occupancy_drop"]
+    check(len(drops) == 1 and drops[0]["first_round"] == 5 and drops[0]["kernel"]["name"] == "drk_spin" and
+          abs(drops[0]["value"] - 0.625) < 1e-6 and abs(drops[0]["reference"] - 1.0) < 1e-6,
+          "the planted occupancy drop is found in the round it starts (5): " +
+          (drops[0]["evidence"][:220] if drops else "none"), orep and orep["findings"])
+    # PPO's kernels (cudart's CUkernels, cuBLAS's functions): theoretical occupancy known for each.
+    rows = rep["gpu_time"]["by_kernel"]
+    known = [r for r in rows if r.get("occupancy")]
+    check(len(known) >= 0.9 * len(rows), f"PPO: theoretical occupancy of {len(known)} of {len(rows)} kernel-shapes "
+          "from the driver's calculator", [r["name"][:40] for r in rows if not r.get("occupancy")][:5])
+    for r in sorted(known, key=lambda r: -r["total_ns"])[:3]:
+        o = r["occupancy"]
+        print(f"  occupancy {r['name'][:50]} block {r['block']}: {100 * o['theoretical']:.1f}% "
+              f"(limited by {o['limited_by']}, {o.get('registers')} registers)")
+
     both_ref = os.path.join(out, "together.profile.json")
     got = json.load(open(both_ref))["kernels"] if os.path.exists(both_ref) else {}
     cnt_ref = sum(k["count"] for k in ref.values())
