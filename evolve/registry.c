@@ -264,6 +264,36 @@ void drk_registry_retire(uintptr_t owner)
     }
 }
 
+unsigned drk_registry_serve(uintptr_t handle, const drk_launch_shape *shape, uintptr_t fn)
+{
+    int claimed;
+    slot *s = slot_find(handle, 0, &claimed);
+    drk_kernel_record *r = s ? atomic_load_explicit(&s->rec, memory_order_acquire) : NULL;
+    if (!live(r))
+        return 0;
+    unsigned n = 0;
+    for (int i = 0; i < DRK_SHAPES_PER_KERNEL; i++) {
+        if (atomic_load_explicit(&r->shapes[i].state, memory_order_acquire) != DRK_SHAPE_READY)
+            break;
+        const drk_launch_shape *sh = &r->shapes[i].shape;
+        if (memcmp(sh->grid, shape->grid, sizeof sh->grid) == 0 && memcmp(sh->block, shape->block, sizeof sh->block) == 0 &&
+            sh->shared_bytes == shape->shared_bytes) {
+            atomic_store_explicit(&r->variant[i], fn, memory_order_release);
+            n++;
+        }
+    }
+    return n;
+}
+
+void drk_registry_variant_failed(drk_launch_site site, uintptr_t fn)
+{
+    if (!site.r)
+        return;
+    uintptr_t expected = fn;
+    if (atomic_compare_exchange_strong(&site.r->variant[site.shape], &expected, 0))
+        drk_log(DRK_LOG_INFO, "kernel %s: its variant failed to launch; the original serves it again", site.r->name);
+}
+
 size_t drk_registry_size(void)
 {
     size_t n = atomic_load_explicit(&nrecords, memory_order_acquire);

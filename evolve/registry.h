@@ -66,6 +66,10 @@ typedef struct drk_kernel_record {
     _Atomic(const struct drk_driver_facts *) driver;
     atomic_int driver_asked;
     drk_shape_slot shapes[DRK_SHAPES_PER_KERNEL]; /* read on every launch, written rarely */
+    /* The function that serves launches at each shape instead of the
+     * handle: an evolved variant proven equal to it (0: the handle itself).
+     * Read on every launch, one load; set and cleared by the engine. */
+    _Atomic uintptr_t variant[DRK_SHAPES_PER_KERNEL];
     drk_kernel_counts counts[DRK_REGISTRY_SHARDS];
 } drk_kernel_record;
 
@@ -75,9 +79,33 @@ void drk_registry_configure(const drk_driver *drv);
 
 /* A successful launch of `handle` (a CUfunction or a CUkernel) by the thread
  * of index `thread` (drk_thread_index()). The common case (known handle,
- * known shape) is inline below; the rest is drk_registry_launch_slow. */
+ * known shape) is inline below; the rest is drk_registry_launch_slow.
+ * A launch hook finds the site first (before the launch: its variant),
+ * and counts it after a successful launch. */
+typedef struct drk_launch_site {
+    drk_kernel_record *r; /* NULL: not found inline (counted by the slow path) */
+    int shape;
+} drk_launch_site;
+static inline drk_launch_site drk_registry_site(uintptr_t handle, const drk_launch_shape *shape);
+static inline void drk_registry_count(drk_launch_site site, uintptr_t handle, const drk_launch_shape *shape,
+                                      unsigned thread);
 static inline void drk_registry_launch(uintptr_t handle, const drk_launch_shape *shape, unsigned thread);
 void drk_registry_launch_slow(uintptr_t handle, const drk_launch_shape *shape, unsigned thread);
+
+/* The function serving the site's launches: a published variant, or 0. */
+static inline uintptr_t drk_site_variant(drk_launch_site site)
+{
+    return site.r ? atomic_load_explicit(&site.r->variant[site.shape], memory_order_acquire) : 0;
+}
+
+/* Publishes `fn` to serve launches of `handle` at the geometry of `shape`
+ * (every entry point's slot of it; 0 withdraws it). The number of slots
+ * set. A launch that sees it uses it from then on. */
+unsigned drk_registry_serve(uintptr_t handle, const drk_launch_shape *shape, uintptr_t fn);
+/* A launch of the site's variant `fn` failed (another context, a handle
+ * gone): it is withdrawn from that site if still published there, and the
+ * launch goes to the original. */
+void drk_registry_variant_failed(drk_launch_site site, uintptr_t fn);
 
 /* A handle the driver just returned for a named kernel (cuModuleGetFunction,
  * cuLibraryGetKernel, cuKernelGetFunction). A handle value reused for
@@ -137,25 +165,37 @@ static inline int drk_same_shape(const drk_launch_shape *a, const drk_launch_sha
     return memcmp(a, b, sizeof *a) == 0; /* 32 bytes: a few wide compares */
 }
 
-static inline void drk_registry_launch(uintptr_t handle, const drk_launch_shape *shape, unsigned thread)
+static inline drk_launch_site drk_registry_site(uintptr_t handle, const drk_launch_shape *shape)
 {
     drk_registry_slot *s = &drk_registry_slots[drk_registry_slot_of(handle)];
     if (__builtin_expect(atomic_load_explicit(&s->key, memory_order_acquire) == handle, 1)) {
         drk_kernel_record *r = atomic_load_explicit(&s->rec, memory_order_acquire);
         if (__builtin_expect((uintptr_t)r >= DRK_REGISTRY_LIVE, 1)) {
-            int owned = thread < DRK_REGISTRY_SHARDS - 1;
-            drk_kernel_counts *counts = &r->counts[owned ? thread : DRK_REGISTRY_SHARDS - 1];
             for (int i = 0; i < DRK_SHAPES_PER_KERNEL; i++) {
                 if (atomic_load_explicit(&r->shapes[i].state, memory_order_acquire) != DRK_SHAPE_READY)
                     break;
-                if (drk_same_shape(&r->shapes[i].shape, shape)) {
-                    drk_counter_add(&counts->shape[i], owned);
-                    return;
-                }
+                if (drk_same_shape(&r->shapes[i].shape, shape))
+                    return (drk_launch_site){r, i};
             }
         }
     }
+    return (drk_launch_site){NULL, 0};
+}
+
+static inline void drk_registry_count(drk_launch_site site, uintptr_t handle, const drk_launch_shape *shape,
+                                      unsigned thread)
+{
+    if (__builtin_expect(site.r != NULL, 1)) {
+        int owned = thread < DRK_REGISTRY_SHARDS - 1;
+        drk_counter_add(&site.r->counts[owned ? thread : DRK_REGISTRY_SHARDS - 1].shape[site.shape], owned);
+        return;
+    }
     drk_registry_launch_slow(handle, shape, thread);
+}
+
+static inline void drk_registry_launch(uintptr_t handle, const drk_launch_shape *shape, unsigned thread)
+{
+    drk_registry_count(drk_registry_site(handle, shape), handle, shape, thread);
 }
 
 #endif

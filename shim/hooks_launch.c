@@ -1,7 +1,8 @@
 /* Launch hooks: the launch goes to the driver untouched; a successful one is
  * recorded against its kernel and shape. With DRK_PROFILE=counters, the one
  * launch drk armed for a counter sample runs inside the range profiler
- * (evolve/counters.h); every other launch compares one word. */
+ * (evolve/counters.h); every other launch compares one word. A launch at a
+ * shape an evolved variant serves runs the variant (one load). */
 #include "shim/hook.h"
 
 #include "evolve/counters.h"
@@ -14,9 +15,8 @@ _Static_assert(DRK_SYM_cuLaunchCooperativeKernel_ptsz < DRK_REGISTRY_ENTRIES, "l
 /* A launch returned `r`: a successful one counts against its kernel, shape
  * and entry point in the registry (which also makes its call count); a
  * refused one only as a call. */
-static inline __attribute__((always_inline)) void launched(drk_sym sym, CUresult r, const void *f, unsigned gx,
-                                                           unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                                                           unsigned bz, unsigned shmem)
+static inline __attribute__((always_inline)) void counted(drk_sym sym, CUresult r, drk_launch_site site,
+                                                          const void *f, const drk_launch_shape *shape)
 {
     unsigned thread = drk_thread_index();
     if (__builtin_expect(r != CUDA_SUCCESS, 0)) {
@@ -24,15 +24,38 @@ static inline __attribute__((always_inline)) void launched(drk_sym sym, CUresult
         drk_count_failed_launch_by(thread);
         return;
     }
-    drk_launch_shape shape = {{gx, gy, gz}, {bx, by, bz}, shmem, (uint32_t)sym};
-    drk_registry_launch((uintptr_t)f, &shape, thread);
+    drk_registry_count(site, (uintptr_t)f, shape, thread);
 }
+
+static inline __attribute__((always_inline)) void launched(drk_sym sym, CUresult r, const void *f, unsigned gx,
+                                                           unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                                           unsigned bz, unsigned shmem)
+{
+    drk_launch_shape shape = {{gx, gy, gz}, {bx, by, bz}, shmem, (uint32_t)sym};
+    counted(sym, r, drk_registry_site((uintptr_t)f, &shape), f, &shape);
+}
+
+/* The function a launch at `site` runs: the variant published there, if
+ * any (evolve/registry.h), else the program's own. A variant the driver
+ * refuses is withdrawn and the program's function launched instead, so the
+ * program sees the driver's answer to its own call. */
+#define DRK_SERVED(site, f, v) CUfunction v = (CUfunction)drk_site_variant(site), v##_run = v ? v : (f)
+#define DRK_SERVED_RETRY(site, f, v, r, call)                                                                        \
+    do {                                                                                                             \
+        if (__builtin_expect(v != NULL && (r) != CUDA_SUCCESS, 0)) {                                                 \
+            drk_registry_variant_failed(site, (uintptr_t)v);                                                         \
+            v##_run = (f);                                                                                           \
+            (r) = (call);                                                                                            \
+        }                                                                                                            \
+    } while (0)
 
 DRK_BODY drk_body_launch_kernel(drk_sym sym, CUfunction f, unsigned int gx, unsigned int gy,
                                 unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz,
                                 unsigned int shmem, CUstream stream, void **params, void **extra)
 {
     DRK_REAL_OR_MISSING(launch_kernel);
+    if (!drk_observing())
+        return real(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra);
     if (drk_counters_wanted((uintptr_t)f) &&
         drk_counters_begin((uintptr_t)f, (const uint32_t[3]){gx, gy, gz}, (const uint32_t[3]){bx, by, bz}, shmem,
                            stream)) {
@@ -41,12 +64,17 @@ DRK_BODY drk_body_launch_kernel(drk_sym sym, CUfunction f, unsigned int gx, unsi
         launched(sym, r, f, gx, gy, gz, bx, by, bz, shmem);
         return r;
     }
-    CUresult r = real(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra);
-    if (drk_observing())
-        launched(sym, r, f, gx, gy, gz, bx, by, bz, shmem);
+    drk_launch_shape shape = {{gx, gy, gz}, {bx, by, bz}, shmem, (uint32_t)sym};
+    drk_launch_site site = drk_registry_site((uintptr_t)f, &shape);
+    DRK_SERVED(site, f, v);
+    CUresult r = real(v_run, gx, gy, gz, bx, by, bz, shmem, stream, params, extra);
+    DRK_SERVED_RETRY(site, f, v, r, real(v_run, gx, gy, gz, bx, by, bz, shmem, stream, params, extra));
+    counted(sym, r, site, f, &shape);
     return r;
 }
 
+/* Cooperative launches are never served a variant (a rebuilt module's grid
+ * sync is not the program's to vary). */
 DRK_BODY drk_body_launch_kernel_coop(drk_sym sym, CUfunction f, unsigned int gx, unsigned int gy,
                                      unsigned int gz, unsigned int bx, unsigned int by,
                                      unsigned int bz, unsigned int shmem, CUstream stream,
@@ -63,9 +91,16 @@ DRK_BODY drk_body_launch_kernel_ex(drk_sym sym, const CUlaunchConfig *config, CU
                                    void **params, void **extra)
 {
     DRK_REAL_OR_MISSING(launch_kernel_ex);
+    if (!drk_observing())
+        return real(config, f, params, extra);
+    if (!config) { /* the driver refuses it; nothing to read */
+        CUresult r = real(config, f, params, extra);
+        launched(sym, r == CUDA_SUCCESS ? CUDA_ERROR_INVALID_VALUE : r, f, 0, 0, 0, 0, 0, 0, 0);
+        return r;
+    }
     /* Only plain launches are sampled: attributes (cooperative, clusters)
      * may not replay as they ran. */
-    if (drk_counters_wanted((uintptr_t)f) && config && config->numAttrs == 0 &&
+    if (drk_counters_wanted((uintptr_t)f) && config->numAttrs == 0 &&
         drk_counters_begin((uintptr_t)f, (const uint32_t[3]){config->gridDimX, config->gridDimY, config->gridDimZ},
                            (const uint32_t[3]){config->blockDimX, config->blockDimY, config->blockDimZ},
                            config->sharedMemBytes, config->hStream)) {
@@ -75,14 +110,14 @@ DRK_BODY drk_body_launch_kernel_ex(drk_sym sym, const CUlaunchConfig *config, CU
                  config->blockDimY, config->blockDimZ, config->sharedMemBytes);
         return r;
     }
-    CUresult r = real(config, f, params, extra);
-    if (drk_observing()) {
-        if (config)
-            launched(sym, r, f, config->gridDimX, config->gridDimY, config->gridDimZ,
-                     config->blockDimX, config->blockDimY, config->blockDimZ, config->sharedMemBytes);
-        else /* the driver refused it; nothing to read */
-            launched(sym, r == CUDA_SUCCESS ? CUDA_ERROR_INVALID_VALUE : r, f, 0, 0, 0, 0, 0, 0, 0);
-    }
+    drk_launch_shape shape = {{config->gridDimX, config->gridDimY, config->gridDimZ},
+                              {config->blockDimX, config->blockDimY, config->blockDimZ},
+                              config->sharedMemBytes, (uint32_t)sym};
+    drk_launch_site site = drk_registry_site((uintptr_t)f, &shape);
+    DRK_SERVED(site, f, v);
+    CUresult r = real(config, v_run, params, extra);
+    DRK_SERVED_RETRY(site, f, v, r, real(config, v_run, params, extra));
+    counted(sym, r, site, f, &shape);
     return r;
 }
 

@@ -79,6 +79,24 @@ int main(void)
           r->shapes[1].shape.grid[0] == 8);
     CHECK(drk_registry_find(0x1001) == r && drk_registry_find(0x1002) == NULL);
 
+    /* A variant serves the geometry it was published for, at every entry
+     * point's slot of it, and only there; withdrawn when its launch fails. */
+    drk_launch_shape a_ex = a;
+    a_ex.entry = 3;
+    drk_registry_launch(0x1001, &a_ex, t_shard);
+    CHECK(drk_site_variant(drk_registry_site(0x1001, &a)) == 0);
+    CHECK(drk_registry_serve(0x1001, &a, 0x7777) == 2 && drk_registry_serve(0x4242, &a, 0x7777) == 0);
+    drk_launch_site sa = drk_registry_site(0x1001, &a), sb = drk_registry_site(0x1001, &b);
+    CHECK(drk_site_variant(sa) == 0x7777 && drk_site_variant(drk_registry_site(0x1001, &a_ex)) == 0x7777);
+    CHECK(sb.r == r && drk_site_variant(sb) == 0);
+    CHECK(drk_site_variant(drk_registry_site(0x4242, &a)) == 0);
+    drk_registry_variant_failed(sa, 0x6666); /* not the one published: nothing */
+    CHECK(drk_site_variant(sa) == 0x7777);
+    drk_registry_variant_failed(sa, 0x7777);
+    CHECK(drk_site_variant(sa) == 0 && drk_site_variant(drk_registry_site(0x1001, &a_ex)) == 0x7777);
+    CHECK(drk_registry_serve(0x1001, &a, 0) == 2 && drk_site_variant(drk_registry_site(0x1001, &a_ex)) == 0);
+    CHECK(drk_record_launches(r) == 6);
+
     /* Unknown handles are named by the driver: function, kernel, neither. */
     drk_registry_launch(0x1002, &a, t_shard);
     drk_registry_launch(0x9001, &a, t_shard);
@@ -100,7 +118,7 @@ int main(void)
     drk_registry_retire(0xAA);
     renamed = 1;
     drk_registry_launch(0x1001, &a, t_shard);
-    CHECK(drk_record_launches(named("vec_add", 0)) == 5);
+    CHECK(drk_record_launches(named("vec_add", 0)) == 6);
     CHECK(named("f1b", 0) && drk_record_launches(named("f1b", 0)) == 1);
     renamed = 0;
 
