@@ -83,6 +83,39 @@ typedef struct rep_time_row {
     size_t seq;                 /* totals_merge's scratch: the row's place in its input */
 } rep_time_row;
 
+/* A kernel-shape's hardware counters: a row of gpu_time.counters.by_kernel,
+ * the latest sample's values. Added up over processes: the mean of the
+ * processes' values (each process once: its row holds one sample's
+ * values), sectors per request over the processes that made such requests;
+ * samples summed, round the largest. */
+typedef struct rep_counter_row {
+    const char *name;
+    uint64_t grid[3], block[3], shared_bytes;
+    double dram_pct, occupancy_pct;
+    double ld_sectors_per_request, st_sectors_per_request; /* < 0: no such requests */
+    uint64_t samples, round;
+    uint64_t gpu_ns; /* totals_merge's: the shape's GPU time in gpu_time's rows, for the order */
+    size_t seq;      /* totals_merge's scratch: the row's place in its input */
+} rep_counter_row;
+
+/* The text of gpu_time.counters.off_reason when counters were not asked
+ * for (shim/report_time.c). */
+#define REP_COUNTERS_NOT_ASKED "DRK_PROFILE is not counters"
+
+/* Hardware counters (gpu_time.counters, absent from reports of drk before
+ * DRK_PROFILE=counters); added up over processes. */
+typedef struct rep_counters {
+    int present;
+    uint64_t reports;   /* reports with gpu_time.counters */
+    uint64_t processes; /* those with counters on (enabled) */
+    uint64_t asked;     /* those with DRK_PROFILE=counters: on, or off for a reason other than not being asked */
+    const char *off_reason; /* the first report's that asked and has one (else the first's) */
+    uint64_t samples, discarded, cost_ns, passes; /* passes: the largest */
+    double budget;      /* the first report's with counters on (else the first's) */
+    rep_counter_row *rows; /* most GPU time first (gpu_time's rows), then as first sampled */
+    size_t nrows;
+} rep_counters;
+
 /* GPU times (gpu_time, absent from reports of drk before it timed kernels)
  * with the sums over its process's rounds; added up over processes. */
 typedef struct rep_gpu {
@@ -93,8 +126,11 @@ typedef struct rep_gpu {
     const char *off_reason, *source, *stopped; /* the first report's that has one */
     uint64_t kernels, kernel_ns, copies, copy_ns, copy_bytes, dropped, untracked, late;
     uint64_t rounds, wall_ns, busy_ns; /* rounds.list and rounds.merged together */
+    int has_excluded;   /* gpu_time.excluded is in a report (absent from older ones) */
+    uint64_t excluded;  /* launches sampled for counters, not timed */
     rep_time_row *rows; /* most total time first */
     size_t nrows;
+    rep_counters counters;
 } rep_gpu;
 
 typedef struct rep_gap {
@@ -179,7 +215,8 @@ void report_release(rep_process *p);
 
 /* Add up `n` sets of counters: kernels merged by name (their shapes by
  * grid, block and shared bytes), call names and memory kinds by name, GPU
- * time rows by kernel-shape (name, grid, block, shared bytes). With
+ * time rows and gpu_time.counters' rows by kernel-shape (name, grid,
+ * block, shared bytes). With
  * n == 1 this puts one report in order. Returns -1 when out of memory. */
 int totals_merge(const rep_totals *const *parts, size_t n, rep_totals *out);
 

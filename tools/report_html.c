@@ -1,10 +1,10 @@
 /* `drk report --html FILE`: one self-contained page of a run's GPU times,
  * per process: the top kernels' time per round (stacked), GPU busy per
- * round against drk's 80% line, device memory per round, the findings and
- * the top kernels. Charts are inline SVG, no script: the page opens offline
- * and with scripts off; its Content-Security-Policy forbids any load. Every
- * string from a report is HTML-escaped (kernel names hold < > & and
- * quotes). */
+ * round against drk's 80% line, device memory per round, the findings, the
+ * top kernels and their hardware counters. Charts are inline SVG, no
+ * script: the page opens offline and with scripts off; its
+ * Content-Security-Policy forbids any load. Every string from a report is
+ * HTML-escaped (kernel names hold < > & and quotes). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -535,6 +535,71 @@ static void kernel_table(FILE *f, const rep_gpu *g, size_t top)
     }
 }
 
+/* ---- 6. hardware counters -------------------------------------------------------- */
+
+static const char *sectors_text(double v, char *buf, size_t n)
+{
+    if (v < 0)
+        snprintf(buf, n, "-");
+    else
+        snprintf(buf, n, "%.2f", v);
+    return buf;
+}
+
+/* gpu_time.counters, as the text report's table: nothing unless
+ * DRK_PROFILE=counters was asked for. Rows with their kernel-shape's GPU
+ * time first, so the table's columns line up as the top kernels'. */
+static void counters_table(FILE *f, const rep_counters *k, size_t top)
+{
+    if (!k->present || !k->asked)
+        return;
+    fprintf(f, "<h3>Hardware counters of the hottest kernel-shapes</h3>\n");
+    if (!k->processes) {
+        fprintf(f, "<p class=\"note off\">Counters (DRK_PROFILE=counters): off (");
+        esc(f, k->off_reason ? k->off_reason : "no reason given");
+        fprintf(f, ").</p>\n");
+        return;
+    }
+    char cost[32];
+    fprintf(f, "<p class=\"caption\">The latest sample of each kernel-shape: DRAM throughput (%% of peak), "
+               "achieved occupancy (active warps, %% of the SM's maximum), and the 32-byte sectors a global load "
+               "or store request touched (4 for coalesced 4-byte accesses, up to 32; - when it made none). "
+               "%" PRIu64 " sample%s (%" PRIu64 " given up), %" PRIu64 " pass%s each, %s in sampled launches "
+               "(budget %.3g%%).</p>\n",
+            k->samples, k->samples == 1 ? "" : "s", k->discarded, k->passes, k->passes == 1 ? "" : "es",
+            human_ns(k->cost_ns, cost, sizeof cost), 100 * k->budget);
+    if (!k->nrows) {
+        fprintf(f, "<p class=\"note\">No kernel-shape was sampled.</p>\n");
+        return;
+    }
+    size_t shown = top && top < k->nrows ? top : k->nrows;
+    fprintf(f, "<table class=\"kernels counters\">\n<thead><tr><th>GPU time</th><th>kernel</th>"
+               "<th>shape: grid / block / shared</th><th>DRAM %%</th><th>occupancy %%</th>"
+               "<th>ld sectors/request</th><th>st sectors/request</th><th>round</th><th>samples</th></tr></thead>\n"
+               "<tbody>\n");
+    for (size_t i = 0; i < shown; i++) {
+        const rep_counter_row *r = &k->rows[i];
+        rep_time_row key = {.name = r->name, .shared_bytes = r->shared_bytes};
+        memcpy(key.grid, r->grid, sizeof key.grid);
+        memcpy(key.block, r->block, sizeof key.block);
+        char shape[256], t[32], ld[32], st[32];
+        shape_text(&key, shape, sizeof shape);
+        fprintf(f, "<tr><td>%s</td><td class=\"name\" title=\"", r->gpu_ns ? human_ns(r->gpu_ns, t, sizeof t) : "-");
+        esc(f, r->name);
+        fprintf(f, "\">");
+        esc_fit(f, r->name, TABLE_NAME);
+        fprintf(f,
+                "</td><td class=\"shape\">%s</td><td>%.1f</td><td>%.1f</td><td>%s</td><td>%s</td><td>%" PRIu64
+                "</td><td>%" PRIu64 "</td></tr>\n",
+                shape, r->dram_pct, r->occupancy_pct, sectors_text(r->ld_sectors_per_request, ld, sizeof ld),
+                sectors_text(r->st_sectors_per_request, st, sizeof st), r->round, r->samples);
+    }
+    fprintf(f, "</tbody>\n</table>\n");
+    if (shown < k->nrows)
+        fprintf(f, "<p class=\"note\">%zu more kernel-shape%s with counters (--top N shows more; 0: all).</p>\n",
+                k->nrows - shown, k->nrows - shown == 1 ? "" : "s");
+}
+
 /* ---- the page --------------------------------------------------------------- */
 
 static void process_header(FILE *f, const rep_process *p, size_t i)
@@ -574,6 +639,9 @@ static void gpu_summary(FILE *f, const rep_process *p)
             human_bytes(g->copy_bytes, a, sizeof a));
     if (g->dropped)
         fprintf(f, " &middot; %" PRIu64 " record%s dropped", g->dropped, g->dropped == 1 ? "" : "s");
+    if (g->excluded)
+        fprintf(f, " &middot; %" PRIu64 " launch%s sampled for counters, not timed", g->excluded,
+                g->excluded == 1 ? "" : "es");
     if (g->source) {
         fprintf(f, " &middot; CUPTI: ");
         esc(f, g->source);
@@ -607,7 +675,9 @@ static int process_section(FILE *f, const rep_process *p, size_t i, size_t top)
     if (!g->processes) {
         fprintf(f, "<p class=\"note off\">No GPU times: off (");
         esc(f, g->off_reason ? g->off_reason : "no reason given");
-        fprintf(f, ").</p>\n</section>\n");
+        fprintf(f, ").</p>\n");
+        counters_table(f, &g->counters, top);
+        fprintf(f, "</section>\n");
         return 0;
     }
     gpu_summary(f, p);
@@ -624,6 +694,7 @@ static int process_section(FILE *f, const rep_process *p, size_t i, size_t top)
     }
     findings(f, p);
     kernel_table(f, g, top);
+    counters_table(f, &g->counters, top);
     fprintf(f, "</section>\n");
     return 0;
 }

@@ -1,7 +1,7 @@
 /* Adding up reports: kernels by name, shapes by (grid, block, shared
  * bytes), call names and memory kinds by name, the pools' counters, GPU
- * time rows by kernel-shape. And matching two sets of reports for
- * --compare: kernels by name, rounds by index.
+ * time rows and hardware counters' rows by kernel-shape. And matching two
+ * sets of reports for --compare: kernels by name, rounds by index.
  * Counters saturate rather than wrap, so an absurd sum never prints as a
  * small one. */
 #include <stdlib.h>
@@ -230,20 +230,27 @@ static void merge_hpool(rep_hpool *o, const rep_hpool *h)
     o->driver_direct = add(o->driver_direct, h->driver_direct);
 }
 
-static int time_row_key_cmp(const rep_time_row *x, const rep_time_row *y)
+/* Kernel-shapes in order: name, then grid, block, shared bytes. */
+static int kernel_shape_cmp(const char *xname, const uint64_t xgrid[3], const uint64_t xblock[3], uint64_t xshared,
+                            const char *yname, const uint64_t ygrid[3], const uint64_t yblock[3], uint64_t yshared)
 {
-    int c = strcmp(x->name, y->name);
+    int c = strcmp(xname, yname);
     if (c)
         return c;
     for (int d = 0; d < 3; d++) {
-        if (x->grid[d] != y->grid[d])
-            return x->grid[d] < y->grid[d] ? -1 : 1;
-        if (x->block[d] != y->block[d])
-            return x->block[d] < y->block[d] ? -1 : 1;
+        if (xgrid[d] != ygrid[d])
+            return xgrid[d] < ygrid[d] ? -1 : 1;
+        if (xblock[d] != yblock[d])
+            return xblock[d] < yblock[d] ? -1 : 1;
     }
-    if (x->shared_bytes != y->shared_bytes)
-        return x->shared_bytes < y->shared_bytes ? -1 : 1;
+    if (xshared != yshared)
+        return xshared < yshared ? -1 : 1;
     return 0;
+}
+
+static int time_row_key_cmp(const rep_time_row *x, const rep_time_row *y)
+{
+    return kernel_shape_cmp(x->name, x->grid, x->block, x->shared_bytes, y->name, y->grid, y->block, y->shared_bytes);
 }
 
 /* Equal kernel-shapes in input order, so the first process wins a tie. */
@@ -262,6 +269,130 @@ static int time_row_by_total_desc(const void *a, const void *b)
     if (x->launches != y->launches)
         return x->launches < y->launches ? 1 : -1;
     return time_row_key_cmp(x, y);
+}
+
+static int counter_row_key_cmp(const rep_counter_row *x, const rep_counter_row *y)
+{
+    return kernel_shape_cmp(x->name, x->grid, x->block, x->shared_bytes, y->name, y->grid, y->block, y->shared_bytes);
+}
+
+/* Equal kernel-shapes in input order, as time_row_by_key. */
+static int counter_row_by_key(const void *a, const void *b)
+{
+    const rep_counter_row *x = a, *y = b;
+    int c = counter_row_key_cmp(x, y);
+    return c ? c : x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* For bsearch: a counters row against a time row. */
+static int counter_row_vs_time_row(const void *key, const void *elem)
+{
+    const rep_counter_row *x = key;
+    const rep_time_row *y = elem;
+    return kernel_shape_cmp(x->name, x->grid, x->block, x->shared_bytes, y->name, y->grid, y->block, y->shared_bytes);
+}
+
+/* The order of the text report's table: most GPU time first, then as
+ * first sampled (the report's order, the first process's first). */
+static int counter_row_by_gpu_desc(const void *a, const void *b)
+{
+    const rep_counter_row *x = a, *y = b;
+    if (x->gpu_ns != y->gpu_ns)
+        return x->gpu_ns < y->gpu_ns ? 1 : -1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* One row from the `count` rows of a kernel-shape at `group` (one per
+ * process): each value the mean of the processes' (a row holds its
+ * process's latest sample, so each process counts once), sectors per
+ * request over those that made such requests (-1 when none did); samples
+ * summed, the largest round. */
+static void merge_counter_group(const rep_counter_row *group, size_t count, rep_counter_row *out)
+{
+    double dram = 0, occ = 0, ld = 0, st = 0;
+    size_t nld = 0, nst = 0;
+    *out = group[0];
+    out->samples = 0;
+    for (size_t i = 0; i < count; i++) {
+        const rep_counter_row *r = &group[i];
+        dram += r->dram_pct;
+        occ += r->occupancy_pct;
+        if (r->ld_sectors_per_request >= 0)
+            ld += r->ld_sectors_per_request, nld++;
+        if (r->st_sectors_per_request >= 0)
+            st += r->st_sectors_per_request, nst++;
+        out->samples = add(out->samples, r->samples);
+        if (r->round > out->round)
+            out->round = r->round;
+    }
+    out->dram_pct = dram / (double)count;
+    out->occupancy_pct = occ / (double)count;
+    out->ld_sectors_per_request = nld ? ld / (double)nld : -1;
+    out->st_sectors_per_request = nst ? st / (double)nst : -1;
+}
+
+/* gpu_time.counters of `n` parts into `g`, whose rows are in key order
+ * (merge_gpu's, before it orders them by time): sums, and rows by
+ * kernel-shape (merge_counter_group), each with its GPU time for the
+ * order. */
+static int merge_counters(const rep_totals *const *parts, size_t n, rep_gpu *g)
+{
+    rep_counters *o = &g->counters;
+    size_t total = 0;
+    int budget_on = 0, reason_asked = 0; /* budget and off_reason are from a report with counters on, asked */
+    for (size_t p = 0; p < n; p++) {
+        const rep_counters *k = &parts[p]->gpu.counters;
+        if (!k->present)
+            continue;
+        if (!o->present || (k->processes && !budget_on))
+            o->budget = k->budget;
+        budget_on |= k->processes > 0;
+        if (k->off_reason && (!o->off_reason || (k->asked && !reason_asked))) {
+            o->off_reason = k->off_reason;
+            reason_asked = k->asked > 0;
+        }
+        o->present = 1;
+        o->reports = add(o->reports, k->reports);
+        o->processes = add(o->processes, k->processes);
+        o->asked = add(o->asked, k->asked);
+        o->samples = add(o->samples, k->samples);
+        o->discarded = add(o->discarded, k->discarded);
+        o->cost_ns = add(o->cost_ns, k->cost_ns);
+        if (k->passes > o->passes)
+            o->passes = k->passes;
+        total += k->nrows;
+    }
+    rep_counter_row *all = malloc((total + 1) * sizeof *all);
+    o->rows = malloc((total + 1) * sizeof *o->rows);
+    if (!all || !o->rows) {
+        free(all);
+        return -1;
+    }
+    size_t m = 0;
+    for (size_t p = 0; p < n; p++) {
+        const rep_counters *k = &parts[p]->gpu.counters;
+        for (size_t i = 0; i < k->nrows; i++) {
+            all[m] = k->rows[i];
+            all[m].seq = m;
+            m++;
+        }
+    }
+    if (m > 1)
+        qsort(all, m, sizeof *all, counter_row_by_key);
+    for (size_t i = 0; i < m;) {
+        size_t j = i + 1;
+        while (j < m && counter_row_key_cmp(&all[i], &all[j]) == 0)
+            j++;
+        rep_counter_row *r = &o->rows[o->nrows++];
+        merge_counter_group(all + i, j - i, r);
+        const rep_time_row *t = bsearch(r, g->rows, g->nrows, sizeof *g->rows, counter_row_vs_time_row);
+        r->gpu_ns = t ? t->total_ns : 0;
+        i = j;
+    }
+    free(all);
+    if (o->nrows > 1)
+        qsort(o->rows, o->nrows, sizeof *o->rows, counter_row_by_gpu_desc);
+    return 0;
 }
 
 /* GPU times: counters and the rounds' wall and busy time add up, rows by
@@ -296,6 +427,8 @@ static int merge_gpu(const rep_totals *const *parts, size_t n, rep_gpu *o)
         o->dropped = add(o->dropped, g->dropped);
         o->untracked = add(o->untracked, g->untracked);
         o->late = add(o->late, g->late);
+        o->has_excluded |= g->has_excluded;
+        o->excluded = add(o->excluded, g->excluded);
         total += g->nrows;
     }
     o->rows = malloc((total + 1) * sizeof *o->rows);
@@ -331,8 +464,12 @@ static int merge_gpu(const rep_totals *const *parts, size_t n, rep_gpu *o)
             m->total_ns = add(m->total_ns, r->total_ns);
         }
         o->nrows = u;
-        qsort(o->rows, o->nrows, sizeof *o->rows, time_row_by_total_desc);
     }
+    /* The rows in key order still: the counters' rows find their time. */
+    if (merge_counters(parts, n, o) != 0)
+        return -1;
+    if (o->nrows > 1)
+        qsort(o->rows, o->nrows, sizeof *o->rows, time_row_by_total_desc);
     return 0;
 }
 
@@ -378,6 +515,7 @@ void totals_release(rep_totals *t)
     free(t->families);
     free(t->memory);
     free(t->gpu.rows);
+    free(t->gpu.counters.rows);
     memset(t, 0, sizeof *t);
 }
 

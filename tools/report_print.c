@@ -275,6 +275,9 @@ static void print_gpu_summary(FILE *f, const rep_gpu *g, size_t nprocs)
         fprintf(f, "; %" PRIu64 " late record%s", g->late, g->late == 1 ? "" : "s");
     if (g->untracked)
         fprintf(f, "; %" PRIu64 " untracked record%s", g->untracked, g->untracked == 1 ? "" : "s");
+    if (g->excluded)
+        fprintf(f, "; %" PRIu64 " launch%s sampled for counters, not timed", g->excluded,
+                g->excluded == 1 ? "" : "es");
     fputc('\n', f);
     if (g->stopped && nprocs)
         fprintf(f, "  timing stopped before exit in %" PRIu64 " process%s (first: %s)\n", g->stopped_processes,
@@ -359,6 +362,86 @@ static void print_rounds(FILE *f, const rep_rounds *rs, size_t top)
     }
 }
 
+static const char *dim3_text(const uint64_t v[3], char *buf, size_t n)
+{
+    snprintf(buf, n, "%" PRIu64 "x%" PRIu64 "x%" PRIu64, v[0], v[1], v[2]);
+    return buf;
+}
+
+/* Sectors per request: "-" when the kernel made no such requests (-1). */
+static const char *sectors_text(double v, char *buf, size_t n)
+{
+    if (v < 0)
+        snprintf(buf, n, "-");
+    else
+        snprintf(buf, n, "%.2f", v);
+    return buf;
+}
+
+/* The table of gpu_time.counters' rows (`nprocs`: as print_gpu_rows). */
+static void print_counter_rows(FILE *f, const rep_counters *k, size_t top, size_t nprocs)
+{
+    if (nprocs)
+        fprintf(f, "counters by kernel-shape (%" PRIu64 " of %zu processes sampled; the mean of their latest "
+                   "samples):\n",
+                k->processes, nprocs);
+    else
+        fprintf(f, "counters by kernel-shape (the latest sample of each):\n");
+    size_t shown = top && top < k->nrows ? top : k->nrows;
+    table tb;
+    table_init(&tb, "lllrrrrrrr");
+    table_row(&tb, (const char *const[]){"kernel", "grid", "block", "shared", "DRAM %", "occupancy %",
+                                         "ld sectors/req", "st sectors/req", "round", "samples"});
+    for (size_t i = 0; i < shown; i++) {
+        const rep_counter_row *r = &k->rows[i];
+        char name[4 * NAME_COLUMN + 1], grid[72], block[72], shared[32], dram[32], occ[32], ld[32], st[32],
+            round[32], samples[32];
+        text_fit(r->name, NAME_COLUMN, name, sizeof name);
+        snprintf(dram, sizeof dram, "%.1f", r->dram_pct);
+        snprintf(occ, sizeof occ, "%.1f", r->occupancy_pct);
+        table_row(&tb, (const char *const[]){name, dim3_text(r->grid, grid, sizeof grid),
+                                             dim3_text(r->block, block, sizeof block),
+                                             u64s(r->shared_bytes, shared, sizeof shared), dram, occ,
+                                             sectors_text(r->ld_sectors_per_request, ld, sizeof ld),
+                                             sectors_text(r->st_sectors_per_request, st, sizeof st),
+                                             u64s(r->round, round, sizeof round),
+                                             u64s(r->samples, samples, sizeof samples)});
+    }
+    table_print(&tb, f, "  ");
+    table_free(&tb);
+    if (shown < k->nrows)
+        fprintf(f, "  ... %zu more kernel-shape%s\n", k->nrows - shown, k->nrows - shown == 1 ? "" : "s");
+}
+
+/* gpu_time.counters: nothing unless DRK_PROFILE=counters was asked for
+ * (older reports have none); why they were off; else the table and what
+ * the samples cost. Returns whether it printed. */
+static int print_counters(FILE *f, const rep_counters *k, size_t top, size_t nprocs)
+{
+    if (!k->present || !k->asked)
+        return 0;
+    const char *why = k->off_reason ? k->off_reason : "no reason given";
+    if (!k->processes) {
+        if (nprocs)
+            fprintf(f, "counters: off in %" PRIu64 " of %zu processes (first reason: %s)\n", k->asked, nprocs, why);
+        else
+            fprintf(f, "counters: off (%s)\n", why);
+        return 1;
+    }
+    if (k->nrows)
+        print_counter_rows(f, k, top, nprocs);
+    char cost[32];
+    fprintf(f, "%scounters: %" PRIu64 " sample%s (%" PRIu64 " given up), %" PRIu64 " pass%s each, %s in sampled "
+               "launches (budget %.3g%%)",
+            k->nrows ? "  " : "", k->samples, k->samples == 1 ? "" : "s", k->discarded, k->passes,
+            k->passes == 1 ? "" : "es", human_ns(k->cost_ns, cost, sizeof cost), 100 * k->budget);
+    if (nprocs && k->asked > k->processes)
+        fprintf(f, "; off in %" PRIu64 " process%s (first reason: %s)", k->asked - k->processes,
+                k->asked - k->processes == 1 ? "" : "es", why);
+    fputc('\n', f);
+    return 1;
+}
+
 /* `rounds`: the process's, NULL in the combined section. */
 static void print_gpu(FILE *f, const rep_gpu *g, const rep_rounds *rounds, size_t top, size_t nprocs)
 {
@@ -366,17 +449,21 @@ static void print_gpu(FILE *f, const rep_gpu *g, const rep_rounds *rounds, size_
         return;
     if (!g->processes) {
         if (nprocs)
-            fprintf(f, "GPU times: off in %" PRIu64 " of %zu processes, none timed (first reason: %s)\n\n",
+            fprintf(f, "GPU times: off in %" PRIu64 " of %zu processes, none timed (first reason: %s)\n",
                     g->reports, nprocs, g->off_reason ? g->off_reason : "none given");
         else if (g->off_reason)
-            fprintf(f, "GPU times: off (%s)\n\n", g->off_reason);
+            fprintf(f, "GPU times: off (%s)\n", g->off_reason);
         else
-            fprintf(f, "GPU times: off\n\n");
+            fprintf(f, "GPU times: off\n");
+        print_counters(f, &g->counters, top, nprocs); /* asked for: why they are off too */
+        fputc('\n', f);
         return;
     }
     print_gpu_rows(f, g, top, nprocs);
     print_gpu_summary(f, g, nprocs);
     fputc('\n', f);
+    if (print_counters(f, &g->counters, top, nprocs))
+        fputc('\n', f);
     if (rounds && rounds->present && (rounds->nlist || rounds->merged_rounds)) {
         print_rounds(f, rounds, top);
         fputc('\n', f);
@@ -602,6 +689,44 @@ static void json_host_pool(drk_json *j, const rep_hpool *h)
     drk_json_close(j, '}');
 }
 
+/* gpu_time.counters as in a report, with sums over the reports that have
+ * it (reports, processes: those with counters on); rows most GPU time
+ * first, merged by kernel-shape as rep_counter_row says. */
+static void json_counters(drk_json *j, FILE *f, const rep_counters *k, size_t top)
+{
+    drk_json_open(j, "counters", '{');
+    drk_json_bool(j, "enabled", k->processes > 0);
+    drk_json_u64(j, "reports", k->reports);
+    drk_json_u64(j, "processes", k->processes);
+    drk_json_str(j, "off_reason", k->off_reason);
+    drk_json_u64(j, "samples", k->samples);
+    drk_json_u64(j, "discarded", k->discarded);
+    drk_json_u64(j, "cost_ns", k->cost_ns);
+    drk_json_u64(j, "passes", k->passes);
+    drk_json_f64(j, "budget", k->budget);
+    drk_json_u64(j, "distinct", k->nrows);
+    drk_json_open(j, "by_kernel", '[');
+    size_t shown = top && top < k->nrows ? top : k->nrows;
+    for (size_t i = 0; i < shown; i++) {
+        const rep_counter_row *r = &k->rows[i];
+        drk_json_open(j, NULL, '{');
+        drk_json_str(j, "name", r->name);
+        json_dim3(j, "grid", r->grid);
+        json_dim3(j, "block", r->block);
+        drk_json_u64(j, "shared_bytes", r->shared_bytes);
+        drk_json_f64(j, "dram_pct", r->dram_pct);
+        drk_json_f64(j, "occupancy_pct", r->occupancy_pct);
+        drk_json_f64(j, "ld_sectors_per_request", r->ld_sectors_per_request);
+        drk_json_f64(j, "st_sectors_per_request", r->st_sectors_per_request);
+        drk_json_u64(j, "samples", r->samples);
+        drk_json_u64(j, "round", r->round);
+        drk_json_close(j, '}');
+        drk_json_flush(j, f);
+    }
+    drk_json_close(j, ']');
+    drk_json_close(j, '}');
+}
+
 /* Sums over the reports that have gpu_time; rows by kernel-shape, their
  * median and p95 from the process with the most launches of it. */
 static void json_gpu_time(drk_json *j, FILE *f, const rep_gpu *g, size_t top)
@@ -620,6 +745,8 @@ static void json_gpu_time(drk_json *j, FILE *f, const rep_gpu *g, size_t top)
     drk_json_u64(j, "dropped", g->dropped);
     drk_json_u64(j, "untracked", g->untracked);
     drk_json_u64(j, "late", g->late);
+    if (g->has_excluded)
+        drk_json_u64(j, "excluded", g->excluded);
     drk_json_u64(j, "rounds", g->rounds);
     drk_json_u64(j, "wall_ns", g->wall_ns);
     drk_json_u64(j, "busy_ns", g->busy_ns);
@@ -643,6 +770,8 @@ static void json_gpu_time(drk_json *j, FILE *f, const rep_gpu *g, size_t top)
         drk_json_flush(j, f);
     }
     drk_json_close(j, ']');
+    if (g->counters.present)
+        json_counters(j, f, &g->counters, top);
     drk_json_close(j, '}');
 }
 

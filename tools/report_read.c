@@ -434,6 +434,65 @@ static int read_time_row(ctx *c, const json_value *r, const char *at, int with_m
     return c->failed ? -1 : 0;
 }
 
+/* Any number: counters' values and budget, a finding's value and
+ * reference (shares or nanoseconds), written as %.6g. */
+static void get_number(ctx *c, const json_value *obj, const char *where, const char *key, double *out)
+{
+    const json_value *v = field(c, obj, where, key, JSON_NUMBER);
+    if (v)
+        *out = v->u.num.d;
+}
+
+/* gpu_time.counters, when the report has it (an older drk's has not). */
+static int read_counters(ctx *c, const json_value *gpu, rep_counters *k)
+{
+    const char *at = "gpu_time.counters";
+    const json_value *o = json_get(gpu, "counters");
+    if (!o)
+        return 0;
+    if (o->type != JSON_OBJECT)
+        return bad(c, "%s: expected an object, found %s", at, json_type_name(o->type));
+    int enabled = 0;
+    k->present = 1;
+    k->reports = 1;
+    get_bool(c, o, at, "enabled", &enabled);
+    k->processes = enabled;
+    k->off_reason = get_str_or_null(c, o, at, "off_reason");
+    k->asked = enabled || (k->off_reason && strcmp(k->off_reason, REP_COUNTERS_NOT_ASKED) != 0);
+    get_u64(c, o, at, "samples", &k->samples);
+    get_u64(c, o, at, "discarded", &k->discarded);
+    get_u64(c, o, at, "cost_ns", &k->cost_ns);
+    get_u64(c, o, at, "passes", &k->passes);
+    get_number(c, o, at, "budget", &k->budget);
+    const json_value *rows = object_array(c, o, at, "by_kernel");
+    if (c->failed)
+        return -1;
+    k->rows = calloc(rows->u.arr.count + 1, sizeof *k->rows);
+    if (!k->rows)
+        return bad(c, "out of memory");
+    for (size_t i = 0; i < rows->u.arr.count; i++) {
+        const json_value *r = &rows->u.arr.items[i];
+        rep_counter_row *x = &k->rows[k->nrows++];
+        char where[64];
+        snprintf(where, sizeof where, "%s.by_kernel[%zu]", at, i);
+        x->name = get_str(c, r, where, "name");
+        if (c->failed)
+            return -1;
+        read_dim3(c, r, where, "grid", x->grid);
+        read_dim3(c, r, where, "block", x->block);
+        get_u64(c, r, where, "shared_bytes", &x->shared_bytes);
+        get_number(c, r, where, "dram_pct", &x->dram_pct);
+        get_number(c, r, where, "occupancy_pct", &x->occupancy_pct);
+        get_number(c, r, where, "ld_sectors_per_request", &x->ld_sectors_per_request);
+        get_number(c, r, where, "st_sectors_per_request", &x->st_sectors_per_request);
+        get_u64(c, r, where, "samples", &x->samples);
+        get_u64(c, r, where, "round", &x->round);
+        if (c->failed)
+            return -1;
+    }
+    return 0;
+}
+
 static int read_gpu_time(ctx *c, const json_value *doc, rep_gpu *g)
 {
     const char *at = "gpu_time";
@@ -457,6 +516,8 @@ static int read_gpu_time(ctx *c, const json_value *doc, rep_gpu *g)
     get_u64(c, o, at, "dropped", &g->dropped);
     get_u64(c, o, at, "untracked", &g->untracked);
     get_u64(c, o, at, "late", &g->late);
+    g->has_excluded = json_get(o, "excluded") != NULL;
+    get_u64_optional(c, o, at, "excluded", &g->excluded);
     const json_value *rows = object_array(c, o, at, "by_kernel");
     if (c->failed)
         return -1;
@@ -469,7 +530,7 @@ static int read_gpu_time(ctx *c, const json_value *doc, rep_gpu *g)
         if (read_time_row(c, &rows->u.arr.items[i], where, 1, &g->rows[g->nrows++]) != 0)
             return -1;
     }
-    return 0;
+    return read_counters(c, o, &g->counters);
 }
 
 static int read_round(ctx *c, const json_value *r, const char *at, rep_round *o)
@@ -561,15 +622,6 @@ static int read_rounds(ctx *c, const json_value *doc, rep_rounds *rs, rep_gpu *g
         g->busy_ns = add(g->busy_ns, r->busy_ns);
     }
     return 0;
-}
-
-/* Any number: a finding's value and reference are shares or nanoseconds,
- * written as %.6g. */
-static void get_number(ctx *c, const json_value *obj, const char *where, const char *key, double *out)
-{
-    const json_value *v = field(c, obj, where, key, JSON_NUMBER);
-    if (v)
-        *out = v->u.num.d;
 }
 
 static int read_finding(ctx *c, const json_value *f, const char *at, rep_finding *o)

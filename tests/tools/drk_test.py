@@ -1231,6 +1231,244 @@ def check_compare_errors():
         check(p.returncode == 1 and "no drk reports" in p.stderr and not p.stdout, "--compare: an empty directory", p)
 
 
+# ---------------------------------------------------------------- drk report: counters
+# DRK_PROFILE=counters: gpu_time.counters and gpu_time.excluded. fixtures/counters: pids 21 and 22 with counters
+# on (the big empty shape sampled in both), 23 with DRK_PROFILE=1 (counters not asked), 24 an older drk's report
+# (neither key); all four otherwise the profile fixture.
+
+COUNTERS = "counters"
+COUNTERS_HEAD = ("kernel", "grid", "block", "shared", "DRAM %", "occupancy %", "ld sectors/req", "st sectors/req",
+                 "round", "samples")
+
+
+def counters_fixture(pid):
+    return fixture(COUNTERS, f"drk-train-{pid}.json")
+
+
+def counter_lines(out, end="rounds:"):
+    """The lines of the counters block: its title (or its one line) to the blank line before `end`."""
+    i = out.find("\ncounters")
+    j = out.find("\n\n" + end, i)
+    return out[i + 1:j].splitlines() if 0 <= i < j else None
+
+
+def cells(line):
+    """A table line's cells: columns are two or more blanks apart."""
+    return re.split(r"\s{2,}", line.strip())
+
+
+def case_report_counters():
+    long_cut = LONG[:61] + "..."
+    # One process: the table most GPU time first (the report lists hidden first, as first sampled), -1 as "-".
+    p = drk("report", counters_fixture(21))
+    o = p.stdout
+    check(p.returncode == 0 and not p.stderr, "drk report on a report with counters", p)
+    i = [o.find(x) for x in ("\ntop kernels by GPU time", "\ncounters by kernel-shape", "\nrounds:")]
+    check(0 <= i[0] < i[1] < i[2], "the counters after the top kernels by GPU time, before the rounds", p)
+    check("; 2 launches sampled for counters, not timed\n" in o, "gpu_time.excluded in the summary line", p)
+    lines = counter_lines(o)
+    check(lines is not None and lines[0] == "counters by kernel-shape (the latest sample of each):"
+          and [cells(l) for l in lines[1:]] == [
+              list(COUNTERS_HEAD),
+              ["empty", "4x1x1", "64x1x1", "0", "42.5", "61.4", "4.00", "4.00", "2", "1"],
+              ["hidden", "2x1x1", "128x1x1", "256", "3.2", "12.5", "16.50", "-", "0", "1"],
+              [long_cut, "8x1x1", "128x1x1", "4096", "71.6", "33.3", "8.00", "2.50", "3", "1"],
+              ["counters: 3 samples (1 given up), 3 passes each, 460 ms in sampled launches (budget 5%)"]]
+          and lines[-1].startswith("  counters: "), f"the counters table and its line: {lines}", p)
+    check(row(o, "hidden", "2x1x1", "128x1x1", "256", "3.2", "12.5", "16.50", "-", "0", "1"),
+          "a row's cells, in their columns", p)
+
+    p = drk("report", "--top", "1", counters_fixture(21))
+    lines = counter_lines(p.stdout)
+    check(p.returncode == 0 and len(lines) == 5 and cells(lines[2])[0] == "empty"
+          and lines[3] == "  ... 2 more kernel-shapes", f"--top 1: one row and the rest counted: {lines}", p)
+
+    # Counters not asked (DRK_PROFILE=1) and an older drk's report: nothing, and the text as it was.
+    for pid in (23, 24):
+        p = drk("report", counters_fixture(pid))
+        check(p.returncode == 0 and not p.stderr and "\ncounters" not in p.stdout
+              and "sampled for counters" not in p.stdout, f"pid {pid}: no counters lines", p)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "drk-train-23.json")
+        d = json.load(open(counters_fixture(23)))
+        outs = {}
+        for kind in ("with", "without"):
+            if kind == "without":
+                del d["gpu_time"]["counters"], d["gpu_time"]["excluded"]
+            with open(path, "w") as f:
+                json.dump(d, f)
+            outs[kind] = [drk("report", *argv, path) for argv in ([], ["--top", "2"], ["--html", "-"])]
+            outs[kind].append(drk("report", "--json", path))
+        for a, b in zip(outs["with"][:3], outs["without"][:3]):
+            check(a.returncode == 0 and a.stdout == b.stdout and a.stdout, "counters not asked: byte for byte the "
+                  "text and page of a report without the keys", a)
+        g = [json.loads(x.stdout)["gpu_time"] for x in (outs["with"][3], outs["without"][3])]
+        check(g[0]["excluded"] == 0 and g[0]["counters"]["enabled"] is False and "excluded" not in g[1]
+              and "counters" not in g[1], "--json: the keys passed through where the report has them only",
+              outs["with"][3])
+        # The same for the profile fixture (older), and the combined section of a directory of such reports.
+        p = drk("report", fixture(*PROFILE))
+        check(p.returncode == 0 and "\ncounters" not in p.stdout and "sampled for counters" not in p.stdout,
+              "an older report", p)
+
+        # Asked for, but off: one line with the reason, no table.
+        d = json.load(open(counters_fixture(21)))
+        why = "cuptiRangeProfilerEnable failed: CUPTI_ERROR_INSUFFICIENT_PRIVILEGES"
+        d["gpu_time"]["counters"].update(enabled=False, off_reason=why, samples=0, discarded=0, cost_ns=0,
+                                         by_kernel=[])
+        d["gpu_time"]["excluded"] = 0
+        off = os.path.join(tmp, "off", "drk-train-31.json")
+        os.mkdir(os.path.dirname(off))
+        d["process"]["pid"] = 31
+        with open(off, "w") as f:
+            json.dump(d, f)
+        p = drk("report", off)
+        check(p.returncode == 0 and f"(4.02 MiB)\n\ncounters: off ({why})\n\nrounds:" in p.stdout
+              and "counters by kernel-shape" not in p.stdout and "sampled for counters" not in p.stdout,
+              "counters off: one line with off_reason", p)
+        # ... and GPU times off with it (the reason is timing's).
+        t = json.loads(json.dumps(d))
+        t["gpu_time"].update(enabled=False, off_reason="CUPTI (libcupti.so) not found", source=None, by_kernel=[])
+        t["gpu_time"]["counters"]["off_reason"] = "CUPTI (libcupti.so) not found"
+        t["rounds"].update(closed=0, kept=0, marked=0, list=[])
+        nocupti = os.path.join(tmp, "nocupti.json")
+        with open(nocupti, "w") as f:
+            json.dump(t, f)
+        p = drk("report", nocupti)
+        check(p.returncode == 0 and "\nGPU times: off (CUPTI (libcupti.so) not found)\ncounters: off (CUPTI "
+              "(libcupti.so) not found)\n\ncalls by family:" in p.stdout, "GPU times off: the counters' line too", p)
+        # On, but nothing sampled: the line alone.
+        z = json.loads(json.dumps(json.load(open(counters_fixture(22)))))
+        z["gpu_time"]["counters"].update(samples=0, discarded=2, cost_ns=1500000, by_kernel=[])
+        zero = os.path.join(tmp, "zero.json")
+        with open(zero, "w") as f:
+            json.dump(z, f)
+        p = drk("report", zero)
+        check(p.returncode == 0 and f"\n\ncounters: 0 samples (2 given up), 3 passes each, 1.50 ms in sampled "
+              "launches (budget 5%)\n\nrounds:" in p.stdout, "on, nothing sampled: the line, no table", p)
+
+        # Combined: one off among the sampled.
+        shutil.copy(counters_fixture(22), os.path.dirname(off))
+        p = drk("report", os.path.dirname(off))
+        combined = p.stdout[p.stdout.find("== combined"):]
+        lines = counter_lines(combined, "calls by family:")
+        check(p.returncode == 0 and lines[0].startswith("counters by kernel-shape (1 of 2 processes sampled;")
+              and lines[-1] == "  counters: 3 samples (0 given up), 3 passes each, 690 ms in sampled launches "
+              f"(budget 5%); off in 1 process (first reason: {why})", f"combined, one off: {lines}", p)
+        os.unlink(os.path.join(os.path.dirname(off), "drk-train-22.json"))
+        shutil.copy(off, os.path.join(os.path.dirname(off), "drk-train-32.json"))
+        shutil.copy(counters_fixture(23), os.path.dirname(off))
+        p = drk("report", os.path.dirname(off))
+        combined = p.stdout[p.stdout.find("== combined"):]
+        check(p.returncode == 0 and f"(sums over processes); kernel time" in combined
+              and counter_lines(combined, "calls by family:") == [
+                  f"counters: off in 2 of 3 processes (first reason: {why})"],
+              "combined, none on: one line, the reason of one that asked", p)
+
+    # Merged: rows of a kernel-shape from several processes, the mean of their values, samples summed, the
+    # largest round; most GPU time first.
+    p = drk("report", fixture(COUNTERS))
+    o = p.stdout
+    check(p.returncode == 0 and not p.stderr, "drk report on a directory with counters", p)
+    heads = [o.find(f"== train (pid {pid}) ==") for pid in (21, 22, 23, 24)] + [o.find("== combined: 4 processes")]
+    check(all(0 <= a < b for a, b in zip(heads, heads[1:])), "four processes, then combined", p)
+    per = [o[a:b] for a, b in zip(heads, heads[1:])]
+    combined = o[heads[4]:]
+    check(counter_lines(per[0]) == counter_lines(drk("report", counters_fixture(21)).stdout)
+          and "\ncounters" not in per[2] + per[3] and "sampled for counters" not in per[2] + per[3],
+          "per process as alone; none for the one not asked and the older one", p)
+    check([cells(l) for l in counter_lines(per[1])[2:4]] == [
+        ["empty", "4x1x1", "64x1x1", "0", "37.3", "58.2", "4.50", "4.00", "5", "2"],
+        ["empty", "1x1x1", "32x1x1", "0", "1.5", "20.1", "-", "8.00", "3", "1"]], "pid 22's rows", p)
+    lines = counter_lines(combined, "calls by family:")
+    check(lines is not None
+          and lines[0] == "counters by kernel-shape (2 of 4 processes sampled; the mean of their latest samples):"
+          and [cells(l) for l in lines[1:]] == [
+              list(COUNTERS_HEAD),
+              ["empty", "4x1x1", "64x1x1", "0", "39.9", "59.8", "4.25", "4.00", "5", "3"],
+              ["empty", "1x1x1", "32x1x1", "0", "1.5", "20.1", "-", "8.00", "3", "1"],
+              ["hidden", "2x1x1", "128x1x1", "256", "3.2", "12.5", "16.50", "-", "0", "1"],
+              [long_cut, "8x1x1", "128x1x1", "4096", "71.6", "33.3", "8.00", "2.50", "3", "1"],
+              ["counters: 6 samples (1 given up), 3 passes each, 1.15 s in sampled launches (budget 5%)"]],
+          f"combined: {lines}", p)
+    check("(sums over processes); kernel time 1.44 ms in 336 kernels, copy time 336 " + MICRO + " in 32 copies "
+          "(16.1 MiB); 5 launches sampled for counters, not timed\n" in combined, "excluded summed", p)
+
+    # --json: gpu_time.counters as in the report, with the sums' counts; merged as the text.
+    p = drk("report", "--json", counters_fixture(21))
+    check(p.returncode == 0 and not p.stderr, "drk report --json with counters", p)
+    g = json.loads(p.stdout)["gpu_time"]
+    want = json.load(open(counters_fixture(21)))["gpu_time"]["counters"]
+    got = g["counters"]
+    check(g["excluded"] == 2, "gpu_time.excluded passed through", p)
+    check({k: v for k, v in got.items() if k not in ("by_kernel", "reports", "processes", "distinct")}
+          == {k: v for k, v in want.items() if k != "by_kernel"}
+          and (got["reports"], got["processes"], got["distinct"]) == (1, 1, 3), f"counters: {got}", p)
+    by_gpu = [want["by_kernel"][i] for i in (1, 0, 2)]  # empty 240 us, hidden 40 us, the long one untimed
+    check(got["by_kernel"] == by_gpu, f"the rows as in the report, most GPU time first: {got['by_kernel']}", p)
+    p = drk("report", "--json", "--top", "1", counters_fixture(21))
+    got = json.loads(p.stdout)["gpu_time"]["counters"]
+    check(got["by_kernel"] == by_gpu[:1] and got["distinct"] == 3, "--json --top 1: one row", p)
+
+    p = drk("report", "--json", fixture(COUNTERS))
+    d = json.loads(p.stdout)
+    got = d["gpu_time"]["counters"]
+    check(d["gpu_time"]["excluded"] == 5 and {k: v for k, v in got.items() if k != "by_kernel"} == {
+        "enabled": True, "reports": 3, "processes": 2, "off_reason": "DRK_PROFILE is not counters", "samples": 6,
+        "discarded": 1, "cost_ns": 1150000000, "passes": 3, "budget": 0.05, "distinct": 4},
+          f"combined sums: {got}", p)
+    check(got["by_kernel"] == [
+        {"name": "empty", "grid": [4, 1, 1], "block": [64, 1, 1], "shared_bytes": 0, "dram_pct": 39.9,
+         "occupancy_pct": 59.8, "ld_sectors_per_request": 4.25, "st_sectors_per_request": 4, "samples": 3,
+         "round": 5},
+        {"name": "empty", "grid": [1, 1, 1], "block": [32, 1, 1], "shared_bytes": 0, "dram_pct": 1.5,
+         "occupancy_pct": 20.1, "ld_sectors_per_request": -1, "st_sectors_per_request": 8, "samples": 1,
+         "round": 3}] + by_gpu[1:], f"combined rows: {got['by_kernel']}", p)
+
+    # The reader: optional, checked when there.
+    base = json.load(open(counters_fixture(21)))
+    with tempfile.TemporaryDirectory() as tmp:
+        def fail(edit, *words):
+            d = json.loads(json.dumps(base))
+            edit(d)
+            path = os.path.join(tmp, "r.json")
+            with open(path, "w") as f:
+                json.dump(d, f)
+            p = drk("report", path)
+            check(p.returncode == 1 and all(w in p.stderr for w in words) and not p.stdout,
+                  f"counters refused with {words}", p)
+        def not_object(d):
+            d["gpu_time"]["counters"] = []
+        fail(not_object, "gpu_time.counters: expected an object, found array")
+        def enabled(d):
+            d["gpu_time"]["counters"]["enabled"] = 1
+        fail(enabled, "gpu_time.counters.enabled: expected true or false, found number")
+        def budget(d):
+            d["gpu_time"]["counters"]["budget"] = "5%"
+        fail(budget, "gpu_time.counters.budget: expected a number, found string")
+        def no_passes(d):
+            del d["gpu_time"]["counters"]["passes"]
+        fail(no_passes, "gpu_time.counters: missing \"passes\"")
+        def rows(d):
+            d["gpu_time"]["counters"]["by_kernel"] = {}
+        fail(rows, "gpu_time.counters.by_kernel: expected an array, found object")
+        def no_dram(d):
+            del d["gpu_time"]["counters"]["by_kernel"][1]["dram_pct"]
+        fail(no_dram, "gpu_time.counters.by_kernel[1]: missing \"dram_pct\"")
+        def sectors(d):
+            d["gpu_time"]["counters"]["by_kernel"][0]["st_sectors_per_request"] = None
+        fail(sectors, "gpu_time.counters.by_kernel[0].st_sectors_per_request: expected a number, found null")
+        def grid(d):
+            d["gpu_time"]["counters"]["by_kernel"][2]["grid"] = [8, 1]
+        fail(grid, "gpu_time.counters.by_kernel[2].grid: expected 3 numbers, found 2")
+        def samples(d):
+            d["gpu_time"]["counters"]["by_kernel"][0]["samples"] = -1
+        fail(samples, "gpu_time.counters.by_kernel[0].samples", "non-negative integer")
+        def excluded(d):
+            d["gpu_time"]["excluded"] = 1.5
+        fail(excluded, "gpu_time.excluded", "non-negative integer")
+
+
 # ---------------------------------------------------------------- drk inspect
 # On the images committed as fuzzer seeds (built by nvcc 13 from
 # tests/images/kernels.cu and rdc_b.cu), so these run without nvcc.

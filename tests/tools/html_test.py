@@ -5,13 +5,15 @@
 
 Writes pages for the profile fixture (4 rounds and exit), a generated
 report of 64 rounds (many kernel-shapes, names full of < > & and quotes,
-findings whose evidence holds markup), one of a single round, and a
+findings whose evidence holds markup, counters), one of a single round, a
 directory of several processes (one without gpu_time, one with GPU times
-off, one without rounds). Chromium's DOM after rendering must hold what the
-fixture says: one <rect> per round and drawn kernel-shape, one busy point
-per round, both memory lines, the findings with their text as written, the
-top-kernels table; its console must stay quiet (the page's
-Content-Security-Policy turns any load into a console error) and its
+off, one without rounds, one with counters off), and the counters fixture
+directory. Chromium's DOM after rendering must hold what the fixture says:
+one <rect> per round and drawn kernel-shape, one busy point per round, both
+memory lines, the findings with their text as written, the top-kernels
+table, the counters table (rows in order, tooltips, numbers) where counters
+were asked for and nothing where not; its console must stay quiet (the
+page's Content-Security-Policy turns any load into a console error) and its
 screenshots must be drawn. The page must never name http:// or https://.
 
 Without chromium the test is skipped (exit 77), unless DRK_REQUIRE_CHROMIUM
@@ -176,8 +178,38 @@ def off_report(base):
     d["process"]["pid"] = 12
     g = gpu_time([])
     g.update(enabled=False, off_reason="DRK_PROFILE=0 <unset> & off", source=None)
+    # DRK_PROFILE=counters asked for, off with the times: the counters' note too.
+    g["counters"] = {"enabled": False, "off_reason": g["off_reason"], "samples": 0, "discarded": 0, "cost_ns": 0,
+                     "passes": 0, "budget": 0.05, "by_kernel": []}
     d["gpu_time"] = g
     d.pop("rounds", None)
+    return d
+
+
+NOT_ASKED = "DRK_PROFILE is not counters"
+
+
+def with_counters(d, n=4):
+    """`d` with counters (DRK_PROFILE=counters) for its `n` hottest kernel-shapes but the first, sampled first,
+    listed in the report after the others (the page lists them most GPU time first); no loads in one."""
+    rows = []
+    for i, r in enumerate(d["gpu_time"]["by_kernel"][:n]):
+        rows.append({"name": r["name"], "grid": r["grid"], "block": r["block"], "shared_bytes": r["shared_bytes"],
+                     "dram_pct": 10.25 + 7 * i, "occupancy_pct": 80.5 - 9 * i,
+                     "ld_sectors_per_request": -1 if i == 1 else 4 + i, "st_sectors_per_request": 4.5,
+                     "samples": 1 + i % 2, "round": 3 * i})
+    d["gpu_time"]["excluded"] = len(rows)
+    d["gpu_time"]["counters"] = {"enabled": True, "off_reason": None, "samples": 6, "discarded": 1,
+                                 "cost_ns": 690_000_000, "passes": 3, "budget": 0.05, "by_kernel": rows[1:] + rows[:1]}
+    return d
+
+
+def counters_off_report(base, why="cuptiRangeProfilerEnable failed: <CUPTI_ERROR_INSUFFICIENT_PRIVILEGES> & co"):
+    d = copy.deepcopy(base)
+    d["process"]["pid"] = 14
+    d["gpu_time"]["excluded"] = 0
+    d["gpu_time"]["counters"] = {"enabled": False, "off_reason": why, "samples": 0, "discarded": 0, "cost_ns": 0,
+                                 "passes": 0, "budget": 0.05, "by_kernel": []}
     return d
 
 
@@ -398,6 +430,7 @@ def check_section(sec, d, top, where):
         return
     if not g["enabled"]:
         check(("off (%s)" % g["off_reason"]) in notes and not charts, "%s: no off_reason note: %r" % (where, notes))
+        check_counters(sec, g, top, where)
         return
     rounds = (d.get("rounds") or {}).get("list") or []
     if not rounds:
@@ -409,6 +442,7 @@ def check_section(sec, d, top, where):
         check_memory(sec, rounds, where)
     check_findings(sec, d, where)
     check_table(sec, g, top, where)
+    check_counters(sec, g, top, where)
 
 
 def check_stacked(sec, d, where):
@@ -510,7 +544,7 @@ def check_findings(sec, d, where):
 
 
 def check_table(sec, g, top, where):
-    table = sec.find("table", "kernels")
+    table = [t for t in sec.find("table", "kernels") if "counters" not in t.classes()]
     rows = g["by_kernel"]
     if not rows:
         check(not table, "%s: a table without rows" % where)
@@ -525,6 +559,49 @@ def check_table(sec, g, top, where):
         cells = tr.find("td")
         check(cells[1].attrs["title"] == r["name"], "%s: table name %r" % (where, cells[1].attrs["title"]))
         check(cells[3].all_text() == str(r["launches"]), "%s: launches" % where)
+
+
+def check_counters(sec, g, top, where):
+    """gpu_time.counters: nothing unless asked for; off: a note with the reason; else a table of the rows, most
+    GPU time first (then as in the report), the full name in a tooltip, the numbers as the text report's."""
+    c = g.get("counters")
+    asked = bool(c) and (c["enabled"] or c["off_reason"] not in (None, NOT_ASKED))
+    tables = sec.find("table", "counters")
+    heads = [h.all_text() for h in sec.find("h3") if "counters" in h.all_text()]
+    if not asked:
+        check(not tables and not heads, "%s: counters drawn, not asked for" % where)
+        return
+    check(len(heads) == 1, "%s: %d counters headings" % (where, len(heads)))
+    if not c["enabled"]:
+        notes = " ".join(n.all_text() for n in sec.find("p", "note"))
+        check(not tables and ("Counters (DRK_PROFILE=counters): off (%s)" % c["off_reason"]) in notes,
+              "%s: no note of the counters' off_reason: %r" % (where, notes))
+        return
+    captions = " ".join(n.all_text() for n in sec.find("p", "caption"))
+    check("%d samples (%d given up), %d passes each" % (c["samples"], c["discarded"], c["passes"]) in captions,
+          "%s: the counters' caption: %r" % (where, captions))
+    rows = c["by_kernel"]
+    if not rows:
+        check(not tables, "%s: a counters table without rows" % where)
+        return
+    gpu = {shape_key(r): r["total_ns"] for r in g["by_kernel"]}
+    order = sorted(range(len(rows)), key=lambda i: (-gpu.get(shape_key(rows[i]), 0), i))
+    want = min(top, len(rows)) if top else len(rows)
+    check(len(tables) == 1, "%s: %d counters tables" % (where, len(tables)))
+    body = tables[0].find("tbody")[0].find("tr")
+    check(len(body) == want, "%s: %d counters rows, want %d" % (where, len(body), want))
+    heads = [th.all_text() for th in tables[0].find("th")]
+    check(heads == ["GPU time", "kernel", "shape: grid / block / shared", "DRAM %", "occupancy %",
+                    "ld sectors/request", "st sectors/request", "round", "samples"],
+          "%s: counters columns %r" % (where, heads))
+    sectors = lambda v: "-" if v < 0 else "%.2f" % v
+    for tr, i in zip(body, order):
+        r, cells = rows[i], tr.find("td")
+        check(cells[1].attrs["title"] == r["name"], "%s: counters name %r" % (where, cells[1].attrs["title"]))
+        got = [x.all_text() for x in cells[3:]]
+        check(got == ["%.1f" % r["dram_pct"], "%.1f" % r["occupancy_pct"], sectors(r["ld_sectors_per_request"]),
+                      sectors(r["st_sectors_per_request"]), str(r["round"]), str(r["samples"])],
+              "%s: counters row %r for %r" % (where, got, r))
 
 
 # ---- main ---------------------------------------------------------------------------
@@ -578,7 +655,7 @@ def main():
         pages["profile"] = html_of(tmp, "profile", profile_fixture)
         render(pages["profile"], tmp, [base])
 
-        big = big_report(base)
+        big = with_counters(big_report(base))
         pages["big"] = html_of(tmp, "big", write(os.path.join(tmp, "big.json"), big))
         render(pages["big"], tmp, [big])
         check(len(big["rounds"]["list"]) == 64, "the generator made %d rounds" % len(big["rounds"]["list"]))
@@ -595,12 +672,21 @@ def main():
         # A directory: the page lists processes by start time, then pid.
         d = os.path.join(tmp, "dir")
         os.mkdir(d)
-        procs = [older, off_report(base), no_rounds_report(base), one, big]
+        procs = [older, off_report(base), no_rounds_report(base), one, big, counters_off_report(base)]
         for i, r in enumerate(procs):
             write(os.path.join(d, "drk-%d.json" % i), r)
         procs.sort(key=lambda r: (r["process"]["start_unix_ns"], r["process"]["pid"]))
         pages["dir"] = html_of(tmp, "dir", d)
         render(pages["dir"], tmp, procs)
+
+        # The counters fixture: two processes with counters, one not asked, one older (neither key).
+        cdir = os.path.join(ARGS.fixtures, "counters")
+        creports = [json.load(open(os.path.join(cdir, f))) for f in sorted(os.listdir(cdir))]
+        creports.sort(key=lambda r: (r["process"]["start_unix_ns"], r["process"]["pid"]))
+        pages["counters"] = html_of(tmp, "counters", cdir)
+        render(pages["counters"], tmp, creports)
+        check(sum(bool(r["gpu_time"].get("counters", {}).get("by_kernel")) for r in creports) == 2,
+              "the counters fixture has two processes with counters")
 
         # Screenshots: drawn, and different reports look different.
         sizes = {}
