@@ -537,14 +537,6 @@ static void kernel_table(FILE *f, const rep_gpu *g, size_t top)
 
 /* ---- 6. hardware counters -------------------------------------------------------- */
 
-static const char *sectors_text(double v, char *buf, size_t n)
-{
-    if (v < 0)
-        snprintf(buf, n, "-");
-    else
-        snprintf(buf, n, "%.2f", v);
-    return buf;
-}
 
 /* gpu_time.counters, as the text report's table: nothing unless
  * DRK_PROFILE=counters was asked for. Rows with their kernel-shape's GPU

@@ -368,15 +368,6 @@ static const char *dim3_text(const uint64_t v[3], char *buf, size_t n)
     return buf;
 }
 
-/* Sectors per request: "-" when the kernel made no such requests (-1). */
-static const char *sectors_text(double v, char *buf, size_t n)
-{
-    if (v < 0)
-        snprintf(buf, n, "-");
-    else
-        snprintf(buf, n, "%.2f", v);
-    return buf;
-}
 
 /* The table of gpu_time.counters' rows (`nprocs`: as print_gpu_rows). */
 static void print_counter_rows(FILE *f, const rep_counters *k, size_t top, size_t nprocs)

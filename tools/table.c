@@ -136,3 +136,12 @@ const char *human_ns(uint64_t ns, char *buf, size_t n)
     snprintf(buf, n, v < 9.995 ? "%.2f %s" : v < 99.95 ? "%.1f %s" : "%.0f %s", v, units[u]);
     return buf;
 }
+
+const char *sectors_text(double v, char *buf, size_t n)
+{
+    if (v < 0)
+        snprintf(buf, n, "-");
+    else
+        snprintf(buf, n, "%.2f", v);
+    return buf;
+}
