@@ -31,6 +31,12 @@ const drk_image_facts *drk_image_facts_make(const drk_image_kernel *k, const cha
     memcpy(f->ptx, k->ptx, sizeof f->ptx[0] * f->nptx);
     memcpy(f->ptx_isa, k->ptx_isa, sizeof f->ptx_isa[0] * f->nptx);
     f->ptx_for_device = sm && drk_image_kernel_ptx_for(k, sm);
+    if (k->flow) { /* without memory for it, no flow: the kernel is not evolved */
+        drk_ptx_flow *fl = drk_arena_alloc(drk_ptx_flow_size(k->flow), _Alignof(drk_ptx_flow));
+        if (fl)
+            memcpy(fl, k->flow, drk_ptx_flow_size(k->flow));
+        f->flow = fl;
+    }
     return f;
 }
 

@@ -9,6 +9,7 @@
 #include "base/driver.h"
 #include "evolve/image/image.h"
 #include "evolve/image/kernel.h"
+#include "evolve/image/ptx_flow.h"
 
 typedef struct drk_image_facts {
     const char *image;        /* the load it came from: "cuLibraryLoadData #3", a path */
@@ -23,6 +24,7 @@ typedef struct drk_image_facts {
     uint16_t sass[DRK_IMAGE_MAX_ARCHS];
     uint16_t ptx[DRK_IMAGE_MAX_ARCHS], ptx_isa[DRK_IMAGE_MAX_ARCHS];
     uint8_t ptx_for_device;   /* PTX that the device (drk_images_sm) can JIT */
+    const drk_ptx_flow *flow; /* its PTX's parameter classes and evolvability; NULL without PTX */
 } drk_image_facts;
 
 #define DRK_DRIVER_UNKNOWN INT32_MIN

@@ -18,8 +18,9 @@
 #include "tools/table.h"
 
 /* Names wider than this are cut in the table (cuBLAS's run to hundreds of
- * characters); --json has them whole. */
+ * characters); --json has them whole. So are the parameter classes. */
 #define NAME_COLUMN 96
+#define WORDS_COLUMN 24
 #define INSPECT_SCHEMA_VERSION 1
 
 void usage_inspect(FILE *f)
@@ -30,8 +31,10 @@ void usage_inspect(FILE *f)
           "code, a fatbin, a cubin or PTX text. One row per kernel: parameters (count and bytes),\n"
           "registers, static shared bytes, local (stack) bytes per thread, the thread limit\n"
           "(<=N from __launch_bounds__ / .maxntid, =XxYxZ from .reqntid), the entry the row's\n"
-          "numbers come from, and the SASS and PTX archs that carry the kernel; then a summary\n"
-          "line per file. '-' is unknown (PTX has no registers or shared memory).\n"
+          "numbers come from, the SASS and PTX archs that carry the kernel, then from the PTX's\n"
+          "data flow each parameter word's class (P pointer, v value, - unused; [..] the words of\n"
+          "a by-value struct) and whether drk can evolve the kernel (or why not); then a summary\n"
+          "line per file. '-' is unknown (PTX has no registers or shared memory; SASS no flow).\n"
           "\n"
           "  --arch sm_NN  take each kernel's numbers from the entry a GPU of that SM would use\n"
           "                (the best SASS of its family, else the newest PTX it can JIT), and read\n"
@@ -190,20 +193,55 @@ static void threads_text(const drk_kernel_info *k, char *buf, size_t n)
         snprintf(buf, n, "-");
 }
 
+/* "PPPv", "vvPP", "[PPv]": a letter per word, a by-value struct's words in
+ * brackets; "-" without a flow. */
+static void words_text(const drk_ptx_flow *f, char *buf, size_t n)
+{
+    char s[4 * WORDS_COLUMN + 8];
+    size_t at = 0;
+    if (!f || (!f->nwords && (f->flags & DRK_FLOW_UNPARSED))) {
+        snprintf(buf, n, "-");
+        return;
+    }
+    for (uint32_t i = 0; i < f->nwords && at + 4 < sizeof s; i++) {
+        const drk_flow_word *w = &f->words[i];
+        int first = i == 0 || f->words[i - 1].param != w->param;
+        int last = i + 1 == f->nwords || f->words[i + 1].param != w->param;
+        if (first && !last)
+            s[at++] = '[';
+        s[at++] = w->cls == DRK_FLOW_POINTER ? 'P' : w->cls == DRK_FLOW_VALUE ? 'v' : '-';
+        if (last && !first)
+            s[at++] = ']';
+    }
+    s[at] = 0;
+    text_fit(s, WORDS_COLUMN, buf, n);
+}
+
+static void evolve_text(const drk_ptx_flow *f, char *buf, size_t n)
+{
+    if (!f)
+        snprintf(buf, n, "-");
+    else if (f->evolvable)
+        snprintf(buf, n, "yes");
+    else
+        snprintf(buf, n, "no: %s", f->reason);
+}
+
 static void print_table(const char *path, const drk_image *img, int want_demangle)
 {
     printf("%s: %s\n", path, drk_image_format_name(img->format));
     if (img->nkernels) {
         table tb;
-        table_init(&tb, "lrrrrrrll");
+        table_init(&tb, "lrrrrrrllll");
         table_row(&tb, (const char *const[]){"kernel", "params", "regs", "shared", "local", "threads", "from",
-                                             "SASS", "PTX"});
+                                             "SASS", "PTX", "words", "evolve"});
         for (size_t i = 0; i < img->nkernels; i++) {
             const drk_image_kernel *k = &img->kernels[i];
             const drk_kernel_info *ki = &k->info;
             char *d = want_demangle ? demangle(ki->name) : NULL;
             char name[4 * NAME_COLUMN + 1], params[48], regs[16], shared[16], local[16], threads[48], from[24],
-                sass[DRK_IMAGE_MAX_ARCHS * 6 + 1], ptx[DRK_IMAGE_MAX_ARCHS * 6 + 1];
+                sass[DRK_IMAGE_MAX_ARCHS * 6 + 1], ptx[DRK_IMAGE_MAX_ARCHS * 6 + 1], words[4 * WORDS_COLUMN + 1],
+                evolve[sizeof k->flow->reason + 8];
             text_fit(d ? d : ki->name ? ki->name : "?", NAME_COLUMN, name, sizeof name);
             free(d);
             snprintf(params, sizeof params, "%" PRIu32 " (%" PRIu32 " B)", ki->nparams, ki->params_size);
@@ -212,10 +250,12 @@ static void print_table(const char *path, const drk_image *img, int want_demangl
                      &k->source_suffix);
             arch_list(k->sass, k->sass_suffix, k->nsass, sass, sizeof sass);
             arch_list(k->ptx, k->ptx_suffix, k->nptx, ptx, sizeof ptx);
+            words_text(k->flow, words, sizeof words);
+            evolve_text(k->flow, evolve, sizeof evolve);
             table_row(&tb, (const char *const[]){name, params, u32s(ki->regs, regs, sizeof regs),
                                                  u32s(ki->shared_bytes, shared, sizeof shared),
                                                  u32s(ki->local_bytes, local, sizeof local), threads, from, sass,
-                                                 ptx});
+                                                 ptx, words, evolve});
         }
         table_print(&tb, stdout, "  ");
         if (tb.failed)
@@ -246,6 +286,35 @@ static void json_u32(drk_json *j, const char *key, uint32_t v)
 static const char *kind_name(unsigned kind)
 {
     return kind == DRK_PARAM_POINTER ? "pointer" : kind == DRK_PARAM_SCALAR ? "scalar" : "unknown";
+}
+
+/* {"evolvable": b, "reason": s|null, "flags": [..], "words": [{param, offset, size, class}, ..]} */
+static void json_flow(drk_json *j, const drk_ptx_flow *f)
+{
+    if (!f) {
+        drk_json_null(j, "flow");
+        return;
+    }
+    drk_json_open_inline(j, "flow", '{');
+    drk_json_bool(j, "evolvable", f->evolvable);
+    drk_json_str(j, "reason", f->evolvable ? NULL : f->reason);
+    drk_json_open_inline(j, "flags", '[');
+    for (unsigned b = 0; b < DRK_FLOW_NFLAGS; b++)
+        if (f->flags & (1u << b))
+            drk_json_str(j, NULL, drk_flow_flag_name(1u << b));
+    drk_json_close(j, ']');
+    drk_json_open_inline(j, "words", '[');
+    for (uint32_t i = 0; i < f->nwords; i++) {
+        const drk_flow_word *w = &f->words[i];
+        drk_json_open_inline(j, NULL, '{');
+        drk_json_u64(j, "param", w->param);
+        drk_json_u64(j, "offset", w->offset);
+        drk_json_u64(j, "size", w->size);
+        drk_json_str(j, "class", drk_flow_class_name(w->cls));
+        drk_json_close(j, '}');
+    }
+    drk_json_close(j, ']');
+    drk_json_close(j, '}');
 }
 
 static void json_kernel(drk_json *j, const drk_image_kernel *k, int want_demangle)
@@ -313,6 +382,7 @@ static void json_kernel(drk_json *j, const drk_image_kernel *k, int want_demangl
     } else {
         drk_json_null(j, "reqntid");
     }
+    json_flow(j, k->flow);
     drk_json_close(j, '}');
 }
 

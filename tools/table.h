@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define TABLE_MAX_COLS 10
+#define TABLE_MAX_COLS 12
 
 typedef struct table {
     size_t ncols;

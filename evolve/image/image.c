@@ -16,6 +16,7 @@
 #include "evolve/image/fatbin.h"
 #include "evolve/image/hostelf.h"
 #include "evolve/image/ptx.h"
+#include "evolve/image/ptx_flow.h"
 
 /* A container bigger than this is not believed (the largest in
  * libcublasLt.so.13 is 6 MB); the file reader's buffer never grows past it. */
@@ -116,6 +117,7 @@ typedef struct kacc {
     drk_param *ptx_params;  /* of the best PTX seen, for pointer kinds */
     uint32_t ptx_nparams;
     uint64_t ptx_rank;
+    drk_ptx_flow *ptx_flow; /* of the same PTX */
 } kacc;
 
 typedef struct builder {
@@ -241,7 +243,9 @@ static uint64_t entry_rank(unsigned sm, const code_ref *c)
     return r;
 }
 
-static void keep_ptx_kinds(kacc *a, const drk_kernel_info *ki, uint64_t rank)
+/* Keeps the parameters (and takes the flow, *flow then NULL) of the best
+ * PTX entry seen. */
+static void keep_ptx_kinds(kacc *a, const drk_kernel_info *ki, uint64_t rank, drk_ptx_flow **flow)
 {
     if (rank <= a->ptx_rank)
         return;
@@ -256,12 +260,18 @@ static void keep_ptx_kinds(kacc *a, const drk_kernel_info *ki, uint64_t rank)
     a->ptx_params = p;
     a->ptx_nparams = ki->nparams;
     a->ptx_rank = rank;
+    free(a->ptx_flow);
+    a->ptx_flow = flow ? *flow : NULL;
+    if (flow)
+        *flow = NULL;
 }
 
 /* Takes the kernels a reader produced (their allocations move into the table
- * when they become a kernel's info). `lists` (sm set): the archs to list for
- * them; NULL: just this entry's. */
-static void merge_kernels(builder *b, const code_ref *c, drk_kernel_info *ks, size_t nk, const arch_lists *lists)
+ * when they become a kernel's info), with their flows for PTX (NULL: none;
+ * those taken are set NULL). `lists` (sm set): the archs to list for them;
+ * NULL: just this entry's. */
+static void merge_kernels(builder *b, const code_ref *c, drk_kernel_info *ks, size_t nk, drk_ptx_flow **flows,
+                          const arch_lists *lists)
 {
     uint64_t rank = entry_rank(b->sm, c);
     for (size_t i = 0; i < nk; i++) {
@@ -280,7 +290,7 @@ static void merge_kernels(builder *b, const code_ref *c, drk_kernel_info *ks, si
         }
         add_code(&a->k, c);
         if (!c->sass)
-            keep_ptx_kinds(a, &ks[i], rank);
+            keep_ptx_kinds(a, &ks[i], rank, flows ? &flows[i] : NULL);
         if (rank > a->rank) {
             drk_kernel_info_clear(&a->k.info);
             a->k.info = ks[i];
@@ -324,7 +334,7 @@ static void read_cubin_bytes(builder *b, const uint8_t *p, size_t n, int owned, 
         return;
     if (!c->arch)
         c->arch = cub.sm;
-    merge_kernels(b, c, cub.kernels, cub.nkernels, lists);
+    merge_kernels(b, c, cub.kernels, cub.nkernels, NULL, lists);
     drk_cubin_free(&cub);
 }
 
@@ -348,7 +358,11 @@ static void read_ptx_bytes(builder *b, const char *p, size_t n, code_ref *c, con
     }
     if (!c->isa)
         c->isa = px.version_major * 10 + px.version_minor;
-    merge_kernels(b, c, px.kernels, px.nkernels, lists);
+    /* Which parameters are pointers, and whether drk can evolve each
+     * kernel: linear in the text, bounded (ptx_flow.h). */
+    drk_ptx_flow **flows = drk_ptx_flows(p, n, &px);
+    merge_kernels(b, c, px.kernels, px.nkernels, flows, lists);
+    drk_ptx_flows_free(flows, px.nkernels);
     drk_ptx_free(&px);
 }
 
@@ -615,10 +629,13 @@ static int finish(builder *b)
     for (size_t i = 0; i < b->n; i++) {
         copy_ptx_kinds(&b->v[i]);
         free(b->v[i].ptx_params);
-        if (img->kernels)
+        b->v[i].k.flow = b->v[i].ptx_flow;
+        if (img->kernels) {
             img->kernels[i] = b->v[i].k;
-        else
+        } else {
             drk_kernel_info_clear(&b->v[i].k.info);
+            free(b->v[i].k.flow);
+        }
     }
     free(b->v);
     if (img->kernels) {
@@ -747,8 +764,10 @@ int drk_image_extent(const void *data, size_t avail, size_t *size)
 
 void drk_image_free(drk_image *img)
 {
-    for (size_t i = 0; i < img->nkernels; i++)
+    for (size_t i = 0; i < img->nkernels; i++) {
         drk_kernel_info_clear(&img->kernels[i].info);
+        free(img->kernels[i].flow);
+    }
     free(img->kernels);
     img->kernels = NULL;
     img->nkernels = 0;

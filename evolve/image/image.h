@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "evolve/image/kernel.h"
+#include "evolve/image/ptx_flow.h"
 
 typedef enum drk_image_format {
     DRK_IMAGE_UNKNOWN,
@@ -47,6 +48,10 @@ typedef struct drk_image_kernel {
     char ptx_suffix[DRK_IMAGE_MAX_ARCHS];
     uint16_t ptx_isa[DRK_IMAGE_MAX_ARCHS]; /* their ISA versions, major*10+minor */
     unsigned nptx;
+    /* Its parameters' classes and whether drk can evolve it (ptx_flow.h),
+     * from the PTX entry its PTX numbers would come from (the newest read);
+     * NULL without PTX, or when memory ran out. */
+    drk_ptx_flow *flow;
 } drk_image_kernel;
 
 typedef struct drk_image_stats {

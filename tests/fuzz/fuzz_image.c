@@ -2,7 +2,8 @@
  * untrusted bytes (a program's images, a file named to drk inspect) gets
  * the input, whole, as the only bytes it may read. Built with
  * -fsanitize=fuzzer,address,undefined (DRK_FUZZ=ON, clang); run by
- * tests/fuzz/run.sh on the image fixtures. */
+ * tests/fuzz/run.sh on the image fixtures. PTX goes on to the data-flow
+ * analysis (ptx_flow.h). */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include "evolve/image/fatbin.h"
 #include "evolve/image/image.h"
 #include "evolve/image/ptx.h"
+#include "evolve/image/ptx_flow.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -35,6 +37,37 @@ static unsigned touch_info(const drk_kernel_info *k)
 
 static volatile unsigned sink;
 
+/* A flow's words lie in its parameter buffer, in order, with known classes. */
+static unsigned touch_flow(const drk_ptx_flow *f, const drk_kernel_info *k)
+{
+    if (!f)
+        return 0;
+    unsigned h = f->flags ^ (unsigned)f->evolvable ^ (unsigned)strnlen(f->reason, sizeof f->reason);
+    if (strnlen(f->reason, sizeof f->reason) == sizeof f->reason || (f->evolvable != !(f->flags & DRK_FLOW_BLOCKING)))
+        __builtin_trap();
+    for (uint32_t i = 0; i < f->nwords; i++) {
+        const drk_flow_word *w = &f->words[i];
+        if (w->cls > DRK_FLOW_POINTER || w->param >= k->nparams || (i && w->offset < f->words[i - 1].offset))
+            __builtin_trap();
+        h ^= w->offset ^ w->size ^ w->cls;
+    }
+    return h;
+}
+
+/* drk_ptx_read's result, then the data flow of its kernels. */
+static void read_ptx(const char *text, size_t size)
+{
+    drk_ptx x;
+    char err[256];
+    if (drk_ptx_read(text, size, &x, err, sizeof err) != 0)
+        return;
+    drk_ptx_flow **flows = drk_ptx_flows(text, size, &x);
+    for (size_t i = 0; flows && i < x.nkernels; i++)
+        sink ^= touch_info(&x.kernels[i]) ^ touch_flow(flows[i], &x.kernels[i]);
+    drk_ptx_flows_free(flows, x.nkernels);
+    drk_ptx_free(&x);
+}
+
 static void read_image(const uint8_t *data, size_t size, unsigned sm)
 {
     drk_image_options opt = {.sm = sm};
@@ -49,6 +82,8 @@ static void read_image(const uint8_t *data, size_t size, unsigned sm)
     for (size_t i = 0; i < img.nkernels; i++) {
         const drk_image_kernel *k = &img.kernels[i];
         h ^= touch_info(&k->info) ^ k->source_arch ^ k->nsass ^ k->nptx;
+        if (k->flow && k->flow->nwords && k->source == DRK_INFO_PTX)
+            h ^= touch_flow(k->flow, &k->info);
         for (unsigned j = 0; j < k->nsass && j < DRK_IMAGE_MAX_ARCHS; j++)
             h ^= k->sass[j];
         for (unsigned j = 0; j < k->nptx && j < DRK_IMAGE_MAX_ARCHS; j++)
@@ -86,10 +121,7 @@ static void walk_fatbin(const uint8_t *data, size_t size)
                 if (drk_cubin_read(p, len, &c, err, sizeof err) == 0)
                     drk_cubin_free(&c);
             } else if (e.kind == DRK_FATBIN_PTX) {
-                drk_ptx x;
-                char err[256];
-                if (drk_ptx_read((const char *)p, len, &x, err, sizeof err) == 0)
-                    drk_ptx_free(&x);
+                read_ptx((const char *)p, len);
             }
             free(p);
         }
@@ -132,12 +164,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             sink ^= touch_info(&c.kernels[i]);
         drk_cubin_free(&c);
     }
-    drk_ptx x;
-    if (drk_ptx_read((const char *)copy, size, &x, err, sizeof err) == 0) {
-        for (size_t i = 0; i < x.nkernels; i++)
-            sink ^= touch_info(&x.kernels[i]);
-        drk_ptx_free(&x);
-    }
+    read_ptx((const char *)copy, size);
     free(copy);
     return 0;
 }

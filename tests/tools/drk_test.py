@@ -1534,16 +1534,18 @@ def case_inspect_errors():
 def case_inspect_table():
     p = drk("inspect", "--demangle", seed("zstd.fatbin"), seed("tiny.ptx"))
     check(p.returncode == 0 and not p.stderr, "drk inspect --demangle on two images", p)
-    check(re.search(r"^  kernel\s+params\s+regs\s+shared\s+local\s+threads\s+from\s+SASS\s+PTX$", p.stdout, re.M),
-          "the table's header", p)
+    check(re.search(r"^  kernel\s+params\s+regs\s+shared\s+local\s+threads\s+from\s+SASS\s+PTX\s+words\s+evolve$",
+                    p.stdout, re.M), "the table's header", p)
     check(re.search(r"^  odd_params\(char, short, double, __half, Gappy, char, double\*\)\s+7 \(64 B\)\s+\d+\s+0\s+0"
-                    r"\s+-\s+sm_90\s+80,90\s+90$", p.stdout, re.M), "a demangled row", p)
+                    r"\s+-\s+sm_90\s+80,90\s+90\s+vvvv\[vvv\]vP\s+yes$", p.stdout, re.M), "a demangled row", p)
+    check(re.search(r"^  plain_scale\s.*\s+Pvv\s+no: uses module global `coeffs`", p.stdout, re.M),
+          "a kernel drk cannot evolve, and why", p)
     check(re.search(r"^  shared_reduce\(float const\*, float\*\)\s+2 \(16 B\)\s+\d+\s+[1-9]\d*\s+0\s+<=256\s", p.stdout,
                     re.M), "static shared memory and __launch_bounds__", p)
     check(re.search(r"zstd\.fatbin: kernels 11, containers 1, entries 3 \(SASS 2, PTX 1, other 0\), LZ4 0, ZSTD 3, "
                     r"errors 0$", p.stdout, re.M), "the summary line", p)
-    check(re.search(r"^  k\s+3 \(33 B\)\s+-\s+-\s+-\s+<=128\s+compute_90\s+-\s+90$", p.stdout, re.M),
-          "a PTX kernel: no resources", p)
+    check(re.search(r"^  k\s+3 \(33 B\)\s+-\s+-\s+-\s+<=128\s+compute_90\s+-\s+90\s+-\[---\]-\s+yes$", p.stdout, re.M),
+          "a PTX kernel: no resources; its parameters unused", p)
     p = drk("inspect", "--arch", "sm_80", seed("lz4.fatbin"))
     check(p.returncode == 0 and "LZ4 3, ZSTD 0" in p.stdout and re.search(r"^  plain_scale .* sm_80 ", p.stdout, re.M),
           "--arch sm_80 takes the numbers from the sm_80 SASS", p)
@@ -1587,6 +1589,18 @@ def case_inspect_json():
           and [(q["offset"], q["size"], q["align"]) for q in pk["params"]] == [(0, 8, 8), (8, 24, 8), (32, 1, None)],
           f"PTX text: {pk}", p)
     check(all(k["source"] == "ptx" and k["sass"] == [] for k in ptxfb["kernels"]), "a PTX-only fatbin", p)
+    # The flow of each kernel's PTX: word classes, flags, the verdict.
+    fl = odd["flow"]
+    check(fl["evolvable"] is True and fl["reason"] is None and fl["flags"] == []
+          and [w["class"] for w in fl["words"]] == ["value"] * 8 + ["pointer"]
+          and [(w["param"], w["offset"], w["size"]) for w in fl["words"][4:7]] == [(4, 24, 8), (4, 32, 8), (4, 40, 8)],
+          f"odd_params' flow: {fl}", p)
+    fl = ks["plain_scale"]["flow"]
+    check(fl["evolvable"] is False and fl["flags"] == ["module_globals"] and "`coeffs`" in fl["reason"],
+          f"plain_scale's flow: {fl}", p)
+    check(ck[0]["flow"] is None, "a cubin has no flow", p)
+    check([w["class"] for w in pk["flow"]["words"]] == ["unused"] * 5 and pk["flow"]["evolvable"] is True,
+          f"tiny.ptx's flow: {pk['flow']}", p)
 
     doc, p = inspect_json("--arch", "sm_80", seed("lz4.fatbin"))
     check(doc["sm"] == 80 and all(k["source_arch"] == 80 for k in doc["files"][0]["kernels"]), "--arch sm_80", p)

@@ -2,6 +2,7 @@
  * found by probing cuFuncGetParamInfo / cuKernelGetParamInfo, the layout,
  * the attributes, and the comparison with an image's layout. */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "evolve/facts.h"
@@ -109,10 +110,31 @@ static void test_match(void)
     CHECK(drk_facts_params_match(&img, drk_driver_facts_ask(&drv, 5001, DRK_HANDLE_FUNCTION)) == -1);
 }
 
+/* An image kernel's flow (ptx_flow.h) is copied with its words into the
+ * facts, which outlive the image; without PTX there is none. */
+static void test_flow(void)
+{
+    drk_param p[2] = {{0, 8, 3, DRK_PARAM_KIND_UNKNOWN}, {8, 4, 2, DRK_PARAM_SCALAR}};
+    drk_ptx_flow *fl = calloc(1, sizeof *fl + 2 * sizeof fl->words[0]);
+    fl->evolvable = 1;
+    fl->nwords = 2;
+    fl->words[0] = (drk_flow_word){0, 8, 0, DRK_FLOW_POINTER};
+    fl->words[1] = (drk_flow_word){8, 4, 1, DRK_FLOW_VALUE};
+    drk_image_kernel k = {.info = {.name = "k", .nparams = 2, .params = p, .params_size = 12}, .flow = fl};
+    const drk_image_facts *f = drk_image_facts_make(&k, "test", 90);
+    free(fl);
+    CHECK(f && f->flow && f->flow != fl && f->flow->evolvable && f->flow->nwords == 2 &&
+          f->flow->words[0].cls == DRK_FLOW_POINTER && f->flow->words[1].offset == 8);
+    k.flow = NULL;
+    f = drk_image_facts_make(&k, "test", 90);
+    CHECK(f && !f->flow);
+}
+
 int main(void)
 {
     test_counts();
     test_kinds();
     test_match();
+    test_flow();
     return CHECK_DONE();
 }
