@@ -53,6 +53,7 @@ static struct {
 } api;
 
 _Atomic uintptr_t drk_counters_armed;
+static atomic_int used;
 
 static drk_driver drv;
 /* Serializes samples, their setup and the table; a launch only tries it. */
@@ -438,6 +439,7 @@ int drk_counters_begin(uintptr_t f, const uint32_t grid[3], const uint32_t block
     }
     sample_mono0 = mono_ns();
     sample_t0 = drk_cupti_now();
+    atomic_store(&used, 1);
     drk_gputime_exclude(sample_t0, UINT64_MAX);
     CUpti_RangeProfiler_Start_Params sp = {CUpti_RangeProfiler_Start_Params_STRUCT_SIZE, NULL, profiler};
     if ((r = api.start(&sp)) != CUPTI_SUCCESS) {
@@ -512,6 +514,8 @@ void drk_counters_stop(const char *why)
     prepared = -1;
     pthread_mutex_unlock(&lock);
 }
+
+int drk_counters_used(void) { return atomic_load(&used); }
 
 drk_counters_state drk_counters_state_get(void)
 {

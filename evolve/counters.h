@@ -88,6 +88,11 @@ static inline int drk_counters_wanted(uintptr_t f)
     return __builtin_expect(atomic_load_explicit(&drk_counters_armed, memory_order_relaxed) == f, 0);
 }
 
+/* Whether a sample was ever taken: CUPTI's activity buffers then complete
+ * only on a forced flush (measured on the H200: without one, records came
+ * late or were dropped for want of buffers), so the worker forces each. */
+int drk_counters_used(void);
+
 /* For the report: the state, and the kernel-shapes with counters (most
  * samples' order: as first taken) into `out`; the number written. */
 drk_counters_state drk_counters_state_get(void);

@@ -94,7 +94,7 @@ static void tick(void)
     if (!took && !atomic_load(&marked) && cfg.round_ms > 0 &&
         now - drk_gputime_open_since() >= (uint64_t)cfg.round_ms * 1000000u)
         mark_round(now, "period");
-    drk_cupti_flush(0);
+    drk_cupti_flush(drk_counters_used());
     /* Before the close: a round closes a tick after its end, by when the
      * shapes it launched are in the registry. */
     drk_occupancy_update(TICK_SHAPES);

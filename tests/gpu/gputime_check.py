@@ -211,6 +211,11 @@ def main():
     crep = report_of(cnt_dir)
     ct = (crep or {}).get("gpu_time", {}).get("counters", {})
     rows = ct.get("by_kernel", [])
+    cg = (crep or {}).get("gpu_time", {})
+    check(cg.get("dropped") == 0 and cg.get("late") == 0 and
+          cg.get("kernels", 0) + cg.get("excluded", 0) == sum(k["count"] for k in ref.values()),
+          "counters: every kernel record still comes, in its round (none late, none dropped)",
+          {k: cg.get(k) for k in ("kernels", "excluded", "late", "dropped")})
     check(ct.get("enabled") and ct.get("samples", 0) >= 5 and len(rows) >= 5,
           f"counters: {ct.get('samples')} samples of {len(rows)} kernel-shapes, {ct.get('passes')} passes each, "
           f"{ct.get('cost_ns', 0) / 1e6:.1f} ms in sampled launches", ct.get("off_reason"))

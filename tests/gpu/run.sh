@@ -11,7 +11,7 @@
 # programs and libdrk_test_cupti_count.so). WORKLOADs (default: all) are among
 # rt_vecadd drv_vecadd routes triton_add cupy_ops jax_jit ppo vmm_heap vmm_pool
 # alloc_heavy host_map ctx_reset ipc_pair alloc_frag alloc_memcheck gpt_nocache
-# gpt_async gputime kernels_check kernels_check_ptx kernels_memcheck ctx_fault.
+# gpt_async gputime kernels_check kernels_check_ptx kernels_memcheck.
 # The memory workloads add modes: alloc_frag runs under DRK_DEFRAG=0 too (a
 # pool that cannot stitch: it must run out of memory), ipc_pair under
 # DRK_ALLOC=0; alloc_memcheck runs alloc_heavy under compute-sanitizer's
@@ -41,7 +41,7 @@ py_limit=${DRK_GPU_TIMEOUT:-180}
 budget=${DRK_GPU_BUDGET:-540}
 all_workloads=(rt_vecadd drv_vecadd routes triton_add cupy_ops jax_jit ppo vmm_heap vmm_pool
     alloc_heavy host_map ctx_reset ipc_pair alloc_frag alloc_memcheck gpt_nocache gpt_async gputime
-    kernels_check kernels_check_ptx kernels_memcheck ctx_fault)
+    kernels_check kernels_check_ptx kernels_memcheck)
 
 build_arg=${1:-build}
 [ $# -gt 0 ] && shift
@@ -351,7 +351,6 @@ for w in "${workloads[@]}"; do
     alloc_frag) run_workload "$w" 90 0 "native drk nodefrag disabled" frag -- "$progs/alloc_frag" ;;
     alloc_memcheck) run_memcheck "$w" 180 "$progs/alloc_heavy" ;;
     kernels_check) run_program "$w" 120 "$progs/kernels_check" ;;
-    ctx_fault) run_program "$w" 60 "$progs/ctx_fault" ;;
     kernels_check_ptx) run_program "$w" 120 "$progs/kernels_check" --ptx ;;
     kernels_memcheck) run_sanitized "$w" 300 "$progs/kernels_check" --quick ;;
     gpt_nocache)

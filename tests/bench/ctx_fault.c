@@ -1,19 +1,23 @@
 /* What a context of drk's own on the program's device isolates, measured
- * with the driver API, no drk:
+ * with the driver API, no drk (run by hand on a GPU: build/tests/bench/ctx_fault):
  *   1. the program's context (the primary) holds a buffer A; a second
  *      context on the same device (drk's) writes through A's address: does
- *      it fault? (On the H200, driver 580: no -- contexts of one device
- *      share the address space and its mappings, so the write lands in A.
- *      drk's trials therefore cannot rely on a context to catch a pointer
- *      they missed: they are kept safe by the pointer rules. Reported, not
- *      judged.)
+ *      it fault?
  *   2. the second context writes to an address mapped nowhere (a range it
- *      allocated and freed): it must fault there, sticky in that context;
- *   3. the program's context must go on untouched: A intact, kernels and
- *      copies working; the faulted context can be destroyed and a fresh one
- *      made; the program's context still works after.
- * "ok" when 2 and 3 hold: a trial that faults ends in drk's context and the
- * program never notices. */
+ *      allocated and freed): does it fault there?
+ *   3. does the program's context go on untouched: A intact, kernels and
+ *      copies working; can the faulted context be destroyed and a fresh one
+ *      made; does the program's context work after that?
+ * Measured on the H200 (driver 580.159.04), 2026-12-01: 1. no fault -- the
+ * contexts of one device share the address space and its mappings, the
+ * write lands in A; 2. yes, CUDA_ERROR_ILLEGAL_ADDRESS; 3. no -- the error
+ * is sticky for the whole device: the program's context answers
+ * CUDA_ERROR_ILLEGAL_ADDRESS to every call after, and no fresh context can
+ * be made. So a context of drk's own protects nothing: a trial that faults
+ * ends the program's CUDA, and drk's trials are kept safe by the pointer
+ * rules alone (docs/evolve.md). Prints the answers and a last line
+ * "measured: ..."; exit 0 unless a call the probe relies on failed before
+ * the fault. */
 #include <cuda.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -119,10 +123,8 @@ int main(void)
     cuCtxSetCurrent(prog);
     int still = ok(fill(fp, a, 9, n), "program fill 9") && ok(cuCtxSynchronize(), "program sync 2") && all_are(a, 9, n);
     printf("program's context after drk's context was destroyed: %s\n", still ? "works" : "BROKEN");
-    if (faulted && intact && works && renewed && still && !fails)
-        printf("ok: a fault in a second context stays there (the program's context works, its buffer intact); "
-               "the contexts %s\n", shared ? "share one address space: a missed pointer is not caught" : "are isolated");
-    else
-        printf("a fault in a second context reaches the program's\n");
-    return fails ? 1 : 0;
+    printf("measured: contexts of one device %s; a fault in a second context %s\n",
+           shared ? "share one address space (a missed pointer is not caught)" : "are isolated",
+           faulted && intact && works && renewed && still ? "stays there" : "reaches the program's context");
+    return 0;
 }
