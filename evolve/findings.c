@@ -162,7 +162,7 @@ static void kernels(const drk_round *r, const drk_finding_shape *s, size_t n)
         occupancy(r, k, share);
         /* One entry a kernel, however many shapes it adds (a trainer whose
          * sequence length varies adds shapes every step): the latest said. */
-        if (r->index > 0 && k->rounds_before == 0 && k->name_seen_before && share >= DRK_NEW_SHAPE_SHARE) {
+        if (r->index >= DRK_WARMUP_ROUNDS && k->rounds_before == 0 && k->name_seen_before && share >= DRK_NEW_SHAPE_SHARE) {
             drk_finding *f = note(DRK_FINDING_NEW_SHAPE, &k->key, r->index, &fresh);
             if (f) {
                 f->key = k->key; /* the latest shape */

@@ -27,6 +27,9 @@
 /* A new shape worth a finding: of a kernel that ran before, this share of
  * the round's kernel time. Keyed by the kernel, not the shape. */
 #define DRK_NEW_SHAPE_SHARE 0.05
+/* New shapes count from this round on: a trainer's first steps choose
+ * their own (cuBLAS picked a GEMM shape in PPO's second step on the H200). */
+#define DRK_WARMUP_ROUNDS 2
 #define DRK_SLOWER_MIN_NS 1000
 #define DRK_FRAG_RISE 0.10         /* fragmentation (1 - live/reserved) up by this much */
 /* An occupancy drop worth a finding: a kernel-shape of this share of the
