@@ -1,0 +1,199 @@
+/* The search for a faster variant of one kernel at one shape class
+ * (evolve/shapes.h): which variants to try each round, what the trials
+ * measured, and what to serve. Pure CPU code: the engine runs the trials
+ * and hands in what they measured; nothing here calls the driver, reads a
+ * setting, allocates or locks (one worker thread drives it). Fixed size:
+ * everything is inside drk_evolution (~7 KiB); a call uses ~30 KiB of
+ * stack. docs/evolve.md ("Search") has the policy with the numbers behind
+ * it and the simulator's results on the recorded H200 spaces.
+ *
+ * Samples. A trial of variant V is a few launches of V, each paired with a
+ * launch of the default on the same shape in the same round; a pair gives
+ * one sample, the speedup  default time / V's time  (above 1: V is
+ * faster). Statistics of a variant's samples over the memory (the last 20
+ * rounds that measured anything): the median; the standard error of the
+ * median, 1.2533 x sigma / sqrt(n), never under 0.25%, sigma the larger of
+ * the samples' own spread (1.4826 x their median absolute deviation) and
+ * the kernel's noise (every trial's deviations from its own median, pooled
+ * over the memory: steadier than a few samples' spread); its range,
+ * median -/+ 2 standard errors.
+ *
+ * Margin (1%). Served ("trusted"): measured in 2 trials or more, a median
+ * of at least 1.01, and beyond noise without the luck that picked it: the
+ * samples after its first trial have a median of at least 1.01 and 3
+ * standard errors above 1 (the predictor's start, chosen before any trial:
+ * all samples, 2 standard errors). A served variant is dropped, and never
+ * tried again, once its latest trial (or its last two together) measures a
+ * median of 0.99 or less with the upper end under 1; it is withdrawn, and
+ * the search starts over from it, once its latest trial is 4 standard
+ * errors below its history (times changed). 1% is 3x the recorded
+ * run-to-run noise of identical builds (0.13-0.44% sd; single pairs up to
+ * 1.6%, hence two trials and the test without the first): trusted this
+ * way, a variant is not slower than 0.99x unless the world changed, which
+ * the two withdrawal rules catch within a round.
+ *
+ * Exploration: cyclic coordinate search around a center, the variant that
+ * qualified best (median >= 1.01, lower end above 1) once clearly better
+ * than the center (by 1% and 2 standard errors of the difference); the
+ * default until one does. Dimensions in the space's scan order (the
+ * register budget first); along one, every other value of the line
+ * through the center, nearest index first; then the next dimension. A move
+ * of the center keeps the position; a whole cycle without a move exhausts
+ * the neighbourhood. Mutation at temperature T = 0.2: each exploration slot
+ * is, with probability T, a random variant 1 or 2 index steps from the
+ * center (each step in a uniformly random dimension, +1 or -1, reflected at
+ * the edge; one or two steps equally likely) instead of the next
+ * coordinate candidate; once those run out, with probability T a slot is
+ * such a mutation, otherwise the round's exploration ends. Deterministic for
+ * a seed (xorshift64*).
+ *
+ * Each round, in order, within the trial budget: the served variant again
+ * (to catch it getting slower); the predictor's start (evolve/predict.h) if
+ * not yet tried; up to 2 promising variants again (median >= 1.01, fewer
+ * than 8 trials, upper end above 1.01 x the better of the served variant
+ * and the center: the one that may be best); then exploration. The search
+ * settles -- only the served variant's trial and confirmations -- once the
+ * neighbourhood is exhausted with nothing to confirm, or after 20 rounds of
+ * searching; a new center reopens it.
+ *
+ * Budget. Each round the engine grants trial time (DRK_EVOLVE_BUDGET x the
+ * round's GPU time, split among kernels by their share of it); a trial is
+ * estimated at launches x the variant's expected time (the default's time
+ * over its median; the default's time when untried) and charged what it
+ * measured. Unspent time carries over, capped at 4 rounds' grant (or 2
+ * trials, when a trial costs more), so a small kernel still gets an
+ * occasional trial and the share holds on average; an overrun is paid from
+ * the next rounds. The engine should cut a trial short once its first
+ * launch is 2x slower than the default's: one sample says enough. */
+#ifndef DRK_EVOLVE_SEARCH_H
+#define DRK_EVOLVE_SEARCH_H
+
+#include <stdint.h>
+
+#include "evolve/robust.h"
+#include "evolve/space.h"
+
+#define DRK_EVO_ROUNDS 20        /* rounds of measured results remembered (rounds with none take no slot) */
+#define DRK_EVO_TRIALS 8         /* trials a round at most */
+#define DRK_EVO_SAMPLES 8        /* samples a trial keeps (more: 8 evenly spaced order statistics) */
+#define DRK_EVO_BANNED 32        /* variants never tried again: failed builds, unequal outputs, dropped */
+#define DRK_EVO_TEMPERATURE 0.2  /* chance that an exploration slot is a mutation */
+#define DRK_EVO_MUTATION_STEPS 2 /* a mutation is 1..this many index steps from the center */
+#define DRK_EVO_MARGIN 0.01      /* faster (or slower) by at least this to count */
+#define DRK_EVO_NOISE_TRIALS 10  /* trials of 3 samples or more before the kernel's noise is known */
+#define DRK_EVO_TRUST_TRIALS 2   /* trials before a variant is trusted */
+#define DRK_EVO_TRUST_Z 3.0      /* standard errors its median must be above 1 to be trusted */
+#define DRK_EVO_START_Z 2.0      /* the same for the predictor's start (chosen before any trial) */
+#define DRK_EVO_CHANGE_Z 4.0     /* a served variant's latest trial this far below its history: times changed */
+#define DRK_EVO_CONFIRM 2        /* promising variants measured again a round */
+#define DRK_EVO_CONFIRM_MAX 8    /* trials after which a promising variant is not measured again */
+#define DRK_EVO_SEARCH_ROUNDS 20 /* rounds of searching before the search settles regardless */
+#define DRK_EVO_CARRY_ROUNDS 4   /* rounds of grant that unspent budget may add up to */
+#define DRK_EVO_BUDGET_DEFAULT 0.02 /* DRK_EVOLVE_BUDGET's default: 2% of GPU time on trials */
+
+/* ---- The evolution of one kernel at one shape class ---- */
+
+typedef struct drk_evo_trial {
+    uint32_t id;                 /* drk_variant_id */
+    uint32_t n;                  /* samples kept */
+    float s[DRK_EVO_SAMPLES];    /* speedups: default / variant, paired */
+} drk_evo_trial;
+
+typedef struct drk_evo_round {
+    uint64_t round;              /* the evolution's round it was measured in */
+    unsigned ntrials;
+    drk_evo_trial t[DRK_EVO_TRIALS];
+} drk_evo_round;
+
+typedef enum drk_evo_state {
+    DRK_EVO_SEARCHING,           /* exploring */
+    DRK_EVO_SETTLED,             /* only the served variant is measured again */
+} drk_evo_state;
+
+typedef struct drk_evolution {
+    const drk_space *space;
+    uint64_t rng;
+    uint64_t round;              /* rounds begun; the open one's number */
+    int open;
+    drk_evo_state state;
+    unsigned search_rounds;      /* rounds spent searching since the start (or the last drop) */
+
+    /* The circular memory: mem[(head + i) % DRK_EVO_ROUNDS], i < count, oldest first. */
+    drk_evo_round mem[DRK_EVO_ROUNDS];
+    unsigned head, count;
+
+    uint32_t start;              /* the predictor's first candidate; DRK_VARIANT_NONE: none */
+    uint32_t center;             /* exploration's center (0: the default) */
+    unsigned dim;                /* the dimension the coordinate search is on */
+    unsigned cycle_moves;        /* center moves in the current cycle */
+    int exhausted;               /* a whole cycle moved nothing */
+    uint32_t served;             /* DRK_VARIANT_NONE: the default */
+
+    uint32_t pending[DRK_EVO_TRIALS]; /* proposed this round, not yet recorded */
+    double pending_ns[DRK_EVO_TRIALS];
+    unsigned npending, proposed;      /* proposed: this round, recorded or not */
+    unsigned confirms;                /* of them, promising ones measured again */
+    int explore_done;                 /* exploration has nothing more this round */
+
+    uint32_t banned[DRK_EVO_BANNED];
+    unsigned nbanned, ban_next;
+
+    double default_ns;           /* the default's time this round */
+    unsigned launches;           /* launches a trial */
+    double credit_ns, reserved_ns;
+
+    /* Totals, for the report. */
+    uint64_t trials, samples, drops, switches;
+    uint64_t explorations, mutations; /* exploration proposals; of them, mutations */
+    double granted_ns, spent_ns;
+} drk_evolution;
+
+/* A fresh search of `s` (which must outlive it), random stream from `seed`;
+ * `start`: the predictor's candidate (NULL or the default: none). */
+void drk_evolution_init(drk_evolution *e, const drk_space *s, uint64_t seed, const drk_variant *start);
+
+/* Opens a round: `budget_ns` of trial time granted, the default measured at
+ * `default_ns` a launch this round, `launches` launches (samples) a trial.
+ * Proposals of an earlier round not recorded are forgotten (proposed again
+ * later, in the same order: a variant still compiling is simply late). */
+void drk_evolution_begin_round(drk_evolution *e, double budget_ns, double default_ns, unsigned launches);
+
+/* Up to `max` variants to try now, in order, within what is left of the
+ * budget; the number written (0: nothing more this round). A second call
+ * continues where the first left off. */
+unsigned drk_evolution_next(drk_evolution *e, drk_variant *out, unsigned max);
+
+/* What a trial of `v` measured: `n` paired speedups (default / v). Charged
+ * to the budget (the default's time over each speedup). A second record of
+ * the same variant in a round adds to its trial. */
+void drk_evolution_record(drk_evolution *e, const drk_variant *v, const float *speedups, unsigned n);
+
+/* `v` cannot be used (its build failed, its outputs differed): never
+ * proposed again by this search. */
+void drk_evolution_reject(drk_evolution *e, const drk_variant *v);
+
+typedef struct drk_evo_decision {
+    int serve;                   /* 1: serve `variant`; 0: the default */
+    drk_variant variant;
+    drk_ratio_stats stats;       /* the served variant's, over the memory (n 0 for the default) */
+    int changed;                 /* what is served changed this round */
+    int dropped;                 /* the served variant was withdrawn this round: it measured slower than the
+                                  * default (never tried again), or than it used to (the search starts over) */
+    drk_evo_state state;
+} drk_evo_decision;
+
+/* Closes the round: drops, trust, what to serve from the next launch on. */
+drk_evo_decision drk_evolution_end_round(drk_evolution *e);
+
+/* What is served now: 1 and *out, or 0 (the default). */
+int drk_evolution_serving(const drk_evolution *e, drk_variant *out);
+
+/* Variant `v`'s samples over the memory (n 0: none). */
+drk_ratio_stats drk_evolution_stats(const drk_evolution *e, const drk_variant *v);
+/* Trials of `v` in the memory. */
+unsigned drk_evolution_trials_of(const drk_evolution *e, const drk_variant *v);
+/* The kernel's timing noise: the median over the memory's trials of each
+ * trial's own spread (a standard deviation of one sample; 0: none yet). */
+double drk_evolution_noise(const drk_evolution *e);
+
+#endif

@@ -1,0 +1,215 @@
+#include "tests/evolve/sim.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/json_read.h"
+
+static void die(const char *path, const char *what)
+{
+    fprintf(stderr, "sim: %s: %s\n", path, what);
+    exit(1);
+}
+
+/* What evolve_space.c's kernels are, beyond what the file records: static
+ * shared memory (evolve_kernels.cu) and parameter bytes (its arguments). */
+static const struct {
+    const char *name;
+    uint32_t shared, params;
+} facts[] = {
+    {"saxpy", 0, 24},        {"matmul_naive", 0, 28}, {"matmul_tiled", 2048, 28},  {"stencil5", 0, 24},
+    {"softmax_rows", 1024, 20}, {"transpose_naive", 0, 20}, {"histogram256", 1024, 20}, {"nbody", 0, 20},
+    {"black_scholes", 0, 52}, {"layernorm", 1024, 36}, {"gather_rows", 0, 32},     {"conv1d_15", 0, 28},
+};
+
+static void dims_match(const char *path, const json_value *dims)
+{
+    const drk_space *s = &drk_space_ptx;
+    if (!dims || dims->type != JSON_OBJECT || dims->u.obj.count != s->ndims)
+        die(path, "dims are not drk_space_ptx's");
+    for (unsigned d = 0; d < s->ndims; d++) {
+        const json_member *m = &dims->u.obj.members[d];
+        if (strcmp(m->key, s->dims[d].name) || m->value.type != JSON_ARRAY || m->value.u.arr.count != s->dims[d].count)
+            die(path, "a dimension differs from drk_space_ptx's");
+        for (unsigned i = 0; i < s->dims[d].count; i++)
+            if ((int)m->value.u.arr.items[i].u.num.d != s->dims[d].values[i])
+                die(path, "a dimension's values differ from drk_space_ptx's");
+    }
+}
+
+static void triple(const json_value *a, uint32_t out[3])
+{
+    for (unsigned i = 0; i < 3; i++)
+        out[i] = a && a->type == JSON_ARRAY && i < a->u.arr.count ? (uint32_t)a->u.arr.items[i].u.num.d : 1;
+}
+
+unsigned sim_load(const char *path, sim_kernel *out, unsigned max)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        die(path, "cannot open");
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *text = malloc((size_t)size + 1);
+    if (!text || fread(text, 1, (size_t)size, f) != (size_t)size)
+        die(path, "cannot read");
+    fclose(f);
+    json_value doc;
+    json_error err;
+    if (json_parse(text, (size_t)size, &doc, &err) != 0)
+        die(path, err.msg);
+    free(text);
+    dims_match(path, json_get(&doc, "dims"));
+    const json_value *ks = json_get(&doc, "kernels");
+    if (!ks || ks->type != JSON_ARRAY)
+        die(path, "no kernels");
+    unsigned n = 0;
+    for (size_t i = 0; i < ks->u.arr.count && n < max; i++) {
+        const json_value *k = &ks->u.arr.items[i];
+        const json_value *name = json_get(k, "kernel"), *ms = json_get(k, "ms"), *builds = json_get(k, "builds");
+        if (!name || name->type != JSON_STRING || !ms || ms->type != JSON_ARRAY || ms->u.arr.count != SIM_VARIANTS ||
+            !builds || builds->type != JSON_ARRAY || builds->u.arr.count * 4 != SIM_VARIANTS)
+            die(path, "a kernel without name, ms or builds of the space's size");
+        sim_kernel *o = &out[n++];
+        memset(o, 0, sizeof *o);
+        snprintf(o->name, sizeof o->name, "%s", name->u.str.s);
+        triple(json_get(k, "grid"), o->grid);
+        triple(json_get(k, "block"), o->block);
+        for (unsigned v = 0; v < SIM_VARIANTS; v++) {
+            const json_value *t = &ms->u.arr.items[v], *b = &builds->u.arr.items[v / 4];
+            const json_value *equal = json_get(b, "equal");
+            o->ok[v] = t->type == JSON_NUMBER && t->u.num.d > 0 && equal && equal->type == JSON_TRUE;
+            o->ms[v] = o->ok[v] ? t->u.num.d : 0;
+        }
+        const json_value *regs = json_get(&builds->u.arr.items[0], "regs_used");
+        o->f.regs = regs && regs->type == JSON_NUMBER ? (uint32_t)regs->u.num.d : 0;
+        o->f.block_threads = o->block[0] * o->block[1] * o->block[2];
+        for (size_t j = 0; j < sizeof facts / sizeof *facts; j++)
+            if (!strcmp(facts[j].name, o->name))
+                o->f.shared_bytes = facts[j].shared, o->f.param_bytes = facts[j].params;
+        if (!o->ok[0])
+            die(path, "a kernel whose default did not build");
+        sim_best(o);
+    }
+    json_free(&doc);
+    return n;
+}
+
+void sim_best(sim_kernel *k)
+{
+    k->best_id = 0;
+    for (uint32_t v = 0; v < SIM_VARIANTS; v++)
+        if (k->ok[v] && k->ms[v] < k->ms[k->best_id])
+            k->best_id = v;
+    k->best_ms = k->ms[k->best_id];
+}
+
+/* The simulator's own noise stream: xorshift64*, normals by Box-Muller. */
+static uint64_t noise_state;
+static double uniform01(void)
+{
+    noise_state ^= noise_state >> 12;
+    noise_state ^= noise_state << 25;
+    noise_state ^= noise_state >> 27;
+    return ((double)((noise_state * 0x2545f4914f6cdd1dull) >> 11) + 0.5) / 9007199254740992.0;
+}
+
+static double normal(void)
+{
+    return sqrt(-2 * log(uniform01())) * cos(6.283185307179586 * uniform01());
+}
+
+static double timed(double ms, double sigma)
+{
+    return ms * exp(sigma * normal());
+}
+
+FILE *sim_trace;
+
+void sim_run(sim_kernel *k, const sim_opts *o, sim_result *r)
+{
+    memset(r, 0, sizeof *r);
+    noise_state = o->seed * 0x9e3779b97f4a7c15ull + 12345;
+    drk_evolution *e = &r->e;
+    drk_evolution_init(e, &drk_space_ptx, o->seed, o->start);
+    unsigned rounds = o->rounds < SIM_MAX_ROUNDS ? o->rounds : SIM_MAX_ROUNDS;
+    uint32_t served = 0, swapped = DRK_VARIANT_NONE;
+    r->worst_speedup = 1;
+    r->speedup[0] = 1;
+    r->vs_best[0] = k->ms[0] / k->best_ms;
+    unsigned last_bad = r->vs_best[0] > 1.02 ? 1 : 0;
+    for (unsigned round = 1; round <= rounds; round++) {
+        if (round == o->swap_round && served) {
+            double t = k->ms[served];
+            k->ms[served] = k->ms[0];
+            k->ms[0] = t;
+            swapped = served;
+            sim_best(k);
+        }
+        double gpu = SIM_ROUND_LAUNCHES * k->ms[served] * 1e6; /* ns */
+        r->gpu_ns += gpu;
+        drk_evolution_begin_round(e, SIM_BUDGET * gpu, timed(k->ms[0], o->sigma) * 1e6, SIM_TRIAL_LAUNCHES);
+        drk_variant cand[8];
+        unsigned n;
+        while ((n = drk_evolution_next(e, cand, 8)) > 0)
+            for (unsigned i = 0; i < n; i++) {
+                uint32_t id = drk_variant_id(&drk_space_ptx, &cand[i]);
+                if (!k->ok[id]) {
+                    drk_evolution_reject(e, &cand[i]);
+                    continue;
+                }
+                /* A trial whose first launch is 2x slower than the default's
+                 * stops there (the engine's early cut): no winner, and the
+                 * budget is not spent on it. */
+                float s[SIM_TRIAL_LAUNCHES];
+                unsigned m = 0;
+                while (m < SIM_TRIAL_LAUNCHES && !(m == 1 && s[0] < 0.5f)) {
+                    s[m] = (float)(timed(k->ms[0], o->sigma) / timed(k->ms[id], o->sigma));
+                    m++;
+                }
+                drk_evolution_record(e, &cand[i], s, m);
+                if (sim_trace) {
+                    char buf[96];
+                    drk_ratio_stats st = drk_evolution_stats(e, &cand[i]);
+                    fprintf(sim_trace, "  r%-2u %-40s true %.3fx  pooled %.3f [%.3f %.3f] n %u scale %.3f\n", round,
+                            drk_variant_text(&drk_space_ptx, &cand[i], buf, sizeof buf), k->ms[0] / k->ms[id], st.median,
+                            st.lower, st.upper, st.n, st.scale);
+                }
+            }
+        drk_evo_decision d = drk_evolution_end_round(e);
+        served = d.serve ? drk_variant_id(&drk_space_ptx, &d.variant) : 0;
+        r->served[round] = served;
+        r->trials_at[round] = e->trials;
+        if (sim_trace) {
+            char buf[96];
+            fprintf(sim_trace, "r%-2u serve %s (true %.3fx)%s%s center %u exh %d noise %.4f\n", round,
+                    d.serve ? drk_variant_text(&drk_space_ptx, &d.variant, buf, sizeof buf) : "default",
+                    k->ms[0] / k->ms[served], d.dropped ? " DROPPED" : "", d.state == DRK_EVO_SETTLED ? " settled" : "",
+                    e->center, e->exhausted, drk_evolution_noise(e));
+        }
+        r->dropped[round] = d.dropped;
+        r->speedup[round] = k->ms[0] / k->ms[served];
+        r->vs_best[round] = k->ms[served] / k->best_ms;
+        if (served && !r->first_trust)
+            r->first_trust = round;
+        if (d.dropped && swapped != DRK_VARIANT_NONE && !r->drop_round)
+            r->drop_round = round;
+        if (swapped != DRK_VARIANT_NONE && served == swapped && r->drop_round)
+            r->banned_served_again = 1;
+        /* The planted window (from the swap to its drop) is judged apart. */
+        int planted = o->swap_round && round >= o->swap_round && !r->drop_round;
+        if (!planted && r->speedup[round] < r->worst_speedup)
+            r->worst_speedup = r->speedup[round];
+        if (r->vs_best[round] > 1.02)
+            last_bad = round + 1;
+    }
+    r->within = last_bad > rounds ? UINT32_MAX : last_bad;
+    r->trials = e->trials;
+    r->mutations = e->mutations;
+    r->spent_ns = e->spent_ns;
+    r->granted_ns = e->granted_ns;
+    r->state = e->state;
+}

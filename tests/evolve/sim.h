@@ -1,0 +1,78 @@
+/* The search's simulator: recorded variant spaces (tests/evolve/spaces/,
+ * measured exhaustively on a GPU by tests/bench/evolve_space.c) replayed on
+ * the CPU, as Kernel Tuner's simulation mode replays recorded timings to
+ * judge a strategy.
+ *
+ * A simulated round: the program runs SIM_ROUND_LAUNCHES launches of the
+ * kernel with whatever is served; the search is granted 2% of that GPU time
+ * (DRK_EVOLVE_BUDGET's default) and proposes trials; each trial is
+ * SIM_TRIAL_LAUNCHES launches of the variant, each paired with a launch of
+ * the default, both timed as the recorded time x lognormal noise of the
+ * given sigma, independently; a sample is their ratio. At the default's
+ * speed the budget is 30 launches: 6 trials a round. A trial whose first
+ * launch is 2x slower than its default stops there (the engine's early
+ * cut). A variant whose build failed or differed is rejected when proposed. */
+#ifndef DRK_TESTS_EVOLVE_SIM_H
+#define DRK_TESTS_EVOLVE_SIM_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "evolve/predict.h"
+#include "evolve/search.h"
+
+#define SIM_VARIANTS 792         /* drk_space_ptx's points */
+#define SIM_ROUND_LAUNCHES 1500
+#define SIM_TRIAL_LAUNCHES 5
+#define SIM_BUDGET 0.02
+#define SIM_MAX_ROUNDS 64
+
+typedef struct sim_kernel {
+    char name[32];
+    uint32_t grid[3], block[3];
+    double ms[SIM_VARIANTS];     /* recorded median time; the test may rewrite it */
+    int ok[SIM_VARIANTS];        /* built, and bitwise equal to the default */
+    drk_kernel_features f;
+    double best_ms;              /* the exhaustive best over ok variants */
+    uint32_t best_id;
+} sim_kernel;
+
+/* Reads a recorded space file (its dims must be drk_space_ptx's); the
+ * kernels read, at most `max`; exits on a malformed file. */
+unsigned sim_load(const char *path, sim_kernel *out, unsigned max);
+
+/* Recomputes best_ms and best_id after ms changed. */
+void sim_best(sim_kernel *k);
+
+typedef struct sim_opts {
+    double sigma;                /* lognormal sigma of each timed launch */
+    uint64_t seed;
+    unsigned rounds;             /* <= SIM_MAX_ROUNDS */
+    const drk_variant *start;    /* the predictor's candidate, or NULL */
+    unsigned swap_round;         /* planted: at its start the served variant's and the default's times swap; 0 none */
+} sim_opts;
+
+typedef struct sim_result {
+    uint32_t served[SIM_MAX_ROUNDS + 1];    /* id served after round r (0: the default); [0] before any */
+    double speedup[SIM_MAX_ROUNDS + 1];     /* its true speedup over the default then */
+    double vs_best[SIM_MAX_ROUNDS + 1];     /* its true time over the space's best then */
+    int dropped[SIM_MAX_ROUNDS + 1];
+    uint64_t trials_at[SIM_MAX_ROUNDS + 1]; /* trials run by the end of round r */
+    unsigned within;             /* the first round from which served is within 2% of the best to the end */
+    unsigned first_trust;        /* the first round a variant was served; 0: never */
+    double worst_speedup;        /* the lowest true speedup served, outside the planted window */
+    unsigned drop_round;         /* planted: the round the swapped variant was dropped; 0: never */
+    int banned_served_again;     /* planted: the dropped variant was served again */
+    uint64_t trials, mutations;
+    double spent_ns, granted_ns, gpu_ns;
+    drk_evo_state state;
+    drk_evolution e;             /* the end state */
+} sim_result;
+
+/* Where sim_run writes what each round proposed and measured (NULL: nowhere). */
+extern FILE *sim_trace;
+
+/* Runs one search over `k` (its ms may be rewritten by a planted swap). */
+void sim_run(sim_kernel *k, const sim_opts *o, sim_result *r);
+
+#endif
