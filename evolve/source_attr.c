@@ -42,9 +42,10 @@ static int redundant(const drk_source_kernel *k, const drk_variant *v)
 static int set(const drk_build_in *in, int value, drk_built *out)
 {
     const drk_driver *d = in->drv;
-    if (!in->fn || !d->func_set_attribute) {
+    if (!in->fn || !d->func_set_attribute || (in->ctx && (!d->ctx_push_current || !d->ctx_pop_current))) {
         out->rc = CUDA_ERROR_INVALID_VALUE;
-        snprintf(out->why, sizeof out->why, "%s", in->fn ? "the driver table lacks cuFuncSetAttribute" : "no function given");
+        snprintf(out->why, sizeof out->why, "%s",
+                 in->fn ? "the driver table lacks cuFuncSetAttribute or the context calls" : "no function given");
         return -1;
     }
     CUresult rc;
