@@ -77,7 +77,14 @@
     /* Pinned host memory, for the host pool's chunks. */                                                 \
     X(mem_host_alloc, cuMemHostAlloc, (void **p, size_t size, unsigned int flags))                         \
     X(mem_free_host, cuMemFreeHost, (void *p))                                                             \
-    X(mem_host_get_device_pointer, cuMemHostGetDevicePointer_v2, (CUdeviceptr *dptr, void *p, unsigned int flags))
+    X(mem_host_get_device_pointer, cuMemHostGetDevicePointer_v2, (CUdeviceptr *dptr, void *p, unsigned int flags)) \
+    /* Variants of kernels (evolve/source.h): a kernel's PTX loaded again                                 \
+     * with JIT options, and attributes of a function. */                                                 \
+    X(module_load_data_ex, cuModuleLoadDataEx,                                                             \
+      (CUmodule *module, const void *image, unsigned int n, CUjit_option *options, void **values))        \
+    X(module_get_function, cuModuleGetFunction, (CUfunction *fn, CUmodule module, const char *name))       \
+    X(module_unload, cuModuleUnload, (CUmodule module))                                                    \
+    X(func_set_attribute, cuFuncSetAttribute, (CUfunction fn, CUfunction_attribute attr, int value))
 
 typedef struct drk_driver {
 #define DRK_DRIVER_MEMBER_(member, name, params) CUresult(*member) params;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/sha256.h"
 #include "evolve/image/fatbin.h"
 
 typedef struct loaded {
@@ -23,6 +24,7 @@ typedef struct loaded {
     const drk_image_facts **facts; /* per kernel of img, made on first ask */
     const void *deferred;          /* not read yet: the image, in a loaded object */
     size_t deferred_size;
+    const drk_ptx_text **ptx;      /* per kernel of img: its kept PTX, or NULL (NULL: none kept) */
 } loaded;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -45,6 +47,7 @@ static void forget(loaded *l)
 {
     drk_image_free(&l->img);
     free(l->facts);
+    free(l->ptx);
     *l = table[--count];
 }
 
@@ -120,11 +123,141 @@ static unsigned jit_kernels(const drk_image *img, unsigned sm)
     return n;
 }
 
+static void read_deferred(loaded *l);
+
+/* ---- Kept PTX ---- */
+
+static size_t ptx_cap;   /* 0: keep none */
+static drk_ptx_text **kept;
+static size_t nkept, kept_cap;
+static int cap_said;
+
+void drk_images_keep_ptx(size_t cap)
+{
+    pthread_mutex_lock(&lock);
+    ptx_cap = cap;
+    pthread_mutex_unlock(&lock);
+}
+
+static size_t keep_cap(void)
+{
+    pthread_mutex_lock(&lock);
+    size_t c = ptx_cap;
+    pthread_mutex_unlock(&lock);
+    return c;
+}
+
+/* Whether drk may rebuild `k` from its PTX on a device of SM `sm`. */
+static int wants_ptx(const drk_image_kernel *k, unsigned sm)
+{
+    return k->ptx_text && k->flow && k->flow->evolvable && (!sm || drk_image_kernel_ptx_for(k, sm));
+}
+
+/* Digests of the texts of `img` that kernels want, made outside the lock
+ * (a text may be megabytes); all zero for texts not wanted. NULL if none. */
+static unsigned char (*digest_texts(const drk_image *img, unsigned sm))[DRK_SHA256_BYTES]
+{
+    unsigned char(*d)[DRK_SHA256_BYTES] = NULL;
+    for (size_t i = 0; i < img->nkernels; i++) {
+        const drk_image_kernel *k = &img->kernels[i];
+        uint32_t t = k->ptx_text;
+        if (!wants_ptx(k, sm) || !img->ptx_texts[t - 1])
+            continue;
+        if (!d && !(d = calloc(img->nptx_texts, sizeof *d)))
+            return NULL;
+        static const unsigned char zero[DRK_SHA256_BYTES];
+        if (memcmp(d[t - 1], zero, sizeof zero) == 0)
+            drk_sha256(img->ptx_texts[t - 1], img->ptx_lens[t - 1], d[t - 1]);
+    }
+    return d;
+}
+
+/* The kept text with this digest, or one made from slot `t` of `img` (the
+ * text moves out of the image); NULL past the cap or out of memory.
+ * Caller holds the lock. */
+static const drk_ptx_text *keep_text(drk_image *img, uint32_t t, const unsigned char *digest, const char *how)
+{
+    for (size_t i = 0; i < nkept; i++)
+        if (memcmp(kept[i]->sha256, digest, DRK_SHA256_BYTES) == 0)
+            return kept[i];
+    if (!img->ptx_texts[t])
+        return NULL; /* over the cap for an earlier kernel of it */
+    size_t len = img->ptx_lens[t];
+    if (len > ptx_cap || stats.ptx_kept_bytes + len > ptx_cap) {
+        stats.ptx_over_cap++;
+        free(img->ptx_texts[t]);
+        img->ptx_texts[t] = NULL;
+        if (!cap_said) {
+            cap_said = 1;
+            drk_log(DRK_LOG_DEBUG, "%s: PTX of %zu bytes not kept, nor any later one past the cap of %zu bytes", how,
+                    len, ptx_cap);
+        }
+        return NULL;
+    }
+    if (nkept == kept_cap) {
+        size_t c = kept_cap ? kept_cap * 2 : 16;
+        drk_ptx_text **k = realloc(kept, c * sizeof *k);
+        if (!k)
+            return NULL;
+        kept = k, kept_cap = c;
+    }
+    drk_ptx_text *p = malloc(sizeof *p);
+    if (!p)
+        return NULL;
+    p->text = img->ptx_texts[t];
+    p->len = len;
+    memcpy(p->sha256, digest, DRK_SHA256_BYTES);
+    img->ptx_texts[t] = NULL;
+    kept[nkept++] = p;
+    stats.ptx_kept++;
+    stats.ptx_kept_bytes += len;
+    return p;
+}
+
+/* Keeps the texts the kernels of `l` want (digests from digest_texts), and
+ * frees the image's other texts: only kept ones outlive the load. Caller
+ * holds the lock. */
+static void keep_texts(loaded *l, unsigned char (*digests)[DRK_SHA256_BYTES], unsigned sm, const char *how)
+{
+    drk_image *img = &l->img;
+    if (digests && ptx_cap)
+        l->ptx = calloc(img->nkernels + 1, sizeof *l->ptx);
+    for (size_t i = 0; l->ptx && i < img->nkernels; i++) {
+        const drk_image_kernel *k = &img->kernels[i];
+        if (!wants_ptx(k, sm))
+            continue;
+        uint32_t t = k->ptx_text - 1;
+        /* A text moved out for an earlier kernel is found by its digest. */
+        l->ptx[i] = keep_text(img, t, digests[t], how);
+    }
+    for (uint32_t t = 0; t < img->nptx_texts; t++) {
+        free(img->ptx_texts[t]);
+        img->ptx_texts[t] = NULL;
+    }
+}
+
+const drk_ptx_text *drk_images_ptx(uintptr_t owner, const char *name)
+{
+    if (!owner || !name)
+        return NULL;
+    pthread_mutex_lock(&lock);
+    loaded *l = find_owner(owner);
+    const drk_ptx_text *p = NULL;
+    if (l && l->deferred)
+        read_deferred(l);
+    if (l && l->ptx && !l->deferred) {
+        const drk_image_kernel *k = drk_image_find(&l->img, name);
+        p = k ? l->ptx[k - l->img.kernels] : NULL;
+    }
+    pthread_mutex_unlock(&lock);
+    return p;
+}
+
 unsigned drk_images_loaded(uintptr_t owner, const char *how, const void *data, const char *path)
 {
     if (!owner || (!data && !path))
         return 0;
-    drk_image_options opt = {drk_images_sm()};
+    drk_image_options opt = {drk_images_sm(), keep_cap() != 0};
     drk_image img = {0};
     char err[160] = "";
     uint64_t t0 = now_ns();
@@ -144,6 +277,7 @@ unsigned drk_images_loaded(uintptr_t owner, const char *how, const void *data, c
         else
             r = drk_image_read(data, size, &opt, &img, err, sizeof err);
     }
+    unsigned char(*digests)[DRK_SHA256_BYTES] = r == 0 && !deferred ? digest_texts(&img, opt.sm) : NULL;
     uint64_t dt = now_ns() - t0;
     pthread_mutex_lock(&lock);
     stats.loads++;
@@ -154,6 +288,7 @@ unsigned drk_images_loaded(uintptr_t owner, const char *how, const void *data, c
     if (r != 0) {
         stats.failed++;
         pthread_mutex_unlock(&lock);
+        free(digests);
         drk_log(DRK_LOG_INFO, "%s: image not read (%s); its kernels are known from the driver's answers", how, err);
         return 0;
     }
@@ -161,6 +296,7 @@ unsigned drk_images_loaded(uintptr_t owner, const char *how, const void *data, c
     if (count == cap && grow() != 0) {
         pthread_mutex_unlock(&lock);
         drk_image_free(&img);
+        free(digests);
         return jit;
     }
     loaded *l = &table[count];
@@ -168,8 +304,11 @@ unsigned drk_images_loaded(uintptr_t owner, const char *how, const void *data, c
     if (!deferred && !(l->facts = calloc(img.nkernels + 1, sizeof *l->facts))) {
         pthread_mutex_unlock(&lock);
         drk_image_free(&img);
+        free(digests);
         return jit;
     }
+    keep_texts(l, digests, opt.sm, how);
+    free(digests);
     count++;
     if (deferred) {
         stats.deferred++;
@@ -193,7 +332,7 @@ static void read_deferred(loaded *l)
 {
     const void *data = l->deferred;
     l->deferred = NULL;
-    drk_image_options opt = {drk_images_sm()};
+    drk_image_options opt = {drk_images_sm(), ptx_cap != 0};
     char err[160] = "";
     uint64_t t0 = now_ns();
     /* dlclose may have unmapped it since. */
@@ -212,6 +351,11 @@ static void read_deferred(loaded *l)
     stats.read++;
     stats.deferred_read++;
     stats.kernels += (unsigned)l->img.nkernels;
+    /* Hashed under the lock: a deferred image is read for a report or the
+     * engine, off the program's path. */
+    unsigned char(*digests)[DRK_SHA256_BYTES] = digest_texts(&l->img, opt.sm);
+    keep_texts(l, digests, opt.sm, l->label);
+    free(digests);
 }
 
 void drk_images_unloaded(uintptr_t owner)
@@ -309,7 +453,7 @@ static void scan_objects(void)
     scanned_objects = 1;
     object_list objs = {0};
     dl_iterate_phdr(add_object, &objs);
-    drk_image_options opt = {drk_images_sm()};
+    drk_image_options opt = {.sm = drk_images_sm()};
     for (size_t i = 0; i < objs.n; i++) {
         drk_image img;
         char err[160];

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/sha256.h"
 #include "evolve/facts.h"
 
 /* The SM of the device images are read for (90 for an H200): entries that
@@ -35,6 +36,31 @@ const drk_image_facts *drk_images_facts(uintptr_t owner, const char *name, int m
  * cudart that loads its images through private calls). For a report. */
 const drk_image_facts *drk_images_facts_anywhere(const char *name);
 
+/* The PTX a kernel can be rebuilt from (evolve/source.h): the text of the
+ * PTX module its flow came from, decompressed, shared by all its kernels
+ * and by every load of the same text. Kept only for kernels whose PTX the
+ * device can JIT and whose flow is evolvable, and only once turned on
+ * (nothing in a program does yet). Kept until exit, never freed: a record
+ * or a built variant may point at it after its owner is unloaded; the
+ * total is bounded by the cap instead. */
+typedef struct drk_ptx_text {
+    const char *text;                        /* NUL-terminated */
+    size_t len;                              /* bytes before the NUL */
+    unsigned char sha256[DRK_SHA256_BYTES];  /* of the text: the module's identity in cache keys */
+} drk_ptx_text;
+
+#define DRK_IMAGES_PTX_CAP ((size_t)64 << 20)
+
+/* Keep PTX texts from the images read from now on, `cap` bytes in all (0:
+ * keep none, the default). Past the cap later modules are not kept (one
+ * debug line says so). */
+void drk_images_keep_ptx(size_t cap);
+
+/* The kept PTX of kernel `name` in the image of `owner` (a deferred image is
+ * read now); NULL if none was kept: no PTX for the device, not evolvable,
+ * over the cap, keeping off, or the owner unknown or unloaded. */
+const drk_ptx_text *drk_images_ptx(uintptr_t owner, const char *name);
+
 typedef struct drk_images_stats {
     unsigned loads, read, failed; /* images seen, read, that could not be read */
     unsigned deferred;            /* left unread when loaded */
@@ -43,6 +69,9 @@ typedef struct drk_images_stats {
     unsigned kernels;             /* kernels in images read */
     uint64_t read_ns;             /* time spent reading */
     uint64_t late_read_ns;        /* of which for a report, at exit (deferred images, objects) */
+    unsigned ptx_kept;            /* distinct PTX texts kept */
+    uint64_t ptx_kept_bytes;
+    unsigned ptx_over_cap;        /* texts not kept: past the cap */
 } drk_images_stats;
 drk_images_stats drk_images_stats_get(void);
 

@@ -118,6 +118,7 @@ typedef struct kacc {
     uint32_t ptx_nparams;
     uint64_t ptx_rank;
     drk_ptx_flow *ptx_flow; /* of the same PTX */
+    uint32_t ptx_text;      /* of the same PTX, as in drk_image_kernel */
 } kacc;
 
 typedef struct builder {
@@ -128,6 +129,7 @@ typedef struct builder {
     uint32_t *slots; /* open addressing: index + 1, 0 empty */
     size_t nslots;
     uint64_t base;   /* offset of the container being read, for messages */
+    int keep_ptx;
     int nomem;
 } builder;
 
@@ -245,7 +247,8 @@ static uint64_t entry_rank(unsigned sm, const code_ref *c)
 
 /* Keeps the parameters (and takes the flow, *flow then NULL) of the best
  * PTX entry seen. */
-static void keep_ptx_kinds(kacc *a, const drk_kernel_info *ki, uint64_t rank, drk_ptx_flow **flow)
+static void keep_ptx_kinds(kacc *a, const drk_kernel_info *ki, uint64_t rank, drk_ptx_flow **flow,
+                           uint32_t text)
 {
     if (rank <= a->ptx_rank)
         return;
@@ -264,6 +267,7 @@ static void keep_ptx_kinds(kacc *a, const drk_kernel_info *ki, uint64_t rank, dr
     a->ptx_flow = flow ? *flow : NULL;
     if (flow)
         *flow = NULL;
+    a->ptx_text = text;
 }
 
 /* Takes the kernels a reader produced (their allocations move into the table
@@ -271,7 +275,7 @@ static void keep_ptx_kinds(kacc *a, const drk_kernel_info *ki, uint64_t rank, dr
  * those taken are set NULL). `lists` (sm set): the archs to list for them;
  * NULL: just this entry's. */
 static void merge_kernels(builder *b, const code_ref *c, drk_kernel_info *ks, size_t nk, drk_ptx_flow **flows,
-                          const arch_lists *lists)
+                          const arch_lists *lists, uint32_t text)
 {
     uint64_t rank = entry_rank(b->sm, c);
     for (size_t i = 0; i < nk; i++) {
@@ -290,7 +294,7 @@ static void merge_kernels(builder *b, const code_ref *c, drk_kernel_info *ks, si
         }
         add_code(&a->k, c);
         if (!c->sass)
-            keep_ptx_kinds(a, &ks[i], rank, flows ? &flows[i] : NULL);
+            keep_ptx_kinds(a, &ks[i], rank, flows ? &flows[i] : NULL, text);
         if (rank > a->rank) {
             drk_kernel_info_clear(&a->k.info);
             a->k.info = ks[i];
@@ -334,7 +338,7 @@ static void read_cubin_bytes(builder *b, const uint8_t *p, size_t n, int owned, 
         return;
     if (!c->arch)
         c->arch = cub.sm;
-    merge_kernels(b, c, cub.kernels, cub.nkernels, NULL, lists);
+    merge_kernels(b, c, cub.kernels, cub.nkernels, NULL, lists, 0);
     drk_cubin_free(&cub);
 }
 
@@ -342,6 +346,30 @@ static char target_suffix(const char *target)
 {
     size_t n = strnlen(target, 16);
     return n && (target[n - 1] == 'a' || target[n - 1] == 'f') ? target[n - 1] : 0;
+}
+
+/* With keep_ptx: a copy of one PTX entry's text in the image's list; its
+ * number (index + 1), or 0 when not kept. Texts no kernel ends up using
+ * are freed at finish. */
+static uint32_t keep_text(builder *b, const char *p, size_t n)
+{
+    drk_image *img = b->img;
+    if (!b->keep_ptx || img->nptx_texts == UINT32_MAX)
+        return 0;
+    char **t = realloc(img->ptx_texts, (img->nptx_texts + 1) * sizeof *t);
+    if (t)
+        img->ptx_texts = t;
+    size_t *l = t ? realloc(img->ptx_lens, (img->nptx_texts + 1) * sizeof *l) : NULL;
+    if (l)
+        img->ptx_lens = l;
+    char *copy = l ? malloc(n + 1) : NULL;
+    if (!copy)
+        return 0; /* not kept: the kernel cannot be rebuilt, nothing else lost */
+    memcpy(copy, p, n);
+    copy[n] = 0;
+    img->ptx_texts[img->nptx_texts] = copy;
+    img->ptx_lens[img->nptx_texts] = n;
+    return ++img->nptx_texts;
 }
 
 static void read_ptx_bytes(builder *b, const char *p, size_t n, code_ref *c, const arch_lists *lists, char *err,
@@ -361,7 +389,7 @@ static void read_ptx_bytes(builder *b, const char *p, size_t n, code_ref *c, con
     /* Which parameters are pointers, and whether drk can evolve each
      * kernel: linear in the text, bounded (ptx_flow.h). */
     drk_ptx_flow **flows = drk_ptx_flows(p, n, &px);
-    merge_kernels(b, c, px.kernels, px.nkernels, flows, lists);
+    merge_kernels(b, c, px.kernels, px.nkernels, flows, lists, keep_text(b, p, n));
     drk_ptx_flows_free(flows, px.nkernels);
     drk_ptx_free(&px);
 }
@@ -619,6 +647,20 @@ static int by_name(const void *x, const void *y)
     return strcmp(((const drk_image_kernel *)x)->info.name, ((const drk_image_kernel *)y)->info.name);
 }
 
+/* PTX entries whose kernels all took their flow from a better entry. */
+static void drop_unused_texts(drk_image *img)
+{
+    for (uint32_t t = 0; t < img->nptx_texts; t++) {
+        int used = 0;
+        for (size_t i = 0; i < img->nkernels && !used; i++)
+            used = img->kernels[i].ptx_text == t + 1;
+        if (!used) {
+            free(img->ptx_texts[t]);
+            img->ptx_texts[t] = NULL;
+        }
+    }
+}
+
 static int finish(builder *b)
 {
     free(b->slots);
@@ -630,6 +672,7 @@ static int finish(builder *b)
         copy_ptx_kinds(&b->v[i]);
         free(b->v[i].ptx_params);
         b->v[i].k.flow = b->v[i].ptx_flow;
+        b->v[i].k.ptx_text = b->v[i].ptx_text;
         if (img->kernels) {
             img->kernels[i] = b->v[i].k;
         } else {
@@ -642,6 +685,7 @@ static int finish(builder *b)
         img->nkernels = b->n;
         qsort(img->kernels, img->nkernels, sizeof *img->kernels, by_name);
     }
+    drop_unused_texts(img);
     return b->nomem ? -1 : 0;
 }
 
@@ -670,6 +714,7 @@ static void start(builder *b, drk_image *out, const drk_image_options *opt, drk_
     out->format = f;
     b->img = out;
     b->sm = opt ? opt->sm : 0;
+    b->keep_ptx = opt ? opt->keep_ptx : 0;
 }
 
 int drk_image_read(const void *data, size_t size, const drk_image_options *opt, drk_image *out, char *err,
@@ -771,6 +816,13 @@ void drk_image_free(drk_image *img)
     free(img->kernels);
     img->kernels = NULL;
     img->nkernels = 0;
+    for (uint32_t t = 0; t < img->nptx_texts; t++)
+        free(img->ptx_texts[t]);
+    free(img->ptx_texts);
+    free(img->ptx_lens);
+    img->ptx_texts = NULL;
+    img->ptx_lens = NULL;
+    img->nptx_texts = 0;
 }
 
 const drk_image_kernel *drk_image_find(const drk_image *img, const char *name)

@@ -52,6 +52,10 @@ typedef struct drk_image_kernel {
      * from the PTX entry its PTX numbers would come from (the newest read);
      * NULL without PTX, or when memory ran out. */
     drk_ptx_flow *flow;
+    /* With drk_image_options.keep_ptx: that same PTX entry's text, as
+     * drk_image.ptx_texts[ptx_text - 1] (shared by the entry's kernels);
+     * 0 when not kept. */
+    uint32_t ptx_text;
 } drk_image_kernel;
 
 typedef struct drk_image_stats {
@@ -69,6 +73,12 @@ typedef struct drk_image {
     size_t nkernels;
     drk_image_stats stats;
     char first_error[160];     /* the first entry error, "" if none */
+    /* With keep_ptx: the decompressed text of each PTX entry some kernel's
+     * flow came from (malloc'd, NUL-terminated; a slot may be taken,
+     * leaving NULL, and drk_image_free frees the rest). */
+    char **ptx_texts;
+    size_t *ptx_lens;
+    uint32_t nptx_texts;
 } drk_image;
 
 typedef struct drk_image_options {
@@ -77,6 +87,9 @@ typedef struct drk_image_options {
      * family, and the newest PTX <= sm) and the headers of the rest, so
      * loading a large library costs little. */
     unsigned sm;
+    /* Keep the text of the PTX entries kernels' flows come from, so a
+     * kernel can be JIT-compiled again (evolve/loaded.h). Costs a copy. */
+    int keep_ptx;
 } drk_image_options;
 
 /* Reads the image at [data, data+size). 0, or -1 with a message in err if

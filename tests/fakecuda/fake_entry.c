@@ -66,6 +66,7 @@ static const struct proc fc_procs[] = {
     P_(cuFuncGetName, cuFuncGetName, 12030, 0)
     P_(cuKernelGetName, cuKernelGetName, 12030, 0)
     P_(cuFuncGetAttribute, cuFuncGetAttribute, 2020, 0)
+    P_(cuFuncSetAttribute, cuFuncSetAttribute, 9000, 0)
     P_(cuKernelGetAttribute, cuKernelGetAttribute, 12000, 0)
     P_(cuFuncGetParamInfo, cuFuncGetParamInfo, 12040, 0)
     P_(cuKernelGetParamInfo, cuKernelGetParamInfo, 12040, 0)

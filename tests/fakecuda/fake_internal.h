@@ -65,6 +65,7 @@
     X(cuLibraryLoadData) X(cuLibraryLoadFromFile) X(cuLibraryGetKernel)        \
     X(cuLibraryUnload) X(cuKernelGetFunction) X(cuFuncGetName)                 \
     X(cuKernelGetName) X(cuFuncGetAttribute) X(cuKernelGetAttribute)           \
+    X(cuFuncSetAttribute)                                                      \
     X(cuFuncGetParamInfo) X(cuKernelGetParamInfo)                              \
     X(cuOccupancyMaxActiveBlocksPerMultiprocessor)                             \
     X(cuLaunchKernel) X(cuLaunchKernel_ptsz) X(cuLaunchKernelEx)               \

@@ -175,33 +175,49 @@ struct func {
     uint32_t magic;
     unsigned int entry;
     struct module *mod; /* NULL for a kernel's function */
-    /* What it was built with, as its kernel's entry said at load. */
+    /* What it was built with, as its kernel's entry said at load (and a
+     * register budget its load's JIT options gave). */
     unsigned int regs, static_shared, max_threads;
+    int carveout; /* CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT: -1 unset */
 };
 
 /* A register is allocated per warp in units of 256. */
 static unsigned int regs_per_warp(unsigned int regs) { return (regs * 32 + 255) / 256 * 256; }
 
-/* A function of the kernel entry `e` as loaded now. */
-static void func_init(struct func *f, unsigned int e, struct module *mod)
+/* A function of the kernel entry `e` as loaded now, within a register
+ * budget (0: none). */
+static void func_init(struct func *f, unsigned int e, struct module *mod, unsigned int budget)
 {
     f->magic = MAGIC_FUNC;
     f->entry = e;
     f->mod = mod;
+    f->carveout = -1;
     LOCK();
     f->regs = g_kernels[e].regs ? g_kernels[e].regs : FC_DEFAULT_REGS;
     f->static_shared = g_kernels[e].static_shared;
     UNLOCK();
+    if (budget && budget < f->regs)
+        f->regs = budget;
     /* As many threads as the SM's registers hold, at most 1024. */
     unsigned int warps = FC_REGS_PER_SM / regs_per_warp(f->regs);
     f->max_threads = warps * 32 < 1024 ? warps * 32 : 1024;
 }
 
+#define FC_MAX_JIT 32
+
 struct module {
     uint32_t magic;
     unsigned int n;
     struct func **funcs;
+    /* The JIT options of the cuModuleLoadDataEx that made it, as passed. */
+    unsigned int nopts;
+    CUjit_option opts[FC_MAX_JIT];
+    unsigned long long vals[FC_MAX_JIT];
 };
+
+static unsigned long long g_live_modules;
+static CUjit_option g_fail_opt = (CUjit_option)-1;
+static unsigned long long g_fail_val;
 
 struct kern {
     uint32_t magic;
@@ -316,7 +332,7 @@ static void module_free(struct module *m)
     free(m);
 }
 
-static CUresult module_from_text(CUmodule *module, const char *text)
+static CUresult module_from_text_ex(CUmodule *module, const char *text, unsigned int budget, struct module **made)
 {
     if (!module || !text)
         return CUDA_ERROR_INVALID_VALUE;
@@ -337,7 +353,7 @@ static CUresult module_from_text(CUmodule *module, const char *text)
         struct func *f = malloc(sizeof *f);
         if (!f)
             goto oom;
-        func_init(f, ids[m->n], m);
+        func_init(f, ids[m->n], m, budget);
         m->funcs[m->n] = f;
     }
     free(ids);
@@ -355,14 +371,22 @@ static CUresult module_from_text(CUmodule *module, const char *text)
         module_free(m);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    g_live_modules++;
     UNLOCK();
     *module = (CUmodule)m;
+    if (made)
+        *made = m;
     return CUDA_SUCCESS;
 oom:
     free(ids);
     if (m)
         module_free(m);
     return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+static CUresult module_from_text(CUmodule *module, const char *text)
+{
+    return module_from_text_ex(module, text, 0, NULL);
 }
 
 static void library_free(struct library *l)
@@ -400,7 +424,7 @@ static CUresult library_from_text(CUlibrary *library, const char *text)
             free(f);
             goto oom;
         }
-        func_init(f, ids[l->n], NULL);
+        func_init(f, ids[l->n], NULL, 0);
         k->magic = MAGIC_KERN;
         k->entry = ids[l->n];
         k->lib = l;
@@ -499,13 +523,105 @@ FC_EXPORT CUresult cuModuleLoadData(CUmodule *module, const void *image)
     return module_from_text(module, image);
 }
 
+/* Writes `msg` into the log buffer the options name (ERROR_ or INFO_):
+ * truncated to its size, which is then written back as the bytes used. */
+static void jit_log(unsigned int n, const CUjit_option *opts, void **vals, CUjit_option buf_opt,
+                    CUjit_option size_opt, const char *msg)
+{
+    char *buf = NULL;
+    int size_at = -1;
+    for (unsigned int i = 0; i < n; i++) {
+        if (opts[i] == buf_opt)
+            buf = vals[i];
+        else if (opts[i] == size_opt)
+            size_at = (int)i;
+    }
+    size_t size = size_at >= 0 ? (size_t)(uintptr_t)vals[size_at] : 0;
+    if (!buf || size == 0)
+        return;
+    int w = snprintf(buf, size, "%s", msg);
+    size_t used = w < 0 ? 0 : (size_t)w + 1 > size ? size : (size_t)w + 1;
+    vals[size_at] = (void *)(uintptr_t)used;
+}
+
+/* The options are recorded on the module; a register budget
+ * (CU_JIT_MAX_REGISTERS) caps its functions' registers; the option and
+ * value fakecuda_fail_jit planted fail the load as ptxas would; the wall
+ * time reads 0.5 ms. */
 FC_EXPORT CUresult cuModuleLoadDataEx(CUmodule *module, const void *image, unsigned int numOptions,
                                       CUjit_option *options, void **optionValues)
 {
     ENTER_INIT(cuModuleLoadDataEx);
-    if (!jit_options_ok(numOptions, options, optionValues))
+    if (!jit_options_ok(numOptions, options, optionValues) || numOptions > FC_MAX_JIT)
         return CUDA_ERROR_INVALID_VALUE;
-    return module_from_text(module, image);
+    unsigned int budget = 0;
+    LOCK();
+    CUjit_option fail_opt = g_fail_opt;
+    unsigned long long fail_val = g_fail_val;
+    UNLOCK();
+    for (unsigned int i = 0; i < numOptions; i++) {
+        unsigned long long v = (uintptr_t)optionValues[i];
+        if (options[i] == fail_opt && v == fail_val) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "ptxas fatal   : fakecuda: option %d value %llu planted to fail",
+                     (int)fail_opt, fail_val);
+            jit_log(numOptions, options, optionValues, CU_JIT_ERROR_LOG_BUFFER,
+                    CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, msg);
+            return CUDA_ERROR_INVALID_PTX;
+        }
+        if (options[i] == CU_JIT_MAX_REGISTERS)
+            budget = (unsigned int)v;
+    }
+    struct module *m;
+    CUresult rc = module_from_text_ex(module, image, budget, &m);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    LOCK();
+    m->nopts = numOptions;
+    for (unsigned int i = 0; i < numOptions; i++) {
+        m->opts[i] = options[i];
+        m->vals[i] = (uintptr_t)optionValues[i];
+    }
+    UNLOCK();
+    for (unsigned int i = 0; i < numOptions; i++)
+        if (options[i] == CU_JIT_WALL_TIME) {
+            float ms = 0.5f;
+            memcpy(&optionValues[i], &ms, sizeof ms); /* the driver writes a float into the slot */
+        }
+    jit_log(numOptions, options, optionValues, CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+            "ptxas info    : fakecuda: compiled");
+    return CUDA_SUCCESS;
+}
+
+FC_EXPORT int fakecuda_fail_jit(CUjit_option option, unsigned long long value)
+{
+    LOCK();
+    g_fail_opt = option;
+    g_fail_val = value;
+    UNLOCK();
+    return 0;
+}
+
+FC_EXPORT int fakecuda_module_jit_options(CUmodule module, CUjit_option *options, unsigned long long *values,
+                                          unsigned int max)
+{
+    LOCK();
+    struct module *m = h_get(module, MAGIC_MODULE);
+    int n = m ? (int)m->nopts : -1;
+    for (int i = 0; m && i < n && (unsigned int)i < max; i++) {
+        options[i] = m->opts[i];
+        values[i] = m->vals[i];
+    }
+    UNLOCK();
+    return n;
+}
+
+FC_EXPORT unsigned long long fakecuda_live_modules(void)
+{
+    LOCK();
+    unsigned long long n = g_live_modules;
+    UNLOCK();
+    return n;
 }
 
 FC_EXPORT CUresult cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin)
@@ -548,6 +664,7 @@ FC_EXPORT CUresult cuModuleUnload(CUmodule hmod)
     for (unsigned int i = 0; i < m->n; i++)
         h_del(m->funcs[i]);
     h_del(m);
+    g_live_modules--;
     UNLOCK();
     module_free(m);
     return CUDA_SUCCESS;
@@ -702,7 +819,7 @@ static CUresult func_attribute(int *pi, CUfunction_attribute attrib, const void 
     case CU_FUNC_ATTRIBUTE_PTX_VERSION: v = 90; break;
     case CU_FUNC_ATTRIBUTE_BINARY_VERSION: v = 90; break;
     case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: v = FC_SHARED_PER_BLOCK - (int)copy.static_shared; break;
-    case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT: v = -1; break;
+    case CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT: v = copy.carveout; break;
     default: break; /* const/local sizes, cluster settings: 0 */
     }
     *pi = v;
@@ -713,6 +830,30 @@ FC_EXPORT CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfu
 {
     ENTER_INIT(cuFuncGetAttribute);
     return func_attribute(pi, attrib, hfunc, 1);
+}
+
+/* The carveout is remembered (-1 or 0..100, as the driver takes); the
+ * other settable attributes are not modelled (CUDA_ERROR_NOT_SUPPORTED, a
+ * deviation), the read-only ones CUDA_ERROR_INVALID_VALUE. */
+FC_EXPORT CUresult cuFuncSetAttribute(CUfunction hfunc, CUfunction_attribute attrib, int value)
+{
+    ENTER_INIT(cuFuncSetAttribute);
+    if ((int)attrib < 0 || attrib >= CU_FUNC_ATTRIBUTE_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    LOCK();
+    struct func *f = handle_func(hfunc, 1);
+    CUresult rc = CUDA_SUCCESS;
+    if (!f)
+        rc = CUDA_ERROR_INVALID_HANDLE;
+    else if (attrib == CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT && value >= -1 && value <= 100)
+        f->carveout = value;
+    else if (attrib == CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT ||
+             attrib <= CU_FUNC_ATTRIBUTE_BINARY_VERSION || attrib == CU_FUNC_ATTRIBUTE_CACHE_MODE_CA)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    else
+        rc = CUDA_ERROR_NOT_SUPPORTED;
+    UNLOCK();
+    return rc;
 }
 
 FC_EXPORT CUresult cuKernelGetAttribute(int *pi, CUfunction_attribute attrib, CUkernel kernel, CUdevice dev)

@@ -205,6 +205,26 @@ int fakecuda_register_kernel_params(const char *name, fakecuda_kernel_fn fn, uns
  * 0, or -1 for an unknown kernel or a value out of range. */
 int fakecuda_set_kernel_resources(const char *name, unsigned int regs, unsigned int static_shared);
 
+/* ---- JIT options ----------------------------------------------------------- */
+
+/* cuModuleLoadDataEx records its JIT options on the module it makes, and
+ * CU_JIT_MAX_REGISTERS caps its functions' registers (NUM_REGS is the
+ * kernel's registers or the budget, the fewer), so a test sees a budget
+ * take effect. CU_JIT_WALL_TIME reads 0.5 (ms); the info log buffer gets
+ * one line. A load passing `option` with `value` fails from now on with
+ * CUDA_ERROR_INVALID_PTX and one "ptxas fatal" line in the error log
+ * buffer (option (CUjit_option)-1: none fails). Returns 0. */
+int fakecuda_fail_jit(CUjit_option option, unsigned long long value);
+/* The options module `module` was loaded with, at most `max` of them
+ * copied; their count, or -1 for a handle that is no live module. */
+int fakecuda_module_jit_options(CUmodule module, CUjit_option *options, unsigned long long *values,
+                                unsigned int max);
+/* Modules loaded and not unloaded. */
+unsigned long long fakecuda_live_modules(void);
+/* cuFuncSetAttribute remembers a function's
+ * CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT (-1..100), which
+ * cuFuncGetAttribute then reads (-1 until set). */
+
 /* How many launches of kernel `name` completed (any launch API). */
 unsigned long long fakecuda_kernel_launches(const char *name);
 

@@ -45,7 +45,7 @@ static const expected_kernel expected[] = {
 static drk_image read_at(unsigned sm)
 {
     drk_image img;
-    drk_image_options opt = {sm};
+    drk_image_options opt = {.sm = sm};
     char err[200];
     memset(&img, 0, sizeof img);
     int rc = drk_image_read(drk_kernels_fatbin, drk_kernels_fatbin_size, &opt, &img, err, sizeof err);

@@ -26,7 +26,7 @@ static char *path(const char *name)
 static drk_image read_mem(const void *p, size_t n, unsigned sm)
 {
     drk_image img;
-    drk_image_options opt = {sm};
+    drk_image_options opt = {.sm = sm};
     char err[200];
     int rc = drk_image_read(p, n, &opt, &img, err, sizeof err);
     if (rc)
@@ -38,7 +38,7 @@ static drk_image read_mem(const void *p, size_t n, unsigned sm)
 static drk_image read_path(const char *name, unsigned sm)
 {
     drk_image img;
-    drk_image_options opt = {sm};
+    drk_image_options opt = {.sm = sm};
     char err[200];
     int rc = drk_image_read_file(path(name), &opt, &img, err, sizeof err);
     if (rc)
@@ -255,7 +255,7 @@ static void test_host_files(void)
     drk_image_free(&img);
     /* Cut anywhere: no crash, the sections past the end are errors. */
     for (size_t cut = 0; cut < n; cut += n / 97 + 1) {
-        drk_image_options opt = {0};
+        drk_image_options opt = {.sm = 0};
         char err[160];
         if (drk_image_read(p, cut, &opt, &img, err, sizeof err) == 0)
             drk_image_free(&img);
@@ -314,7 +314,7 @@ static void test_damage(void)
     uint8_t *p = check_load(DRK_UNIT_IMAGES, "two.fatbin", &n);
     CHECK(drk_image_extent(p, n, &ext) == 0);
     drk_image img;
-    drk_image_options opt = {0};
+    drk_image_options opt = {.sm = 0};
     char err[160];
     for (size_t cut = 0; cut < n; cut += cut < 300 ? 1 : 13) {
         uint8_t *q = malloc(cut ? cut : 1);

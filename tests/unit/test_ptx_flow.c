@@ -241,7 +241,7 @@ static void test_image(void)
             size_t size;
             unsigned char *bytes = check_load(DRK_UNIT_FLOW, files[fi], &size);
             drk_image img;
-            drk_image_options opt = {sm};
+            drk_image_options opt = {.sm = sm};
             char err[256];
             CHECK(drk_image_read(bytes, size, &opt, &img, err, sizeof err) == 0);
             const drk_image_kernel *v = drk_image_find(&img, "vadd"), *t = drk_image_find(&img, "table");

@@ -1,0 +1,307 @@
+/* Variant sources (evolve/source.h) on the stand-in driver: the PTX drk
+ * keeps at load (for an evolvable kernel, not for one using a module
+ * global, one without PTX for the device, or a SASS-only one; one copy per
+ * text; the cap), the PTX source's knobs and reasons, every PTX variant of
+ * a kernel built with exactly its options (registers seen, unloads
+ * balanced, never-passed options absent), a failing build with its log,
+ * and the attribute source on a function. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "evolve/loaded.h"
+#include "evolve/source.h"
+#include "tests/fakecuda/fakecuda.h"
+#include "tests/unit/check.h"
+
+static drk_driver table;
+
+static void fill(void)
+{
+#define FILL_(member, name, params) table.member = (__typeof__(table.member))dlsym(RTLD_DEFAULT, #name);
+    DRK_DRIVER_ENTRIES(FILL_)
+#undef FILL_
+}
+
+#define HEAD ".version 8.0\n.target sm_90\n.address_size 64\n\n"
+
+/* Evolvable: pointers through cvta, nothing else. `empty` declares its block. */
+static const char ptx_a[] = HEAD
+    ".visible .entry vec_add(.param .u64 a, .param .u64 b, .param .u64 c, .param .u32 n)\n{\n"
+    "\t.reg .pred %p<2>;\n\t.reg .b32 %r<6>;\n\t.reg .f32 %f<4>;\n\t.reg .b64 %rd<11>;\n"
+    "\tld.param.u64 %rd1, [a];\n\tld.param.u64 %rd2, [b];\n\tld.param.u64 %rd3, [c];\n\tld.param.u32 %r2, [n];\n"
+    "\tmov.u32 %r3, %ctaid.x;\n\tmov.u32 %r4, %ntid.x;\n\tmov.u32 %r5, %tid.x;\n"
+    "\tmad.lo.s32 %r1, %r3, %r4, %r5;\n\tsetp.ge.s32 %p1, %r1, %r2;\n\t@%p1 bra DONE;\n"
+    "\tcvta.to.global.u64 %rd4, %rd1;\n\tcvta.to.global.u64 %rd5, %rd2;\n\tcvta.to.global.u64 %rd6, %rd3;\n"
+    "\tmul.wide.s32 %rd7, %r1, 4;\n\tadd.s64 %rd8, %rd4, %rd7;\n\tld.global.f32 %f1, [%rd8];\n"
+    "\tadd.s64 %rd9, %rd5, %rd7;\n\tld.global.f32 %f2, [%rd9];\n\tadd.f32 %f3, %f1, %f2;\n"
+    "\tadd.s64 %rd10, %rd6, %rd7;\n\tst.global.f32 [%rd10], %f3;\nDONE:\n\tret;\n}\n\n"
+    ".visible .entry empty()\n.maxntid 128, 1, 1\n{\n\tret;\n}\n";
+
+/* Not evolvable: reads a module global. */
+static const char ptx_global[] = HEAD
+    ".global .align 4 .f32 bias;\n\n"
+    ".visible .entry fill(.param .u64 x, .param .f32 v, .param .u32 n)\n{\n"
+    "\t.reg .f32 %f<3>;\n\t.reg .b64 %rd<3>;\n"
+    "\tld.param.u64 %rd1, [x];\n\tld.global.f32 %f2, [bias];\n"
+    "\tcvta.to.global.u64 %rd2, %rd1;\n\tst.global.f32 [%rd2], %f2;\n\tret;\n}\n";
+
+/* No PTX an sm_90 device can JIT. */
+static const char ptx_newer[] = ".version 8.8\n.target sm_100\n.address_size 64\n\n"
+    ".visible .entry later()\n{\n\tret;\n}\n";
+
+/* Evolvable, another text: for the cap. */
+static const char ptx_other[] = HEAD ".visible .entry scale(.param .u64 x, .param .f32 s, .param .u32 n)\n{\n"
+    "\t.reg .f32 %f<3>;\n\t.reg .b64 %rd<3>;\n\tld.param.u64 %rd1, [x];\n\tld.param.f32 %f1, [s];\n"
+    "\tcvta.to.global.u64 %rd2, %rd1;\n\tld.global.f32 %f2, [%rd2];\n\tmul.f32 %f2, %f2, %f1;\n"
+    "\tst.global.f32 [%rd2], %f2;\n\tret;\n}\n";
+
+static int contains(const char *s, const char *part) { return s && strstr(s, part) != NULL; }
+
+static drk_source_kernel kernel_of(uintptr_t owner, const char *name)
+{
+    return (drk_source_kernel){name, drk_images_facts(owner, name, 0), drk_images_ptx(owner, name), 0};
+}
+
+static void test_kept(void)
+{
+    drk_images_set_sm(90);
+    /* Off by default: nothing kept. */
+    CHECK(drk_images_loaded(0x101, "cuModuleLoadData", ptx_a, NULL) == 2); /* both JIT-compiled by the driver */
+    CHECK(drk_images_facts(0x101, "vec_add", 0) && drk_images_ptx(0x101, "vec_add") == NULL);
+
+    drk_images_keep_ptx(DRK_IMAGES_PTX_CAP);
+    drk_images_loaded(0x102, "cuModuleLoadData", ptx_a, NULL);
+    const drk_ptx_text *p = drk_images_ptx(0x102, "vec_add");
+    CHECK(p && p->len == strlen(ptx_a) && strcmp(p->text, ptx_a) == 0);
+    unsigned char d[DRK_SHA256_BYTES];
+    drk_sha256(ptx_a, strlen(ptx_a), d);
+    CHECK(p && memcmp(p->sha256, d, sizeof d) == 0);
+    /* One copy for the module's kernels, and for a second load of the text. */
+    CHECK(drk_images_ptx(0x102, "empty") == p);
+    drk_images_loaded(0x103, "cuModuleLoadDataEx", ptx_a, NULL);
+    CHECK(drk_images_ptx(0x103, "vec_add") == p);
+    drk_images_stats s = drk_images_stats_get();
+    CHECK(s.ptx_kept == 1 && s.ptx_kept_bytes == strlen(ptx_a));
+    /* Kept past the owner's unload for whoever holds it; not found by it. */
+    drk_images_unloaded(0x103);
+    CHECK(drk_images_ptx(0x103, "vec_add") == NULL && strcmp(p->text, ptx_a) == 0);
+
+    /* A module global, PTX for a newer device only: not kept. */
+    drk_images_loaded(0x104, "cuModuleLoadData", ptx_global, NULL);
+    const drk_image_facts *f = drk_images_facts(0x104, "fill", 0);
+    CHECK(f && f->flow && !f->flow->evolvable && (f->flow->flags & DRK_FLOW_MODULE_GLOBALS));
+    CHECK(drk_images_ptx(0x104, "fill") == NULL);
+    drk_images_loaded(0x105, "cuModuleLoadData", ptx_newer, NULL);
+    f = drk_images_facts(0x105, "later", 0);
+    CHECK(f && !f->ptx_for_device && drk_images_ptx(0x105, "later") == NULL);
+    CHECK(drk_images_stats_get().ptx_kept == 1);
+#ifdef DRK_UNIT_IMAGES
+    /* SASS only: nothing to rebuild from. */
+    drk_images_loaded(0x106, "cuModuleLoad", NULL, DRK_UNIT_IMAGES "/sm90.cubin");
+    drk_image img;
+    char err[160];
+    drk_image_options opt = {90, 0};
+    CHECK(drk_image_read_file(DRK_UNIT_IMAGES "/sm90.cubin", &opt, &img, err, sizeof err) == 0 && img.nkernels);
+    for (size_t i = 0; i < img.nkernels; i++) {
+        f = drk_images_facts(0x106, img.kernels[i].info.name, 0);
+        CHECK(f && !f->ptx_for_device && drk_images_ptx(0x106, img.kernels[i].info.name) == NULL);
+    }
+    drk_image_free(&img);
+#endif
+
+    /* The cap: a text past it is not kept, and said so once. */
+    drk_images_keep_ptx(s.ptx_kept_bytes + 10);
+    drk_images_loaded(0x107, "cuModuleLoadData", ptx_other, NULL);
+    CHECK(drk_images_ptx(0x107, "scale") == NULL);
+    s = drk_images_stats_get();
+    CHECK(s.ptx_kept == 1 && s.ptx_over_cap == 1);
+    drk_images_keep_ptx(DRK_IMAGES_PTX_CAP);
+    drk_images_loaded(0x108, "cuModuleLoadData", ptx_other, NULL);
+    CHECK(drk_images_ptx(0x108, "scale") != NULL && drk_images_stats_get().ptx_kept == 2);
+}
+
+static void test_applies(void)
+{
+    char why[200];
+    drk_source_kernel k = kernel_of(0x102, "vec_add");
+    CHECK(drk_source_ptx.applies(&k, why, sizeof why) == 1);
+    k.cooperative = 1;
+    CHECK(drk_source_ptx.applies(&k, why, sizeof why) == 0 && contains(why, "cooperatively"));
+    k = kernel_of(0x101, "vec_add"); /* loaded while keeping was off */
+    CHECK(drk_source_ptx.applies(&k, why, sizeof why) == 0 && contains(why, "not kept"));
+    k = kernel_of(0x104, "fill");
+    CHECK(drk_source_ptx.applies(&k, why, sizeof why) == 0 && contains(why, "not evolvable") &&
+          contains(why, "global"));
+    k = kernel_of(0x105, "later");
+    CHECK(drk_source_ptx.applies(&k, why, sizeof why) == 0 && contains(why, "no PTX the device can JIT"));
+    drk_image_facts sass = {.nsass = 1, .sass = {90}};
+    k = (drk_source_kernel){"sass_only", &sass, NULL, 0};
+    CHECK(drk_source_ptx.applies(&k, why, sizeof why) == 0 && contains(why, "SASS only"));
+    k.facts = NULL;
+    CHECK(drk_source_ptx.applies(&k, why, sizeof why) == 0 && contains(why, "no image facts"));
+    /* Attributes: every kernel, SASS only too, but not a cooperative one. */
+    k = (drk_source_kernel){"sass_only", &sass, NULL, 0};
+    CHECK(drk_source_attr.applies(&k, why, sizeof why) == 1);
+    k.cooperative = 1;
+    CHECK(drk_source_attr.applies(&k, why, sizeof why) == 0 && contains(why, "cooperatively"));
+
+    /* Knobs: index 0 the driver's default; which ones rebuild. */
+    const drk_source *s = &drk_source_ptx;
+    CHECK(s->nknobs == 5 && strcmp(s->knobs[0].name, "max_registers") == 0 && s->knobs[0].nvalues == 11 &&
+          s->knobs[0].values[10] == 255 && s->knobs[3].values[0] == 4 && s->knobs[3].values[1] == 3);
+    CHECK(drk_source_variants(s) == 11 * 2 * 3 * 2 * 3 && drk_source_variants(&drk_source_attr) == 4);
+    drk_variant v0 = drk_source_variant_at(s, 0), v = {{5, 0, 1, 1, 0}};
+    CHECK(!drk_variant_rebuilds(s, &v0) && drk_variant_rebuilds(s, &v));
+    drk_variant carve = {{2}};
+    CHECK(!drk_variant_rebuilds(&drk_source_attr, &carve));
+    char text[128];
+    drk_source_variant_text(s, &v, 256, text, sizeof text);
+    CHECK(strcmp(text, "max_registers=64 min_ctas_per_sm=2 opt_level=3") == 0);
+    drk_source_variant_text(s, &v0, 0, text, sizeof text);
+    CHECK(strcmp(text, "default") == 0);
+    drk_variant t = {{0, 1, 0, 0, 0}};
+    drk_source_variant_text(s, &t, 0, text, sizeof text);
+    CHECK(strcmp(text, "threads_per_block=block") == 0);
+    drk_source_variant_text(s, &t, 96, text, sizeof text);
+    CHECK(strcmp(text, "threads_per_block=96") == 0);
+    /* MIN_CTA is ignored with a budget; a declared block beats a target. */
+    k = kernel_of(0x102, "vec_add");
+    CHECK(s->redundant(&k, &v) && !s->redundant(&k, &t) && !s->redundant(&k, &v0));
+    drk_source_kernel e = kernel_of(0x102, "empty");
+    CHECK(e.facts && e.facts->max_threads == 128 && s->redundant(&e, &t));
+}
+
+static int never_passed(CUjit_option o)
+{
+    for (const CUjit_option *n = drk_source_ptx_never; *n != (CUjit_option)-1; n++)
+        if (*n == o)
+            return 0;
+    return 1;
+}
+
+static void test_build_ptx(CUcontext ctx)
+{
+    const drk_source *s = &drk_source_ptx;
+    CHECK(fakecuda_set_kernel_resources("vec_add", 100, 0) == 0);
+    drk_source_kernel k = kernel_of(0x102, "vec_add");
+    drk_build_in in = {&table, ctx, &k, 256, NULL};
+    unsigned long long live = fakecuda_live_modules();
+    static const int32_t regs[] = {0, 32, 40, 48, 56, 64, 80, 96, 128, 168, 255};
+    static const uintptr_t ctas[] = {0, 2, 4}, cache[] = {0, CU_JIT_CACHE_OPTION_CG, CU_JIT_CACHE_OPTION_CA};
+    unsigned built = 0;
+    for (uint32_t i = 0; i < drk_source_variants(s); i++) {
+        drk_variant v = drk_source_variant_at(s, i);
+        drk_built b;
+        if (s->build(&in, &v, &b) != 0) {
+            fprintf(stderr, "variant %u: %s\n", i, b.why);
+            CHECK(0);
+            continue;
+        }
+        built++;
+        CHECK(b.module && b.fn && b.rc == CUDA_SUCCESS && b.jit_ms == 0.5f && contains(b.log, "compiled"));
+        CHECK(fakecuda_live_modules() == live + 1);
+        /* Exactly: the logs and wall time, then each knob off its default. */
+        CUjit_option want[16] = {CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, CU_JIT_ERROR_LOG_BUFFER,
+                                 CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_JIT_LOG_VERBOSE, CU_JIT_WALL_TIME};
+        unsigned long long wval[16] = {0};
+        unsigned n = 6;
+        if (v.k[0])
+            want[n] = CU_JIT_MAX_REGISTERS, wval[n++] = (unsigned long long)regs[v.k[0]];
+        if (v.k[1])
+            want[n] = CU_JIT_THREADS_PER_BLOCK, wval[n++] = 256;
+        if (v.k[2]) {
+            want[n] = CU_JIT_MIN_CTA_PER_SM, wval[n++] = ctas[v.k[2]];
+            want[n] = CU_JIT_MAX_THREADS_PER_BLOCK, wval[n++] = 256;
+        }
+        if (v.k[3])
+            want[n] = CU_JIT_OPTIMIZATION_LEVEL, wval[n++] = 3;
+        if (v.k[4])
+            want[n] = CU_JIT_CACHE_MODE, wval[n++] = cache[v.k[4]];
+        CUjit_option got[32];
+        unsigned long long gval[32];
+        int ng = fakecuda_module_jit_options(b.module, got, gval, 32);
+        int same = ng == (int)n;
+        for (unsigned j = 0; same && j < n; j++)
+            same = got[j] == want[j] && (j < 6 || gval[j] == wval[j]);
+        for (int j = 0; j < ng && j < 32; j++)
+            CHECK(never_passed(got[j]));
+        CHECK(same);
+        int r = 0;
+        CHECK(table.func_get_attribute(&r, CU_FUNC_ATTRIBUTE_NUM_REGS, b.fn) == CUDA_SUCCESS);
+        int budget = v.k[0] ? regs[v.k[0]] : 0;
+        CHECK(r == (budget && budget < 100 ? budget : 100));
+        CHECK(s->unload(&in, &b) == CUDA_SUCCESS && b.module == NULL);
+        CHECK(fakecuda_live_modules() == live);
+    }
+    CHECK(built == drk_source_variants(s));
+    CUcontext cur = NULL;
+    CHECK(table.ctx_get_current(&cur) == CUDA_SUCCESS && cur == NULL); /* pushed and popped */
+
+    /* A failing build: the JIT's log in words, nothing left loaded. */
+    fakecuda_fail_jit(CU_JIT_MAX_REGISTERS, 40);
+    drk_variant v = {{2}};
+    drk_built b;
+    CHECK(s->build(&in, &v, &b) == -1 && b.rc == CUDA_ERROR_INVALID_PTX && !b.module);
+    CHECK(contains(b.why, "cuModuleLoadDataEx") && contains(b.why, "CUDA_ERROR_INVALID_PTX") &&
+          contains(b.why, "ptxas fatal") && contains(b.why, "planted"));
+    CHECK(fakecuda_live_modules() == live);
+    fakecuda_fail_jit((CUjit_option)-1, 0);
+    /* A block-dependent knob needs the block; a kernel it does not apply to is refused. */
+    in.block_threads = 0;
+    drk_variant tb = {{0, 1}};
+    CHECK(s->build(&in, &tb, &b) == -1 && contains(b.why, "block"));
+    drk_source_kernel g = kernel_of(0x104, "fill");
+    drk_build_in gin = {&table, ctx, &g, 256, NULL};
+    CHECK(s->build(&gin, &v, &b) == -1 && contains(b.why, "does not apply"));
+    CHECK(fakecuda_live_modules() == live);
+}
+
+static void test_attr(void)
+{
+    const drk_source *s = &drk_source_attr;
+    CUmodule m;
+    CUfunction fn;
+    CHECK(cuModuleLoadData(&m, "DRKFAKE1\nvec_add\n") == CUDA_SUCCESS);
+    CHECK(cuModuleGetFunction(&fn, m, "vec_add") == CUDA_SUCCESS);
+    unsigned long long live = fakecuda_live_modules();
+    drk_source_kernel k = {"vec_add", NULL, NULL, 0};
+    drk_build_in in = {&table, NULL, &k, 256, fn};
+    static const int want[] = {-1, 25, 50, 100};
+    for (uint32_t i = 0; i < drk_source_variants(s); i++) {
+        drk_variant v = drk_source_variant_at(s, i);
+        drk_built b;
+        CHECK(s->build(&in, &v, &b) == 0 && b.fn == fn && b.module == NULL);
+        int c = 7;
+        CHECK(cuFuncGetAttribute(&c, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, fn) == CUDA_SUCCESS);
+        CHECK(c == want[i]);
+        CHECK(fakecuda_live_modules() == live); /* loads nothing */
+        CHECK(s->unload(&in, &b) == CUDA_SUCCESS);
+        CHECK(cuFuncGetAttribute(&c, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, fn) == CUDA_SUCCESS &&
+              c == -1);
+    }
+    for (unsigned i = 0; i < s->knobs[0].nvalues; i++)
+        CHECK(s->knobs[0].values[i] != 0); /* all-L1 is never tried */
+    drk_built b;
+    drk_variant v = {{1}};
+    in.fn = NULL;
+    CHECK(s->build(&in, &v, &b) == -1 && contains(b.why, "no function"));
+    in.fn = (CUfunction)m; /* not a function: the driver's answer, in words */
+    CHECK(s->build(&in, &v, &b) == -1 && b.rc == CUDA_ERROR_INVALID_HANDLE && contains(b.why, "cuFuncSetAttribute"));
+    CHECK(cuModuleUnload(m) == CUDA_SUCCESS);
+}
+
+int main(void)
+{
+    fill();
+    CHECK(cuInit(0) == CUDA_SUCCESS);
+    CUdevice dev;
+    CUcontext ctx = NULL;
+    CHECK(cuDeviceGet(&dev, 0) == CUDA_SUCCESS && cuDevicePrimaryCtxRetain(&ctx, dev) == CUDA_SUCCESS);
+    test_kept();
+    test_applies();
+    test_build_ptx(ctx);
+    test_attr();
+    CHECK(cuDevicePrimaryCtxRelease(dev) == CUDA_SUCCESS);
+    return CHECK_DONE();
+}
