@@ -50,7 +50,7 @@ const drk_option_desc drk_option_table[DRK_OPT_COUNT] = {
                          "1: time every kernel, copy and set on the GPU with CUPTI's activity records, per kernel, "
                          "launch shape and round, for the report; counters: also DRAM throughput, achieved "
                          "occupancy and sectors per request of the hottest kernels, one sampled launch at a time "
-                         "(off by default: measured to cost 4-5% on small trainers)"},
+                         "(off by default: it costs small trainers several percent, README says how much)"},
     [DRK_OPT_CUPTI_LIBRARY] = {"DRK_CUPTI_LIBRARY", DRK_OPTION_PATH, "",
                                "the libcupti.so.13 to time with, tried after a copy the program already loaded "
                                "(empty: the CUDA toolkit's, then the nvidia-cuda-cupti wheel's, then the loader's)"},
