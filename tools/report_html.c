@@ -76,14 +76,6 @@ static void esc_fit(FILE *f, const char *s, size_t width)
 
 static uint64_t add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
 
-static const char *pct_text(uint64_t part, uint64_t whole, char *buf, size_t n)
-{
-    if (whole)
-        snprintf(buf, n, "%.1f%%", 100.0 * (double)part / (double)whole);
-    else
-        snprintf(buf, n, "-");
-    return buf;
-}
 
 static void shape_text(const rep_time_row *r, char *buf, size_t n)
 {
@@ -234,7 +226,7 @@ static void legend_item(FILE *f, double y, const char *colour, const rep_time_ro
         fprintf(f, "other kernel-shapes");
     }
     fprintf(f, "\n%s in the kept rounds (%s of their kernel time)</title>", human_ns(ns, t, sizeof t),
-            pct_text(ns, all, p, sizeof p));
+            percent_text(ns, all, 1, p, sizeof p));
     fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" rx=\"2\" fill=\"%s\"/>", CL, y - 10, colour);
     fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">", CL + 18, y);
     if (key)
@@ -335,7 +327,7 @@ static int chart_stacked(FILE *f, const rep_rounds *rs)
             } else {
                 fprintf(f, "other kernel-shapes\n%s", human_ns(ns, t, sizeof t));
             }
-            fprintf(f, ", %s of the round's kernel time</title></rect>\n", pct_text(ns, stack[i], p, sizeof p));
+            fprintf(f, ", %s of the round's kernel time</title></rect>\n", percent_text(ns, stack[i], 1, p, sizeof p));
             base += (double)ns;
         }
     }
@@ -521,7 +513,7 @@ static void kernel_table(FILE *f, const rep_gpu *g, size_t top)
         fprintf(f,
                 "</td><td class=\"shape\">%s</td><td>%" PRIu64 "</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td>"
                 "</tr>\n",
-                shape, r->launches, human_ns(r->total_ns, t, sizeof t), pct_text(r->total_ns, all, p, sizeof p),
+                shape, r->launches, human_ns(r->total_ns, t, sizeof t), percent_text(r->total_ns, all, 1, p, sizeof p),
                 human_ns(r->median_ns, med, sizeof med), human_ns(r->p95_ns, p95, sizeof p95));
     }
     fprintf(f, "</tbody>\n</table>\n");
@@ -623,7 +615,7 @@ static void gpu_summary(FILE *f, const rep_process *p)
     fprintf(f, "<p class=\"summary\">");
     if (g->rounds)
         fprintf(f, "GPU busy <b>%s</b> (%s of %s) over %" PRIu64 " round%s &middot; ",
-                pct_text(g->busy_ns, g->wall_ns, c, sizeof c), human_ns(g->busy_ns, a, sizeof a),
+                percent_text(g->busy_ns, g->wall_ns, 1, c, sizeof c), human_ns(g->busy_ns, a, sizeof a),
                 human_ns(g->wall_ns, b, sizeof b), g->rounds, g->rounds == 1 ? "" : "s");
     fprintf(f, "kernel time %s in %" PRIu64 " kernel%s &middot; copy time %s in %" PRIu64 " cop%s (%s)",
             human_ns(g->kernel_ns, d, sizeof d), g->kernels, g->kernels == 1 ? "" : "s",

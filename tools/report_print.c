@@ -189,15 +189,6 @@ static void print_host_pool(FILE *f, const rep_hpool *h, size_t nprocs, int afte
             h->chunks, h->chunks == 1 ? "" : "s", h->driver_fallbacks, h->driver_fallbacks == 1 ? "" : "s");
 }
 
-/* "12.5" (no sign: the column says %), "-" when there is no whole. */
-static const char *share_text(uint64_t part, uint64_t whole, char *buf, size_t n)
-{
-    if (whole)
-        snprintf(buf, n, "%.1f", 100.0 * (double)part / (double)whole);
-    else
-        snprintf(buf, n, "-");
-    return buf;
-}
 
 static void row_shape_text(const rep_time_row *r, char *buf, size_t n)
 {
@@ -240,7 +231,7 @@ static void print_gpu_rows(FILE *f, const rep_gpu *g, size_t top, size_t nprocs)
             snprintf(mean, sizeof mean, "-");
         table_row(&tb, (const char *const[]){rank, name, shape, u64s(r->launches, launches, sizeof launches),
                                              human_ns(r->total_ns, total, sizeof total),
-                                             share_text(r->total_ns, all, pct, sizeof pct),
+                                             percent_text(r->total_ns, all, 0, pct, sizeof pct),
                                              human_ns(r->median_ns, med, sizeof med),
                                              human_ns(r->p95_ns, p95, sizeof p95), mean});
     }
@@ -263,7 +254,7 @@ static void print_gpu_summary(FILE *f, const rep_gpu *g, size_t nprocs)
     fprintf(f, "  ");
     if (g->rounds)
         fprintf(f, "GPU busy %s of %s (%s%%) over %" PRIu64 " round%s%s; ", human_ns(g->busy_ns, a, sizeof a),
-                human_ns(g->wall_ns, b, sizeof b), share_text(g->busy_ns, g->wall_ns, c, sizeof c), g->rounds,
+                human_ns(g->wall_ns, b, sizeof b), percent_text(g->busy_ns, g->wall_ns, 0, c, sizeof c), g->rounds,
                 g->rounds == 1 ? "" : "s", nprocs ? " (sums over processes)" : "");
     fprintf(f, "kernel time %s in %" PRIu64 " kernel%s, copy time %s in %" PRIu64 " cop%s (%s)",
             human_ns(g->kernel_ns, d, sizeof d), g->kernels, g->kernels == 1 ? "" : "s",
@@ -314,13 +305,13 @@ static void print_rounds(FILE *f, const rep_rounds *rs, size_t top)
             mem[80];
         char pct[32], name[4 * 32 + 1], shape[256], t1[32], t2[32], after[4 * 32 + 1], before[4 * 32 + 1];
         if (r->wall_ns)
-            snprintf(busy, sizeof busy, "%s%%", share_text(r->busy_ns, r->wall_ns, pct, sizeof pct));
+            snprintf(busy, sizeof busy, "%s%%", percent_text(r->busy_ns, r->wall_ns, 0, pct, sizeof pct));
         else
             snprintf(busy, sizeof busy, "-");
         if (r->ntop) {
             row_shape_text(&r->top[0], shape, sizeof shape);
             snprintf(topk, sizeof topk, "%s %s (%s%%)", text_fit(r->top[0].name, 32, name, sizeof name), shape,
-                     share_text(r->top[0].total_ns, r->kernel_ns, pct, sizeof pct));
+                     percent_text(r->top[0].total_ns, r->kernel_ns, 0, pct, sizeof pct));
         } else {
             snprintf(topk, sizeof topk, "-");
         }
@@ -357,7 +348,7 @@ static void print_rounds(FILE *f, const rep_rounds *rs, size_t top)
         fprintf(f, "  ... %" PRIu64 " earlier round%s (%" PRIu64 " merged by drk): wall %s, busy %s (%s%%), "
                    "kernel time %s, copy time %s, %" PRIu64 " kernel%s\n",
                 n, n == 1 ? "" : "s", rs->merged_rounds, human_ns(wall, a, sizeof a), human_ns(busy, b, sizeof b),
-                share_text(busy, wall, c, sizeof c), human_ns(kns, d, sizeof d), human_ns(cns, e, sizeof e), kernels,
+                percent_text(busy, wall, 0, c, sizeof c), human_ns(kns, d, sizeof d), human_ns(cns, e, sizeof e), kernels,
                 kernels == 1 ? "" : "s");
     }
 }
@@ -931,7 +922,7 @@ static void print_side(FILE *f, const char *label, const rep_side *s)
     if (g->processes) {
         if (g->rounds)
             fprintf(f, "GPU busy %s of %s (%s%%) over %" PRIu64 " round%s, ", human_ns(g->busy_ns, a, sizeof a),
-                    human_ns(g->wall_ns, b, sizeof b), share_text(g->busy_ns, g->wall_ns, c, sizeof c), g->rounds,
+                    human_ns(g->wall_ns, b, sizeof b), percent_text(g->busy_ns, g->wall_ns, 0, c, sizeof c), g->rounds,
                     g->rounds == 1 ? "" : "s");
         fprintf(f, "kernel time %s", human_ns(g->kernel_ns, d, sizeof d));
         if (g->processes < s->n)

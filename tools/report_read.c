@@ -175,6 +175,16 @@ static int read_dim3(ctx *c, const json_value *shape, const char *where, const c
     return 0;
 }
 
+/* A kernel-shape's geometry, as every table keys it: grid, block and
+ * dynamic shared bytes. */
+static void read_geometry(ctx *c, const json_value *r, const char *at, uint64_t grid[3], uint64_t block[3],
+                          uint64_t *shared_bytes)
+{
+    read_dim3(c, r, at, "grid", grid);
+    read_dim3(c, r, at, "block", block);
+    get_u64(c, r, at, "shared_bytes", shared_bytes);
+}
+
 static int read_kernel(ctx *c, const json_value *k, const char *where, rep_kernel *out)
 {
     if (k->type != JSON_OBJECT)
@@ -198,9 +208,7 @@ static int read_kernel(ctx *c, const json_value *k, const char *where, rep_kerne
         snprintf(at, sizeof at, "%s.shapes[%zu]", where, i);
         if (s->type != JSON_OBJECT)
             return bad(c, "%s: expected an object, found %s", at, json_type_name(s->type));
-        read_dim3(c, s, at, "grid", o->grid);
-        read_dim3(c, s, at, "block", o->block);
-        get_u64(c, s, at, "shared_bytes", &o->shared_bytes);
+        read_geometry(c, s, at, o->grid, o->block, &o->shared_bytes);
         get_u64(c, s, at, "launches", &o->launches);
         if (c->failed)
             return -1;
@@ -420,9 +428,7 @@ static int read_time_row(ctx *c, const json_value *r, const char *at, int with_m
     o->name = get_str(c, r, at, "name");
     if (c->failed)
         return -1;
-    read_dim3(c, r, at, "grid", o->grid);
-    read_dim3(c, r, at, "block", o->block);
-    get_u64(c, r, at, "shared_bytes", &o->shared_bytes);
+    read_geometry(c, r, at, o->grid, o->block, &o->shared_bytes);
     get_u64(c, r, at, "launches", &o->launches);
     get_u64(c, r, at, "total_ns", &o->total_ns);
     get_u64(c, r, at, "min_ns", &o->min_ns);
@@ -478,9 +484,7 @@ static int read_counters(ctx *c, const json_value *gpu, rep_counters *k)
         x->name = get_str(c, r, where, "name");
         if (c->failed)
             return -1;
-        read_dim3(c, r, where, "grid", x->grid);
-        read_dim3(c, r, where, "block", x->block);
-        get_u64(c, r, where, "shared_bytes", &x->shared_bytes);
+        read_geometry(c, r, where, x->grid, x->block, &x->shared_bytes);
         get_number(c, r, where, "dram_pct", &x->dram_pct);
         get_number(c, r, where, "occupancy_pct", &x->occupancy_pct);
         get_number(c, r, where, "ld_sectors_per_request", &x->ld_sectors_per_request);
@@ -641,9 +645,7 @@ static int read_finding(ctx *c, const json_value *f, const char *at, rep_finding
         if (k->type != JSON_OBJECT)
             return bad(c, "%s: expected an object or null, found %s", where, json_type_name(k->type));
         o->kernel = get_str(c, k, where, "name");
-        read_dim3(c, k, where, "grid", o->grid);
-        read_dim3(c, k, where, "block", o->block);
-        get_u64(c, k, where, "shared_bytes", &o->shared_bytes);
+        read_geometry(c, k, where, o->grid, o->block, &o->shared_bytes);
     }
     get_number(c, f, at, "value", &o->value);
     get_number(c, f, at, "reference", &o->reference);

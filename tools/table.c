@@ -145,3 +145,12 @@ const char *sectors_text(double v, char *buf, size_t n)
         snprintf(buf, n, "%.2f", v);
     return buf;
 }
+
+const char *percent_text(uint64_t part, uint64_t whole, int sign, char *buf, size_t n)
+{
+    if (whole)
+        snprintf(buf, n, sign ? "%.1f%%" : "%.1f", 100.0 * (double)part / (double)whole);
+    else
+        snprintf(buf, n, "-");
+    return buf;
+}

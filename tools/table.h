@@ -40,4 +40,8 @@ const char *human_ns(uint64_t ns, char *buf, size_t n);
 /* Sectors per request (counters): "-" when the kernel made no such requests (-1). */
 const char *sectors_text(double v, char *buf, size_t n);
 
+/* part of whole in percent, one decimal ("12.5", or "12.5%" with `sign`);
+ * "-" when there is no whole. */
+const char *percent_text(uint64_t part, uint64_t whole, int sign, char *buf, size_t n);
+
 #endif
