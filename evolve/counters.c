@@ -61,7 +61,11 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int on;                    /* under lock, like everything below */
 static char off_why[256] = "DRK_PROFILE is not counters";
 static drk_counters_state st;
-static uint64_t started_ns;       /* CLOCK_MONOTONIC at start, for the budget */
+/* CLOCK_MONOTONIC before which no sample is armed: each sample's cost is
+ * followed by cost * (1 / budget - 1) without one, so samples take at most
+ * the budget of any stretch of wall time and none is banked (a program's
+ * long start would otherwise buy a burst of samples in its first steps). */
+static uint64_t next_ns;
 
 /* What is armed: the handle (also in drk_counters_armed) and its shape. */
 static struct {
@@ -165,7 +169,7 @@ int drk_counters_start(double budget, char *why, size_t whylen)
     pthread_mutex_lock(&lock);
     on = 1;
     st.budget = budget;
-    started_ns = mono_ns();
+    next_ns = budget > 0 ? 0 : UINT64_MAX; /* 0%: no samples */
     off_why[0] = '\0';
     pthread_mutex_unlock(&lock);
     return 0;
@@ -213,11 +217,7 @@ static uintptr_t handle_of(const drk_time_key *k)
     return 0;
 }
 
-static int within_budget(void)
-{
-    double elapsed = (double)(mono_ns() - started_ns);
-    return (double)st.cost_ns <= st.budget * elapsed;
-}
+static int within_budget(void) { return mono_ns() >= next_ns; }
 
 /* Whether kernel-shape `k` is due a sample in round `round`. */
 static int due(const drk_time_key *k, uint64_t round)
@@ -248,8 +248,8 @@ void drk_counters_round(const drk_round *r)
         armed.handle = 0;
     }
     if (!within_budget()) {
-        drk_log(DRK_LOG_DEBUG, "counters: round %llu: over the budget (%.1f ms sampled)", (unsigned long long)r->index,
-                (double)st.cost_ns / 1e6);
+        drk_log(DRK_LOG_DEBUG, "counters: round %llu: within the budget's spacing (%.1f ms sampled)",
+                (unsigned long long)r->index, (double)st.cost_ns / 1e6);
         goto out;
     }
     for (unsigned t = 0; t < r->ntop && t < DRK_COUNTERS_TOP; t++) {
@@ -407,6 +407,7 @@ int drk_counters_begin(uintptr_t f, const uint32_t grid[3], const uint32_t block
         turn_off("GPU times stopped", CUPTI_SUCCESS);
         goto no;
     }
+    sample_mono0 = mono_ns(); /* the profiler's setup is the sample's cost too */
     /* Kernel replay cannot run inside a capture; a later launch will do. */
     if (!drv.stream_is_capturing || drv.stream_is_capturing(stream, &cap) != CUDA_SUCCESS ||
         cap != CU_STREAM_CAPTURE_STATUS_NONE)
@@ -437,7 +438,6 @@ int drk_counters_begin(uintptr_t f, const uint32_t grid[3], const uint32_t block
         turn_off("cuptiRangeProfilerSetConfig", r);
         goto no;
     }
-    sample_mono0 = mono_ns();
     sample_t0 = drk_cupti_now();
     atomic_store(&used, 1);
     drk_gputime_exclude(sample_t0, UINT64_MAX);
@@ -463,8 +463,6 @@ void drk_counters_end(CUresult launched)
     if (r == CUPTI_SUCCESS)
         r = api.decode(&dd);
     drk_gputime_exclude(sample_t0, drk_cupti_now());
-    uint64_t cost = mono_ns() - sample_mono0;
-    st.cost_ns += cost;
     CUpti_RangeProfiler_GetCounterDataInfo_Params inf = {CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE,
                                                          NULL, data_image, data_bytes, 0};
     double v[NMETRICS] = {0};
@@ -495,6 +493,10 @@ void drk_counters_end(CUresult launched)
         release();
         prepared = 0;
     }
+    uint64_t end = mono_ns(), cost = end - sample_mono0;
+    st.cost_ns += cost;
+    if (st.budget > 0 && st.budget < 1)
+        next_ns = end + (uint64_t)((double)cost * (1 / st.budget - 1));
     pthread_mutex_unlock(&lock);
 }
 

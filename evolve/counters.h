@@ -52,7 +52,7 @@ typedef struct drk_counters_state {
     int on;                   /* started and not stopped */
     const char *off;          /* why not, or NULL */
     uint64_t samples, discarded; /* taken; given up (another launch in the window, an error) */
-    uint64_t cost_ns;         /* wall time of the sampled launches, in the program's calls */
+    uint64_t cost_ns;         /* wall time of the sampled launches, in the program's calls (setup, release included) */
     uint64_t passes;          /* replay passes a sample needs */
     double budget;            /* share of wall time samples may take */
 } drk_counters_state;

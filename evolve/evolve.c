@@ -19,4 +19,5 @@ void drk_evolve_after_fork_child(void)
     drk_images_after_fork_child();
     drk_cupti_after_fork_child();
     drk_counters_after_fork_child();
+    drk_occupancy_after_fork_child();
 }

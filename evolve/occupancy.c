@@ -1,6 +1,7 @@
 #include "evolve/occupancy.h"
 
 #include <limits.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 
@@ -18,7 +19,9 @@ static drk_driver drv;
 static atomic_int configured;
 static atomic_int said; /* a failure was logged */
 
-/* One caller at a time (occupancy.h): none of this is shared. */
+/* Held by the one caller at a time (drk's thread, or an unloading program
+ * thread) for all of the below. */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static uint8_t done[DRK_REGISTRY_RECORDS];   /* shapes worked out (or given up), a bit each */
 static uint8_t waited[DRK_REGISTRY_RECORDS]; /* shapes put off once for their record's facts */
 static uint64_t seen_added;                  /* the registry's shape count at the last look */
@@ -204,8 +207,12 @@ static int shape(size_t i, const drk_kernel_record *r, int k)
         waited[i] |= (uint8_t)(1u << k);
         return 0;
     }
-    if (!f || r->kind == DRK_HANDLE_UNKNOWN || drk_registry_find(r->handle) != r)
-        return 1; /* no device known, unnamed, or its module unloaded (the handle may be gone) */
+    if (!f || r->kind == DRK_HANDLE_UNKNOWN || drk_registry_find(r->handle) != r) {
+        /* no device known, unnamed, or its module unloaded (the handle may be gone) */
+        drk_log(DRK_LOG_DEBUG, "occupancy: %.80s passed over (%s)", r->name ? r->name : "?",
+                !f ? "no driver facts" : r->kind == DRK_HANDLE_UNKNOWN ? "unknown handle" : "unloaded");
+        return 1;
+    }
     const struct device *d = device_of(f->device, r->name);
     drk_occupancy o;
     if (d && push_primary(f->device, r->name) && work_out(r, &r->shapes[k].shape, d, &o)) {
@@ -213,14 +220,34 @@ static int shape(size_t i, const drk_kernel_record *r, int k)
         drk_time_key key = {r->name, {s->grid[0], s->grid[1], s->grid[2]}, {s->block[0], s->block[1], s->block[2]},
                             s->shared_bytes};
         drk_gputime_occupancy(&key, &o);
+        drk_log(DRK_LOG_DEBUG, "occupancy: %.80s at block (%u,%u,%u), dyn smem %u: %.3g%%", r->name, s->block[0],
+                s->block[1], s->block[2], s->shared_bytes, 100 * o.theoretical);
     }
     return 1;
 }
+
+static unsigned update(unsigned max);
 
 unsigned drk_occupancy_update(unsigned max)
 {
     if (!atomic_load_explicit(&configured, memory_order_acquire))
         return 0;
+    pthread_mutex_lock(&lock);
+    unsigned n = update(max);
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
+void drk_occupancy_after_fork_child(void)
+{
+    /* The lock may have been held by the parent's thread mid-update. */
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    lock = fresh;
+    pushed = -1; /* the parent's thread pushed it; the child has no such thread */
+}
+
+static unsigned update(unsigned max)
+{
     uint64_t added = drk_registry_shapes_added();
     if (added == seen_added && !again)
         return 0; /* nothing new: the common tick */

@@ -2,7 +2,7 @@
  * occupancy calculator, for the occupancy_drop finding (evolve/findings.h).
  *
  * Worked out on drk's own thread (shim/worker.c, each tick and once at
- * exit), never on a launch: for each registry record's launch shapes not yet
+ * exit) and just before a module or library is unloaded, never on a launch: for each registry record's launch shapes not yet
  * done, blocks an SM holds (cuOccupancyMaxActiveBlocksPerMultiprocessor with
  * the shape's block size and dynamic shared memory) times warps a block,
  * over the SM's warps (CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR /
@@ -29,7 +29,11 @@ void drk_occupancy_configure(const drk_driver *drv);
 
 /* Works out the occupancy of at most `max` shapes launched since the last
  * call (the rest at the next); the number worked out, failures included.
- * One caller at a time: drk's thread, or the exit once it stopped. */
+ * Callers take turns: drk's thread each tick, the exit once it stopped, and
+ * a program thread about to unload a module (its handles are gone after, and
+ * a short-lived kernel may have launched since the last tick). */
 unsigned drk_occupancy_update(unsigned max);
+
+void drk_occupancy_after_fork_child(void);
 
 #endif

@@ -110,12 +110,16 @@ static inline __attribute__((always_inline)) CUresult unloaded(drk_sym sym, CUre
 DRK_BODY drk_body_module_unload(drk_sym sym, CUmodule module)
 {
     DRK_REAL_OR_MISSING(module_unload);
+    if (drk_observing())
+        drk_modules_unloading();
     return unloaded(sym, real(module), module);
 }
 
 DRK_BODY drk_body_library_unload(drk_sym sym, CUlibrary library)
 {
     DRK_REAL_OR_MISSING(library_unload);
+    if (drk_observing())
+        drk_modules_unloading();
     return unloaded(sym, real(library), library);
 }
 

@@ -1,6 +1,7 @@
 #include "shim/modules.h"
 
 #include <cuda.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <time.h>
 
@@ -8,6 +9,7 @@
 #include "evolve/cupti.h"
 #include "evolve/gputime.h"
 #include "evolve/loaded.h"
+#include "evolve/occupancy.h"
 #include "interpose/table.h"
 
 static atomic_int reserved_shared = -1;
@@ -59,6 +61,15 @@ void drk_modules_loaded(int r, const void *const *owner, const char *how, const 
     uint64_t at = jit ? drk_cupti_now() : 0;
     if (at)
         drk_gputime_jit(at, how, jit, load_ns);
+}
+
+void drk_modules_unloading(void)
+{
+    /* The shapes launched since drk's last tick, while their handles are
+     * whole (a program that loads, launches and unloads within a tick would
+     * leave them unknown); only while GPU times are taken. */
+    if (drk_cupti_running())
+        drk_occupancy_update(UINT_MAX);
 }
 
 void drk_modules_unloaded(int r, const void *owner)

@@ -701,6 +701,7 @@ static const char *const p_metric_names[] = {
 
 static double p_values[P_METRICS] = {42.5, 61.25, 400, 100, 128, 32, 5000};
 static size_t p_ranges = 1;
+static unsigned p_stop_ms; /* real time a Stop takes */
 
 struct drk_cupti_host_object {
     int metric[P_METRICS];
@@ -961,7 +962,11 @@ CUptiResult CUPTIAPI cuptiRangeProfilerStop(CUpti_RangeProfiler_Stop_Params *p)
     LOCK();
     p_profiler.started = 0;
     p_profiler.stopped = 1;
+    unsigned ms = p_stop_ms;
     UNLOCK();
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    while (ms && nanosleep(&ts, &ts) != 0) {
+    }
     p->isAllPassSubmitted = 1;
     return CUPTI_SUCCESS;
 }
@@ -1030,6 +1035,13 @@ void fakecupti_set_metric(const char *name, double value)
     LOCK();
     if (m >= 0)
         p_values[m] = value;
+    UNLOCK();
+}
+
+void fakecupti_set_stop_delay(unsigned ms)
+{
+    LOCK();
+    p_stop_ms = ms;
     UNLOCK();
 }
 

@@ -145,6 +145,9 @@ void fakecupti_fail_one(const char *entry, CUptiResult r);
 #define FAKECUPTI_CHIP "FAKE100"
 void fakecupti_set_metric(const char *name, double value);
 void fakecupti_set_ranges(size_t n);
+/* Real time cuptiRangeProfilerStop takes, as the H200's replay passes do
+ * inside the sampled launch (0 by default). */
+void fakecupti_set_stop_delay(unsigned ms);
 /* Start..Stop windows so far. */
 unsigned long long fakecupti_profiler_windows(void);
 

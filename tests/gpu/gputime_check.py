@@ -235,9 +235,12 @@ def main():
     # memory from round 5 (theoretical occupancy 100% -> 62.5% on an H200).
     occ_dir = os.path.join(out, "occupancy")
     env = {k: v for k, v in os.environ.items() if not k.startswith("DRK_") and k != "CUDA_INJECTION64_PATH"}
-    env.update(LD_PRELOAD=args.shim, DRK_PROFILE="1", DRK_REPORT=occ_dir + "/", DRK_ROUND_SECONDS="0")
+    env.update(LD_PRELOAD=args.shim, DRK_PROFILE="1", DRK_REPORT=occ_dir + "/", DRK_ROUND_SECONDS="0",
+               DRK_LOG_LEVEL="info")
     p = subprocess.run([sys.executable, os.path.join(here, "workloads", "degrade.py"), "--occupancy"], env=env,
                        capture_output=True, text=True, timeout=300)
+    with open(os.path.join(out, "occupancy.stderr"), "w") as f:
+        f.write(p.stderr)
     check(p.returncode == 0, "occupancy: runs", p.stderr[-400:])
     orep = report_of(occ_dir)
     drops = [f for f in (orep or {}).get("findings", []) if f["name"] == "occupancy_drop"]

@@ -8,6 +8,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -184,6 +185,18 @@ def case_counters(args):
     c3 = rep3["gpu_time"]["counters"]
     check(c3["enabled"] and c3["samples"] == 0 and c3["discarded"] >= 1 and c3["by_kernel"] == [] and
           f"counters: {c3['discarded']} windows" in p3.stdout, "two ranges in a window: given up", (c3, p3.stdout))
+    # The budget spaces samples and banks none: after a 1.5 s start, a 300 ms
+    # sample at 20% keeps the next 1.2 s free of samples, longer than the
+    # rounds left (credit counted from the start would allow the second).
+    rep4, p4 = run(args, "counters", {"DRK_PROFILE": "counters", "DRK_COUNTERS_BUDGET": "20%",
+                                      "FAKECUPTI_STOP_MS": "300", "PROFILE_ROUTE_START_MS": "1500"})
+    c4 = rep4["gpu_time"]["counters"]
+    check(c4["enabled"] and c4["samples"] == 1 and c4["cost_ns"] >= 300e6 and near(c4["budget"], 0.2, 1e-9),
+          "20% of 300 ms samples: one sample, its cost counted, no burst after a long start", c4)
+    rep5, _ = run(args, "counters", {"DRK_PROFILE": "counters", "DRK_COUNTERS_BUDGET": "0%"})
+    c5 = rep5["gpu_time"]["counters"]
+    check(c5["enabled"] and c5["samples"] == 0 and rep5["gpu_time"]["excluded"] == 0, "a budget of 0%: no samples",
+          c5)
 
 
 def case_occupancy(args):
@@ -217,6 +230,11 @@ def case_occupancy(args):
           "by_kernel: gemm's latest occupancy", gemm)
     empty = rows.get(("empty", (4, 1, 1), (64, 1, 1), 0), {}).get("occupancy")
     check(empty and empty["theoretical"] == 1 and empty["limited_by"] == "none", "by_kernel: empty's", empty)
+    brief = rows.get(("brief", (2, 1, 1), (128, 1, 1), 0), {}).get("occupancy")
+    by_unload = re.search(r"occupancy: brief: (\d+) calculator calls by its unload", p.stdout)
+    check(by_unload and int(by_unload.group(1)) >= 1 and brief and
+          brief["theoretical"] == 1, "a kernel unloaded within a tick of its launch: worked out before the unload",
+          (p.stdout, brief))
     check("occupancy:" not in p.stderr, "every occupancy worked out (no failure line)", p.stderr)
     check(p.stderr.count("finding occupancy_drop") == 2, "one info line each", p.stderr)
 

@@ -23,7 +23,10 @@
  *                          record starts; `empty` at (4)x(64) four times as
  *                          long as at (1)x(32); prints the range profiler's
  *                          windows (FAKECUPTI_FAIL names an entry to fail;
- *                          FAKECUPTI_RANGES, the ranges a window decodes to)
+ *                          FAKECUPTI_RANGES, the ranges a window decodes to;
+ *                          FAKECUPTI_STOP_MS, the real time a sample's stop
+ *                          takes; PROFILE_ROUTE_START_MS, a pause before the
+ *                          first round)
  *   profile_route occupancy
  *                          eight rounds of `gemm`, `attn` and `empty`; from
  *                          round 5 `gemm` is a function reloaded with 128
@@ -103,6 +106,13 @@ static int own_client(const char *mode)
 static int counters(CUfunction empty, uint64_t base)
 {
     const uint64_t round_ns = 200000000ull;
+    /* A program's long start (imports, building its model), in real time:
+     * it must not buy a burst of samples later. */
+    if (getenv("PROFILE_ROUTE_START_MS")) {
+        long ms = atol(getenv("PROFILE_ROUTE_START_MS"));
+        struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
     for (int r = 0; r < 6; r++) {
         uint64_t t0 = base + (uint64_t)r * 2 * round_ns;
         for (int i = 0; i < 10; i++) {
@@ -185,6 +195,23 @@ static int occupancy_rounds(uint64_t base)
             if (calc != 4 || !pushes || pushes != pops)
                 return 0;
         }
+        if (r == 7) {
+            /* A module loaded, launched and unloaded within a tick: its
+             * shape is worked out before the unload retires the handle. */
+            CUmodule brief_mod;
+            CUfunction brief;
+            unsigned long long before = fakecuda_calls("cuOccupancyMaxActiveBlocksPerMultiprocessor");
+            if (fakecuda_register_kernel("brief", nothing) != 0 ||
+                !check(cuModuleLoadData(&brief_mod, "DRKFAKE1\nbrief\n"), "load brief") ||
+                !check(cuModuleGetFunction(&brief, brief_mod, "brief"), "get brief") ||
+                !check(cuLaunchKernel(brief, 2, 1, 1, 128, 1, 1, 0, NULL, NULL, NULL), "launch brief"))
+                return 0;
+            fakecupti_kernel("brief", 2, 1, 1, 128, 1, 1, 0, t0 + 500000, t0 + 500100, 7);
+            if (!check(cuModuleUnload(brief_mod), "unload brief"))
+                return 0;
+            printf("occupancy: brief: %llu calculator calls by its unload\n",
+                   fakecuda_calls("cuOccupancyMaxActiveBlocksPerMultiprocessor") - before);
+        }
         fakecupti_set_time(t0 + ROUND_NS);
         if (!check(cuProfilerStop(), "cuProfilerStop"))
             return 0;
@@ -205,6 +232,8 @@ int main(int argc, char **argv)
         fakecupti_fail_all(CUPTI_ERROR_UNKNOWN);
     if (getenv("FAKECUPTI_RANGES"))
         fakecupti_set_ranges((size_t)atoi(getenv("FAKECUPTI_RANGES")));
+    if (getenv("FAKECUPTI_STOP_MS"))
+        fakecupti_set_stop_delay((unsigned)atoi(getenv("FAKECUPTI_STOP_MS")));
     if (getenv("FAKECUPTI_FAIL"))
         fakecupti_fail_one(getenv("FAKECUPTI_FAIL"), CUPTI_ERROR_INSUFFICIENT_PRIVILEGES);
     CUdevice dev;
