@@ -84,7 +84,24 @@
       (CUmodule *module, const void *image, unsigned int n, CUjit_option *options, void **values))        \
     X(module_get_function, cuModuleGetFunction, (CUfunction *fn, CUmodule module, const char *name))       \
     X(module_unload, cuModuleUnload, (CUmodule module))                                                    \
-    X(func_set_attribute, cuFuncSetAttribute, (CUfunction fn, CUfunction_attribute attr, int value))
+    X(func_set_attribute, cuFuncSetAttribute, (CUfunction fn, CUfunction_attribute attr, int value))      \
+    /* Trials of variants (evolve/trial.h): drk's own buffers and stream,                                 \
+     * snapshots of a launch's memory in the program's stream order, launches                             \
+     * on copies, timing, and where an address lies. */                                                   \
+    X(mem_alloc, cuMemAlloc_v2, (CUdeviceptr *dptr, size_t bytes))                                         \
+    X(mem_free, cuMemFree_v2, (CUdeviceptr dptr))                                                          \
+    X(memcpy_dtod_async, cuMemcpyDtoDAsync_v2, (CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream)) \
+    X(memcpy_dtoh, cuMemcpyDtoH_v2, (void *dst, CUdeviceptr src, size_t bytes))                            \
+    X(memset_d8_async, cuMemsetD8Async, (CUdeviceptr dst, unsigned char value, size_t n, CUstream stream)) \
+    X(launch_kernel, cuLaunchKernel,                                                                       \
+      (CUfunction fn, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by, \
+       unsigned int bz, unsigned int shared, CUstream stream, void **params, void **extra))                \
+    X(stream_create, cuStreamCreate, (CUstream *stream, unsigned int flags))                               \
+    X(stream_destroy, cuStreamDestroy_v2, (CUstream stream))                                               \
+    X(stream_wait_event, cuStreamWaitEvent, (CUstream stream, CUevent event, unsigned int flags))          \
+    X(event_elapsed_time, cuEventElapsedTime_v2, (float *ms, CUevent start, CUevent end))                  \
+    X(mem_get_address_range, cuMemGetAddressRange_v2, (CUdeviceptr *base, size_t *size, CUdeviceptr p))    \
+    X(pointer_get_attribute, cuPointerGetAttribute, (void *data, CUpointer_attribute attr, CUdeviceptr p))
 
 typedef struct drk_driver {
 #define DRK_DRIVER_MEMBER_(member, name, params) CUresult(*member) params;

@@ -156,6 +156,10 @@ static const struct proc fc_procs[] = {
     P_(cuEventQuery, cuEventQuery, 2000, 0)
     P_(cuEventSynchronize, cuEventSynchronize, 2000, 0)
     P_(cuEventDestroy, cuEventDestroy_v2, 4000, 0)
+    P_(cuEventElapsedTime, cuEventElapsedTime_v2, 12080, 0)
+    P_(cuStreamWaitEvent, cuStreamWaitEvent, 3020, 0)
+    P_(cuMemcpyDtoDAsync, cuMemcpyDtoDAsync_v2, 3020, 0)
+    P_(cuMemsetD8Async, cuMemsetD8Async, 3020, 0)
 };
 #undef P_
 

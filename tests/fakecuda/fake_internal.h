@@ -99,7 +99,8 @@
     X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess)  \
     X(cuMemExportToShareableHandle) X(cuMemImportFromShareableHandle)           \
     X(cuEventCreate) X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize)     \
-    X(cuEventDestroy_v2)
+    X(cuEventDestroy_v2) X(cuEventElapsedTime_v2) X(cuStreamWaitEvent)          \
+    X(cuMemcpyDtoDAsync_v2) X(cuMemsetD8Async)
 
 enum {
 #define FC_ID_(name) FC_##name,
@@ -252,7 +253,18 @@ struct kentry {
      * 0: FC_DEFAULT_REGS registers, no static shared memory. */
     unsigned int regs, static_shared;
     atomic_ullong launches;
+    /* Its time on the GPU clock a launch (fakecuda_set_kernel_time):
+     * time_ns[i] for functions of time_regs[i] registers (0: any). */
+    unsigned int time_regs[4];
+    unsigned long long time_ns[4];
+    unsigned int ntimes;
 };
+
+/* The GPU clock (fake_launch.c), advanced by each launch. */
+FC_HIDDEN extern atomic_ullong g_gpu_ns;
+/* The registers of the function behind a live CUfunction or CUkernel (0
+ * if none). Caller holds the lock. */
+FC_HIDDEN unsigned int handle_regs(const void *h, int kinds);
 
 FC_HIDDEN extern struct kentry g_kernels[FC_MAX_KERNELS];
 
@@ -343,6 +355,7 @@ FC_HIDDEN extern size_t g_resv_n;
 typedef struct fc_event {
     uint32_t magic;
     int recorded;
+    unsigned long long gpu_ns; /* the GPU clock when recorded */
     struct ctx *ctx; /* current at creation, else the primary */
 } fc_event;
 

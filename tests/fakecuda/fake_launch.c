@@ -10,6 +10,21 @@
 /* Launch                                                                   */
 /* ------------------------------------------------------------------------ */
 
+FC_HIDDEN atomic_ullong g_gpu_ns;
+
+/* A launch's time on the GPU clock: its kernel's for its registers. */
+static unsigned long long kernel_time(const struct kentry *k, unsigned int regs)
+{
+    unsigned long long any = 1000;
+    for (unsigned int i = 0; i < k->ntimes; i++) {
+        if (k->time_regs[i] == regs)
+            return k->time_ns[i];
+        if (k->time_regs[i] == 0)
+            any = k->time_ns[i];
+    }
+    return any;
+}
+
 struct launch {
     const void *f;
     unsigned int gx, gy, gz, bx, by, bz, shmem;
@@ -66,6 +81,8 @@ static CUresult do_launch(const struct launch *L)
     }
     struct kentry *k = &g_kernels[e];
     fakecuda_kernel_fn fn = k->fn;
+    unsigned int regs = handle_regs(L->f, 3);
+    unsigned long long ns = kernel_time(k, regs);
     int has_layout = k->has_layout;
     unsigned int nparams = k->nparams;
     size_t off[FC_MAX_PARAMS], argbytes = k->argbytes;
@@ -110,6 +127,7 @@ static CUresult do_launch(const struct launch *L)
         .nparams = nparams,
         .shared = shared,
         .sharedMemBytes = L->shmem,
+        .regs = regs,
     };
     for (t.blockIdx.z = 0; t.blockIdx.z < L->gz; t.blockIdx.z++)
         for (t.blockIdx.y = 0; t.blockIdx.y < L->gy; t.blockIdx.y++)
@@ -120,6 +138,7 @@ static CUresult do_launch(const struct launch *L)
                             fn(&t);
     free(shared);
     atomic_fetch_add(&k->launches, 1);
+    atomic_fetch_add(&g_gpu_ns, ns);
     return CUDA_SUCCESS;
 }
 

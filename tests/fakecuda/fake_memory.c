@@ -720,6 +720,24 @@ FC_EXPORT CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dstDevice, CUdeviceptr srcDe
     return copy_dtod((uintptr_t)dstDevice, (uintptr_t)srcDevice, ByteCount);
 }
 
+/* Async copies and sets run at once, in order with everything else. */
+FC_EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount,
+                                        CUstream hStream)
+{
+    ENTER_INIT(cuMemcpyDtoDAsync_v2);
+    if (!stream_ok(hStream))
+        return CUDA_ERROR_INVALID_HANDLE;
+    return copy_dtod((uintptr_t)dstDevice, (uintptr_t)srcDevice, ByteCount);
+}
+
+FC_EXPORT CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream)
+{
+    ENTER_INIT(cuMemsetD8Async);
+    if (!stream_ok(hStream))
+        return CUDA_ERROR_INVALID_HANDLE;
+    return set_d8((uintptr_t)dstDevice, uc, N);
+}
+
 FC_EXPORT CUresult cuMemsetD8(CUdeviceptr_v1 dstDevice, unsigned char uc, unsigned int N)
 {
     ENTER_INIT(cuMemsetD8);

@@ -152,6 +152,30 @@ FC_EXPORT int fakecuda_set_kernel_resources(const char *name, unsigned int regs,
     return i < 0 ? -1 : 0;
 }
 
+FC_EXPORT int fakecuda_set_kernel_time(const char *name, unsigned int regs, unsigned long long ns)
+{
+    if (!name)
+        return -1;
+    builtins_once();
+    LOCK();
+    int i = kentry_find(name), rc = -1;
+    if (i >= 0) {
+        struct kentry *k = &g_kernels[i];
+        unsigned int t = 0;
+        while (t < k->ntimes && k->time_regs[t] != regs)
+            t++;
+        if (t < 4) {
+            k->time_regs[t] = regs, k->time_ns[t] = ns;
+            k->ntimes += t == k->ntimes;
+            rc = 0;
+        }
+    }
+    UNLOCK();
+    return rc;
+}
+
+FC_EXPORT unsigned long long fakecuda_gpu_ns(void) { return atomic_load(&g_gpu_ns); }
+
 FC_EXPORT unsigned long long fakecuda_kernel_launches(const char *name)
 {
     if (!name)
@@ -774,6 +798,12 @@ static struct func *handle_func(const void *h, int kinds)
         return f;
     struct kern *k = (kinds & 2) ? h_get(h, MAGIC_KERN) : NULL;
     return k ? k->fn : NULL;
+}
+
+FC_HIDDEN unsigned int handle_regs(const void *h, int kinds)
+{
+    struct func *f = handle_func(h, kinds);
+    return f ? f->regs : 0;
 }
 
 static CUresult entry_name(const char **name, const void *h, int kinds)

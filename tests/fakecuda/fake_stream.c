@@ -138,7 +138,34 @@ FC_EXPORT CUresult cuEventRecord(CUevent event, CUstream stream)
     fc_event *e = h_get(event, MAGIC_EVENT);
     CUresult rc = e && stream_ok_locked(stream) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
     if (rc == CUDA_SUCCESS)
-        e->recorded = 1;
+        e->recorded = 1, e->gpu_ns = atomic_load(&g_gpu_ns);
+    UNLOCK();
+    return rc;
+}
+
+FC_EXPORT CUresult cuEventElapsedTime_v2(float *ms, CUevent start, CUevent end)
+{
+    ENTER_INIT(cuEventElapsedTime_v2);
+    if (!ms)
+        return CUDA_ERROR_INVALID_VALUE;
+    LOCK();
+    fc_event *a = h_get(start, MAGIC_EVENT), *b = h_get(end, MAGIC_EVENT);
+    CUresult rc = !a || !b ? CUDA_ERROR_INVALID_HANDLE : !a->recorded || !b->recorded ? CUDA_ERROR_INVALID_HANDLE
+                                                                                       : CUDA_SUCCESS;
+    if (rc == CUDA_SUCCESS)
+        *ms = (float)((double)((long long)(b->gpu_ns - a->gpu_ns)) / 1e6);
+    UNLOCK();
+    return rc;
+}
+
+/* Work runs synchronously: an event waited on has completed. */
+FC_EXPORT CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int flags)
+{
+    ENTER_INIT(cuStreamWaitEvent);
+    if (flags & ~1u)
+        return CUDA_ERROR_INVALID_VALUE;
+    LOCK();
+    CUresult rc = h_get(event, MAGIC_EVENT) && stream_ok_locked(stream) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
     UNLOCK();
     return rc;
 }

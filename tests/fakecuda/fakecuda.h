@@ -173,6 +173,7 @@ typedef struct fakecuda_thread {
     unsigned int nparams;
     void *shared;
     unsigned int sharedMemBytes;
+    unsigned int regs; /* the launched function's registers (a JIT register budget lowers them) */
 } fakecuda_thread;
 
 typedef void (*fakecuda_kernel_fn)(const fakecuda_thread *t);
@@ -227,6 +228,15 @@ unsigned long long fakecuda_live_modules(void);
 
 /* How many launches of kernel `name` completed (any launch API). */
 unsigned long long fakecuda_kernel_launches(const char *name);
+
+/* The GPU's clock: each completed launch advances it by its kernel's time
+ * (1000 ns unless set), and cuEventRecord reads it, so cuEventElapsedTime
+ * between events around launches is their summed time. A kernel's time is
+ * `ns` for its functions with `regs` registers (0: any other), so a test
+ * plants a variant built with a register budget that runs faster or slower.
+ * Up to 4 register counts a kernel. Returns 0, or -1 (unknown kernel, full). */
+int fakecuda_set_kernel_time(const char *name, unsigned int regs, unsigned long long ns);
+unsigned long long fakecuda_gpu_ns(void);
 
 /* ---- call counting -------------------------------------------------------- */
 
@@ -283,6 +293,7 @@ typedef unsigned long long (*fakecuda_live_host_allocations_fn)(void);
 typedef void (*fakecuda_set_total_memory_fn)(size_t);
 typedef unsigned long long (*fakecuda_ipc_open_count_fn)(void);
 typedef int (*fakecuda_set_capturing_fn)(CUstream, int);
+typedef int (*fakecuda_set_kernel_time_fn)(const char *, unsigned int, unsigned long long);
 
 #define FAKECUDA_IMAGE_MAGIC "DRKFAKE1"
 #define FAKECUDA_DRIVER_VERSION 13000
