@@ -1,0 +1,95 @@
+/* The proof that a variant computes what the original computes, bit for
+ * bit, on one captured launch (docs/evolve.md, "The proof").
+ *
+ * Pure protocol over buffer sets an implementation provides (evolve/trial.h
+ * on the GPU; a test's on the CPU). A set is a copy of each allocation the
+ * launch reaches: set 0 is the snapshot S (taken before the program's
+ * launch ran; never written), set 1 the reference O1, set 2 work. On one
+ * launch:
+ *   1. O1: the original on a copy of S; O2: again on another. O1 != O2 in
+ *      any byte: nondeterministic (float atomics, races): no variants.
+ *   2. W: per allocation, the span [first, last] of bytes where O1 differs
+ *      from S (what the original wrote, or a span covering it).
+ *   3. O3: the original on S with W poisoned. O3 == O1: the original does
+ *      not read W's old contents, so variants run on S with W poisoned (a
+ *      write the variant skips shows as poison); else on S as it is (a
+ *      skipped write then shows S's bytes, which differ from O1 in W).
+ *   4. A variant: on a fresh copy of S (poisoned or not, by step 3), then
+ *      every byte of every allocation compared with O1.
+ * Steps 1-3 are done once per launch (drk_proof_reference) and serve every
+ * variant tried on it (drk_proof_variant). Poisoning a span wider than the
+ * bytes written is safe: at worst step 3 finds O3 != O1 and variants run
+ * unpoisoned. Bytes the original wrote with the value they had are
+ * invisible to W; the engine trusts a variant only after distinct launches
+ * (DRK_PROOF_LAUNCHES). */
+#ifndef DRK_EVOLVE_PROOF_H
+#define DRK_EVOLVE_PROOF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "evolve/reach.h"
+
+#define DRK_PROOF_LAUNCHES 3                 /* distinct real launches proven before a variant is trusted */
+#define DRK_PROOF_POISON 0xa55a5aa5c33c3cc3ull /* the poison pattern, from each span's start */
+
+enum { DRK_SET_SNAPSHOT = 0, DRK_SET_REFERENCE = 1, DRK_SET_WORK = 2, DRK_SETS = 3 };
+
+typedef struct drk_diff {
+    uint64_t ndiff;                          /* differing bytes */
+    uint64_t first, last;                    /* offsets of the lowest and highest; UINT64_MAX when none */
+} drk_diff;
+
+/* What the protocol needs of the buffers; each returns 0, or -1 when the
+ * device or driver failed (the proof then ends: DRK_PROOF_ERROR). */
+typedef struct drk_proof_ops {
+    void *self;
+    unsigned n;                              /* allocations in a set */
+    size_t (*size)(void *self, unsigned alloc);
+    /* Set dst := set src, every allocation. */
+    int (*copy)(void *self, unsigned dst, unsigned src);
+    /* Bytes [off, off + len) of allocation `alloc` of `set` := the pattern
+     * (byte i of the span is byte i % 8 of the little-endian pattern). */
+    int (*poison)(void *self, unsigned set, unsigned alloc, size_t off, size_t len, uint64_t pattern);
+    /* Runs the original (variant 0) or the variant under proof (1) on
+     * `set`, to completion. */
+    int (*run)(void *self, unsigned set, int variant);
+    /* Allocation `alloc` of set a against set b, every byte. */
+    int (*compare)(void *self, unsigned a, unsigned b, unsigned alloc, drk_diff *out);
+} drk_proof_ops;
+
+typedef enum drk_proof_verdict {
+    DRK_PROOF_EQUAL,                         /* the variant's bytes are O1's, everywhere */
+    DRK_PROOF_DIFFERS,                       /* a byte differs: the variant is wrong */
+    DRK_PROOF_NONDETERMINISTIC,              /* the original differs from itself: no variants */
+    DRK_PROOF_ERROR,                         /* a device or driver failure: no conclusion */
+} drk_proof_verdict;
+
+/* One launch's reference, from steps 1-3. */
+typedef struct drk_proof_ref {
+    drk_proof_verdict state;                 /* EQUAL once ready; NONDETERMINISTIC or ERROR otherwise */
+    int poisoned;                            /* variants run with W poisoned */
+    unsigned written;                        /* allocations the original changed */
+    uint64_t first[DRK_REACH_MAX], last[DRK_REACH_MAX]; /* W per allocation; UINT64_MAX: unwritten */
+    unsigned runs;                           /* runs of the original it took */
+    char why[160];                           /* NONDETERMINISTIC or ERROR, in words */
+} drk_proof_ref;
+
+/* What a variant's proof found. */
+typedef struct drk_proof_result {
+    drk_proof_verdict verdict;
+    unsigned alloc;                          /* DIFFERS: the first allocation that differs */
+    drk_diff diff;                           /* and how */
+    char why[160];                           /* in words, for the report's "rejected" */
+} drk_proof_result;
+
+/* Steps 1-3 on `ops` (n <= DRK_REACH_MAX): set 1 holds O1 after it. */
+void drk_proof_reference(const drk_proof_ops *ops, drk_proof_ref *ref);
+
+/* Step 4 for the variant behind ops->run(.., 1), against a ready `ref`
+ * (set 1 still O1). Uses set 2. */
+drk_proof_result drk_proof_variant(const drk_proof_ops *ops, const drk_proof_ref *ref);
+
+const char *drk_proof_verdict_name(drk_proof_verdict v); /* "equal", "differs", ... */
+
+#endif

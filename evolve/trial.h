@@ -1,0 +1,85 @@
+/* Trials on the GPU: replays of a captured launch (evolve/capture.h) on
+ * drk's own copies, in the program's context, on drk's own stream, for the
+ * proof (evolve/proof.h) and for paired timing. Run on drk's thread only,
+ * with the context current (pushed by the caller).
+ *
+ * A trial holds, for the launch's allocations (evolve/reach.h), the three
+ * buffer sets of the proof (set 0 the snapshot the capture filled; sets 1
+ * and 2 allocated here with cuMemAlloc, drk's own, never the pool's), the
+ * packed parameters rewritten onto each set, and the two functions it
+ * replays (the program's, and the variant under trial). Launches go through
+ * CU_LAUNCH_PARAM_BUFFER_POINTER with the rewritten bytes. Compares use
+ * drk_compare from drk's embedded kernels (kernels/) when they load, else
+ * copy both sides to the host (the stand-in driver, or a device the fatbin
+ * has no code for; said once); poison is cuMemsetD8Async span by span
+ * (byte pattern repeated) or drk_poison. Every driver call is checked: a
+ * failure ends the trial with the call and its result in `why`. Device
+ * memory running out is DRK_TRIAL_NO_MEMORY, so the engine yields. */
+#ifndef DRK_EVOLVE_TRIAL_H
+#define DRK_EVOLVE_TRIAL_H
+
+#include <cuda.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/driver.h"
+#include "evolve/image/ptx_flow.h"
+#include "evolve/proof.h"
+#include "evolve/reach.h"
+
+enum { DRK_TRIAL_OK = 0, DRK_TRIAL_FAILED = -1, DRK_TRIAL_NO_MEMORY = -2 };
+
+/* drk's per-context means: its stream, its kernels, a result buffer. */
+typedef struct drk_trial_env {
+    drk_driver drv;
+    CUcontext ctx;
+    CUstream stream;                /* non-blocking, drk's own */
+    CUmodule kernels;               /* drk's kernels, or NULL (host compares) */
+    CUfunction compare, poison;
+    CUdeviceptr result;             /* a drk_compare_result */
+    CUevent ev[2];                  /* timing */
+    int sm;                         /* the device's SM (major * 10 + minor), for the report */
+    char why[192];
+} drk_trial_env;
+
+/* Opens `env` in context `ctx` (current): the stream, events, result
+ * buffer, and drk's kernels from `fatbin` (NULL: host compares). 0, or -1
+ * with env->why. */
+int drk_trial_env_open(drk_trial_env *env, const drk_driver *drv, CUcontext ctx, const void *fatbin);
+void drk_trial_env_close(drk_trial_env *env);
+
+typedef struct drk_trial {
+    drk_trial_env *env;
+    drk_reach reach;                /* the allocations (alloc[i].size bytes each) */
+    CUdeviceptr set[DRK_SETS][DRK_REACH_MAX]; /* set[0]: the snapshot, filled by the capture */
+    uint8_t params[DRK_SETS][DRK_PARAMS_MAX]; /* the launch's bytes rewritten onto each set */
+    size_t len;
+    const drk_ptx_flow *flow;
+    uint32_t grid[3], block[3], shared_bytes;
+    CUfunction original, variant;   /* what run(.., 0) and run(.., 1) launch */
+    uint64_t gpu_ns;                /* GPU time of its replays so far (the budget's) */
+    char why[192];
+} drk_trial;
+
+/* Makes a trial of a captured launch: `bytes` (len) as captured, reaching
+ * `reach`, whose snapshot lies in `snap` (drk's buffers, kept by the
+ * trial and freed with it). Allocates sets 1 and 2. DRK_TRIAL_OK,
+ * DRK_TRIAL_NO_MEMORY or DRK_TRIAL_FAILED (why). */
+int drk_trial_open(drk_trial *t, drk_trial_env *env, const drk_ptx_flow *flow, const drk_reach *reach,
+                   const CUdeviceptr *snap, const uint8_t *bytes, size_t len, const uint32_t grid[3],
+                   const uint32_t block[3], uint32_t shared_bytes, CUfunction original);
+/* Frees sets 1 and 2 and the snapshot. */
+void drk_trial_close(drk_trial *t);
+
+/* The proof's operations on `t` (self = t); run(.., 1) launches t->variant. */
+drk_proof_ops drk_trial_ops(drk_trial *t);
+
+/* Paired timing: `pairs` times, the original then the variant (order
+ * alternating pair by pair), each on set 2 freshly copied from the
+ * snapshot, timed with events on drk's stream; speedups[i] = original's
+ * time / variant's. A pair whose variant is 2x slower than the original
+ * ends the timing (one sample says enough). The number of samples, or -1
+ * (why). Adds the replays' GPU time to t->gpu_ns. */
+int drk_trial_time(drk_trial *t, unsigned pairs, float *speedups, double *original_ns);
+
+#endif
