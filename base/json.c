@@ -157,6 +157,14 @@ void drk_json_bool(drk_json *j, const char *key, int value)
     puts_(j, value ? "true" : "false");
 }
 
+void drk_json_u32s(drk_json *j, const char *key, const uint32_t *v, size_t n)
+{
+    drk_json_open(j, key, '[');
+    for (size_t i = 0; i < n; i++)
+        drk_json_u64(j, NULL, v[i]);
+    drk_json_close(j, ']');
+}
+
 int drk_json_flush(drk_json *j, FILE *f)
 {
     if (j->failed)

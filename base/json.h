@@ -32,6 +32,8 @@ void drk_json_i64(drk_json *j, const char *key, int64_t value);
 void drk_json_null(drk_json *j, const char *key);
 void drk_json_f64(drk_json *j, const char *key, double value); /* %.6g; NaN writes 0 */
 void drk_json_bool(drk_json *j, const char *key, int value);
+/* An array of `n` unsigned numbers (a grid, a block). */
+void drk_json_u32s(drk_json *j, const char *key, const uint32_t *v, size_t n);
 /* Writes what is buffered to `f` and empties the buffer, so a long document
  * need not be held whole (call it between items). -1 if the writer failed
  * earlier (the document is incomplete) or `f` did. */

@@ -70,6 +70,21 @@ const drk_option_desc drk_option_table[DRK_OPT_COUNT] = {
     [DRK_OPT_CACHE_SIZE] = {"DRK_CACHE_SIZE", DRK_OPTION_AMOUNT, "1G",
                             "the cache's cap: past it the least recently used entries go (bytes, or a share "
                             "of the file system holding it); 0: no cache, every run searches afresh"},
+    [DRK_OPT_EVOLVE] = {"DRK_EVOLVE", DRK_OPTION_BOOL, "0",
+                        "evolve the hottest kernels: variants of their PTX built, proven bit for bit equal on "
+                        "replays of real launches, timed, and served only when faster (takes GPU times as "
+                        "DRK_PROFILE=1 does; off until the H200 suite has proven it)"},
+    [DRK_OPT_EVOLVE_BUDGET] = {"DRK_EVOLVE_BUDGET", DRK_OPTION_PERCENT, "2%",
+                               "with DRK_EVOLVE, the GPU time trials may take, as a share of the program's "
+                               "kernel time"},
+    [DRK_OPT_EVOLVE_COPY_MAX] = {"DRK_EVOLVE_COPY_MAX", DRK_OPTION_AMOUNT, "256M",
+                                 "with DRK_EVOLVE, the memory one launch reaches that drk will copy for its "
+                                 "trials (three copies are made); a kernel reaching more is not evolved"},
+    [DRK_OPT_EVOLVE_ONLY] = {"DRK_EVOLVE_ONLY", DRK_OPTION_PATH, "",
+                             "with DRK_EVOLVE, evolve only kernels whose (mangled) name matches one of these "
+                             "comma-separated fnmatch patterns (empty: all)"},
+    [DRK_OPT_EVOLVE_SKIP] = {"DRK_EVOLVE_SKIP", DRK_OPTION_PATH, "",
+                             "with DRK_EVOLVE, never evolve kernels whose name matches one of these patterns"},
 };
 
 static const char *const level_names[] = {

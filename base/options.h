@@ -27,6 +27,11 @@ typedef enum drk_option_id {
     DRK_OPT_COUNTERS_BUDGET,
     DRK_OPT_CACHE_DIR,
     DRK_OPT_CACHE_SIZE,
+    DRK_OPT_EVOLVE,
+    DRK_OPT_EVOLVE_BUDGET,
+    DRK_OPT_EVOLVE_COPY_MAX,
+    DRK_OPT_EVOLVE_ONLY,
+    DRK_OPT_EVOLVE_SKIP,
     DRK_OPT_COUNT
 } drk_option_id;
 

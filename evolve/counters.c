@@ -200,21 +200,8 @@ static long row_of(const drk_time_key *k, int make)
 /* The handle drk saw launched at this kernel-shape, or 0. */
 static uintptr_t handle_of(const drk_time_key *k)
 {
-    size_t n = drk_registry_size();
-    for (size_t i = 0; i < n; i++) {
-        const drk_kernel_record *r = drk_registry_at(i);
-        if (!r || !r->name || strcmp(r->name, k->name) != 0)
-            continue;
-        for (int s = 0; s < DRK_SHAPES_PER_KERNEL; s++) {
-            if (atomic_load_explicit(&r->shapes[s].state, memory_order_acquire) != DRK_SHAPE_READY)
-                break;
-            const drk_launch_shape *sh = &r->shapes[s].shape;
-            if (memcmp(sh->grid, k->grid, sizeof sh->grid) == 0 && memcmp(sh->block, k->block, sizeof sh->block) == 0 &&
-                sh->shared_bytes == k->shared_bytes)
-                return r->handle;
-        }
-    }
-    return 0;
+    const drk_kernel_record *r = drk_registry_find_shape(k->name, k->grid, k->block, k->shared_bytes, NULL);
+    return r ? r->handle : 0;
 }
 
 static int within_budget(void) { return mono_ns() >= next_ns; }

@@ -334,6 +334,29 @@ uint64_t drk_record_launches(const drk_kernel_record *r)
     return n;
 }
 
+const drk_kernel_record *drk_registry_find_shape(const char *name, const uint32_t grid[3], const uint32_t block[3],
+                                                 uint32_t shared_bytes, int *slot)
+{
+    size_t n = drk_registry_size();
+    for (size_t i = 0; i < n; i++) {
+        const drk_kernel_record *r = drk_registry_at(i);
+        if (!r || !r->name || strcmp(r->name, name) != 0)
+            continue;
+        for (int s = 0; s < DRK_SHAPES_PER_KERNEL; s++) {
+            if (atomic_load_explicit(&r->shapes[s].state, memory_order_acquire) != DRK_SHAPE_READY)
+                break;
+            const drk_launch_shape *sh = &r->shapes[s].shape;
+            if (memcmp(sh->grid, grid, sizeof sh->grid) == 0 && memcmp(sh->block, block, sizeof sh->block) == 0 &&
+                sh->shared_bytes == shared_bytes) {
+                if (slot)
+                    *slot = s;
+                return r;
+            }
+        }
+    }
+    return NULL;
+}
+
 uint64_t drk_registry_shapes_added(void) { return atomic_load_explicit(&shapes_added, memory_order_acquire); }
 
 uint64_t drk_registry_untracked(void)

@@ -119,6 +119,10 @@ void drk_record_learn_image(const drk_kernel_record *r, const struct drk_image_f
 
 /* The record of a handle, or NULL; never creates one. */
 const drk_kernel_record *drk_registry_find(uintptr_t handle);
+/* The first record named `name` that launched at this geometry (any entry
+ * point), and its shape slot; NULL if none. A scan: drk's thread only. */
+const drk_kernel_record *drk_registry_find_shape(const char *name, const uint32_t grid[3], const uint32_t block[3],
+                                                 uint32_t shared_bytes, int *slot);
 
 /* The module or library `owner` was unloaded: its handles may be reused, so
  * their next launch is looked up afresh. Records stay for the report. */

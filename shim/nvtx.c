@@ -22,6 +22,7 @@
 #include "base/log.h"
 #include "base/options.h"
 #include "shim/state.h"
+#include "shim/evolve_wiring.h"
 #include "shim/worker.h"
 
 /* The NVTX callback table's own entry points (nvtxDetail/nvtxTypes.h): the
@@ -161,7 +162,7 @@ static void set_slot(NvtxFunctionTable table, unsigned size, unsigned id, NvtxFu
 int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get)
 {
     /* Rounds matter only to the GPU times. */
-    if (drk_current_mode() != DRK_MODE_OBSERVE || !drk_opt_num(DRK_OPT_PROFILE) || !get)
+    if (drk_current_mode() != DRK_MODE_OBSERVE || !(drk_opt_num(DRK_OPT_PROFILE) || drk_evolve_wanted()) || !get)
         return 0;
     const NvtxExportTableCallbacks *cb = (const NvtxExportTableCallbacks *)get(NVTX_ETID_CALLBACKS);
     if (!cb || cb->struct_size < sizeof *cb || !cb->GetModuleFunctionTable)

@@ -25,6 +25,7 @@
 #include "shim/modules.h"
 #include "shim/report_facts.h"
 #include "shim/report_pool.h"
+#include "shim/report_evolve.h"
 #include "shim/report_time.h"
 #include "shim/state.h"
 
@@ -370,6 +371,7 @@ void drk_report_at_exit(void)
     drk_report_gpu_time(&j);
     drk_report_rounds(&j);
     drk_report_findings(&j);
+    drk_report_evolve(&j);
     drk_json_close(&j, '}');
     if (j.failed)
         drk_log(DRK_LOG_WARN, "out of memory building the report; no report written");

@@ -8,15 +8,10 @@
 #include "evolve/cupti.h"
 #include "evolve/findings.h"
 #include "evolve/gputime.h"
+#include "shim/evolve_wiring.h"
 #include "shim/worker.h"
 
-static void u64_triple(drk_json *j, const char *key, const uint32_t v[3])
-{
-    drk_json_open(j, key, '[');
-    for (int d = 0; d < 3; d++)
-        drk_json_u64(j, NULL, v[d]);
-    drk_json_close(j, ']');
-}
+static void u64_triple(drk_json *j, const char *key, const uint32_t v[3]) { drk_json_u32s(j, key, v, 3); }
 
 /* The latest theoretical occupancy worked out for the shape, or null. */
 static void write_occupancy(drk_json *j, const drk_time_key *k)
@@ -116,7 +111,7 @@ static void write_counters(drk_json *j)
 
 void drk_report_gpu_time(drk_json *j)
 {
-    const char *off = drk_opt_num(DRK_OPT_PROFILE) ? drk_worker_timing_off() : "DRK_PROFILE=0";
+    const char *off = drk_opt_num(DRK_OPT_PROFILE) || drk_evolve_wanted() ? drk_worker_timing_off() : "DRK_PROFILE=0";
     drk_gputime_totals t = drk_gputime_totals_get();
     drk_json_open(j, "gpu_time", '{');
     drk_json_bool(j, "enabled", off == NULL);

@@ -19,6 +19,7 @@
 #include "interpose/table.h"
 #include "shim/calls.h"
 #include "shim/report.h"
+#include "shim/evolve_wiring.h"
 #include "shim/worker.h"
 
 atomic_int drk_mode_now;
@@ -88,6 +89,8 @@ static void configure(drk_mode m)
     };
     drk_alloc_configure(drv, &as);
     drk_evolve_configure(drv);
+    if (m == DRK_MODE_OBSERVE)
+        drk_evolve_wiring_configure();
     atomic_store_explicit(&drk_pool_on, pool, memory_order_release);
     drk_once_end(&configured);
 }
@@ -108,7 +111,7 @@ drk_mode drk_mode_start(void)
     if (atexit(at_exit) != 0 || pthread_atfork(before_fork, NULL, after_fork_child) != 0)
         drk_log(DRK_LOG_WARN, "cannot register exit and fork handlers; no report will be written");
     /* GPU times are taken only where the hooks observe. */
-    if (m == DRK_MODE_OBSERVE && drk_opt_num(DRK_OPT_PROFILE)) {
+    if (m == DRK_MODE_OBSERVE && (drk_opt_num(DRK_OPT_PROFILE) || drk_evolve_wanted())) {
         /* A tool injected into the process owns CUPTI. */
         if (*drk_env(DRK_ENV_CUDA_INJECTION))
             drk_cupti_step_aside("a CUPTI tool is injected (CUDA_INJECTION64_PATH is set: nsys, ncu, "

@@ -17,10 +17,12 @@
 #include "base/log.h"
 #include "base/options.h"
 #include "evolve/counters.h"
+#include "evolve/engine.h"
 #include "evolve/cupti.h"
 #include "evolve/findings.h"
 #include "evolve/gputime.h"
 #include "evolve/occupancy.h"
+#include "shim/evolve_wiring.h"
 
 #define MARKS 64
 #define TICK_MS 50
@@ -98,12 +100,15 @@ static void tick(void)
     /* Before the close: a round closes a tick after its end, by when the
      * shapes it launched are in the registry. */
     drk_occupancy_update(TICK_SHAPES);
-    if (drk_gputime_close(now - (uint64_t)TICK_MS * 1000000u) && cfg.counters) {
+    if (drk_gputime_close(now - (uint64_t)TICK_MS * 1000000u) && (cfg.counters || drk_engine_on())) {
         static const drk_round *kept[DRK_ROUNDS_KEPT];
         size_t n = drk_gputime_rounds(kept, DRK_ROUNDS_KEPT);
-        if (n)
+        if (n && cfg.counters)
             drk_counters_round(kept[n - 1]);
+        if (n)
+            drk_engine_round(kept[n - 1]);
     }
+    drk_engine_tick();
 }
 
 static void last_records(void);
@@ -147,6 +152,7 @@ static void *run(void *arg)
     nvtx_note();
     if (cfg.counters && drk_counters_start(cfg.counters_budget, why, sizeof why) != 0)
         drk_log(DRK_LOG_INFO, "no counters: %s", why);
+    drk_evolve_wiring_start();
     if (atexit(last_records) != 0)
         drk_log(DRK_LOG_INFO, "GPU times: cannot register an exit handler; the last records may be missing");
     pthread_mutex_lock(&lock);
@@ -234,6 +240,7 @@ static void last_records(void)
      * now, unless timing stepped aside for another CUPTI client earlier. */
     take_marks();
     drk_counters_stop(NULL);
+    drk_engine_stop();
     if (drk_cupti_running()) {
         mark_round(drk_cupti_now(), "exit");
         drk_cupti_stop("the process exited");

@@ -1,0 +1,735 @@
+#define _GNU_SOURCE
+#include "evolve/engine.h"
+
+#include <fnmatch.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/log.h"
+#include "evolve/capture.h"
+#include "evolve/facts.h"
+#include "evolve/loaded.h"
+#include "evolve/predict.h"
+#include "evolve/proof.h"
+#include "evolve/registry.h"
+#include "evolve/search.h"
+#include "evolve/shapes.h"
+#include "evolve/source.h"
+#include "evolve/space.h"
+#include "evolve/trial.h"
+
+#define TARGETS 64          /* kernel-shapes evolved (or refused) at most */
+#define BUILT 8             /* variants kept built per target */
+#define PAIRS 4             /* paired timings a variant a round */
+#define HOT_SHARE 0.01      /* a kernel-shape below this share of a round's kernel time is not worth it */
+#define PATIENCE 3          /* rounds an armed capture may wait before the next target is tried */
+
+static drk_driver drv;
+static drk_engine_settings cfg;
+static char only[512], skip[512];
+static int on;
+static char off_why[160] = "DRK_EVOLVE=0";
+
+/* A variant built for a target, and what its proofs found. */
+struct built {
+    uint32_t id;                /* drk_variant_id in drk_space_ptx; DRK_VARIANT_NONE: free slot */
+    drk_built jit, attr;        /* the PTX build; the carveout set on its function */
+    int has_attr;
+    unsigned proven;            /* captured launches it was proven equal on */
+    uint64_t proven_on;         /* the capture it was last proven on */
+};
+
+struct target {
+    const drk_kernel_record *rec;
+    int slot;                   /* its shape's slot in rec */
+    drk_launch_shape shape;
+    uint64_t cls;
+    drk_source_kernel sk;
+    drk_target_state state;
+    char why[192];
+    drk_evolution evo;
+    struct built b[BUILT];
+    unsigned waited;            /* rounds the armed capture waited */
+    unsigned captures, rounds, tried, proven, rejected, trusted;
+    CUfunction served;
+    drk_variant served_v;
+    double speedup, build_ms, build_ms_max;
+    unsigned builds;
+    uint64_t trial_ns;
+    double default_ns;          /* the original's median GPU time in the latest round */
+    double credit_ns;           /* trial time granted and not yet used */
+    /* The capture in flight. */
+    drk_capture_plan plan;
+    size_t snapshot_bytes;
+};
+
+static struct target targets[TARGETS];
+static unsigned ntargets;
+static struct target *active;   /* the one being captured and searched */
+static drk_trial_env env;
+static int env_open;
+static int env_device = -1;
+static CUcontext env_ctx;
+static drk_predictor predictor;
+static drk_shapes shapes;
+static uint64_t trial_ns_all, program_ns_all;
+static unsigned rounds_seen;
+static double researched_sum;
+
+/* ---- Settings ---- */
+
+void drk_engine_configure(const drk_driver *d) { drv = *d; }
+
+int drk_engine_on(void) { return on; }
+
+static int matches(const char *list, const char *name)
+{
+    char pat[512];
+    for (const char *p = list; *p;) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n && n < sizeof pat) {
+            memcpy(pat, p, n);
+            pat[n] = '\0';
+            if (fnmatch(pat, name, 0) == 0)
+                return 1;
+        }
+        p += n + (end != NULL);
+    }
+    return 0;
+}
+
+void drk_engine_start(const drk_engine_settings *s)
+{
+    cfg = *s;
+    snprintf(only, sizeof only, "%s", s->only ? s->only : "");
+    snprintf(skip, sizeof skip, "%s", s->skip ? s->skip : "");
+    cfg.only = only, cfg.skip = skip;
+    drk_predictor_init(&predictor);
+    drk_shapes_init(&shapes);
+    on = 1;
+}
+
+/* ---- The context: the program's primary context of the kernel's device ---- */
+
+static int pushed;
+
+static int push(int dev)
+{
+    unsigned flags;
+    int active_ctx = 0;
+    CUcontext ctx;
+    if (!drv.primary_ctx_get_state || drv.primary_ctx_get_state((CUdevice)dev, &flags, &active_ctx) != CUDA_SUCCESS ||
+        !active_ctx)
+        return 0; /* the program runs in contexts of its own: drk makes none */
+    if (drv.primary_ctx_retain(&ctx, (CUdevice)dev) != CUDA_SUCCESS)
+        return 0;
+    if (drv.ctx_push_current(ctx) != CUDA_SUCCESS) {
+        drv.primary_ctx_release((CUdevice)dev);
+        return 0;
+    }
+    pushed = dev + 1;
+    env_ctx = ctx;
+    return 1;
+}
+
+static void pop(void)
+{
+    if (!pushed)
+        return;
+    CUcontext c;
+    drv.ctx_pop_current(&c);
+    drv.primary_ctx_release((CUdevice)(pushed - 1));
+    pushed = 0;
+}
+
+static int ensure_env(int dev)
+{
+    if (env_open && env_device == dev)
+        return 1;
+    if (env_open)
+        return 0; /* one device's means at a time: a second device's kernels wait */
+    if (drk_trial_env_open(&env, &drv, env_ctx, cfg.fatbin) != 0) {
+        drk_log(DRK_LOG_INFO, "evolve: cannot make drk's stream and buffers on device %d: %s", dev, env.why);
+        return 0;
+    }
+    env_open = 1, env_device = dev;
+    return 1;
+}
+
+/* ---- Targets ---- */
+
+static void end_target(struct target *t, drk_target_state st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void free_built(struct built *b)
+{
+    drk_build_in in = {.drv = &drv};
+    if (b->has_attr)
+        drk_source_attr.unload(&in, &b->attr);
+    if (b->jit.module)
+        drk_source_ptx.unload(&in, &b->jit);
+    memset(b, 0, sizeof *b);
+    b->id = DRK_VARIANT_NONE;
+}
+
+static void free_snapshot(struct target *t)
+{
+    for (unsigned i = 0; i < t->plan.n; i++)
+        if (t->plan.snap[i])
+            drv.mem_free(t->plan.snap[i]);
+    if (t->plan.done)
+        drv.event_destroy(t->plan.done);
+    t->plan.n = 0;
+    t->plan.done = NULL;
+    t->snapshot_bytes = 0;
+}
+
+static void end_target(struct target *t, drk_target_state st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->why, sizeof t->why, fmt, ap);
+    va_end(ap);
+    t->state = st;
+    if (active == t) {
+        drk_capture_disarm();
+        active = NULL;
+    }
+    free_snapshot(t);
+    for (unsigned i = 0; i < BUILT; i++)
+        if (t->b[i].id != DRK_VARIANT_NONE && (!t->served || t->b[i].jit.fn != t->served))
+            free_built(&t->b[i]);
+    if (st != DRK_TARGET_SETTLED && st != DRK_TARGET_SEARCHING)
+        drk_log(st == DRK_TARGET_FAILED ? DRK_LOG_INFO : DRK_LOG_DEBUG, "evolve: %.80s: %s", t->rec->name,
+                t->why);
+}
+
+static struct target *find_target(const drk_kernel_record *r, int slot)
+{
+    for (unsigned i = 0; i < ntargets; i++)
+        if (targets[i].rec == r && targets[i].slot == slot)
+            return &targets[i];
+    return NULL;
+}
+
+static void features_of(const struct target *t, drk_kernel_features *f)
+{
+    const drk_image_facts *im = t->sk.facts;
+    *f = (drk_kernel_features){
+        .regs = im && im->regs != DRK_UNKNOWN_U32 ? im->regs : 0,
+        .shared_bytes = (im && im->shared_bytes != DRK_UNKNOWN_U32 ? im->shared_bytes : 0) + t->shape.shared_bytes,
+        .block_threads = t->shape.block[0] * t->shape.block[1] * t->shape.block[2],
+        .param_bytes = im ? im->params_size : 0,
+    };
+}
+
+/* Whether the kernel may be evolved at all; the reason when not. */
+static int eligible(const drk_kernel_record *r, const drk_launch_shape *s, char *why, size_t len)
+{
+    if (!r->name)
+        return snprintf(why, len, "unnamed"), 0;
+    if (*cfg.only && !matches(cfg.only, r->name))
+        return snprintf(why, len, "not in DRK_EVOLVE_ONLY"), 0;
+    if (*cfg.skip && matches(cfg.skip, r->name))
+        return snprintf(why, len, "in DRK_EVOLVE_SKIP"), 0;
+    if (s->entry < 32 && (cfg.cooperative_entries >> s->entry & 1))
+        return snprintf(why, len, "launched cooperatively"), 0;
+    const drk_image_facts *im = atomic_load_explicit(&r->image, memory_order_acquire);
+    if (!im)
+        return snprintf(why, len, "no image facts (its module was not read)"), 0;
+    if (!im->flow)
+        return snprintf(why, len, "no PTX the pointers can be found in"), 0;
+    if (!im->flow->evolvable)
+        return snprintf(why, len, "%s", im->flow->reason), 0;
+    return 1;
+}
+
+static struct target *make_target(const drk_kernel_record *r, int slot, const drk_time_row *row)
+{
+    if (ntargets == TARGETS)
+        return NULL;
+    struct target *t = &targets[ntargets++];
+    memset(t, 0, sizeof *t);
+    for (unsigned i = 0; i < BUILT; i++)
+        t->b[i].id = DRK_VARIANT_NONE;
+    t->rec = r, t->slot = slot;
+    t->shape = r->shapes[slot].shape;
+    t->cls = drk_shape_class(t->shape.grid, t->shape.block, t->shape.shared_bytes);
+    t->sk = (drk_source_kernel){r->name, atomic_load_explicit(&r->image, memory_order_acquire),
+                                drk_images_ptx(atomic_load_explicit(&r->owner, memory_order_acquire), r->name), 0};
+    t->default_ns = (double)row->stats.median_ns;
+    char why[192];
+    if (!eligible(r, &t->shape, why, sizeof why)) {
+        end_target(t, DRK_TARGET_REFUSED, "%s", why);
+        return t;
+    }
+    if (!drk_source_ptx.applies(&t->sk, why, sizeof why)) {
+        end_target(t, DRK_TARGET_REFUSED, "%s", why);
+        return t;
+    }
+    drk_kernel_features f;
+    features_of(t, &f);
+    drk_variant start;
+    double distance;
+    uint64_t from;
+    drk_predictor_guess(&predictor, (uint64_t)(uintptr_t)r, t->cls, &f, &start, &distance, &from);
+    drk_evolution_init(&t->evo, &drk_space_ptx, (uint64_t)(uintptr_t)r ^ t->cls, &start);
+    t->state = DRK_TARGET_CAPTURING;
+    snprintf(t->why, sizeof t->why, "waiting for a launch");
+    return t;
+}
+
+/* Arms the capture of the active target: its bytes only, or with the
+ * snapshot of what they reached last time. */
+static void arm(struct target *t)
+{
+    const drk_image_facts *im = t->sk.facts;
+    t->plan.handle = t->rec->handle;
+    memcpy(t->plan.grid, t->shape.grid, sizeof t->plan.grid);
+    memcpy(t->plan.block, t->shape.block, sizeof t->plan.block);
+    t->plan.shared_bytes = t->shape.shared_bytes;
+    t->plan.params = im->params, t->plan.nparams = im->nparams;
+    t->plan.flow = im->flow;
+    t->plan.ctx = env_ctx;
+    if (drk_capture_arm(&t->plan) != 0)
+        end_target(t, DRK_TARGET_FAILED, "its capture could not be armed");
+    t->waited = 0;
+}
+
+/* ---- Variants ---- */
+
+/* The PTX source's variant and the carveout for a point of drk_space_ptx,
+ * by the knobs' names (the space and the sources list the same values). */
+static const struct {
+    const char *space, *knob;
+} knob_of[] = {{"regs", "max_registers"}, {"minctas", "min_ctas_per_sm"}, {"opt", "opt_level"}, {"cache", "cache_mode"}};
+
+static void to_sources(const drk_variant *v, drk_variant *jit, drk_variant *attr)
+{
+    memset(jit, 0, sizeof *jit);
+    memset(attr, 0, sizeof *attr);
+    for (unsigned d = 0; d < drk_space_ptx.ndims; d++) {
+        const char *name = drk_space_ptx.dims[d].name;
+        if (strcmp(name, "carveout") == 0) {
+            attr->k[0] = v->k[d];
+            continue;
+        }
+        for (unsigned m = 0; m < sizeof knob_of / sizeof knob_of[0]; m++)
+            if (strcmp(knob_of[m].space, name) == 0)
+                for (unsigned k = 0; k < drk_source_ptx.nknobs; k++)
+                    if (strcmp(drk_source_ptx.knobs[k].name, knob_of[m].knob) == 0)
+                        jit->k[k] = v->k[d];
+    }
+}
+
+static struct built *built_of(struct target *t, uint32_t id)
+{
+    for (unsigned i = 0; i < BUILT; i++)
+        if (t->b[i].id == id)
+            return &t->b[i];
+    return NULL;
+}
+
+/* A slot for a new build: a free one, else the least proven that is not served. */
+static struct built *slot_for(struct target *t)
+{
+    struct built *best = NULL;
+    for (unsigned i = 0; i < BUILT; i++) {
+        struct built *b = &t->b[i];
+        if (b->id == DRK_VARIANT_NONE)
+            return b;
+        if (b->jit.fn != t->served && (!best || b->proven < best->proven))
+            best = b;
+    }
+    if (best)
+        free_built(best);
+    return best;
+}
+
+static double ms_of(uint64_t ns) { return (double)ns / 1e6; }
+
+/* Builds variant `v` of `t` (or finds it built): its function, or NULL. */
+static CUfunction build(struct target *t, const drk_variant *v, char *why, size_t len)
+{
+    uint32_t id = drk_variant_id(&drk_space_ptx, v);
+    struct built *b = built_of(t, id);
+    if (b)
+        return b->has_attr ? b->attr.fn : b->jit.fn;
+    if (!(b = slot_for(t)))
+        return snprintf(why, len, "no slot to build in"), NULL;
+    drk_variant jit, attr;
+    to_sources(v, &jit, &attr);
+    drk_build_in in = {.drv = &drv, .ctx = NULL, .k = &t->sk,
+                       .block_threads = t->shape.block[0] * t->shape.block[1] * t->shape.block[2]};
+    if (drk_source_ptx.build(&in, &jit, &b->jit) != 0) {
+        snprintf(why, len, "build failed: %s", b->jit.why);
+        memset(b, 0, sizeof *b);
+        b->id = DRK_VARIANT_NONE;
+        return NULL;
+    }
+    b->id = id;
+    t->builds++;
+    double ms = ms_of(b->jit.build_ns);
+    t->build_ms += ms;
+    if (ms > t->build_ms_max)
+        t->build_ms_max = ms;
+    if (!drk_variant_is_default(&attr)) {
+        in.fn = b->jit.fn;
+        if (drk_source_attr.build(&in, &attr, &b->attr) != 0) {
+            snprintf(why, len, "attribute failed: %s", b->attr.why);
+            free_built(b);
+            return NULL;
+        }
+        b->has_attr = 1;
+    }
+    return b->has_attr ? b->attr.fn : b->jit.fn;
+}
+
+/* ---- One search round on a captured launch ---- */
+
+static CUfunction original_of(const struct target *t)
+{
+    CUfunction fn = (CUfunction)t->rec->handle;
+    if (t->rec->kind == DRK_HANDLE_KERNEL &&
+        (!drv.kernel_get_function || drv.kernel_get_function(&fn, (CUkernel)t->rec->handle) != CUDA_SUCCESS))
+        return NULL;
+    return fn;
+}
+
+static void publish(struct target *t, const drk_evo_decision *d)
+{
+    CUfunction fn = NULL;
+    if (d->serve) {
+        uint32_t id = drk_variant_id(&drk_space_ptx, &d->variant);
+        struct built *b = built_of(t, id);
+        /* Served only once proven on enough distinct launches; until then
+         * the original runs, and the search keeps measuring it. */
+        if (!b || b->proven < DRK_PROOF_LAUNCHES)
+            fn = NULL;
+        else
+            fn = b->has_attr ? b->attr.fn : b->jit.fn;
+    }
+    if (fn == t->served)
+        return;
+    drk_registry_serve(t->rec->handle, &t->shape, (uintptr_t)fn);
+    char text[96];
+    if (fn) {
+        t->served_v = d->variant;
+        t->speedup = d->stats.median;
+        t->trusted++;
+        drk_log(DRK_LOG_INFO, "evolve: %.80s at grid (%u,%u,%u) block (%u,%u,%u): serving %s, %.3fx (%u launches "
+                              "proven bit for bit)",
+                t->rec->name, t->shape.grid[0], t->shape.grid[1], t->shape.grid[2], t->shape.block[0],
+                t->shape.block[1], t->shape.block[2], drk_variant_text(&drk_space_ptx, &d->variant, text, sizeof text),
+                d->stats.median, DRK_PROOF_LAUNCHES);
+    } else {
+        t->speedup = 1;
+        drk_log(DRK_LOG_INFO, "evolve: %.80s: back to the program's own function", t->rec->name);
+    }
+    t->served = fn;
+}
+
+static void search_round(struct target *t, drk_trial *tr, const drk_proof_ref *ref)
+{
+    drk_proof_ops ops = drk_trial_ops(tr);
+    drk_evolution_begin_round(&t->evo, t->credit_ns, t->default_ns > 0 ? t->default_ns : 1000.0, PAIRS);
+    t->credit_ns = 0;
+    drk_variant cand[8];
+    unsigned n;
+    char why[256];
+    while ((n = drk_evolution_next(&t->evo, cand, 8)) > 0) {
+        for (unsigned i = 0; i < n; i++) {
+            if (drk_variant_is_default(&cand[i]))
+                continue;
+            uint32_t id = drk_variant_id(&drk_space_ptx, &cand[i]);
+            struct built *b = built_of(t, id);
+            int fresh = !b;
+            CUfunction fn = build(t, &cand[i], why, sizeof why);
+            if (!fn) {
+                drk_evolution_reject(&t->evo, &cand[i]);
+                t->rejected++;
+                snprintf(t->why, sizeof t->why, "%s", why);
+                continue;
+            }
+            t->tried += fresh;
+            b = built_of(t, id);
+            tr->variant = fn;
+            drk_proof_result pr = drk_proof_variant(&ops, ref);
+            if (pr.verdict == DRK_PROOF_ERROR) {
+                end_target(t, DRK_TARGET_FAILED, "a replay failed: %s", pr.why);
+                return;
+            }
+            if (pr.verdict != DRK_PROOF_EQUAL) {
+                char text[96];
+                snprintf(t->why, sizeof t->why, "%s rejected: %s", drk_variant_text(&drk_space_ptx, &cand[i], text,
+                                                                                    sizeof text), pr.why);
+                drk_log(DRK_LOG_INFO, "evolve: %.80s: %s", t->rec->name, t->why);
+                drk_evolution_reject(&t->evo, &cand[i]);
+                t->rejected++;
+                free_built(b);
+                continue;
+            }
+            if (b->proven_on != t->captures) {
+                b->proven++, b->proven_on = t->captures;
+                t->proven += b->proven == 1;
+            }
+            float s[PAIRS];
+            double orig_ns = 0;
+            int got = drk_trial_time(tr, PAIRS, s, &orig_ns);
+            if (got < 0) {
+                end_target(t, DRK_TARGET_FAILED, "a timed replay failed: %s", tr->why);
+                return;
+            }
+            if (got > 0)
+                drk_evolution_record(&t->evo, &cand[i], s, (unsigned)got);
+        }
+    }
+    drk_evo_decision d = drk_evolution_end_round(&t->evo);
+    t->rounds++;
+    publish(t, &d);
+    if (d.state == DRK_EVO_SETTLED && (!d.serve || t->served)) {
+        drk_kernel_features f;
+        features_of(t, &f);
+        drk_predictor_learn(&predictor, (uint64_t)(uintptr_t)t->rec, t->cls, &f, d.serve ? &d.variant : NULL,
+                            d.serve ? d.stats.median : 1.0);
+        end_target(t, DRK_TARGET_SETTLED, "settled after %u rounds", t->rounds);
+    }
+}
+
+/* A capture came back: bytes only (plan the snapshot) or with it (prove, search). */
+static void captured(struct target *t, const drk_capture_got *got)
+{
+    const drk_image_facts *im = t->sk.facts;
+    if (!got->snapped && t->plan.n && got->rc != CUDA_SUCCESS) {
+        end_target(t, DRK_TARGET_FAILED, "a snapshot could not be queued: %s (%d)", got->why, (int)got->rc);
+        return;
+    }
+    if (!got->snapped) {
+        /* What the bytes reach, and buffers for it. */
+        drk_reach reach;
+        if (drk_reach_of(im->flow, got->params, got->len, cfg.resolve, cfg.copy_max, &reach) != 0) {
+            end_target(t, DRK_TARGET_REFUSED, "%s", reach.why);
+            return;
+        }
+        free_snapshot(t);
+        for (unsigned i = 0; i < reach.n; i++) {
+            CUresult r = drv.mem_alloc(&t->plan.snap[i], reach.alloc[i].size);
+            t->plan.alloc[i] = reach.alloc[i];
+            t->plan.n = i + 1;
+            if (r != CUDA_SUCCESS) {
+                t->plan.snap[i] = 0;
+                free_snapshot(t);
+                if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+                    snprintf(t->why, sizeof t->why, "device memory ran out for a snapshot: waiting");
+                    arm(t);
+                } else {
+                    end_target(t, DRK_TARGET_FAILED, "cuMemAlloc for a snapshot failed (%d)", (int)r);
+                }
+                return;
+            }
+        }
+        if (drv.event_create(&t->plan.done, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+            t->plan.done = NULL;
+            end_target(t, DRK_TARGET_FAILED, "cuEventCreate failed");
+            return;
+        }
+        t->snapshot_bytes = reach.bytes;
+        arm(t);
+        return;
+    }
+    if (drv.event_synchronize(t->plan.done) != CUDA_SUCCESS) {
+        end_target(t, DRK_TARGET_FAILED, "the snapshot's copies failed");
+        return;
+    }
+    t->captures++;
+    drk_reach reach = {0};
+    if (drk_reach_of(im->flow, got->params, got->len, cfg.resolve, cfg.copy_max, &reach) != 0) {
+        end_target(t, DRK_TARGET_REFUSED, "%s", reach.why);
+        return;
+    }
+    CUfunction orig = original_of(t);
+    if (!orig) {
+        end_target(t, DRK_TARGET_FAILED, "cuKernelGetFunction failed");
+        return;
+    }
+    static drk_trial tr; /* large; one at a time */
+    /* The snapshot's buffers go to the trial, which frees them; the plan
+     * gets new ones for the next capture. */
+    int rc = drk_trial_open(&tr, &env, im->flow, &reach, t->plan.snap, got->params, got->len, t->shape.grid,
+                            t->shape.block, t->shape.shared_bytes, orig);
+    for (unsigned i = 0; i < t->plan.n; i++)
+        t->plan.snap[i] = 0;
+    drv.event_destroy(t->plan.done);
+    t->plan.done = NULL;
+    t->plan.n = 0;
+    if (rc == DRK_TRIAL_NO_MEMORY) {
+        snprintf(t->why, sizeof t->why, "device memory ran out for a trial: waiting");
+        arm(t);
+        return;
+    }
+    if (rc != DRK_TRIAL_OK) {
+        end_target(t, DRK_TARGET_FAILED, "%s", tr.why);
+        return;
+    }
+    drk_proof_ops ops = drk_trial_ops(&tr);
+    drk_proof_ref ref;
+    drk_proof_reference(&ops, &ref);
+    if (ref.state == DRK_PROOF_NONDETERMINISTIC)
+        end_target(t, DRK_TARGET_REFUSED, "%s", ref.why);
+    else if (ref.state != DRK_PROOF_EQUAL)
+        end_target(t, DRK_TARGET_FAILED, "%s", ref.why);
+    else {
+        t->state = DRK_TARGET_SEARCHING;
+        search_round(t, &tr, &ref);
+    }
+    t->trial_ns += tr.gpu_ns;
+    trial_ns_all += tr.gpu_ns;
+    drk_trial_close(&tr);
+    if (t->state == DRK_TARGET_SEARCHING && active == t)
+        arm(t); /* the next launch: new inputs, the next round */
+}
+
+/* ---- Driving ---- */
+
+/* The next target: the hottest kernel-shape of the round worth a search. */
+static void choose(const drk_round *r)
+{
+    for (unsigned i = 0; i < r->ntop && !active; i++) {
+        const drk_time_row *row = &r->top[i];
+        if (!row->key.name || !r->kernel_ns || (double)row->stats.total_ns < HOT_SHARE * (double)r->kernel_ns)
+            continue;
+        int slot;
+        const drk_kernel_record *rec = drk_registry_find_shape(row->key.name, row->key.grid, row->key.block,
+                                                               row->key.shared_bytes, &slot);
+        if (!rec || find_target(rec, slot))
+            continue;
+        const drk_driver_facts *f = atomic_load_explicit(&rec->driver, memory_order_acquire);
+        if (!f || f->device < 0)
+            continue;
+        struct target *t = make_target(rec, slot, row);
+        if (!t || t->state != DRK_TARGET_CAPTURING)
+            continue;
+        if (!push(f->device))
+            continue;
+        if (!ensure_env(f->device)) {
+            pop();
+            continue;
+        }
+        active = t;
+        arm(t);
+        pop();
+    }
+}
+
+void drk_engine_round(const drk_round *r)
+{
+    if (!on || !r)
+        return;
+    rounds_seen++;
+    program_ns_all += r->kernel_ns;
+    /* The share of kernels at a new class this round (the report's). */
+    for (unsigned i = 0; i < r->ntop; i++) {
+        int slot;
+        const drk_kernel_record *rec = r->top[i].key.name
+                                           ? drk_registry_find_shape(r->top[i].key.name, r->top[i].key.grid,
+                                                                     r->top[i].key.block, r->top[i].key.shared_bytes,
+                                                                     &slot)
+                                           : NULL;
+        if (rec)
+            drk_shapes_note(&shapes, (uint64_t)(uintptr_t)rec,
+                            drk_shape_class(r->top[i].key.grid, r->top[i].key.block, r->top[i].key.shared_bytes));
+    }
+    researched_sum += drk_shapes_round_end(&shapes).share;
+    if (active) {
+        /* The budget: this round's share of the program's kernel time,
+         * to the kernel being searched. */
+        active->credit_ns += cfg.budget * (double)r->kernel_ns;
+        for (unsigned i = 0; i < r->ntop; i++)
+            if (r->top[i].key.name && strcmp(r->top[i].key.name, active->rec->name) == 0 &&
+                memcmp(r->top[i].key.grid, active->shape.grid, sizeof active->shape.grid) == 0 &&
+                memcmp(r->top[i].key.block, active->shape.block, sizeof active->shape.block) == 0)
+                active->default_ns = (double)r->top[i].stats.median_ns;
+        if (active->state == DRK_TARGET_CAPTURING && ++active->waited > PATIENCE)
+            end_target(active, DRK_TARGET_REFUSED, "not launched again at its shape within %d rounds", PATIENCE);
+    }
+    if (!active)
+        choose(r);
+}
+
+void drk_engine_tick(void)
+{
+    if (!on || !active)
+        return;
+    static drk_capture_got got;
+    if (!drk_capture_take(&got))
+        return;
+    struct target *t = active;
+    if (!push(env_device)) {
+        end_target(t, DRK_TARGET_FAILED, "the device's primary context is gone");
+        return;
+    }
+    captured(t, &got);
+    pop();
+}
+
+void drk_engine_stop(void)
+{
+    if (!on)
+        return;
+    drk_capture_disarm();
+    if (active && push(env_device)) {
+        free_snapshot(active);
+        pop();
+    }
+    active = NULL;
+    on = 0;
+}
+
+/* ---- Report ---- */
+
+size_t drk_engine_rows(drk_engine_row *out, size_t max)
+{
+    size_t n = 0;
+    for (unsigned i = 0; i < ntargets && n < max; i++) {
+        const struct target *t = &targets[i];
+        drk_engine_row *o = &out[n++];
+        memset(o, 0, sizeof *o);
+        o->name = t->rec->name;
+        memcpy(o->grid, t->shape.grid, sizeof o->grid);
+        memcpy(o->block, t->shape.block, sizeof o->block);
+        o->shared_bytes = t->shape.shared_bytes;
+        o->state = t->state;
+        snprintf(o->why, sizeof o->why, "%s", t->why);
+        o->captures = t->captures, o->rounds = t->rounds;
+        o->tried = t->tried, o->proven = t->proven, o->rejected = t->rejected, o->trusted = t->trusted;
+        if (t->served)
+            drk_variant_text(&drk_space_ptx, &t->served_v, o->serving, sizeof o->serving);
+        else
+            snprintf(o->serving, sizeof o->serving, "default");
+        o->speedup = t->served ? t->speedup : 1.0;
+        o->build_ms = t->build_ms, o->builds = t->builds, o->build_ms_max = t->build_ms_max;
+        o->trial_ns = t->trial_ns;
+        o->snapshot_bytes = t->snapshot_bytes;
+    }
+    return n;
+}
+
+drk_engine_totals drk_engine_totals_get(void)
+{
+    drk_engine_totals s = {.on = on, .off = on ? NULL : off_why, .budget = cfg.budget};
+    s.kernels = ntargets;
+    for (unsigned i = 0; i < ntargets; i++) {
+        s.evolved += targets[i].served != NULL;
+        s.refused += targets[i].state == DRK_TARGET_REFUSED;
+        s.failed += targets[i].state == DRK_TARGET_FAILED;
+    }
+    s.trial_ns = trial_ns_all, s.program_ns = program_ns_all;
+    s.rounds = rounds_seen;
+    s.researched_share = rounds_seen ? researched_sum / rounds_seen : 0;
+    return s;
+}

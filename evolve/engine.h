@@ -1,0 +1,97 @@
+/* The evolution engine: the parts of docs/evolve.md joined on drk's thread.
+ *
+ * As rounds close (GPU times, evolve/gputime.h), the engine picks the
+ * hottest kernel-shape it may evolve (PTX kept, an evolvable flow, not
+ * cooperative, DRK_EVOLVE_ONLY/SKIP) and works on one at a time:
+ *   1. capture a real launch's bytes (evolve/capture.h), place its pointers
+ *      (evolve/reach.h, the resolver the wiring gives) within the copy
+ *      budget, make snapshot buffers, and capture a launch with its
+ *      snapshot;
+ *   2. the proof's reference on it (evolve/proof.h): a nondeterministic
+ *      original ends the kernel's evolution;
+ *   3. one search round (evolve/search.h) on that launch: each proposed
+ *      variant built (evolve/source.h), proven bitwise equal on it, and
+ *      timed paired with the original (evolve/trial.h); unequal ones are
+ *      rejected for good;
+ *   4. the search's decision served (drk_registry_serve) once the variant
+ *      was proven equal on DRK_PROOF_LAUNCHES distinct captured launches;
+ *      withdrawn when the search drops it;
+ *   then the next launch is captured (new inputs), until the search settles.
+ * Everything runs in the program's primary context of the kernel's device
+ * (pushed on drk's thread) on drk's own stream; a program call is never
+ * waited for. A device or driver failure ends that kernel's evolution with
+ * one log line; out of memory skips a round. One caller: drk's thread (and
+ * the exit, once it stopped). */
+#ifndef DRK_EVOLVE_ENGINE_H
+#define DRK_EVOLVE_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/driver.h"
+#include "evolve/gputime.h"
+#include "evolve/reach.h"
+
+typedef struct drk_engine_settings {
+    double budget;              /* DRK_EVOLVE_BUDGET: trial GPU time over the program's kernel time */
+    size_t copy_max;            /* DRK_EVOLVE_COPY_MAX: bytes a launch's snapshot may take */
+    const char *only, *skip;    /* DRK_EVOLVE_ONLY / DRK_EVOLVE_SKIP: comma-separated fnmatch patterns ("" none) */
+    const void *fatbin;         /* drk's kernels (compare, poison); NULL: host compares */
+    drk_extent_fn resolve;      /* where an address lies */
+    uint32_t cooperative_entries; /* bit e: launch shapes of entry label e are cooperative launches */
+} drk_engine_settings;
+
+/* Once, at configure: the driver table (copied). */
+void drk_engine_configure(const drk_driver *drv);
+/* Turns the engine on (drk's thread, once). */
+void drk_engine_start(const drk_engine_settings *s);
+int drk_engine_on(void);
+/* A round closed (the latest kept one). */
+void drk_engine_round(const drk_round *r);
+/* Each tick: captures taken are worked on. */
+void drk_engine_tick(void);
+/* At exit, after drk's thread stopped: disarms, frees trials (served
+ * variants stay loaded: launches may still use them). */
+void drk_engine_stop(void);
+
+/* ---- For the report ---- */
+
+typedef enum drk_target_state {
+    DRK_TARGET_CAPTURING,       /* waiting for a launch to capture */
+    DRK_TARGET_SEARCHING,
+    DRK_TARGET_SETTLED,         /* the search settled: its choice is served (or the default) */
+    DRK_TARGET_REFUSED,         /* not evolved: `why` */
+    DRK_TARGET_FAILED,          /* ended by a device or driver failure: `why` */
+} drk_target_state;
+
+typedef struct drk_engine_row {
+    const char *name;
+    uint32_t grid[3], block[3], shared_bytes;
+    drk_target_state state;
+    char why[192];              /* refused, failed, or the last rejection */
+    unsigned captures;          /* launches captured with their snapshot */
+    unsigned rounds;            /* search rounds */
+    unsigned tried, proven, rejected, trusted;
+    char serving[96];           /* the served variant ("default" if none) */
+    double speedup;             /* its median paired speedup (1: default) */
+    double build_ms;            /* total wall time of builds */
+    unsigned builds;
+    double build_ms_max;
+    uint64_t trial_ns;          /* GPU time of its replays */
+    size_t snapshot_bytes;
+} drk_engine_row;
+
+typedef struct drk_engine_totals {
+    int on;
+    const char *off;            /* why not, when off */
+    unsigned kernels, evolved, refused, failed;
+    uint64_t trial_ns, program_ns; /* replays' GPU time; the program's kernel time over the rounds seen */
+    double budget;
+    unsigned rounds;
+    double researched_share;    /* of the kernels launched in the rounds, those at a new shape class (mean) */
+} drk_engine_totals;
+
+size_t drk_engine_rows(drk_engine_row *out, size_t max);
+drk_engine_totals drk_engine_totals_get(void);
+
+#endif

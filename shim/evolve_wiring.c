@@ -1,0 +1,85 @@
+/* Wires the evolution engine (evolve/engine.h) to what only shim/ knows:
+ * the options, drk's embedded kernels, and where an address lies (the
+ * device pool's records first, then the driver's). */
+#include "shim/evolve_wiring.h"
+
+/* First: it must come before cuda.h. */
+#include "shim/hook.h"
+
+#include <cuda.h>
+
+#include "alloc/device.h"
+#include "base/log.h"
+#include "base/options.h"
+#include "evolve/engine.h"
+#include "evolve/loaded.h"
+#include "interpose/table.h"
+#include "kernels/kernels.h"
+
+int drk_evolve_wanted(void) { return drk_opt_num(DRK_OPT_EVOLVE) != 0; }
+
+/* An address's allocation: pool memory by the pool's records (a block in
+ * a pool's range but not live is no allocation), else the driver's range
+ * query; host memory (pinned, mapped, managed on the host) as device 0. */
+static int resolve(CUdeviceptr p, drk_extent *out)
+{
+    drk_dpool_block b;
+    int q = drk_dpool_query(p, &b);
+    if (q == 1) {
+        *out = (drk_extent){b.base, b.size, 1};
+        return 0;
+    }
+    if (q == 0)
+        return -1;
+    const drk_driver *drv = drk_driver_table();
+    unsigned type = 0;
+    CUdeviceptr base;
+    size_t size;
+    if (!drv->pointer_get_attribute || !drv->mem_get_address_range ||
+        drv->pointer_get_attribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) != CUDA_SUCCESS)
+        return -1;
+    if (type != CU_MEMORYTYPE_DEVICE) {
+        *out = (drk_extent){p, 1, 0};
+        return 0;
+    }
+    if (drv->mem_get_address_range(&base, &size, p) != CUDA_SUCCESS)
+        return -1;
+    *out = (drk_extent){base, size, 1};
+    return 0;
+}
+
+void drk_evolve_wiring_configure(void)
+{
+    if (!drk_evolve_wanted())
+        return;
+    /* The PTX variants are built from, kept from the first image read. */
+    drk_images_keep_ptx(DRK_IMAGES_PTX_CAP);
+}
+
+void drk_evolve_wiring_start(void)
+{
+    if (!drk_evolve_wanted())
+        return;
+    long copy = drk_opt_num(DRK_OPT_EVOLVE_COPY_MAX);
+    size_t copy_max = copy >= 0 ? (size_t)copy : 0;
+    if (copy < 0) { /* a share of device 0's memory, in basis points */
+        const drk_driver *drv = drk_driver_table();
+        size_t total = 0;
+        CUdevice dev;
+        if (drv->device_get && drv->device_total_mem && drv->device_get(&dev, 0) == CUDA_SUCCESS &&
+            drv->device_total_mem(&total, dev) == CUDA_SUCCESS)
+            copy_max = (size_t)((double)total * (double)-copy / 10000.0);
+    }
+    drk_engine_settings s = {
+        .budget = (double)drk_opt_num(DRK_OPT_EVOLVE_BUDGET) / 10000.0,
+        .copy_max = copy_max,
+        .only = drk_opt_str(DRK_OPT_EVOLVE_ONLY),
+        .skip = drk_opt_str(DRK_OPT_EVOLVE_SKIP),
+        .fatbin = drk_kernels_fatbin,
+        .resolve = resolve,
+        .cooperative_entries = 1u << DRK_SYM_cuLaunchCooperativeKernel | 1u << DRK_SYM_cuLaunchCooperativeKernel_ptsz,
+    };
+    drk_engine_start(&s);
+    drk_log(DRK_LOG_INFO, "evolve: on (budget %.1f%% of kernel time, copies up to %zu MiB a launch)",
+            100 * s.budget, copy_max >> 20);
+}

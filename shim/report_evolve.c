@@ -1,0 +1,74 @@
+#include "shim/report_evolve.h"
+
+#include "evolve/capture.h"
+#include "evolve/engine.h"
+#include "shim/evolve_wiring.h"
+
+static const char *state_name(drk_target_state s)
+{
+    switch (s) {
+    case DRK_TARGET_CAPTURING: return "capturing";
+    case DRK_TARGET_SEARCHING: return "searching";
+    case DRK_TARGET_SETTLED: return "settled";
+    case DRK_TARGET_REFUSED: return "refused";
+    case DRK_TARGET_FAILED: return "failed";
+    }
+    return "?";
+}
+
+
+void drk_report_evolve(drk_json *j)
+{
+    drk_engine_totals t = drk_engine_totals_get();
+    int wanted = drk_evolve_wanted();
+    drk_json_open(j, "evolve", '{');
+    drk_json_bool(j, "enabled", wanted && t.on);
+    drk_json_str(j, "off_reason", !wanted ? "DRK_EVOLVE=0" : t.on ? NULL : "no GPU times (see gpu_time.off_reason)");
+    drk_json_f64(j, "budget", t.budget);
+    drk_json_u64(j, "rounds", t.rounds);
+    drk_json_u64(j, "trial_ns", t.trial_ns);
+    drk_json_u64(j, "program_kernel_ns", t.program_ns);
+    drk_json_f64(j, "trial_share", t.program_ns ? (double)t.trial_ns / (double)t.program_ns : 0);
+    drk_json_f64(j, "researched_share", t.researched_share);
+    drk_json_u64(j, "kernels", t.kernels);
+    drk_json_u64(j, "evolved", t.evolved);
+    drk_json_u64(j, "refused", t.refused);
+    drk_json_u64(j, "failed", t.failed);
+    drk_capture_stats c = drk_capture_stats_get();
+    drk_json_open(j, "captures", '{');
+    drk_json_u64(j, "captured", c.captured);
+    drk_json_u64(j, "snapped", c.snapped);
+    drk_json_u64(j, "moved", c.moved);
+    drk_json_u64(j, "busy", c.busy);
+    drk_json_u64(j, "mismatched", c.mismatched);
+    drk_json_close(j, '}');
+    static drk_engine_row rows[64];
+    size_t n = drk_engine_rows(rows, sizeof rows / sizeof rows[0]);
+    drk_json_open(j, "by_kernel", '[');
+    for (size_t i = 0; i < n; i++) {
+        const drk_engine_row *r = &rows[i];
+        drk_json_open(j, NULL, '{');
+        drk_json_str(j, "name", r->name);
+        drk_json_u32s(j, "grid", r->grid, 3);
+        drk_json_u32s(j, "block", r->block, 3);
+        drk_json_u64(j, "shared_bytes", r->shared_bytes);
+        drk_json_str(j, "state", state_name(r->state));
+        drk_json_str(j, "why", r->why);
+        drk_json_u64(j, "captures", r->captures);
+        drk_json_u64(j, "rounds", r->rounds);
+        drk_json_u64(j, "tried", r->tried);
+        drk_json_u64(j, "proven", r->proven);
+        drk_json_u64(j, "rejected", r->rejected);
+        drk_json_u64(j, "trusted", r->trusted);
+        drk_json_str(j, "serving", r->serving);
+        drk_json_f64(j, "speedup", r->speedup);
+        drk_json_u64(j, "builds", r->builds);
+        drk_json_f64(j, "build_ms", r->build_ms);
+        drk_json_f64(j, "build_ms_max", r->build_ms_max);
+        drk_json_u64(j, "trial_ns", r->trial_ns);
+        drk_json_u64(j, "snapshot_bytes", r->snapshot_bytes);
+        drk_json_close(j, '}');
+    }
+    drk_json_close(j, ']');
+    drk_json_close(j, '}');
+}

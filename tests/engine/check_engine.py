@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Runs engine_route under drk with DRK_EVOLVE=1 and holds its report's
+"evolve" section, and the program's own results, to what must happen: the
+planted bad variant rejected, the faster one proven and served, no wrong
+result ever; a nondeterministic kernel refused; DRK_EVOLVE=0 does nothing.
+
+Usage: check_engine.py --program PATH --preload LIBS --mode evolve|nondet|off
+"""
+import argparse
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+failures = 0
+
+
+def check(cond, what, detail=""):
+    global failures
+    print(("PASS " if cond else "FAIL ") + what + ("" if cond else "\n  " + str(detail)[:3000]))
+    failures += not cond
+
+
+def run(args, mode, extra):
+    out = tempfile.mkdtemp(prefix="drk-engine-")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DRK_")}
+    env.update(LD_PRELOAD=args.preload, DRK_ROUND_SECONDS="0", DRK_REPORT=out + "/", DRK_LOG_LEVEL="info",
+               DRK_EVOLVE_BUDGET="100%")
+    env.update(extra)
+    p = subprocess.run([args.program, mode], env=env, capture_output=True, text=True, timeout=120)
+    check(p.returncode == 0, f"{mode}: the program runs to its end, every result bit for bit", p.stdout + p.stderr)
+    reports = glob.glob(os.path.join(out, "*.json"))
+    check(len(reports) == 1, f"{mode}: one report", reports)
+    if len(reports) != 1:
+        sys.exit(1)
+    return json.load(open(reports[0])), p
+
+
+def launches(p):
+    m = re.search(r"launches by registers: 64=(\d+) 32=(\d+) 40=(\d+)", p.stdout)
+    return tuple(int(g) for g in m.groups()) if m else None
+
+
+def case_evolve(args):
+    rep, p = run(args, "evolve", {"DRK_EVOLVE": "1"})
+    ev = rep["evolve"]
+    check(ev["enabled"] and ev["off_reason"] is None, "evolve: on", ev)
+    rows = [r for r in ev["by_kernel"] if r["name"] == "axpy"]
+    check(len(rows) == 1, "evolve: axpy is a target", ev["by_kernel"])
+    if not rows:
+        return
+    r = rows[0]
+    check(r["rejected"] >= 1 and "regs=40" in p.stderr and "rejected" in p.stderr,
+          "the planted bad variant (regs=40) is rejected, and the log says so", (r, p.stderr[-2000:]))
+    check(r["serving"].startswith("regs=32") and r["trusted"] >= 1 and r["speedup"] > 1.5,
+          "the 2x faster variant (regs=32) is served", r)
+    check(r["captures"] >= 3, "served only after 3 captured launches or more were proven", r)
+    got = launches(p)
+    check(got is not None and got[1] > 0, "the program's launches ran the served variant", p.stdout)
+    check(ev["trial_ns"] > 0 and ev["captures"]["snapped"] >= 3, "trials ran on snapshots", ev)
+    check("serving regs=32" in p.stderr, "one info line when the variant is served", p.stderr[-2000:])
+
+
+def case_nondet(args):
+    rep, p = run(args, "nondet", {"DRK_EVOLVE": "1"})
+    ev = rep["evolve"]
+    rows = [r for r in ev["by_kernel"] if r["name"] == "axpy"]
+    check(len(rows) == 1 and rows[0]["state"] == "refused" and "differs from itself" in rows[0]["why"] and
+          rows[0]["serving"] == "default" and rows[0]["trusted"] == 0,
+          "a kernel that differs from itself is refused, nothing served", rows)
+    got = launches(p)
+    check(got is not None and got[1] == 0 and got[2] == 0, "no variant ran in the program", p.stdout)
+
+
+def case_off(args):
+    rep, p = run(args, "evolve", {"DRK_EVOLVE": "0", "DRK_PROFILE": "1"})
+    ev = rep["evolve"]
+    check(not ev["enabled"] and ev["off_reason"] == "DRK_EVOLVE=0" and ev["by_kernel"] == [] and
+          ev["captures"]["captured"] == 0, "DRK_EVOLVE=0: nothing captured, nothing evolved", ev)
+    got = launches(p)
+    check(got is not None and got[1] == 0 and got[2] == 0 and got[0] > 0, "only the program's own build ran",
+          p.stdout)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--program", required=True)
+    ap.add_argument("--preload", required=True)
+    ap.add_argument("--mode", required=True, choices=["evolve", "nondet", "off"])
+    args = ap.parse_args()
+    {"evolve": case_evolve, "nondet": case_nondet, "off": case_off}[args.mode](args)
+    print(f"{'FAILED' if failures else 'passed'}: {failures} failures")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()

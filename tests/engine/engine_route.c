@@ -1,0 +1,153 @@
+/* The evolution engine end to end on the stand-in driver and CUPTI, under
+ * drk with DRK_EVOLVE=1 (tests/engine/check_engine.py runs it):
+ *
+ *   engine_route evolve   rounds of `axpy` (y = a x + y, in place, its PTX
+ *                         loaded as the program's module), each ended by
+ *                         cuProfilerStop with a pause for drk's thread. The
+ *                         stand-in builds it with 64 registers; a build with
+ *                         a 32-register budget runs twice as fast on the
+ *                         GPU clock, and one with 40 computes a wrong y (a
+ *                         planted bad variant: y = a x, the add lost).
+ *                         After each round the program checks y bit for bit
+ *                         against the host's own arithmetic; it prints how
+ *                         many launches ran a 32- or 40-register build.
+ *   engine_route nondet   the same, but the kernel adds a count of its own
+ *                         launches' blocks seen so far to one element (as a
+ *                         float atomic's order would): it differs from
+ *                         itself, so drk must refuse it. */
+#include <cuda.h>
+#include <cudaProfiler.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tests/fakecuda/fakecuda.h"
+#include "tests/fakecupti/fakecupti.h"
+
+#define N 4096
+#define BLOCK 256
+#define ROUNDS 16
+#define LAUNCHES 20
+#define ROUND_NS 200000000ull /* a round on the fake CUPTI's clock; rounds start 2 apart */
+
+static const char ptx[] = ".version 9.0\n.target sm_90\n.address_size 64\n\n"
+                          ".visible .entry axpy(\n\t.param .u64 axpy_param_0,\n\t.param .u64 axpy_param_1,\n"
+                          "\t.param .f32 axpy_param_2,\n\t.param .u32 axpy_param_3\n)\n{\n"
+                          "\t.reg .pred %p<2>;\n\t.reg .f32 %f<5>;\n\t.reg .b32 %r<6>;\n\t.reg .b64 %rd<8>;\n"
+                          "\tld.param.u64 %rd1, [axpy_param_0];\n\tld.param.u64 %rd2, [axpy_param_1];\n"
+                          "\tld.param.f32 %f1, [axpy_param_2];\n\tld.param.u32 %r2, [axpy_param_3];\n"
+                          "\tmov.u32 %r3, %ctaid.x;\n\tmov.u32 %r4, %ntid.x;\n\tmov.u32 %r5, %tid.x;\n"
+                          "\tmad.lo.s32 %r1, %r3, %r4, %r5;\n\tsetp.ge.s32 %p1, %r1, %r2;\n\t@%p1 bra $L__BB0_2;\n"
+                          "\tcvta.to.global.u64 %rd3, %rd2;\n\tcvta.to.global.u64 %rd4, %rd1;\n"
+                          "\tmul.wide.s32 %rd5, %r1, 4;\n\tadd.s64 %rd6, %rd4, %rd5;\n\tld.global.f32 %f2, [%rd6];\n"
+                          "\tadd.s64 %rd7, %rd3, %rd5;\n\tld.global.f32 %f3, [%rd7];\n"
+                          "\tfma.rn.f32 %f4, %f2, %f1, %f3;\n\tst.global.f32 [%rd7], %f4;\n$L__BB0_2:\n\tret;\n}\n";
+
+static int nondet;
+static unsigned long long by_regs[256];
+static unsigned long long blocks_seen;
+
+static void axpy(const fakecuda_thread *t)
+{
+    const float *x = *(float *const *)t->params[0];
+    float *y = *(float *const *)t->params[1];
+    float a = *(const float *)t->params[2];
+    int n = *(const int *)t->params[3];
+    unsigned i = t->blockIdx.x * t->blockDim.x + t->threadIdx.x;
+    if (i == 0)
+        by_regs[t->regs & 255]++;
+    if (t->threadIdx.x == 0)
+        blocks_seen++;
+    if ((int)i >= n)
+        return;
+    if (t->regs == 40) {
+        y[i] = a * x[i]; /* the planted bad build */
+        return;
+    }
+    y[i] = __builtin_fmaf(x[i], a, y[i]);
+    if (nondet && i == 0)
+        y[0] += (float)(blocks_seen & 7);
+}
+
+static int check(CUresult r, const char *what)
+{
+    if (r != CUDA_SUCCESS)
+        fprintf(stderr, "engine_route: %s failed: %d\n", what, (int)r);
+    return r == CUDA_SUCCESS;
+}
+
+static int cupti_on(void)
+{
+    for (int i = 0; i < 500; i++) {
+        if (fakecupti_enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL))
+            return 1;
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "evolve";
+    nondet = strcmp(mode, "nondet") == 0;
+    uint64_t base = 1000000000ull;
+    fakecupti_set_time(base - 1000);
+    static const size_t sizes[] = {8, 8, 4, 4};
+    if (fakecuda_register_kernel_params("axpy", axpy, 4, sizes) != 0 ||
+        fakecuda_set_kernel_resources("axpy", 64, 0) != 0 || fakecuda_set_kernel_time("axpy", 0, 2000) != 0 ||
+        fakecuda_set_kernel_time("axpy", 32, 1000) != 0)
+        return 1;
+    CUdevice dev;
+    CUcontext ctx;
+    CUmodule mod;
+    CUfunction fn;
+    CUdeviceptr dx, dy;
+    if (!check(cuInit(0), "cuInit") || !check(cuDeviceGet(&dev, 0), "cuDeviceGet") ||
+        !check(cuDevicePrimaryCtxRetain(&ctx, dev), "retain") || !check(cuCtxSetCurrent(ctx), "set") ||
+        !check(cuModuleLoadData(&mod, ptx), "load") || !check(cuModuleGetFunction(&fn, mod, "axpy"), "get") ||
+        !check(cuMemAlloc(&dx, N * sizeof(float)), "alloc x") || !check(cuMemAlloc(&dy, N * sizeof(float)), "alloc y"))
+        return 1;
+    if (!cupti_on()) {
+        fprintf(stderr, "engine_route: drk never enabled CUPTI's records\n");
+        return 1;
+    }
+    static float x[N], y[N], want[N];
+    for (int i = 0; i < N; i++) {
+        x[i] = (float)(i % 97) * 0.25f - 3.0f;
+        y[i] = want[i] = (float)(i % 13) * 0.5f;
+    }
+    if (!check(cuMemcpyHtoD(dx, x, sizeof x), "copy x") || !check(cuMemcpyHtoD(dy, y, sizeof y), "copy y"))
+        return 1;
+    int n = N, wrong_rounds = 0;
+    for (int r = 0; r < ROUNDS; r++) {
+        uint64_t t0 = base + (uint64_t)r * 2 * ROUND_NS;
+        float a = 0.5f + (float)r * 0.125f; /* new inputs each round */
+        for (int l = 0; l < LAUNCHES; l++) {
+            uint64_t s = t0 + 1000 + (uint64_t)l * 10000;
+            fakecupti_set_time(s);
+            void *params[] = {&dx, &dy, &a, &n};
+            if (!check(cuLaunchKernel(fn, N / BLOCK, 1, 1, BLOCK, 1, 1, 0, NULL, params, NULL), "launch"))
+                return 1;
+            fakecupti_kernel("axpy", N / BLOCK, 1, 1, BLOCK, 1, 1, 0, s, s + 2000, 7);
+            for (int i = 0; i < N; i++)
+                want[i] = __builtin_fmaf(x[i], a, want[i]);
+        }
+        if (!check(cuMemcpyDtoH(y, dy, sizeof y), "copy back"))
+            return 1;
+        if (!nondet && memcmp(y, want, sizeof y) != 0)
+            wrong_rounds++;
+        if (nondet)
+            memcpy(want, y, sizeof y); /* its own drift is not a wrong result */
+        fakecupti_set_time(t0 + ROUND_NS);
+        if (!check(cuProfilerStop(), "cuProfilerStop"))
+            return 1;
+        fakecupti_set_time(t0 + ROUND_NS + 100000000ull);
+        struct timespec ts = {0, 150000000};
+        nanosleep(&ts, NULL);
+    }
+    printf("engine: %d rounds, %d wrong; launches by registers: 64=%llu 32=%llu 40=%llu\n", ROUNDS, wrong_rounds,
+           by_regs[64], by_regs[32], by_regs[40]);
+    return wrong_rounds ? 2 : 0;
+}
