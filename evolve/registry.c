@@ -405,6 +405,10 @@ void drk_registry_reset_counts(void)
             for (int j = 0; j < DRK_SHAPES_PER_KERNEL; j++)
                 atomic_store_explicit(&r->counts[s].shape[j], 0, memory_order_relaxed);
         }
+        /* The parent's variants are functions of its contexts: a child runs
+         * the program's own. */
+        for (int j = 0; r && j < DRK_SHAPES_PER_KERNEL; j++)
+            atomic_store_explicit(&r->variant[j], 0, memory_order_relaxed);
     }
     for (int e = 0; e < DRK_REGISTRY_ENTRIES; e++)
         atomic_store_explicit(&untracked[e], 0, memory_order_relaxed);

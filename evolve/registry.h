@@ -144,6 +144,7 @@ uint64_t drk_registry_launches(void);
 /* All launches through entry point `entry`, recorded or untracked. */
 uint64_t drk_registry_entry_launches(unsigned entry);
 
+/* A forked child: counts from zero, and no published variants. */
 void drk_registry_reset_counts(void);
 
 /* The handle table, open-addressed by a multiplicative hash of the handle.
