@@ -160,6 +160,44 @@ typedef struct rep_rounds {
     size_t nlist;
 } rep_rounds;
 
+/* A kernel-shape the evolution engine looked at: a row of
+ * evolve.by_kernel. Never merged: the combined view lists every
+ * process's rows, each with its pid. */
+typedef struct rep_evolve_row {
+    const char *name;
+    uint64_t grid[3], block[3], shared_bytes;
+    const char *state;   /* capturing, searching, settled, refused, failed; a newer drk may add states */
+    const char *why;     /* refused, failed, or the last rejection; NULL or "": none */
+    const char *serving; /* the served variant, "default" if none */
+    uint64_t captures, rounds, tried, proven, rejected, trusted, builds, trial_ns, snapshot_bytes;
+    double speedup, build_ms, build_ms_max; /* speedup: 1 serving the default */
+    uint64_t pid;        /* its process's */
+    size_t seq;          /* totals_merge's scratch: the row's place in its input */
+} rep_evolve_row;
+
+/* The text of evolve.off_reason when DRK_EVOLVE was not asked for
+ * (shim/report_evolve.c). */
+#define REP_EVOLVE_NOT_ASKED "DRK_EVOLVE=0"
+
+/* The evolution engine (evolve, absent from reports of drk before
+ * DRK_EVOLVE); added up over processes: counts summed, trial_share
+ * recomputed from the sums, researched_share the mean over the processes
+ * with evolve on weighted by their rounds. */
+typedef struct rep_evolve {
+    int present;
+    uint64_t reports;   /* reports with evolve */
+    uint64_t processes; /* those with evolve on (enabled) */
+    uint64_t asked;     /* those with DRK_EVOLVE=1: on, or off for a reason other than not being asked */
+    const char *off_reason; /* the first report's that asked and has one (else the first's) */
+    double budget;      /* the first report's with evolve on (else the first's) */
+    uint64_t rounds, trial_ns, program_kernel_ns;
+    double trial_share, researched_share;
+    uint64_t kernels, evolved, refused, failed;
+    uint64_t captured, snapped, moved, busy, mismatched; /* evolve.captures */
+    rep_evolve_row *rows; /* most evolved first (report_merge.c's evolve_row_order), then as listed */
+    size_t nrows;
+} rep_evolve;
+
 /* The counters of a process, or of several processes added up. */
 typedef struct rep_totals {
     uint64_t launches, failed_launches, untracked_launches;
@@ -167,6 +205,7 @@ typedef struct rep_totals {
     rep_dpool dpool;
     rep_hpool hpool;
     rep_gpu gpu;
+    rep_evolve evolve;
     rep_kernel *kernels; /* most launched first */
     size_t nkernels;
     rep_family *families;
@@ -216,7 +255,8 @@ void report_release(rep_process *p);
 /* Add up `n` sets of counters: kernels merged by name (their shapes by
  * grid, block and shared bytes), call names and memory kinds by name, GPU
  * time rows and gpu_time.counters' rows by kernel-shape (name, grid,
- * block, shared bytes). With
+ * block, shared bytes); evolve's rows of every part, most evolved first.
+ * With
  * n == 1 this puts one report in order. Returns -1 when out of memory. */
 int totals_merge(const rep_totals *const *parts, size_t n, rep_totals *out);
 

@@ -1,8 +1,8 @@
 /* `drk report --html FILE`: one self-contained page of a run's GPU times,
  * per process: the top kernels' time per round (stacked), GPU busy per
  * round against drk's 80% line, device memory per round, the findings, the
- * top kernels and their hardware counters. Charts are inline SVG, no
- * script: the page opens offline and with scripts off; its
+ * top kernels, their hardware counters and the evolved kernels. Charts are
+ * inline SVG, no script: the page opens offline and with scripts off; its
  * Content-Security-Policy forbids any load. Every string from a report is
  * HTML-escaped (kernel names hold < > & and quotes). */
 #include <errno.h>
@@ -584,6 +584,74 @@ static void counters_table(FILE *f, const rep_counters *k, size_t top)
                 k->nrows - shown, k->nrows - shown == 1 ? "" : "s");
 }
 
+/* ---- 7. evolved kernels ------------------------------------------------------------ */
+
+/* evolve, as the text report's table: nothing unless DRK_EVOLVE=1 was
+ * asked for; why it was off; else its totals and a row per kernel-shape,
+ * most evolved first. */
+static void evolve_table(FILE *f, const rep_evolve *e, size_t top)
+{
+    if (!e->present || !e->asked)
+        return;
+    fprintf(f, "<h3>Evolved kernels</h3>\n");
+    if (!e->processes) {
+        fprintf(f, "<p class=\"note off\">Evolve (DRK_EVOLVE=1): off (");
+        esc(f, e->off_reason ? e->off_reason : "no reason given");
+        fprintf(f, ").</p>\n");
+        return;
+    }
+    char trial[32], program[32], share[32];
+    fprintf(f, "<p class=\"caption\">Kernel-shapes drk looked at: %" PRIu64 ", evolved %" PRIu64 ", refused %" PRIu64
+               ", failed %" PRIu64 ". Trials took %s of GPU time",
+            e->kernels, e->evolved, e->refused, e->failed, human_ns(e->trial_ns, trial, sizeof trial));
+    if (e->program_kernel_ns)
+        fprintf(f, ", %s of the program's kernel time (%s)",
+                percent_text(e->trial_ns, e->program_kernel_ns, 1, share, sizeof share),
+                human_ns(e->program_kernel_ns, program, sizeof program));
+    fprintf(f, ", budget %.3g%%; %.1f%% of kernels re-searched per round over %" PRIu64 " round%s. A variant is "
+               "served only once proven bitwise equal to the original; speedup: its median paired speedup.</p>\n",
+            100 * e->budget, 100 * e->researched_share, e->rounds, e->rounds == 1 ? "" : "s");
+    if (!e->nrows)
+        return;
+    size_t shown = top && top < e->nrows ? top : e->nrows;
+    fprintf(f, "<table class=\"kernels evolve\">\n<thead><tr><th>speedup</th><th>kernel</th>"
+               "<th>shape: grid / block / shared</th><th>state</th><th>serving</th>"
+               "<th>tried / proven / rejected</th><th>builds</th><th>why</th></tr></thead>\n<tbody>\n");
+    for (size_t i = 0; i < shown; i++) {
+        const rep_evolve_row *r = &e->rows[i];
+        rep_time_row key = {.name = r->name, .shared_bytes = r->shared_bytes};
+        memcpy(key.grid, r->grid, sizeof key.grid);
+        memcpy(key.block, r->block, sizeof key.block);
+        char shape[256], total[32], max[32];
+        shape_text(&key, shape, sizeof shape);
+        if (strcmp(r->serving, "default") != 0)
+            fprintf(f, "<tr><td>%.2fx</td>", r->speedup);
+        else
+            fprintf(f, "<tr><td>-</td>");
+        fprintf(f, "<td class=\"name\" title=\"");
+        esc(f, r->name);
+        fprintf(f, "\">");
+        esc_fit(f, r->name, TABLE_NAME);
+        fprintf(f, "</td><td class=\"shape\">%s</td><td class=\"text state\">", shape);
+        esc(f, r->state);
+        fprintf(f, "</td><td class=\"text serving\">");
+        esc(f, r->serving);
+        fprintf(f, "</td><td>%" PRIu64 " / %" PRIu64 " / %" PRIu64 "</td><td>", r->tried, r->proven, r->rejected);
+        if (r->builds)
+            fprintf(f, "%" PRIu64 " (%s, max %s)", r->builds, human_ms(r->build_ms, total, sizeof total),
+                    human_ms(r->build_ms_max, max, sizeof max));
+        else
+            fprintf(f, "0");
+        fprintf(f, "</td><td class=\"why\">");
+        esc(f, r->why && *r->why ? r->why : "-");
+        fprintf(f, "</td></tr>\n");
+    }
+    fprintf(f, "</tbody>\n</table>\n");
+    if (shown < e->nrows)
+        fprintf(f, "<p class=\"note\">%zu more kernel-shape%s looked at (--top N shows more; 0: all).</p>\n",
+                e->nrows - shown, e->nrows - shown == 1 ? "" : "s");
+}
+
 /* ---- the page --------------------------------------------------------------- */
 
 static void process_header(FILE *f, const rep_process *p, size_t i)
@@ -661,6 +729,7 @@ static int process_section(FILE *f, const rep_process *p, size_t i, size_t top)
         esc(f, g->off_reason ? g->off_reason : "no reason given");
         fprintf(f, ").</p>\n");
         counters_table(f, &g->counters, top);
+        evolve_table(f, &p->t.evolve, top);
         fprintf(f, "</section>\n");
         return 0;
     }
@@ -679,6 +748,7 @@ static int process_section(FILE *f, const rep_process *p, size_t i, size_t top)
     findings(f, p);
     kernel_table(f, g, top);
     counters_table(f, &g->counters, top);
+    evolve_table(f, &p->t.evolve, top);
     fprintf(f, "</section>\n");
     return 0;
 }
@@ -716,7 +786,9 @@ static const char style[] =
     ".kernels th{background:#f4f6f8;font-weight:600;white-space:nowrap}"
     ".kernels td.name,.kernels th:nth-child(2){text-align:left}"
     ".kernels td{white-space:nowrap}.kernels td.name{white-space:normal;overflow-wrap:anywhere;word-break:break-all}"
-    ".kernels td.shape,.kernels th:nth-child(3){text-align:left;white-space:nowrap}";
+    ".kernels td.shape,.kernels th:nth-child(3){text-align:left;white-space:nowrap}"
+    ".kernels td.text{text-align:left}"
+    ".kernels td.why{text-align:left;white-space:normal;overflow-wrap:anywhere;min-width:16em}";
 
 static int print_html(FILE *f, const char *path, const rep_process *const *procs, size_t n, size_t top)
 {

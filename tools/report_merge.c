@@ -1,6 +1,7 @@
 /* Adding up reports: kernels by name, shapes by (grid, block, shared
  * bytes), call names and memory kinds by name, the pools' counters, GPU
- * time rows and hardware counters' rows by kernel-shape. And matching two
+ * time rows and hardware counters' rows by kernel-shape, evolve's counts
+ * (its rows listed, most evolved first). And matching two
  * sets of reports for --compare: kernels by name, rounds by index.
  * Counters saturate rather than wrap, so an absurd sum never prints as a
  * small one. */
@@ -473,6 +474,108 @@ static int merge_gpu(const rep_totals *const *parts, size_t n, rep_gpu *o)
     return 0;
 }
 
+/* The order "most evolved" means: serving a variant first, the fastest
+ * first; then by how far the engine got (settled, searching, capturing,
+ * failed, refused, then states a newer drk may add); more proven, more
+ * tried; then as listed. */
+static int state_rank(const char *state)
+{
+    static const char *const order[] = {"settled", "searching", "capturing", "failed", "refused"};
+    for (int i = 0; i < (int)(sizeof order / sizeof order[0]); i++)
+        if (strcmp(state, order[i]) == 0)
+            return i;
+    return (int)(sizeof order / sizeof order[0]);
+}
+
+static int serves_variant(const rep_evolve_row *r) { return strcmp(r->serving, "default") != 0; }
+
+static int evolve_row_order(const void *a, const void *b)
+{
+    const rep_evolve_row *x = a, *y = b;
+    int sx = serves_variant(x), sy = serves_variant(y);
+    if (sx != sy)
+        return sx ? -1 : 1;
+    if (sx && x->speedup != y->speedup)
+        return x->speedup > y->speedup ? -1 : 1;
+    int rx = state_rank(x->state), ry = state_rank(y->state);
+    if (rx != ry)
+        return rx < ry ? -1 : 1;
+    if (x->proven != y->proven)
+        return x->proven > y->proven ? -1 : 1;
+    if (x->tried != y->tried)
+        return x->tried > y->tried ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* evolve of `n` parts: counts summed, budget and off_reason as counters'
+ * (merge_counters); unless one report has evolve (its shares kept),
+ * trial_share recomputed from the sums and researched_share the mean of the
+ * processes with evolve on weighted by their rounds (plain when none has
+ * rounds); every part's rows, most evolved first. */
+static int merge_evolve(const rep_totals *const *parts, size_t n, rep_evolve *o)
+{
+    size_t total = 0;
+    int budget_on = 0, reason_asked = 0;
+    double share_sum = 0, share_plain = 0;
+    uint64_t share_rounds = 0;
+    for (size_t p = 0; p < n; p++) {
+        const rep_evolve *e = &parts[p]->evolve;
+        if (!e->present)
+            continue;
+        if (!o->present || (e->processes && !budget_on))
+            o->budget = e->budget;
+        budget_on |= e->processes > 0;
+        if (e->off_reason && (!o->off_reason || (e->asked && !reason_asked))) {
+            o->off_reason = e->off_reason;
+            reason_asked = e->asked > 0;
+        }
+        if (e->processes) {
+            share_sum += e->researched_share * (double)e->rounds;
+            share_plain += e->researched_share;
+            share_rounds = add(share_rounds, e->rounds);
+        }
+        o->trial_share = e->trial_share; /* both kept when this is the only report */
+        o->researched_share = e->researched_share;
+        o->present = 1;
+        o->reports = add(o->reports, e->reports);
+        o->processes = add(o->processes, e->processes);
+        o->asked = add(o->asked, e->asked);
+        o->rounds = add(o->rounds, e->rounds);
+        o->trial_ns = add(o->trial_ns, e->trial_ns);
+        o->program_kernel_ns = add(o->program_kernel_ns, e->program_kernel_ns);
+        o->kernels = add(o->kernels, e->kernels);
+        o->evolved = add(o->evolved, e->evolved);
+        o->refused = add(o->refused, e->refused);
+        o->failed = add(o->failed, e->failed);
+        o->captured = add(o->captured, e->captured);
+        o->snapped = add(o->snapped, e->snapped);
+        o->moved = add(o->moved, e->moved);
+        o->busy = add(o->busy, e->busy);
+        o->mismatched = add(o->mismatched, e->mismatched);
+        total += e->nrows;
+    }
+    if (o->reports > 1) {
+        o->trial_share = o->program_kernel_ns ? (double)o->trial_ns / (double)o->program_kernel_ns : 0;
+        o->researched_share = !o->processes ? 0
+                              : share_rounds ? share_sum / (double)share_rounds
+                                             : share_plain / (double)o->processes;
+    }
+    o->rows = malloc((total + 1) * sizeof *o->rows);
+    if (!o->rows)
+        return -1;
+    for (size_t p = 0; p < n; p++) {
+        const rep_evolve *e = &parts[p]->evolve;
+        for (size_t i = 0; i < e->nrows; i++) {
+            o->rows[o->nrows] = e->rows[i];
+            o->rows[o->nrows].seq = o->nrows;
+            o->nrows++;
+        }
+    }
+    if (o->nrows > 1)
+        qsort(o->rows, o->nrows, sizeof *o->rows, evolve_row_order);
+    return 0;
+}
+
 int totals_merge(const rep_totals *const *parts, size_t n, rep_totals *out)
 {
     memset(out, 0, sizeof *out);
@@ -498,7 +601,7 @@ int totals_merge(const rep_totals *const *parts, size_t n, rep_totals *out)
             o->device_sm = f->device_sm;
     }
     if (merge_kernels(parts, n, out) != 0 || merge_families(parts, n, out) != 0 || merge_memory(parts, n, out) != 0 ||
-        merge_gpu(parts, n, &out->gpu) != 0) {
+        merge_gpu(parts, n, &out->gpu) != 0 || merge_evolve(parts, n, &out->evolve) != 0) {
         totals_release(out);
         return -1;
     }
@@ -516,6 +619,7 @@ void totals_release(rep_totals *t)
     free(t->memory);
     free(t->gpu.rows);
     free(t->gpu.counters.rows);
+    free(t->evolve.rows);
     memset(t, 0, sizeof *t);
 }
 

@@ -1,6 +1,7 @@
 /* What `drk report` prints: a section per process (header, kernels, GPU
- * times and rounds, findings, calls, memory, the pools), a combined
- * section, or the combined numbers as JSON; and --compare's two sides. */
+ * times and rounds, findings, calls, memory, the pools, evolved kernels), a
+ * combined section, or the combined numbers as JSON; and --compare's two
+ * sides. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -541,6 +542,86 @@ static void print_findings(FILE *f, const rep_process *const *procs, size_t n, i
     fputc('\n', f);
 }
 
+/* The table of evolve's rows (`nprocs`: as print_gpu_rows; the combined
+ * section lists every process's rows, with their pid). */
+static void print_evolve_rows(FILE *f, const rep_evolve *e, size_t top, size_t nprocs)
+{
+    size_t shown = top && top < e->nrows ? top : e->nrows;
+    table tb;
+    static const char align[] = "rlllrllrrrl"; /* the pid's column first */
+    table_init(&tb, nprocs ? align : align + 1);
+    const char *head[] = {"pid",     "kernel",  "grid",    "block", "shared", "state",
+                          "serving", "speedup", "tried / proven / rejected", "builds", "why"};
+    table_row(&tb, nprocs ? head : head + 1);
+    for (size_t i = 0; i < shown; i++) {
+        const rep_evolve_row *r = &e->rows[i];
+        char pid[32], name[4 * NAME_COLUMN + 1], grid[72], block[72], shared[32], serving[4 * 48 + 1], speedup[32],
+            tried[96], builds[96], total[32], max[32], why[4 * EVIDENCE_COLUMN + 4];
+        text_fit(r->name, NAME_COLUMN, name, sizeof name);
+        text_fit(r->serving, 48, serving, sizeof serving);
+        if (strcmp(r->serving, "default") != 0)
+            snprintf(speedup, sizeof speedup, "%.2fx", r->speedup);
+        else
+            snprintf(speedup, sizeof speedup, "-");
+        snprintf(tried, sizeof tried, "%" PRIu64 " / %" PRIu64 " / %" PRIu64, r->tried, r->proven, r->rejected);
+        if (r->builds)
+            snprintf(builds, sizeof builds, "%" PRIu64 " (%s, max %s)", r->builds,
+                     human_ms(r->build_ms, total, sizeof total), human_ms(r->build_ms_max, max, sizeof max));
+        else
+            snprintf(builds, sizeof builds, "0");
+        if (r->why && *r->why)
+            line_fit(r->why, EVIDENCE_COLUMN, why, sizeof why);
+        else
+            snprintf(why, sizeof why, "-");
+        const char *cells[] = {u64s(r->pid, pid, sizeof pid), name, dim3_text(r->grid, grid, sizeof grid),
+                               dim3_text(r->block, block, sizeof block), u64s(r->shared_bytes, shared, sizeof shared),
+                               r->state, serving, speedup, tried, builds, why};
+        table_row(&tb, nprocs ? cells : cells + 1);
+    }
+    table_print(&tb, f, "  ");
+    table_free(&tb);
+    if (shown < e->nrows)
+        fprintf(f, "  ... %zu more kernel-shape%s\n", e->nrows - shown, e->nrows - shown == 1 ? "" : "s");
+}
+
+/* evolve: nothing unless DRK_EVOLVE=1 was asked for (older reports have
+ * none); why it was off; else a line of totals and the table, most evolved
+ * first. After the pools, so the text of a report without it is as it was. */
+static void print_evolve(FILE *f, const rep_evolve *e, size_t top, size_t nprocs)
+{
+    if (!e->present || !e->asked)
+        return;
+    const char *why = e->off_reason ? e->off_reason : "no reason given";
+    fputc('\n', f);
+    if (!e->processes) {
+        if (nprocs)
+            fprintf(f, "evolve: off in %" PRIu64 " of %zu processes (first reason: %s)\n", e->asked, nprocs, why);
+        else
+            fprintf(f, "evolve: off (%s)\n", why);
+        return;
+    }
+    char trial[32], program[32], share[32];
+    fprintf(f, "evolved kernels");
+    if (nprocs)
+        fprintf(f, " (%" PRIu64 " of %zu processes)", e->processes, nprocs);
+    fprintf(f, ": %" PRIu64 " kernel-shape%s looked at, %" PRIu64 " evolved, %" PRIu64 " refused, %" PRIu64
+               " failed; trials %s of GPU time",
+            e->kernels, e->kernels == 1 ? "" : "s", e->evolved, e->refused, e->failed,
+            human_ns(e->trial_ns, trial, sizeof trial));
+    if (e->program_kernel_ns)
+        fprintf(f, ", %s of the program's kernel time (%s)",
+                percent_text(e->trial_ns, e->program_kernel_ns, 1, share, sizeof share),
+                human_ns(e->program_kernel_ns, program, sizeof program));
+    fprintf(f, ", budget %.3g%%; %.1f%% of kernels re-searched per round (%" PRIu64 " round%s)", 100 * e->budget,
+            100 * e->researched_share, e->rounds, e->rounds == 1 ? "" : "s");
+    if (nprocs && e->asked > e->processes)
+        fprintf(f, "; off in %" PRIu64 " process%s (first reason: %s)", e->asked - e->processes,
+                e->asked - e->processes == 1 ? "" : "es", why);
+    fputc('\n', f);
+    if (e->nrows)
+        print_evolve_rows(f, e, top, nprocs);
+}
+
 /* `procs`: the `nfind` processes whose findings are listed. */
 static void print_totals(FILE *f, const rep_totals *t, const rep_rounds *rounds, const rep_process *const *procs,
                          size_t nfind, size_t top, size_t nprocs)
@@ -553,6 +634,7 @@ static void print_totals(FILE *f, const rep_totals *t, const rep_rounds *rounds,
     print_memory(f, t);
     print_device_pool(f, &t->dpool, nprocs);
     print_host_pool(f, &t->hpool, nprocs, t->dpool.allocs > 0);
+    print_evolve(f, &t->evolve, top, nprocs);
 }
 
 static void print_duration(FILE *f, const char *label, uint64_t start, uint64_t end)
@@ -757,6 +839,66 @@ static void json_gpu_time(drk_json *j, FILE *f, const rep_gpu *g, size_t top)
     drk_json_close(j, '}');
 }
 
+/* evolve as in a report, with sums over the reports that have it
+ * (reports, processes: those with evolve on); every process's rows, most
+ * evolved first, each with its pid. */
+static void json_evolve(drk_json *j, FILE *f, const rep_evolve *e, size_t top)
+{
+    drk_json_open(j, "evolve", '{');
+    drk_json_bool(j, "enabled", e->processes > 0);
+    drk_json_u64(j, "reports", e->reports);
+    drk_json_u64(j, "processes", e->processes);
+    drk_json_str(j, "off_reason", e->off_reason);
+    drk_json_f64(j, "budget", e->budget);
+    drk_json_u64(j, "rounds", e->rounds);
+    drk_json_u64(j, "trial_ns", e->trial_ns);
+    drk_json_u64(j, "program_kernel_ns", e->program_kernel_ns);
+    drk_json_f64(j, "trial_share", e->trial_share);
+    drk_json_f64(j, "researched_share", e->researched_share);
+    drk_json_u64(j, "kernels", e->kernels);
+    drk_json_u64(j, "evolved", e->evolved);
+    drk_json_u64(j, "refused", e->refused);
+    drk_json_u64(j, "failed", e->failed);
+    drk_json_open(j, "captures", '{');
+    drk_json_u64(j, "captured", e->captured);
+    drk_json_u64(j, "snapped", e->snapped);
+    drk_json_u64(j, "moved", e->moved);
+    drk_json_u64(j, "busy", e->busy);
+    drk_json_u64(j, "mismatched", e->mismatched);
+    drk_json_close(j, '}');
+    drk_json_u64(j, "distinct", e->nrows);
+    drk_json_open(j, "by_kernel", '[');
+    size_t shown = top && top < e->nrows ? top : e->nrows;
+    for (size_t i = 0; i < shown; i++) {
+        const rep_evolve_row *r = &e->rows[i];
+        drk_json_open(j, NULL, '{');
+        drk_json_u64(j, "pid", r->pid);
+        drk_json_str(j, "name", r->name);
+        json_dim3(j, "grid", r->grid);
+        json_dim3(j, "block", r->block);
+        drk_json_u64(j, "shared_bytes", r->shared_bytes);
+        drk_json_str(j, "state", r->state);
+        drk_json_str(j, "why", r->why);
+        drk_json_u64(j, "captures", r->captures);
+        drk_json_u64(j, "rounds", r->rounds);
+        drk_json_u64(j, "tried", r->tried);
+        drk_json_u64(j, "proven", r->proven);
+        drk_json_u64(j, "rejected", r->rejected);
+        drk_json_u64(j, "trusted", r->trusted);
+        drk_json_str(j, "serving", r->serving);
+        drk_json_f64(j, "speedup", r->speedup);
+        drk_json_u64(j, "builds", r->builds);
+        drk_json_f64(j, "build_ms", r->build_ms);
+        drk_json_f64(j, "build_ms_max", r->build_ms_max);
+        drk_json_u64(j, "trial_ns", r->trial_ns);
+        drk_json_u64(j, "snapshot_bytes", r->snapshot_bytes);
+        drk_json_close(j, '}');
+        drk_json_flush(j, f);
+    }
+    drk_json_close(j, ']');
+    drk_json_close(j, '}');
+}
+
 /* A process's findings as in its report, evidence whole. */
 static void json_findings(drk_json *j, FILE *f, const rep_findings *fs)
 {
@@ -813,6 +955,15 @@ void print_json(FILE *f, const rep_process *const *procs, size_t n, const rep_to
             drk_json_u64(&j, "rounds", g->rounds);
             drk_json_u64(&j, "wall_ns", g->wall_ns);
             drk_json_u64(&j, "busy_ns", g->busy_ns);
+            drk_json_close(&j, '}');
+        }
+        if (p->t.evolve.present) {
+            const rep_evolve *e = &p->t.evolve;
+            drk_json_open(&j, "evolve", '{');
+            drk_json_bool(&j, "enabled", e->processes > 0);
+            drk_json_str(&j, "off_reason", e->off_reason);
+            drk_json_u64(&j, "kernels", e->kernels);
+            drk_json_u64(&j, "evolved", e->evolved);
             drk_json_close(&j, '}');
         }
         if (p->findings.present)
@@ -895,6 +1046,8 @@ void print_json(FILE *f, const rep_process *const *procs, size_t n, const rep_to
         json_host_pool(&j, &t->hpool);
     if (t->gpu.present)
         json_gpu_time(&j, f, &t->gpu, top);
+    if (t->evolve.present)
+        json_evolve(&j, f, &t->evolve, top);
     drk_json_close(&j, '}');
     /* Write errors show in ferror(f), which drk checks before it exits. */
     if (drk_json_flush(&j, f) != 0 && j.failed)

@@ -537,6 +537,74 @@ static int read_gpu_time(ctx *c, const json_value *doc, rep_gpu *g)
     return read_counters(c, o, &g->counters);
 }
 
+/* evolve, when the report has it (an older drk's has not); `pid`: the
+ * process's, for its rows. */
+static int read_evolve(ctx *c, const json_value *doc, rep_evolve *e, uint64_t pid)
+{
+    const char *at = "evolve";
+    const json_value *o = optional_object(c, doc, at);
+    if (!o)
+        return c->failed ? -1 : 0;
+    int enabled = 0;
+    e->present = 1;
+    e->reports = 1;
+    get_bool(c, o, at, "enabled", &enabled);
+    e->processes = enabled;
+    e->off_reason = get_str_or_null(c, o, at, "off_reason");
+    e->asked = enabled || (e->off_reason && strcmp(e->off_reason, REP_EVOLVE_NOT_ASKED) != 0);
+    get_number(c, o, at, "budget", &e->budget);
+    get_u64(c, o, at, "rounds", &e->rounds);
+    get_u64(c, o, at, "trial_ns", &e->trial_ns);
+    get_u64(c, o, at, "program_kernel_ns", &e->program_kernel_ns);
+    get_number(c, o, at, "trial_share", &e->trial_share);
+    get_number(c, o, at, "researched_share", &e->researched_share);
+    get_u64(c, o, at, "kernels", &e->kernels);
+    get_u64(c, o, at, "evolved", &e->evolved);
+    get_u64(c, o, at, "refused", &e->refused);
+    get_u64(c, o, at, "failed", &e->failed);
+    const json_value *cap = field(c, o, at, "captures", JSON_OBJECT);
+    get_u64(c, cap, "evolve.captures", "captured", &e->captured);
+    get_u64(c, cap, "evolve.captures", "snapped", &e->snapped);
+    get_u64(c, cap, "evolve.captures", "moved", &e->moved);
+    get_u64(c, cap, "evolve.captures", "busy", &e->busy);
+    get_u64(c, cap, "evolve.captures", "mismatched", &e->mismatched);
+    const json_value *rows = object_array(c, o, at, "by_kernel");
+    if (c->failed)
+        return -1;
+    e->rows = calloc(rows->u.arr.count + 1, sizeof *e->rows);
+    if (!e->rows)
+        return bad(c, "out of memory");
+    for (size_t i = 0; i < rows->u.arr.count; i++) {
+        const json_value *r = &rows->u.arr.items[i];
+        rep_evolve_row *x = &e->rows[e->nrows++];
+        char where[64];
+        snprintf(where, sizeof where, "%s.by_kernel[%zu]", at, i);
+        x->pid = pid;
+        x->name = get_str(c, r, where, "name");
+        if (c->failed)
+            return -1;
+        read_geometry(c, r, where, x->grid, x->block, &x->shared_bytes);
+        x->state = get_str(c, r, where, "state");
+        x->why = get_str_or_null(c, r, where, "why");
+        get_u64(c, r, where, "captures", &x->captures);
+        get_u64(c, r, where, "rounds", &x->rounds);
+        get_u64(c, r, where, "tried", &x->tried);
+        get_u64(c, r, where, "proven", &x->proven);
+        get_u64(c, r, where, "rejected", &x->rejected);
+        get_u64(c, r, where, "trusted", &x->trusted);
+        x->serving = get_str(c, r, where, "serving");
+        get_number(c, r, where, "speedup", &x->speedup);
+        get_u64(c, r, where, "builds", &x->builds);
+        get_number(c, r, where, "build_ms", &x->build_ms);
+        get_number(c, r, where, "build_ms_max", &x->build_ms_max);
+        get_u64(c, r, where, "trial_ns", &x->trial_ns);
+        get_u64(c, r, where, "snapshot_bytes", &x->snapshot_bytes);
+        if (c->failed)
+            return -1;
+    }
+    return 0;
+}
+
 static int read_round(ctx *c, const json_value *r, const char *at, rep_round *o)
 {
     get_u64(c, r, at, "index", &o->index);
@@ -756,7 +824,8 @@ int report_load(const char *path, rep_process *out, char *why, size_t whylen)
     if (read_process(&c, doc, out) != 0 || read_kernels(&c, doc, &out->t) != 0 || read_calls(&c, doc, &out->t) != 0 ||
         read_memory(&c, doc, &out->t) != 0 || read_device_pool(&c, doc, &out->t.dpool) != 0 ||
         read_host_pool(&c, doc, &out->t.hpool) != 0 || read_gpu_time(&c, doc, &out->t.gpu) != 0 ||
-        read_rounds(&c, doc, &out->rounds, &out->t.gpu) != 0 || read_findings(&c, doc, &out->findings) != 0)
+        read_rounds(&c, doc, &out->rounds, &out->t.gpu) != 0 || read_findings(&c, doc, &out->findings) != 0 ||
+        read_evolve(&c, doc, &out->t.evolve, out->pid) != 0)
         return REPORT_ERROR;
     return REPORT_OK;
 }

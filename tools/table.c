@@ -137,6 +137,12 @@ const char *human_ns(uint64_t ns, char *buf, size_t n)
     return buf;
 }
 
+const char *human_ms(double ms, char *buf, size_t n)
+{
+    double ns = ms * 1e6;
+    return human_ns(!(ns > 0) ? 0 : ns >= 1.8e19 ? UINT64_MAX : (uint64_t)ns, buf, n);
+}
+
 const char *sectors_text(double v, char *buf, size_t n)
 {
     if (v < 0)

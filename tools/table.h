@@ -37,6 +37,9 @@ const char *human_bytes(uint64_t b, char *buf, size_t n);
 /* 1500 -> "1.50 \u00b5s": three significant digits, ns to s; into buf. */
 const char *human_ns(uint64_t ns, char *buf, size_t n);
 
+/* The same for milliseconds (evolve's build times); 0 when not positive. */
+const char *human_ms(double ms, char *buf, size_t n);
+
 /* Sectors per request (counters): "-" when the kernel made no such requests (-1). */
 const char *sectors_text(double v, char *buf, size_t n);
 

@@ -1469,6 +1469,239 @@ def case_report_counters():
         fail(excluded, "gpu_time.excluded", "non-negative integer")
 
 
+EVOLVE = "evolve"
+EVOLVE_HEAD = ("kernel", "grid", "block", "shared", "state", "serving", "speedup", "tried / proven / rejected",
+               "builds", "why")
+EVOLVE_REFUSED = ("the original differs from itself between two runs of the same launch: its results are not "
+                  "reproducible, so no variant can be proven equal")
+EVOLVE_FAILED = "cuLaunchKernel of a trial failed: CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"
+EVOLVE_OFF = "no GPU times (see gpu_time.off_reason)"
+ALLOC_END = "  host             0       0    0 B      0\n"  # the last line of the fixtures' allocations table
+
+
+def evolve_fixture(pid):
+    return fixture(EVOLVE, f"drk-train-{pid}.json")
+
+
+def evolve_lines(out):
+    """The lines of the evolve block: its title (or its one line) to the blank line that ends a process's
+    section, or to the end."""
+    i = max(out.find("\nevolved kernels"), out.find("\nevolve: "))
+    if i < 0:
+        return None
+    j = out.find("\n\n", i + 1)
+    return out[i + 1:j if j >= 0 else len(out)].splitlines()
+
+
+def case_report_evolve():
+    long_cut = LONG[:61] + "..."
+    # One process: after the allocations, the line of totals and a row per kernel-shape, most evolved first
+    # (served, then failed, then refused; the report lists them refused, failed, served).
+    p = drk("report", evolve_fixture(41))
+    o = p.stdout
+    check(p.returncode == 0 and not p.stderr, "drk report on a report with evolve", p)
+    block = ("\nevolved kernels: 3 kernel-shapes looked at, 1 evolved, 1 refused, 1 failed; trials 5.40 " + MICRO
+             + " of GPU time, 1.5% of the program's kernel time (360 " + MICRO + "), budget 2%; 12.5% of kernels "
+             "re-searched per round (5 rounds)\n"
+             "  kernel                                                            grid   block    shared  state    "
+             "serving  speedup  tried / proven / rejected                  builds  why\n"
+             "  empty                                                             4x1x1  64x1x1        0  settled  "
+             "regs=32    2.00x                  6 / 4 / 2  6 (1.20 s, max 400 ms)  settled after 3 rounds\n"
+             f"  {long_cut}  8x1x1  128x1x1    4096  failed   default        -                  2 / 0 / 1  "
+             f"2 (311 ms, max 180 ms)  {EVOLVE_FAILED}\n"
+             "  hidden                                                            2x1x1  128x1x1     256  refused  "
+             f"default        -                  0 / 0 / 0                       0  {EVOLVE_REFUSED}\n")
+    check(o.endswith(ALLOC_END + block), "the evolve block, exactly, after the allocations and last", p)
+    check([cells(l) for l in evolve_lines(o)[1:]] == [
+        list(EVOLVE_HEAD),
+        ["empty", "4x1x1", "64x1x1", "0", "settled", "regs=32", "2.00x", "6 / 4 / 2", "6 (1.20 s, max 400 ms)",
+         "settled after 3 rounds"],
+        [long_cut, "8x1x1", "128x1x1", "4096", "failed", "default", "-", "2 / 0 / 1", "2 (311 ms, max 180 ms)",
+         EVOLVE_FAILED],
+        ["hidden", "2x1x1", "128x1x1", "256", "refused", "default", "-", "0 / 0 / 0", "0", EVOLVE_REFUSED]],
+          "the rows' cells, in their columns", p)
+
+    p = drk("report", "--top", "1", evolve_fixture(41))
+    lines = evolve_lines(p.stdout)
+    check(p.returncode == 0 and len(lines) == 4 and cells(lines[2])[0] == "empty"
+          and lines[3] == "  ... 2 more kernel-shapes", f"--top 1: one row and the rest counted: {lines}", p)
+
+    # Rows without a why ("" as the engine writes it) show "-".
+    p = drk("report", evolve_fixture(42))
+    check(p.returncode == 0 and [cells(l) for l in evolve_lines(p.stdout)[2:]] == [
+        ["empty", "1x1x1", "32x1x1", "0", "searching", "regs=64 cache=1", "1.25x", "3 / 2 / 1",
+         "3 (450 ms, max 200 ms)", "regs=16 rejected: the outputs differ at byte 4096"],
+        ["hidden", "2x1x1", "128x1x1", "256", "capturing", "default", "-", "0 / 0 / 0", "0", "-"]],
+          "pid 42: served while searching first, no why as -", p)
+
+    # Not asked (DRK_EVOLVE=0) and reports of an older drk (no evolve): nothing, the text as it was.
+    for path in (evolve_fixture(43), fixture("single.json"), fixture(*PROFILE), counters_fixture(21),
+                 fixture(COUNTERS), fixture(*FINDINGS)):
+        p = drk("report", path)
+        check(p.returncode == 0 and not p.stderr and "\nevolve" not in p.stdout, f"{path}: no evolve lines", p)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "drk-train-43.json")
+        d = json.load(open(evolve_fixture(43)))
+        outs = {}
+        for kind in ("with", "without"):
+            if kind == "without":
+                del d["evolve"]
+            with open(path, "w") as f:
+                json.dump(d, f)
+            outs[kind] = [drk("report", *argv, path) for argv in ([], ["--top", "2"], ["--html", "-"])]
+            outs[kind].append(drk("report", "--json", path))
+        for a, b in zip(outs["with"][:3], outs["without"][:3]):
+            check(a.returncode == 0 and a.stdout == b.stdout and a.stdout, "evolve not asked: byte for byte the "
+                  "text and page of a report without the key", a)
+        j = [json.loads(x.stdout) for x in (outs["with"][3], outs["without"][3])]
+        check(j[0]["evolve"]["enabled"] is False and j[0]["evolve"]["off_reason"] == "DRK_EVOLVE=0"
+              and j[0]["processes"][0]["evolve"]["enabled"] is False
+              and "evolve" not in j[1] and "evolve" not in j[1]["processes"][0],
+              "--json: evolve passed through where the report has it only", outs["with"][3])
+
+        # Asked for, but off: one line with the reason, no table.
+        d = json.load(open(evolve_fixture(41)))
+        d["evolve"].update(enabled=False, off_reason=EVOLVE_OFF, rounds=0, trial_ns=0, program_kernel_ns=0,
+                           trial_share=0, researched_share=0, kernels=0, evolved=0, refused=0, failed=0, by_kernel=[])
+        off = os.path.join(tmp, "off", "drk-train-51.json")
+        os.mkdir(os.path.dirname(off))
+        d["process"]["pid"] = 51
+        with open(off, "w") as f:
+            json.dump(d, f)
+        p = drk("report", off)
+        check(p.returncode == 0 and p.stdout.endswith(ALLOC_END + f"\nevolve: off ({EVOLVE_OFF})\n")
+              and "evolved kernels" not in p.stdout, "evolve off: one line with off_reason, last", p)
+        # On, nothing looked at: the line alone.
+        z = json.load(open(evolve_fixture(42)))
+        z["evolve"].update(kernels=0, evolved=0, trial_ns=0, by_kernel=[])
+        zero = os.path.join(tmp, "zero.json")
+        with open(zero, "w") as f:
+            json.dump(z, f)
+        p = drk("report", zero)
+        check(p.returncode == 0 and p.stdout.endswith(
+            ALLOC_END + "\nevolved kernels: 0 kernel-shapes looked at, 0 evolved, 0 refused, 0 failed; trials 0 ns of "
+            "GPU time, 0.0% of the program's kernel time (360 " + MICRO + "), budget 2%; 25.0% of kernels re-searched "
+            "per round (4 rounds)\n"), "on, nothing looked at: the line, no table", p)
+
+        # Combined: one off among two on; then none on.
+        shutil.copy(evolve_fixture(41), os.path.dirname(off))
+        shutil.copy(evolve_fixture(42), os.path.dirname(off))
+        p = drk("report", os.path.dirname(off))
+        combined = p.stdout[p.stdout.find("== combined"):]
+        lines = evolve_lines(combined)
+        check(p.returncode == 0 and lines[0].startswith("evolved kernels (2 of 3 processes): 5 kernel-shapes")
+              and lines[0].endswith(f"; off in 1 process (first reason: {EVOLVE_OFF})"), f"combined, one off: {lines}",
+              p)
+        for name in ("drk-train-41.json", "drk-train-42.json"):
+            os.unlink(os.path.join(os.path.dirname(off), name))
+        shutil.copy(off, os.path.join(os.path.dirname(off), "drk-train-52.json"))
+        shutil.copy(evolve_fixture(43), os.path.dirname(off))
+        p = drk("report", os.path.dirname(off))
+        combined = p.stdout[p.stdout.find("== combined"):]
+        check(p.returncode == 0 and combined.endswith(ALLOC_END + "\nevolve: off in 2 of 3 processes (first reason: "
+                                                      f"{EVOLVE_OFF})\n"),
+              "combined, none on: one line, the reason of one that asked", p)
+
+    # The fixture's directory: each process as alone, then every process's rows with their pid, most evolved first.
+    p = drk("report", fixture(EVOLVE))
+    o = p.stdout
+    check(p.returncode == 0 and not p.stderr, "drk report on a directory with evolve", p)
+    heads = [o.find(f"== train (pid {pid}) ==") for pid in (41, 42, 43)] + [o.find("== combined: 3 processes")]
+    check(all(0 <= a < b for a, b in zip(heads, heads[1:])), "three processes, then combined", p)
+    per = [o[a:b] for a, b in zip(heads, heads[1:])]
+    check(evolve_lines(per[0]) == evolve_lines(drk("report", evolve_fixture(41)).stdout)
+          and evolve_lines(per[1]) == evolve_lines(drk("report", evolve_fixture(42)).stdout)
+          and "\nevolve" not in per[2], "per process as alone; none for the one not asked", p)
+    lines = evolve_lines(o[heads[3]:])
+    check(lines is not None and lines[0] == "evolved kernels (2 of 3 processes): 5 kernel-shapes looked at, 2 evolved, "
+          "1 refused, 1 failed; trials 9.40 " + MICRO + " of GPU time, 1.3% of the program's kernel time (720 " + MICRO
+          + "), budget 2%; 18.1% of kernels re-searched per round (9 rounds)"
+          and [cells(l) for l in lines[1:]] == [
+              ["pid"] + list(EVOLVE_HEAD),
+              ["41", "empty", "4x1x1", "64x1x1", "0", "settled", "regs=32", "2.00x", "6 / 4 / 2",
+               "6 (1.20 s, max 400 ms)", "settled after 3 rounds"],
+              ["42", "empty", "1x1x1", "32x1x1", "0", "searching", "regs=64 cache=1", "1.25x", "3 / 2 / 1",
+               "3 (450 ms, max 200 ms)", "regs=16 rejected: the outputs differ at byte 4096"],
+              ["42", "hidden", "2x1x1", "128x1x1", "256", "capturing", "default", "-", "0 / 0 / 0", "0", "-"],
+              ["41", long_cut, "8x1x1", "128x1x1", "4096", "failed", "default", "-", "2 / 0 / 1",
+               "2 (311 ms, max 180 ms)", EVOLVE_FAILED],
+              ["41", "hidden", "2x1x1", "128x1x1", "256", "refused", "default", "-", "0 / 0 / 0", "0",
+               EVOLVE_REFUSED]], f"combined: {lines}", p)
+
+    # --json: evolve as in the report, with the sums' counts, rows most evolved first with their pid.
+    p = drk("report", "--json", evolve_fixture(41))
+    check(p.returncode == 0 and not p.stderr, "drk report --json with evolve", p)
+    d = json.loads(p.stdout)
+    got = d["evolve"]
+    want = json.load(open(evolve_fixture(41)))["evolve"]
+    check({k: v for k, v in got.items() if k not in ("by_kernel", "reports", "processes", "distinct")}
+          == {k: v for k, v in want.items() if k != "by_kernel"}
+          and (got["reports"], got["processes"], got["distinct"]) == (1, 1, 3), f"evolve: {got}", p)
+    check([{k: v for k, v in r.items() if k != "pid"} for r in got["by_kernel"]] == want["by_kernel"][::-1]
+          and {r["pid"] for r in got["by_kernel"]} == {41}, f"the rows as in the report: {got['by_kernel']}", p)
+    check(d["processes"][0]["evolve"] == {"enabled": True, "off_reason": None, "kernels": 3, "evolved": 1},
+          f"the process's evolve: {d['processes'][0]}", p)
+    p = drk("report", "--json", "--top", "1", evolve_fixture(41))
+    got = json.loads(p.stdout)["evolve"]
+    check(len(got["by_kernel"]) == 1 and got["by_kernel"][0]["serving"] == "regs=32" and got["distinct"] == 3,
+          "--json --top 1: one row", p)
+
+    p = drk("report", "--json", fixture(EVOLVE))
+    got = json.loads(p.stdout)["evolve"]
+    check({k: v for k, v in got.items() if k != "by_kernel"} == {
+        "enabled": True, "reports": 3, "processes": 2, "off_reason": "DRK_EVOLVE=0", "budget": 0.02, "rounds": 9,
+        "trial_ns": 9400, "program_kernel_ns": 720000, "trial_share": 0.0130556, "researched_share": 0.180556,
+        "kernels": 5, "evolved": 2, "refused": 1, "failed": 1,
+        "captures": {"captured": 5, "snapped": 4, "moved": 1, "busy": 2, "mismatched": 0}, "distinct": 5},
+          f"combined sums: {got}", p)
+    check([(r["pid"], r["name"], r["state"]) for r in got["by_kernel"]] == [
+        (41, "empty", "settled"), (42, "empty", "searching"), (42, "hidden", "capturing"), (41, LONG, "failed"),
+        (41, "hidden", "refused")], f"combined rows: {got['by_kernel']}", p)
+
+    # The reader: optional, checked when there.
+    base = json.load(open(evolve_fixture(41)))
+    with tempfile.TemporaryDirectory() as tmp:
+        def fail(edit, *words):
+            d = json.loads(json.dumps(base))
+            edit(d)
+            path = os.path.join(tmp, "r.json")
+            with open(path, "w") as f:
+                json.dump(d, f)
+            p = drk("report", path)
+            check(p.returncode == 1 and all(w in p.stderr for w in words) and not p.stdout,
+                  f"evolve refused with {words}", p)
+        def not_object(d):
+            d["evolve"] = []
+        fail(not_object, "evolve: expected an object, found array")
+        def enabled(d):
+            d["evolve"]["enabled"] = "yes"
+        fail(enabled, "evolve.enabled: expected true or false, found string")
+        def budget(d):
+            d["evolve"]["budget"] = "2%"
+        fail(budget, "evolve.budget: expected a number, found string")
+        def no_captures(d):
+            del d["evolve"]["captures"]
+        fail(no_captures, "evolve: missing \"captures\"")
+        def busy(d):
+            d["evolve"]["captures"]["busy"] = -1
+        fail(busy, "evolve.captures.busy", "non-negative integer")
+        def rows(d):
+            d["evolve"]["by_kernel"] = {}
+        fail(rows, "evolve.by_kernel: expected an array, found object")
+        def no_state(d):
+            del d["evolve"]["by_kernel"][1]["state"]
+        fail(no_state, "evolve.by_kernel[1]: missing \"state\"")
+        def speedup(d):
+            d["evolve"]["by_kernel"][2]["speedup"] = None
+        fail(speedup, "evolve.by_kernel[2].speedup: expected a number, found null")
+        def grid(d):
+            d["evolve"]["by_kernel"][0]["block"] = [128, 1]
+        fail(grid, "evolve.by_kernel[0].block: expected 3 numbers, found 2")
+        def tried(d):
+            d["evolve"]["by_kernel"][0]["tried"] = 1.5
+        fail(tried, "evolve.by_kernel[0].tried", "non-negative integer")
+
+
 # ---------------------------------------------------------------- drk inspect
 # On the images committed as fuzzer seeds (built by nvcc 13 from
 # tests/images/kernels.cu and rdc_b.cu), so these run without nvcc.

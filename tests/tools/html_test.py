@@ -7,13 +7,15 @@ Writes pages for the profile fixture (4 rounds and exit), a generated
 report of 64 rounds (many kernel-shapes, names full of < > & and quotes,
 findings whose evidence holds markup, counters), one of a single round, a
 directory of several processes (one without gpu_time, one with GPU times
-off, one without rounds, one with counters off), and the counters fixture
-directory. Chromium's DOM after rendering must hold what the fixture says:
-one <rect> per round and drawn kernel-shape, one busy point per round, both
-memory lines, the findings with their text as written, the top-kernels
-table, the counters table (rows in order, tooltips, numbers) where counters
-were asked for and nothing where not; its console must stay quiet (the
-page's Content-Security-Policy turns any load into a console error) and its
+off, one without rounds, one with counters off), the counters fixture
+directory, and the evolve fixture directory (with one more process: evolve
+asked for but off). Chromium's DOM after rendering must hold what the
+fixture says: one <rect> per round and drawn kernel-shape, one busy point
+per round, both memory lines, the findings with their text as written, the
+top-kernels table, the counters table (rows in order, tooltips, numbers)
+where counters were asked for and nothing where not, the evolved kernels'
+table likewise; its console must stay quiet (the page's
+Content-Security-Policy turns any load into a console error) and its
 screenshots must be drawn. The page must never name http:// or https://.
 
 Without chromium the test is skipped (exit 77), unless DRK_REQUIRE_CHROMIUM
@@ -431,6 +433,7 @@ def check_section(sec, d, top, where):
     if not g["enabled"]:
         check(("off (%s)" % g["off_reason"]) in notes and not charts, "%s: no off_reason note: %r" % (where, notes))
         check_counters(sec, g, top, where)
+        check_evolve(sec, d, top, where)
         return
     rounds = (d.get("rounds") or {}).get("list") or []
     if not rounds:
@@ -443,6 +446,7 @@ def check_section(sec, d, top, where):
     check_findings(sec, d, where)
     check_table(sec, g, top, where)
     check_counters(sec, g, top, where)
+    check_evolve(sec, d, top, where)
 
 
 def check_stacked(sec, d, where):
@@ -544,7 +548,7 @@ def check_findings(sec, d, where):
 
 
 def check_table(sec, g, top, where):
-    table = [t for t in sec.find("table", "kernels") if "counters" not in t.classes()]
+    table = [t for t in sec.find("table", "kernels") if not {"counters", "evolve"} & set(t.classes())]
     rows = g["by_kernel"]
     if not rows:
         check(not table, "%s: a table without rows" % where)
@@ -602,6 +606,59 @@ def check_counters(sec, g, top, where):
         check(got == ["%.1f" % r["dram_pct"], "%.1f" % r["occupancy_pct"], sectors(r["ld_sectors_per_request"]),
                       sectors(r["st_sectors_per_request"]), str(r["round"]), str(r["samples"])],
               "%s: counters row %r for %r" % (where, got, r))
+
+
+EVOLVE_NOT_ASKED = "DRK_EVOLVE=0"
+EVOLVE_STATES = ("settled", "searching", "capturing", "failed", "refused")
+
+
+def evolve_order(rows):
+    """evolve.by_kernel most evolved first: serving a variant (fastest first), then by state, proven, tried."""
+    def key(i):
+        r = rows[i]
+        served = r["serving"] != "default"
+        state = EVOLVE_STATES.index(r["state"]) if r["state"] in EVOLVE_STATES else len(EVOLVE_STATES)
+        return (not served, -r["speedup"] if served else 0, state, -r["proven"], -r["tried"], i)
+    return sorted(range(len(rows)), key=key)
+
+
+def check_evolve(sec, d, top, where):
+    """evolve: nothing unless DRK_EVOLVE=1 was asked for; off: a note with the reason; else its totals and a
+    table of the rows, most evolved first, the full name in a tooltip."""
+    e = d.get("evolve")
+    asked = bool(e) and (e["enabled"] or e["off_reason"] not in (None, EVOLVE_NOT_ASKED))
+    tables = sec.find("table", "evolve")
+    heads = [h.all_text() for h in sec.find("h3") if "Evolved kernels" in h.all_text()]
+    if not asked:
+        check(not tables and not heads, "%s: evolve drawn, not asked for" % where)
+        return
+    check(len(heads) == 1, "%s: %d evolve headings" % (where, len(heads)))
+    if not e["enabled"]:
+        notes = " ".join(n.all_text() for n in sec.find("p", "note"))
+        check(not tables and ("Evolve (DRK_EVOLVE=1): off (%s)" % e["off_reason"]) in notes,
+              "%s: no note of evolve's off_reason: %r" % (where, notes))
+        return
+    captions = " ".join(n.all_text() for n in sec.find("p", "caption"))
+    check("Kernel-shapes drk looked at: %d, evolved %d, refused %d, failed %d" % (
+        e["kernels"], e["evolved"], e["refused"], e["failed"]) in captions, "%s: evolve's caption: %r" % (where, captions))
+    rows = e["by_kernel"]
+    if not rows:
+        check(not tables, "%s: an evolve table without rows" % where)
+        return
+    want = min(top, len(rows)) if top else len(rows)
+    check(len(tables) == 1, "%s: %d evolve tables" % (where, len(tables)))
+    body = tables[0].find("tbody")[0].find("tr")
+    check(len(body) == want, "%s: %d evolve rows, want %d" % (where, len(body), want))
+    heads = [th.all_text() for th in tables[0].find("th")]
+    check(heads == ["speedup", "kernel", "shape: grid / block / shared", "state", "serving",
+                    "tried / proven / rejected", "builds", "why"], "%s: evolve columns %r" % (where, heads))
+    for tr, i in zip(body, evolve_order(rows)):
+        r, cells = rows[i], tr.find("td")
+        check(cells[1].attrs["title"] == r["name"], "%s: evolve name %r" % (where, cells[1].attrs["title"]))
+        got = [cells[0].all_text()] + [x.all_text() for x in cells[3:6]] + [cells[7].all_text()]
+        check(got == ["-" if r["serving"] == "default" else "%.2fx" % r["speedup"], r["state"], r["serving"],
+                      "%d / %d / %d" % (r["tried"], r["proven"], r["rejected"]), r["why"] or "-"],
+              "%s: evolve row %r for %r" % (where, got, r))
 
 
 # ---- main ---------------------------------------------------------------------------
@@ -687,6 +744,23 @@ def main():
         render(pages["counters"], tmp, creports)
         check(sum(bool(r["gpu_time"].get("counters", {}).get("by_kernel")) for r in creports) == 2,
               "the counters fixture has two processes with counters")
+
+        # The evolve fixture (two processes with evolve on, one not asked), with one asked but off, and --top 2.
+        edir = os.path.join(tmp, "evolve")
+        shutil.copytree(os.path.join(ARGS.fixtures, "evolve"), edir)
+        ereports = [json.load(open(os.path.join(edir, f))) for f in sorted(os.listdir(edir))]
+        off = copy.deepcopy(ereports[0])
+        off["process"]["pid"] = 44
+        off["process"]["start_unix_ns"] += 100
+        off["evolve"].update(enabled=False, off_reason="no GPU times <see gpu_time.off_reason> & co", by_kernel=[])
+        write(os.path.join(edir, "drk-train-44.json"), off)
+        ereports.append(off)
+        ereports.sort(key=lambda r: (r["process"]["start_unix_ns"], r["process"]["pid"]))
+        pages["evolve"] = html_of(tmp, "evolve", edir)
+        render(pages["evolve"], tmp, ereports)
+        render(html_of(tmp, "evolve-top2", edir, "--top", "2"), tmp, ereports, top=2)
+        check(sum(bool(r.get("evolve", {}).get("by_kernel")) for r in ereports) == 2,
+              "the evolve fixture has two processes with rows")
 
         # Screenshots: drawn, and different reports look different.
         sizes = {}
