@@ -367,7 +367,7 @@ static CUfunction build(struct target *t, const drk_variant *v, char *why, size_
     drk_build_in in = {.drv = &drv, .ctx = NULL, .k = &t->sk,
                        .block_threads = t->shape.block[0] * t->shape.block[1] * t->shape.block[2]};
     if (drk_source_ptx.build(&in, &jit, &b->jit) != 0) {
-        snprintf(why, len, "build failed: %s", b->jit.why);
+        snprintf(why, len, "build failed: %.220s", b->jit.why);
         memset(b, 0, sizeof *b);
         b->id = DRK_VARIANT_NONE;
         return NULL;
@@ -381,7 +381,7 @@ static CUfunction build(struct target *t, const drk_variant *v, char *why, size_
     if (!drk_variant_is_default(&attr)) {
         in.fn = b->jit.fn;
         if (drk_source_attr.build(&in, &attr, &b->attr) != 0) {
-            snprintf(why, len, "attribute failed: %s", b->attr.why);
+            snprintf(why, len, "attribute failed: %.220s", b->attr.why);
             free_built(b);
             return NULL;
         }
@@ -453,7 +453,7 @@ static void search_round(struct target *t, drk_trial *tr, const drk_proof_ref *r
             if (!fn) {
                 drk_evolution_reject(&t->evo, &cand[i]);
                 t->rejected++;
-                snprintf(t->why, sizeof t->why, "%s", why);
+                snprintf(t->why, sizeof t->why, "%.190s", why);
                 continue;
             }
             t->tried += fresh;
