@@ -11,10 +11,11 @@
  * CU_LAUNCH_PARAM_BUFFER_POINTER with the rewritten bytes. Compares use
  * drk_compare from drk's embedded kernels (kernels/) when they load, else
  * copy both sides to the host (the stand-in driver, or a device the fatbin
- * has no code for; said once); poison is cuMemsetD8Async span by span
- * (byte pattern repeated) or drk_poison. Every driver call is checked: a
- * failure ends the trial with the call and its result in `why`. Device
- * memory running out is DRK_TRIAL_NO_MEMORY, so the engine yields. */
+ * has no code for; said once); poison is drk_poison, or on the host path
+ * the pattern copied from a pinned staging buffer (cuMemcpyHtoD). Every
+ * driver call is checked: a failure ends the trial with the call and its
+ * result in `why`. Device memory running out is DRK_TRIAL_NO_MEMORY, so
+ * the engine yields. */
 #ifndef DRK_EVOLVE_TRIAL_H
 #define DRK_EVOLVE_TRIAL_H
 
@@ -29,6 +30,29 @@
 
 enum { DRK_TRIAL_OK = 0, DRK_TRIAL_FAILED = -1, DRK_TRIAL_NO_MEMORY = -2 };
 
+/* drk_compare's and drk_poison's ABI (kernels/kernels.h, which evolve/ may
+ * not include): mirrored here, checked field by field against the header
+ * in tests/unit/test_trial.c. */
+#define DRK_TRIAL_COMPARE "drk_compare"
+#define DRK_TRIAL_POISON "drk_poison"
+#define DRK_TRIAL_KERNEL_BLOCK 256       /* DRK_KERNELS_BLOCK */
+#define DRK_TRIAL_KERNEL_BLOCKS_PER_SM 8 /* DRK_KERNELS_BLOCKS_PER_SM */
+#define DRK_TRIAL_KERNEL_BYTES 16        /* DRK_KERNELS_BYTES_PER_THREAD */
+typedef struct drk_trial_compare_params {
+    uint64_t a, b, n, result;
+} drk_trial_compare_params;
+typedef struct drk_trial_compare_result {
+    uint64_t ndiff, first, last, blocks;
+    uint32_t done, reserved;
+    uint64_t acc_ndiff, acc_first_inv, acc_last_end, acc_blocks;
+} drk_trial_compare_result;
+typedef struct drk_trial_poison_params {
+    uint64_t dst, n, pattern;
+} drk_trial_poison_params;
+
+/* Bytes of the host staging buffer of host compares and poison (two halves). */
+#define DRK_TRIAL_STAGING (2u << 20)
+
 /* drk's per-context means: its stream, its kernels, a result buffer. */
 typedef struct drk_trial_env {
     drk_driver drv;
@@ -39,12 +63,17 @@ typedef struct drk_trial_env {
     CUdeviceptr result;             /* a drk_compare_result */
     CUevent ev[2];                  /* timing */
     int sm;                         /* the device's SM (major * 10 + minor), for the report */
-    char why[192];
+    int sms;                        /* its multiprocessors, for the kernels' grid */
+    void *staging;                  /* pinned, DRK_TRIAL_STAGING bytes, when kernels is NULL */
+    char why[192];                  /* open failed; or, opened, why compares are on the host */
 } drk_trial_env;
 
 /* Opens `env` in context `ctx` (current): the stream, events, result
  * buffer, and drk's kernels from `fatbin` (NULL: host compares). 0, or -1
- * with env->why. */
+ * with env->why. A fatbin that does not load (or lacks a kernel) is no
+ * failure: compares go to the host, env->why says why (logged once a
+ * process). The staging buffer is pinned (cuMemHostAlloc), so its copies
+ * to the device have completed when they return. */
 int drk_trial_env_open(drk_trial_env *env, const drk_driver *drv, CUcontext ctx, const void *fatbin);
 void drk_trial_env_close(drk_trial_env *env);
 
@@ -64,7 +93,10 @@ typedef struct drk_trial {
 /* Makes a trial of a captured launch: `bytes` (len) as captured, reaching
  * `reach`, whose snapshot lies in `snap` (drk's buffers, kept by the
  * trial and freed with it). Allocates sets 1 and 2. DRK_TRIAL_OK,
- * DRK_TRIAL_NO_MEMORY or DRK_TRIAL_FAILED (why). */
+ * DRK_TRIAL_NO_MEMORY or DRK_TRIAL_FAILED (why). The snapshot is the
+ * trial's from the call on, whatever it returns: close the trial either
+ * way (a failed open has freed sets 1 and 2 already). t->variant is NULL
+ * until the caller sets it. */
 int drk_trial_open(drk_trial *t, drk_trial_env *env, const drk_ptx_flow *flow, const drk_reach *reach,
                    const CUdeviceptr *snap, const uint8_t *bytes, size_t len, const uint32_t grid[3],
                    const uint32_t block[3], uint32_t shared_bytes, CUfunction original);
@@ -79,7 +111,9 @@ drk_proof_ops drk_trial_ops(drk_trial *t);
  * snapshot, timed with events on drk's stream; speedups[i] = original's
  * time / variant's. A pair whose variant is 2x slower than the original
  * ends the timing (one sample says enough). The number of samples, or -1
- * (why). Adds the replays' GPU time to t->gpu_ns. */
+ * (why; also for a replay timed at 0, below the events' resolution).
+ * *original_ns (may be NULL): the original's mean time over the samples.
+ * Adds the replays' GPU time to t->gpu_ns. */
 int drk_trial_time(drk_trial *t, unsigned pairs, float *speedups, double *original_ns);
 
 #endif

@@ -1,0 +1,188 @@
+#include "evolve/proof.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#define NONE UINT64_MAX
+
+const char *drk_proof_verdict_name(drk_proof_verdict v)
+{
+    switch (v) {
+    case DRK_PROOF_EQUAL:
+        return "equal";
+    case DRK_PROOF_DIFFERS:
+        return "differs";
+    case DRK_PROOF_NONDETERMINISTIC:
+        return "nondeterministic";
+    case DRK_PROOF_ERROR:
+        return "error";
+    }
+    return "unknown";
+}
+
+/* A line of `why`: cut at the field's end (only for offsets of many digits). */
+static void say(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void say(char *out, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(out, cap, fmt, ap);
+    va_end(ap);
+}
+
+/* "allocation 1 (12 bytes, offsets 0..44)": where a compare found bytes
+ * differing, in the words of every report line below. */
+static void where(char *out, size_t cap, unsigned alloc, const drk_diff *d)
+{
+    snprintf(out, cap, "allocation %u (%" PRIu64 " byte%s, offsets %" PRIu64 "..%" PRIu64 ")", alloc, d->ndiff,
+             d->ndiff == 1 ? "" : "s", d->first, d->last);
+}
+
+/* A compare's answer, checked before it is believed: a span outside the
+ * allocation would send the poison past drk's own buffer. */
+static int compare(const drk_proof_ops *ops, unsigned a, unsigned b, unsigned alloc, drk_diff *d)
+{
+    *d = (drk_diff){0, NONE, NONE};
+    if (ops->compare(ops->self, a, b, alloc, d) != 0)
+        return -1;
+    if (d->ndiff == 0)
+        return d->first == NONE && d->last == NONE ? 0 : -1;
+    size_t size = ops->size(ops->self, alloc);
+    return d->first <= d->last && d->last < size && d->ndiff <= d->last - d->first + 1 ? 0 : -1;
+}
+
+/* Set `set` := S, with W poisoned when `poison`. */
+static int fresh(const drk_proof_ops *ops, const drk_proof_ref *ref, unsigned set, int poison)
+{
+    if (ops->copy(ops->self, set, DRK_SET_SNAPSHOT) != 0)
+        return -1;
+    for (unsigned i = 0; poison && i < ops->n; i++)
+        if (ref->first[i] != NONE &&
+            ops->poison(ops->self, set, i, (size_t)ref->first[i], (size_t)(ref->last[i] - ref->first[i] + 1),
+                        DRK_PROOF_POISON) != 0)
+            return -1;
+    return 0;
+}
+
+static void ref_error(drk_proof_ref *ref, const char *why)
+{
+    ref->state = DRK_PROOF_ERROR;
+    snprintf(ref->why, sizeof ref->why, "%s", why);
+}
+
+void drk_proof_reference(const drk_proof_ops *ops, drk_proof_ref *ref)
+{
+    memset(ref, 0, sizeof *ref);
+    for (unsigned i = 0; i < DRK_REACH_MAX; i++)
+        ref->first[i] = ref->last[i] = NONE;
+    if (ops->n > DRK_REACH_MAX) {
+        ref_error(ref, "more allocations than a proof holds");
+        return;
+    }
+    /* 1. O1 in set 1, O2 in set 2: every byte the same, or no variants. */
+    if (fresh(ops, ref, DRK_SET_REFERENCE, 0) != 0 || fresh(ops, ref, DRK_SET_WORK, 0) != 0) {
+        ref_error(ref, "copying the snapshot failed");
+        return;
+    }
+    for (unsigned s = DRK_SET_REFERENCE; s <= DRK_SET_WORK; s++) {
+        if (ops->run(ops->self, s, 0) != 0) {
+            ref_error(ref, "the original's run failed");
+            return;
+        }
+        ref->runs++;
+    }
+    drk_diff d;
+    for (unsigned i = 0; i < ops->n; i++) {
+        if (compare(ops, DRK_SET_REFERENCE, DRK_SET_WORK, i, &d) != 0) {
+            ref_error(ref, "comparing the original's two runs failed");
+            return;
+        }
+        if (d.ndiff) {
+            char at[96];
+            where(at, sizeof at, i, &d);
+            ref->state = DRK_PROOF_NONDETERMINISTIC;
+            say(ref->why, sizeof ref->why, "the original differs from itself in %s: nondeterministic", at);
+            return;
+        }
+    }
+    /* 2. W: where O1 differs from S. */
+    for (unsigned i = 0; i < ops->n; i++) {
+        if (compare(ops, DRK_SET_REFERENCE, DRK_SET_SNAPSHOT, i, &d) != 0) {
+            ref_error(ref, "comparing the original's output with the snapshot failed");
+            return;
+        }
+        if (d.ndiff) {
+            ref->first[i] = d.first, ref->last[i] = d.last;
+            ref->written++;
+        }
+    }
+    /* 3. O3 on S with W poisoned. Nothing written: nothing to poison, and
+     * S unpoisoned is what the variant runs on anyway. */
+    if (ref->written) {
+        if (fresh(ops, ref, DRK_SET_WORK, 1) != 0) {
+            ref_error(ref, "poisoning the written bytes failed");
+            return;
+        }
+        if (ops->run(ops->self, DRK_SET_WORK, 0) != 0) {
+            ref_error(ref, "the original's run on poisoned memory failed");
+            return;
+        }
+        ref->runs++;
+        int same = 1;
+        for (unsigned i = 0; i < ops->n && same; i++) {
+            if (compare(ops, DRK_SET_WORK, DRK_SET_REFERENCE, i, &d) != 0) {
+                ref_error(ref, "comparing the original's run on poisoned memory failed");
+                return;
+            }
+            same = d.ndiff == 0;
+        }
+        /* O3 == O1: W's old contents are never read, so poison may stand
+         * in for them and shows any write a variant skips. */
+        ref->poisoned = same;
+    }
+    ref->state = DRK_PROOF_EQUAL;
+}
+
+static drk_proof_result result_error(const char *why)
+{
+    drk_proof_result r = {.verdict = DRK_PROOF_ERROR, .diff = {0, NONE, NONE}};
+    snprintf(r.why, sizeof r.why, "%s", why);
+    return r;
+}
+
+drk_proof_result drk_proof_variant(const drk_proof_ops *ops, const drk_proof_ref *ref)
+{
+    if (ref->state != DRK_PROOF_EQUAL) {
+        /* No reference, no verdict but the reference's own. */
+        drk_proof_result r = {.verdict = ref->state == DRK_PROOF_NONDETERMINISTIC ? DRK_PROOF_NONDETERMINISTIC
+                                                                                  : DRK_PROOF_ERROR,
+                              .diff = {0, NONE, NONE}};
+        snprintf(r.why, sizeof r.why, "%s", ref->why[0] ? ref->why : "no reference for the proof");
+        return r;
+    }
+    if (ops->n > DRK_REACH_MAX)
+        return result_error("more allocations than a proof holds");
+    if (fresh(ops, ref, DRK_SET_WORK, ref->poisoned) != 0)
+        return result_error(ref->poisoned ? "poisoning the written bytes failed" : "copying the snapshot failed");
+    if (ops->run(ops->self, DRK_SET_WORK, 1) != 0)
+        return result_error("the variant's run failed");
+    for (unsigned i = 0; i < ops->n; i++) {
+        drk_diff d;
+        if (compare(ops, DRK_SET_WORK, DRK_SET_REFERENCE, i, &d) != 0)
+            return result_error("comparing the variant's output with the original's failed");
+        if (!d.ndiff)
+            continue;
+        drk_proof_result r = {.verdict = DRK_PROOF_DIFFERS, .alloc = i, .diff = d};
+        char at[96];
+        where(at, sizeof at, i, &d);
+        /* Whether the variant touched bytes the original leaves alone, or
+         * got the original's own writes wrong (or skipped them). */
+        int inside = ref->first[i] != NONE && d.first >= ref->first[i] && d.last <= ref->last[i];
+        say(r.why, sizeof r.why, "the variant differs from the original in %s, %s", at,
+                 inside ? "within the bytes the original writes" : "reaching outside the bytes the original writes");
+        return r;
+    }
+    return (drk_proof_result){.verdict = DRK_PROOF_EQUAL, .diff = {0, NONE, NONE}};
+}

@@ -1,0 +1,416 @@
+#include "evolve/trial.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/log.h"
+
+/* A driver call's failure into `why`: the call by its exported name and
+ * the CUresult, so a report line can be looked up. -1; 0 on success. */
+static int failed(char *why, size_t cap, CUresult rc, const char *call)
+{
+    if (rc == CUDA_SUCCESS)
+        return 0;
+    snprintf(why, cap, "%s failed: CUresult %d", call, (int)rc);
+    return -1;
+}
+#define ENV_CALL(env, expr, name) failed((env)->why, sizeof (env)->why, (expr), name)
+#define CALL(t, expr, name) failed((t)->why, sizeof (t)->why, (expr), name)
+
+/* Every entry the trials use: a table without one is refused at open
+ * rather than crashing on a worker thread later. */
+#define TRIAL_ENTRIES(X)                                                                                           \
+    X(ctx_get_device) X(device_get_attribute) X(stream_create) X(stream_destroy) X(stream_synchronize)             \
+    X(event_create) X(event_destroy) X(event_record) X(event_elapsed_time) X(mem_alloc) X(mem_free)                \
+    X(memcpy_dtod_async) X(memcpy_dtoh) X(memcpy_htod) X(memset_d8_async) X(launch_kernel) X(module_load_data_ex) \
+    X(module_get_function) X(module_unload) X(mem_host_alloc) X(mem_free_host)
+
+static const char *missing_entry(const drk_driver *d)
+{
+#define MISSING_(m)                                                                                                \
+    if (!d->m)                                                                                                     \
+        return #m;
+    TRIAL_ENTRIES(MISSING_)
+#undef MISSING_
+    return NULL;
+}
+
+static atomic_int said_host; /* the "host compares" line, once a process */
+
+/* drk's kernels from `fatbin`, or env->why saying why not (compares then
+ * go to the host). */
+static void load_kernels(drk_trial_env *env, const void *fatbin)
+{
+    const drk_driver *d = &env->drv;
+    CUmodule m = NULL;
+    CUresult rc = CUDA_ERROR_INVALID_IMAGE;
+    if (!fatbin) {
+        snprintf(env->why, sizeof env->why, "no fatbin of drk's kernels: compares on the host");
+        return;
+    }
+    if ((rc = d->module_load_data_ex(&m, fatbin, 0, NULL, NULL)) != CUDA_SUCCESS) {
+        snprintf(env->why, sizeof env->why, "drk's kernels did not load (cuModuleLoadDataEx: CUresult %d): "
+                 "compares on the host", (int)rc);
+        return;
+    }
+    const char *name = DRK_TRIAL_COMPARE;
+    if ((rc = d->module_get_function(&env->compare, m, name)) == CUDA_SUCCESS) {
+        name = DRK_TRIAL_POISON;
+        rc = d->module_get_function(&env->poison, m, name);
+    }
+    if (rc != CUDA_SUCCESS) {
+        snprintf(env->why, sizeof env->why, "drk's kernels lack %s (cuModuleGetFunction: CUresult %d): "
+                 "compares on the host", name, (int)rc);
+        d->module_unload(m);
+        env->compare = env->poison = NULL;
+        return;
+    }
+    env->kernels = m;
+}
+
+int drk_trial_env_open(drk_trial_env *env, const drk_driver *drv, CUcontext ctx, const void *fatbin)
+{
+    memset(env, 0, sizeof *env);
+    env->drv = *drv;
+    env->ctx = ctx;
+    const drk_driver *d = &env->drv;
+    const char *missing = missing_entry(d);
+    if (missing) {
+        snprintf(env->why, sizeof env->why, "the driver table lacks %s", missing);
+        return -1;
+    }
+    CUdevice dev;
+    int major = 0, minor = 0;
+    if (ENV_CALL(env, d->ctx_get_device(&dev), "cuCtxGetDevice") ||
+        ENV_CALL(env, d->device_get_attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
+                 "cuDeviceGetAttribute") ||
+        ENV_CALL(env, d->device_get_attribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev),
+                 "cuDeviceGetAttribute") ||
+        ENV_CALL(env, d->device_get_attribute(&env->sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev),
+                 "cuDeviceGetAttribute"))
+        goto fail;
+    env->sm = major * 10 + minor;
+    if (env->sms < 1)
+        env->sms = 1;
+    /* Non-blocking: drk's replays never wait on the program's legacy
+     * stream, nor it on them. Default events: they time. */
+    if (ENV_CALL(env, d->stream_create(&env->stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate") ||
+        ENV_CALL(env, d->event_create(&env->ev[0], CU_EVENT_DEFAULT), "cuEventCreate") ||
+        ENV_CALL(env, d->event_create(&env->ev[1], CU_EVENT_DEFAULT), "cuEventCreate") ||
+        ENV_CALL(env, d->mem_alloc(&env->result, sizeof(drk_trial_compare_result)), "cuMemAlloc_v2"))
+        goto fail;
+    load_kernels(env, fatbin);
+    if (!env->kernels) {
+        if (ENV_CALL(env, d->mem_host_alloc(&env->staging, DRK_TRIAL_STAGING, 0), "cuMemHostAlloc"))
+            goto fail;
+        if (!atomic_exchange(&said_host, 1))
+            drk_log(DRK_LOG_INFO, "trials: %s", env->why);
+    }
+    return 0;
+fail: {
+    char why[sizeof env->why];
+    memcpy(why, env->why, sizeof why);
+    drk_trial_env_close(env);
+    memcpy(env->why, why, sizeof why);
+    return -1;
+}
+}
+
+void drk_trial_env_close(drk_trial_env *env)
+{
+    const drk_driver *d = &env->drv;
+    /* Nothing of drk's may still run on what is freed. */
+    if (env->stream)
+        d->stream_synchronize(env->stream);
+    if (env->kernels)
+        d->module_unload(env->kernels);
+    if (env->result)
+        d->mem_free(env->result);
+    if (env->staging)
+        d->mem_free_host(env->staging);
+    for (int i = 0; i < 2; i++)
+        if (env->ev[i])
+            d->event_destroy(env->ev[i]);
+    if (env->stream)
+        d->stream_destroy(env->stream);
+    drk_driver keep = env->drv;
+    memset(env, 0, sizeof *env);
+    env->drv = keep;
+}
+
+/* ---- trials ---- */
+
+static void free_sets(drk_trial *t, unsigned from, unsigned to)
+{
+    for (unsigned s = from; s <= to; s++)
+        for (unsigned i = 0; i < DRK_REACH_MAX; i++)
+            if (t->set[s][i]) {
+                t->env->drv.mem_free(t->set[s][i]);
+                t->set[s][i] = 0;
+            }
+}
+
+int drk_trial_open(drk_trial *t, drk_trial_env *env, const drk_ptx_flow *flow, const drk_reach *reach,
+                   const CUdeviceptr *snap, const uint8_t *bytes, size_t len, const uint32_t grid[3],
+                   const uint32_t block[3], uint32_t shared_bytes, CUfunction original)
+{
+    memset(t, 0, sizeof *t);
+    t->env = env;
+    if (!reach || reach->n > DRK_REACH_MAX || (reach->n && !snap)) {
+        snprintf(t->why, sizeof t->why, "no allocations for the trial");
+        return DRK_TRIAL_FAILED;
+    }
+    /* The snapshot is the trial's from here on (drk_trial_close frees it). */
+    t->reach = *reach;
+    for (unsigned i = 0; i < reach->n; i++)
+        t->set[DRK_SET_SNAPSHOT][i] = snap[i];
+    if (!env || !flow || !bytes || !original || len > DRK_PARAMS_MAX) {
+        snprintf(t->why, sizeof t->why, "%s", len > DRK_PARAMS_MAX ? "parameter bytes past the limit"
+                                                                   : "no environment, flow, bytes or function");
+        return DRK_TRIAL_FAILED;
+    }
+    for (unsigned s = DRK_SET_REFERENCE; s <= DRK_SET_WORK; s++)
+        for (unsigned i = 0; i < reach->n; i++) {
+            CUresult rc = env->drv.mem_alloc(&t->set[s][i], reach->alloc[i].size);
+            if (rc != CUDA_SUCCESS) {
+                t->set[s][i] = 0;
+                snprintf(t->why, sizeof t->why, "cuMemAlloc_v2 of %zu bytes failed: CUresult %d",
+                         reach->alloc[i].size, (int)rc);
+                free_sets(t, DRK_SET_REFERENCE, DRK_SET_WORK);
+                return rc == CUDA_ERROR_OUT_OF_MEMORY ? DRK_TRIAL_NO_MEMORY : DRK_TRIAL_FAILED;
+            }
+        }
+    /* Each set's own parameter bytes: the same launch on its copies. */
+    for (unsigned s = 0; s < DRK_SETS; s++) {
+        memcpy(t->params[s], bytes, len);
+        drk_reach_rewrite(flow, &t->reach, t->set[s], t->params[s], len);
+    }
+    t->len = len;
+    t->flow = flow;
+    memcpy(t->grid, grid, sizeof t->grid);
+    memcpy(t->block, block, sizeof t->block);
+    t->shared_bytes = shared_bytes;
+    t->original = original;
+    return DRK_TRIAL_OK;
+}
+
+void drk_trial_close(drk_trial *t)
+{
+    if (t->env) {
+        if (t->env->stream)
+            t->env->drv.stream_synchronize(t->env->stream);
+        free_sets(t, DRK_SET_SNAPSHOT, DRK_SET_WORK);
+    }
+    t->env = NULL;
+}
+
+/* The kernels' grid: DRK_KERNELS_BYTES_PER_THREAD bytes a thread, at most
+ * DRK_KERNELS_BLOCKS_PER_SM blocks an SM, at least one (kernels/kernels.h). */
+static unsigned kernel_grid(const drk_trial_env *env, size_t n)
+{
+    uint64_t per_block = (uint64_t)DRK_TRIAL_KERNEL_BYTES * DRK_TRIAL_KERNEL_BLOCK;
+    uint64_t blocks = (n + per_block - 1) / per_block, cap = (uint64_t)DRK_TRIAL_KERNEL_BLOCKS_PER_SM * env->sms;
+    if (blocks > cap)
+        blocks = cap;
+    return blocks ? (unsigned)blocks : 1;
+}
+
+static int set_ok(drk_trial *t, unsigned set, int written)
+{
+    if (set < DRK_SETS && (!written || set != DRK_SET_SNAPSHOT))
+        return 0;
+    snprintf(t->why, sizeof t->why, "%s set %u", written ? "refused to write" : "no", set);
+    return -1;
+}
+
+static int op_copy(drk_trial *t, unsigned dst, unsigned src)
+{
+    if (set_ok(t, dst, 1) || set_ok(t, src, 0))
+        return -1;
+    const drk_trial_env *env = t->env;
+    for (unsigned i = 0; i < t->reach.n; i++)
+        if (CALL(t, env->drv.memcpy_dtod_async(t->set[dst][i], t->set[src][i], t->reach.alloc[i].size, env->stream),
+                 "cuMemcpyDtoDAsync_v2"))
+            return -1;
+    return 0;
+}
+
+static int copy_fn(void *self, unsigned dst, unsigned src) { return op_copy(self, dst, src); }
+
+static size_t size_fn(void *self, unsigned alloc)
+{
+    drk_trial *t = self;
+    return alloc < t->reach.n ? t->reach.alloc[alloc].size : 0;
+}
+
+static int poison_fn(void *self, unsigned set, unsigned alloc, size_t off, size_t len, uint64_t pattern)
+{
+    drk_trial *t = self;
+    const drk_trial_env *env = t->env;
+    const drk_driver *d = &env->drv;
+    if (set_ok(t, set, 1))
+        return -1;
+    if (alloc >= t->reach.n || off > t->reach.alloc[alloc].size || len > t->reach.alloc[alloc].size - off) {
+        snprintf(t->why, sizeof t->why, "poison past allocation %u", alloc);
+        return -1;
+    }
+    if (!len)
+        return 0;
+    CUdeviceptr dst = t->set[set][alloc] + off;
+    if (env->kernels) {
+        drk_trial_poison_params p = {dst, len, pattern};
+        void *kp[3] = {&p.dst, &p.n, &p.pattern};
+        return CALL(t,
+                    d->launch_kernel(env->poison, kernel_grid(env, len), 1, 1, DRK_TRIAL_KERNEL_BLOCK, 1, 1, 0,
+                                     env->stream, kp, NULL),
+                    "cuLaunchKernel (drk_poison)");
+    }
+    /* Host path: the pattern from the staging buffer's start, a multiple
+     * of 8 bytes a copy, so each copy starts at the pattern's byte 0. The
+     * copies queued on drk's stream land first; a copy from pinned memory
+     * has completed when it returns. */
+    if (CALL(t, d->stream_synchronize(env->stream), "cuStreamSynchronize"))
+        return -1;
+    uint8_t *h = env->staging;
+    size_t chunk = len < DRK_TRIAL_STAGING ? len : DRK_TRIAL_STAGING;
+    for (size_t i = 0; i < chunk; i++)
+        h[i] = (uint8_t)(pattern >> (8 * (i % 8)));
+    for (size_t done = 0; done < len; done += chunk) {
+        size_t n = len - done < chunk ? len - done : chunk;
+        if (CALL(t, d->memcpy_htod(dst + done, h, n), "cuMemcpyHtoD_v2"))
+            return -1;
+    }
+    return 0;
+}
+
+static void diff_bytes(const uint8_t *a, const uint8_t *b, size_t n, uint64_t base, drk_diff *out)
+{
+    for (size_t i = 0; i < n; i++)
+        if (a[i] != b[i]) {
+            if (!out->ndiff)
+                out->first = base + i;
+            out->last = base + i;
+            out->ndiff++;
+        }
+}
+
+static int compare_fn(void *self, unsigned a, unsigned b, unsigned alloc, drk_diff *out)
+{
+    drk_trial *t = self;
+    const drk_trial_env *env = t->env;
+    const drk_driver *d = &env->drv;
+    *out = (drk_diff){0, UINT64_MAX, UINT64_MAX};
+    if (set_ok(t, a, 0) || set_ok(t, b, 0))
+        return -1;
+    if (alloc >= t->reach.n) {
+        snprintf(t->why, sizeof t->why, "no allocation %u", alloc);
+        return -1;
+    }
+    CUdeviceptr pa = t->set[a][alloc], pb = t->set[b][alloc];
+    size_t n = t->reach.alloc[alloc].size;
+    if (env->kernels) {
+        drk_trial_compare_params p = {pa, pb, n, env->result};
+        void *kp[4] = {&p.a, &p.b, &p.n, &p.result};
+        unsigned grid = kernel_grid(env, n);
+        drk_trial_compare_result r;
+        if (CALL(t, d->memset_d8_async(env->result, 0, sizeof r, env->stream), "cuMemsetD8Async") ||
+            CALL(t,
+                 d->launch_kernel(env->compare, grid, 1, 1, DRK_TRIAL_KERNEL_BLOCK, 1, 1, 0, env->stream, kp, NULL),
+                 "cuLaunchKernel (drk_compare)") ||
+            CALL(t, d->stream_synchronize(env->stream), "cuStreamSynchronize") ||
+            CALL(t, d->memcpy_dtoh(&r, env->result, sizeof r), "cuMemcpyDtoH_v2"))
+            return -1;
+        if (r.done != 1 || r.blocks != grid) {
+            snprintf(t->why, sizeof t->why, "drk_compare did not finish (done %u, %llu of %u blocks)", r.done,
+                     (unsigned long long)r.blocks, grid);
+            return -1;
+        }
+        *out = (drk_diff){r.ndiff, r.first, r.last};
+        return 0;
+    }
+    /* Host path: both sides through the staging buffer's halves. The
+     * copies to the host wait for nothing of drk's stream: sync it first. */
+    if (CALL(t, d->stream_synchronize(env->stream), "cuStreamSynchronize"))
+        return -1;
+    size_t half = DRK_TRIAL_STAGING / 2;
+    uint8_t *ha = env->staging, *hb = ha + half;
+    for (size_t off = 0; off < n; off += half) {
+        size_t c = n - off < half ? n - off : half;
+        if (CALL(t, d->memcpy_dtoh(ha, pa + off, c), "cuMemcpyDtoH_v2") ||
+            CALL(t, d->memcpy_dtoh(hb, pb + off, c), "cuMemcpyDtoH_v2"))
+            return -1;
+        if (memcmp(ha, hb, c) != 0)
+            diff_bytes(ha, hb, c, off, out);
+    }
+    return 0;
+}
+
+/* One replay of `fn` on `set`, to completion, timed between the events. */
+static int replay(drk_trial *t, unsigned set, CUfunction fn, double *ns)
+{
+    const drk_trial_env *env = t->env;
+    const drk_driver *d = &env->drv;
+    if (set_ok(t, set, 1))
+        return -1;
+    if (!fn) {
+        snprintf(t->why, sizeof t->why, "no function to replay");
+        return -1;
+    }
+    size_t len = t->len;
+    void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, t->params[set], CU_LAUNCH_PARAM_BUFFER_SIZE, &len,
+                     CU_LAUNCH_PARAM_END};
+    float ms = 0;
+    if (CALL(t, d->event_record(env->ev[0], env->stream), "cuEventRecord") ||
+        CALL(t,
+             d->launch_kernel(fn, t->grid[0], t->grid[1], t->grid[2], t->block[0], t->block[1], t->block[2],
+                              t->shared_bytes, env->stream, NULL, extra),
+             "cuLaunchKernel") ||
+        CALL(t, d->event_record(env->ev[1], env->stream), "cuEventRecord") ||
+        CALL(t, d->stream_synchronize(env->stream), "cuStreamSynchronize") ||
+        CALL(t, d->event_elapsed_time(&ms, env->ev[0], env->ev[1]), "cuEventElapsedTime_v2"))
+        return -1;
+    *ns = ms > 0 ? (double)ms * 1e6 : 0;
+    t->gpu_ns += (uint64_t)(*ns + 0.5);
+    return 0;
+}
+
+static int run_fn(void *self, unsigned set, int variant)
+{
+    drk_trial *t = self;
+    double ns;
+    return replay(t, set, variant ? t->variant : t->original, &ns);
+}
+
+drk_proof_ops drk_trial_ops(drk_trial *t)
+{
+    return (drk_proof_ops){t, t->reach.n, size_fn, copy_fn, poison_fn, run_fn, compare_fn};
+}
+
+int drk_trial_time(drk_trial *t, unsigned pairs, float *speedups, double *original_ns)
+{
+    double sum = 0;
+    int got = 0;
+    if (original_ns)
+        *original_ns = 0;
+    for (unsigned p = 0; p < pairs; p++) {
+        double ns[2] = {0, 0}; /* [0] the original's, [1] the variant's */
+        for (int j = 0; j < 2; j++) {
+            int v = p % 2 ? 1 - j : j; /* AB, then BA: neither always runs on a warm cache */
+            if (op_copy(t, DRK_SET_WORK, DRK_SET_SNAPSHOT) != 0 ||
+                replay(t, DRK_SET_WORK, v ? t->variant : t->original, &ns[v]) != 0)
+                return -1;
+        }
+        if (ns[0] <= 0 || ns[1] <= 0) {
+            snprintf(t->why, sizeof t->why, "a replay timed 0 ns (below the events' resolution)");
+            return -1;
+        }
+        speedups[got++] = (float)(ns[0] / ns[1]);
+        sum += ns[0];
+        if (ns[1] >= 2 * ns[0])
+            break; /* 2x slower: one sample says enough */
+    }
+    if (original_ns && got)
+        *original_ns = sum / got;
+    return got;
+}

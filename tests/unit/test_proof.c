@@ -1,0 +1,479 @@
+/* The bitwise proof (evolve/proof.c) on the CPU: buffer sets in host
+ * memory and planted kernels as C functions. A pure output kernel with a
+ * right variant and wrong ones (writes skipped, caught by the poison even
+ * where the snapshot already held the answer; a wrong value; a write
+ * outside what the original writes); an in-place and an accumulating
+ * kernel (W read: unpoisoned); a nondeterministic original; an original
+ * that writes what was there; one that writes nothing; disjoint partial
+ * writes; three allocations of which one differs; and every failure of the
+ * operations, at every call, ending in an error and never in "equal". */
+#include "evolve/proof.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "tests/unit/check.h"
+
+#define MAXA 3
+#define ELEMS 16
+
+typedef struct host host;
+typedef void (*kernel)(host *h, uint8_t *const *m);
+
+enum { OP_COPY, OP_POISON, OP_RUN, OP_COMPARE, OPS };
+
+struct host {
+    unsigned n;
+    size_t size[MAXA];
+    uint8_t mem[DRK_SETS][MAXA][ELEMS * 4];
+    kernel original, variant;
+    unsigned runs;          /* of either, for the nondeterministic one */
+    unsigned calls[OPS];    /* per operation, since the failure was armed */
+    int fail_op, fail_at;   /* the fail_at-th call of fail_op fails (0: none) */
+    int fired;
+    int poison_noop;        /* poison writes nothing (to show what it catches) */
+    int compare_lies;       /* compare answers a span past the allocation */
+};
+
+static int fails(host *h, int op)
+{
+    h->calls[op]++;
+    if (h->fail_at && h->fail_op == op && (int)h->calls[op] == h->fail_at) {
+        h->fired = 1;
+        return 1;
+    }
+    return 0;
+}
+
+static size_t op_size(void *self, unsigned alloc) { return ((host *)self)->size[alloc]; }
+
+static int op_copy(void *self, unsigned dst, unsigned src)
+{
+    host *h = self;
+    if (fails(h, OP_COPY))
+        return -1;
+    for (unsigned i = 0; i < h->n; i++)
+        memcpy(h->mem[dst][i], h->mem[src][i], h->size[i]);
+    return 0;
+}
+
+static int op_poison(void *self, unsigned set, unsigned alloc, size_t off, size_t len, uint64_t pattern)
+{
+    host *h = self;
+    if (fails(h, OP_POISON) || off + len > h->size[alloc])
+        return -1;
+    for (size_t i = 0; i < len && !h->poison_noop; i++)
+        h->mem[set][alloc][off + i] = (uint8_t)(pattern >> (8 * (i % 8)));
+    return 0;
+}
+
+static int op_run(void *self, unsigned set, int variant)
+{
+    host *h = self;
+    if (fails(h, OP_RUN))
+        return -1;
+    uint8_t *m[MAXA];
+    for (unsigned i = 0; i < MAXA; i++)
+        m[i] = h->mem[set][i];
+    (variant ? h->variant : h->original)(h, m);
+    h->runs++;
+    return 0;
+}
+
+static int op_compare(void *self, unsigned a, unsigned b, unsigned alloc, drk_diff *out)
+{
+    host *h = self;
+    if (fails(h, OP_COMPARE))
+        return -1;
+    *out = (drk_diff){0, UINT64_MAX, UINT64_MAX};
+    for (size_t i = 0; i < h->size[alloc]; i++)
+        if (h->mem[a][alloc][i] != h->mem[b][alloc][i]) {
+            if (!out->ndiff)
+                out->first = i;
+            out->last = i;
+            out->ndiff++;
+        }
+    if (h->compare_lies && out->ndiff)
+        out->last = h->size[alloc];
+    return 0;
+}
+
+static drk_proof_ops ops_of(host *h)
+{
+    return (drk_proof_ops){h, h->n, op_size, op_copy, op_poison, op_run, op_compare};
+}
+
+static uint32_t *u32(uint8_t *p) { return (uint32_t *)(void *)p; }
+
+/* Allocations of ELEMS words each; S's words: alloc a, word i = init(a, i). */
+static void host_init(host *h, unsigned n, kernel original, uint32_t (*init)(unsigned a, unsigned i))
+{
+    memset(h, 0, sizeof *h);
+    h->n = n;
+    h->original = original;
+    for (unsigned a = 0; a < n; a++) {
+        h->size[a] = ELEMS * 4;
+        for (unsigned i = 0; i < ELEMS; i++)
+            u32(h->mem[DRK_SET_SNAPSHOT][a])[i] = init(a, i);
+    }
+}
+
+static drk_proof_result prove(host *h, const drk_proof_ref *ref, kernel variant)
+{
+    h->variant = variant;
+    drk_proof_ops ops = ops_of(h);
+    return drk_proof_variant(&ops, ref);
+}
+
+static void reference(host *h, drk_proof_ref *ref)
+{
+    drk_proof_ops ops = ops_of(h);
+    drk_proof_reference(&ops, ref);
+}
+
+/* ---- the pure output kernel: out (alloc 1) = 3 * in (alloc 0) + 10 ---- */
+
+static uint32_t f(uint32_t x) { return 3 * x + 10; }
+/* in[i] = i + 1; out stale (0xffffffff), but word 5 already the answer
+ * (an earlier launch wrote it): only the poison shows a skipped write there. */
+static uint32_t init_pure(unsigned a, unsigned i) { return a == 0 ? i + 1 : i == 5 ? f(6) : 0xffffffffu; }
+
+static void pure(host *h, uint8_t *const *m)
+{
+    (void)h;
+    for (unsigned i = 0; i < ELEMS; i++)
+        u32(m[1])[i] = f(u32(m[0])[i]);
+}
+static void pure_skip_tail(host *h, uint8_t *const *m)
+{
+    (void)h;
+    for (unsigned i = 0; i < 12; i++)
+        u32(m[1])[i] = f(u32(m[0])[i]);
+}
+static void pure_skip_5(host *h, uint8_t *const *m)
+{
+    (void)h;
+    for (unsigned i = 0; i < ELEMS; i++)
+        if (i != 5)
+            u32(m[1])[i] = f(u32(m[0])[i]);
+}
+static void pure_wrong_7(host *h, uint8_t *const *m)
+{
+    pure(h, m);
+    u32(m[1])[7] += 1;
+}
+static void pure_writes_input(host *h, uint8_t *const *m)
+{
+    pure(h, m);
+    u32(m[0])[3] = 0;
+}
+static void pure_even_only(host *h, uint8_t *const *m)
+{
+    (void)h;
+    for (unsigned i = 0; i < ELEMS; i += 2)
+        u32(m[1])[i] = f(u32(m[0])[i]);
+}
+
+static void test_pure(void)
+{
+    host h;
+    drk_proof_ref ref;
+    host_init(&h, 2, pure, init_pure);
+    reference(&h, &ref);
+    CHECK(ref.state == DRK_PROOF_EQUAL && ref.poisoned == 1 && ref.runs == 3 && ref.written == 1);
+    /* W: every byte of out but word 5 (bytes 20..23), which S already held. */
+    CHECK(ref.first[0] == UINT64_MAX && ref.last[0] == UINT64_MAX && ref.first[1] == 0 && ref.last[1] == 63);
+    CHECK(memcmp(h.mem[DRK_SET_REFERENCE][1], h.mem[DRK_SET_SNAPSHOT][1], 64) != 0 &&
+          u32(h.mem[DRK_SET_REFERENCE][1])[15] == f(16)); /* set 1 holds O1 */
+
+    drk_proof_result r = prove(&h, &ref, pure);
+    CHECK(r.verdict == DRK_PROOF_EQUAL && r.diff.ndiff == 0 && r.why[0] == '\0');
+    /* Set 1 is still O1 after a variant: another proves against it. */
+    CHECK(u32(h.mem[DRK_SET_REFERENCE][1])[15] == f(16));
+
+    /* (a) The last four words skipped: poison (and S) there. */
+    r = prove(&h, &ref, pure_skip_tail);
+    CHECK(r.verdict == DRK_PROOF_DIFFERS && r.alloc == 1 && r.diff.ndiff == 16 && r.diff.first == 48 &&
+          r.diff.last == 63);
+    CHECK(strstr(r.why, "allocation 1 (16 bytes, offsets 48..63)") && strstr(r.why, "within the bytes"));
+    /* Poison itself in set 2 where the variant did not write. */
+    uint64_t p;
+    memcpy(&p, h.mem[DRK_SET_WORK][1] + 48, 8);
+    CHECK(p == DRK_PROOF_POISON);
+
+    /* Word 5 skipped: S held the answer there, so only the poison shows it. */
+    r = prove(&h, &ref, pure_skip_5);
+    CHECK(r.verdict == DRK_PROOF_DIFFERS && r.alloc == 1 && r.diff.ndiff == 4 && r.diff.first == 20 &&
+          r.diff.last == 23);
+    h.poison_noop = 1;
+    r = prove(&h, &ref, pure_skip_5);
+    CHECK(r.verdict == DRK_PROOF_EQUAL); /* what the poison is for */
+    h.poison_noop = 0;
+
+    /* (b) One wrong value: one byte (the low one) differs. */
+    r = prove(&h, &ref, pure_wrong_7);
+    CHECK(r.verdict == DRK_PROOF_DIFFERS && r.alloc == 1 && r.diff.ndiff == 1 && r.diff.first == 28 &&
+          r.diff.last == 28 && strstr(r.why, "(1 byte, offsets 28..28)"));
+
+    /* (c) A write into the input, which the original leaves alone. */
+    r = prove(&h, &ref, pure_writes_input);
+    CHECK(r.verdict == DRK_PROOF_DIFFERS && r.alloc == 0 && r.diff.first == 12 && r.diff.last == 12 &&
+          r.diff.ndiff == 1 && strstr(r.why, "allocation 0") && strstr(r.why, "outside the bytes the original writes"));
+
+    /* Disjoint partial writes: only the even words. The odd ones are stale
+     * or poison, word 5 poison: all 8 odd words differ, every byte. */
+    r = prove(&h, &ref, pure_even_only);
+    CHECK(r.verdict == DRK_PROOF_DIFFERS && r.alloc == 1 && r.diff.ndiff == 32 && r.diff.first == 4 &&
+          r.diff.last == 63);
+
+    /* A reference's answers do not change with the variants tried. */
+    drk_proof_ref again;
+    reference(&h, &again);
+    CHECK(again.state == ref.state && again.poisoned == ref.poisoned && again.first[1] == ref.first[1] &&
+          again.last[1] == ref.last[1]);
+}
+
+/* Disjoint partial writes where S already holds the odd words' answers (a
+ * launch again on the same inputs): W spans words 0..14 (bytes 0..59), so
+ * odd words 1..13 are poisoned and caught; word 15 lies past W and the
+ * skip there is invisible, which is why trust needs distinct launches. */
+static uint32_t init_odd_right(unsigned a, unsigned i) { return a == 0 ? i + 1 : i % 2 ? f(i + 1) : 0xffffffffu; }
+
+static void test_disjoint(void)
+{
+    host h;
+    drk_proof_ref ref;
+    host_init(&h, 2, pure, init_odd_right);
+    reference(&h, &ref);
+    CHECK(ref.state == DRK_PROOF_EQUAL && ref.poisoned == 1 && ref.first[1] == 0 && ref.last[1] == 59);
+    drk_proof_result r = prove(&h, &ref, pure_even_only);
+    CHECK(r.verdict == DRK_PROOF_DIFFERS && r.alloc == 1 && r.diff.ndiff == 28 && r.diff.first == 4 &&
+          r.diff.last == 55);
+    h.poison_noop = 1;
+    CHECK(prove(&h, &ref, pure_even_only).verdict == DRK_PROOF_EQUAL);
+}
+
+/* The original writes what was there: W is empty, nothing is poisoned. */
+static uint32_t init_answered(unsigned a, unsigned i) { return a == 0 ? i + 1 : f(i + 1); }
+
+static void test_same_value(void)
+{
+    host h;
+    drk_proof_ref ref;
+    host_init(&h, 2, pure, init_answered);
+    reference(&h, &ref);
+    CHECK(ref.state == DRK_PROOF_EQUAL && ref.written == 0 && ref.poisoned == 0 && ref.runs == 2 &&
+          ref.first[1] == UINT64_MAX && ref.last[1] == UINT64_MAX);
+    /* A variant skipping every write is not seen on this launch (the
+     * documented limit); a wrong one is. */
+    CHECK(prove(&h, &ref, pure_skip_tail).verdict == DRK_PROOF_EQUAL);
+    drk_proof_result r = prove(&h, &ref, pure_wrong_7);
+    CHECK(r.verdict == DRK_PROOF_DIFFERS && r.diff.first == 28 && strstr(r.why, "outside"));
+}
+
+/* ---- in place: x = 2x + 1 ---- */
+
+static uint32_t init_x(unsigned a, unsigned i) { return a == 0 ? i + 1 : 0; }
+static void inplace(host *h, uint8_t *const *m)
+{
+    (void)h;
+    for (unsigned i = 0; i < ELEMS; i++)
+        u32(m[0])[i] = 2 * u32(m[0])[i] + 1;
+}
+static void inplace_half(host *h, uint8_t *const *m)
+{
+    (void)h;
+    for (unsigned i = 0; i < ELEMS / 2; i++)
+        u32(m[0])[i] = 2 * u32(m[0])[i] + 1;
+}
+
+static void test_inplace(void)
+{
+    host h;
+    drk_proof_ref ref;
+    host_init(&h, 1, inplace, init_x);
+    reference(&h, &ref);
+    /* Only the low byte of each word changes (small values). */
+    CHECK(ref.state == DRK_PROOF_EQUAL && ref.poisoned == 0 && ref.runs == 3 && ref.written == 1 &&
+          ref.first[0] == 0 && ref.last[0] == 60);
+    CHECK(prove(&h, &ref, inplace).verdict == DRK_PROOF_EQUAL);
+    /* Unpoisoned, a skipped write leaves S, which differs from O1 in W. */
+    drk_proof_result r = prove(&h, &ref, inplace_half);
+    CHECK(r.verdict == DRK_PROOF_DIFFERS && r.alloc == 0 && r.diff.ndiff == 8 && r.diff.first == 32 &&
+          r.diff.last == 60);
+    /* Run poisoned, the original itself would fail its proof. */
+    drk_proof_ref forced = ref;
+    forced.poisoned = 1;
+    CHECK(prove(&h, &forced, inplace).verdict == DRK_PROOF_DIFFERS);
+}
+
+/* ---- accumulating: y (alloc 1) += x (alloc 0) ---- */
+
+static uint32_t init_acc(unsigned a, unsigned i) { return a == 0 ? i + 1 : 100 * i; }
+static void accumulate(host *h, uint8_t *const *m)
+{
+    (void)h;
+    for (unsigned i = 0; i < ELEMS; i++)
+        u32(m[1])[i] += u32(m[0])[i];
+}
+static void assign(host *h, uint8_t *const *m)
+{
+    (void)h;
+    for (unsigned i = 0; i < ELEMS; i++)
+        u32(m[1])[i] = u32(m[0])[i];
+}
+
+static void test_accumulate(void)
+{
+    host h;
+    drk_proof_ref ref;
+    host_init(&h, 2, accumulate, init_acc);
+    reference(&h, &ref);
+    CHECK(ref.state == DRK_PROOF_EQUAL && ref.poisoned == 0 && ref.written == 1 && ref.first[0] == UINT64_MAX &&
+          ref.first[1] == 0);
+    CHECK(prove(&h, &ref, accumulate).verdict == DRK_PROOF_EQUAL);
+    drk_proof_result r = prove(&h, &ref, assign);
+    CHECK(r.verdict == DRK_PROOF_DIFFERS && r.alloc == 1 && r.diff.first == 4); /* word 0: 0 + 1 == 1 either way */
+}
+
+/* ---- nondeterministic: word 3 of out counts the runs ---- */
+
+static void racy(host *h, uint8_t *const *m)
+{
+    pure(h, m);
+    u32(m[1])[3] = h->runs;
+}
+
+static void test_nondeterministic(void)
+{
+    host h;
+    drk_proof_ref ref;
+    host_init(&h, 2, racy, init_pure);
+    reference(&h, &ref);
+    CHECK(ref.state == DRK_PROOF_NONDETERMINISTIC && ref.runs == 2);
+    CHECK(strstr(ref.why, "the original differs from itself in allocation 1 (1 byte, offsets 12..12)") &&
+          strstr(ref.why, "nondeterministic"));
+    kernel tries[] = {racy, pure, pure_skip_tail};
+    for (size_t i = 0; i < sizeof tries / sizeof *tries; i++) {
+        unsigned runs = h.runs;
+        drk_proof_result r = prove(&h, &ref, tries[i]);
+        CHECK(r.verdict == DRK_PROOF_NONDETERMINISTIC && strstr(r.why, "differs from itself"));
+        CHECK(h.runs == runs); /* nothing run for it */
+    }
+}
+
+/* ---- writes nothing ---- */
+
+static void nothing(host *h, uint8_t *const *m) { (void)h, (void)m; }
+
+static void test_nothing(void)
+{
+    host h;
+    drk_proof_ref ref;
+    host_init(&h, 2, nothing, init_pure);
+    reference(&h, &ref);
+    CHECK(ref.state == DRK_PROOF_EQUAL && ref.written == 0 && ref.poisoned == 0 && ref.runs == 2);
+    CHECK(prove(&h, &ref, nothing).verdict == DRK_PROOF_EQUAL);
+    drk_proof_result r = prove(&h, &ref, pure);
+    CHECK(r.verdict == DRK_PROOF_DIFFERS && r.alloc == 1 && r.diff.first == 0 && r.diff.last == 63 &&
+          r.diff.ndiff == 60 && strstr(r.why, "outside")); /* word 5 was already f(6) */
+}
+
+/* ---- three allocations, one differs: in, out1 = f(in), out2 = in ^ 0x55 ---- */
+
+static uint32_t init_three(unsigned a, unsigned i) { return a == 0 ? i + 1 : 0; }
+static void three(host *h, uint8_t *const *m)
+{
+    pure(h, m);
+    for (unsigned i = 0; i < ELEMS; i++)
+        u32(m[2])[i] = u32(m[0])[i] ^ 0x55u;
+}
+static void three_bad2(host *h, uint8_t *const *m)
+{
+    three(h, m);
+    u32(m[2])[9] ^= 0x100u;
+}
+
+static void test_three(void)
+{
+    host h;
+    drk_proof_ref ref;
+    host_init(&h, 3, three, init_three);
+    reference(&h, &ref);
+    CHECK(ref.state == DRK_PROOF_EQUAL && ref.written == 2 && ref.poisoned == 1 && ref.first[0] == UINT64_MAX &&
+          ref.first[1] == 0 && ref.first[2] == 0);
+    CHECK(prove(&h, &ref, three).verdict == DRK_PROOF_EQUAL);
+    drk_proof_result r = prove(&h, &ref, three_bad2);
+    CHECK(r.verdict == DRK_PROOF_DIFFERS && r.alloc == 2 && r.diff.ndiff == 1 && r.diff.first == 37 &&
+          r.diff.last == 37 && strstr(r.why, "allocation 2"));
+}
+
+/* ---- failures: every call of every operation, in turn ---- */
+
+static void test_failures(void)
+{
+    static const char *const names[OPS] = {"copy", "poison", "run", "compare"};
+    kernel originals[] = {pure, inplace};
+    for (size_t k = 0; k < sizeof originals / sizeof *originals; k++) {
+        for (int op = 0; op < OPS; op++) {
+            unsigned fired = 0;
+            for (int at = 1; at <= 12; at++) {
+                host h;
+                drk_proof_ref ref;
+                host_init(&h, 2, originals[k], init_pure);
+                h.fail_op = op, h.fail_at = at;
+                reference(&h, &ref);
+                int in_ref = h.fired;
+                drk_proof_result r = prove(&h, &ref, originals[k]);
+                if (!h.fired) {
+                    CHECK(ref.state == DRK_PROOF_EQUAL && r.verdict == DRK_PROOF_EQUAL);
+                    continue;
+                }
+                fired++;
+                CHECK(r.verdict == DRK_PROOF_ERROR);
+                CHECK(in_ref ? ref.state == DRK_PROOF_ERROR && ref.why[0] : ref.state == DRK_PROOF_EQUAL);
+                if (r.verdict != DRK_PROOF_ERROR || !r.why[0])
+                    fprintf(stderr, "  %s failing at call %d: %s (%s)\n", names[op], at,
+                            drk_proof_verdict_name(r.verdict), r.why);
+            }
+            /* Calls of each (reference + variant). pure: copies 3 + 1,
+             * poisons 1 + 1, runs 3 + 1, compares 6 + 2; inplace: step 3
+             * stops at the first allocation that differs, and the variant
+             * runs unpoisoned. */
+            static const unsigned want[2][OPS] = {{4, 2, 4, 8}, {4, 1, 4, 7}};
+            CHECK(fired == want[k][op]);
+        }
+    }
+    /* A compare's span past the allocation is not believed (poison there
+     * would write past the buffer). */
+    host h;
+    drk_proof_ref ref;
+    host_init(&h, 2, pure, init_pure);
+    h.compare_lies = 1;
+    reference(&h, &ref);
+    CHECK(ref.state == DRK_PROOF_ERROR);
+    /* Too many allocations. */
+    host_init(&h, 2, pure, init_pure);
+    drk_proof_ops ops = ops_of(&h);
+    ops.n = DRK_REACH_MAX + 1;
+    drk_proof_reference(&ops, &ref);
+    CHECK(ref.state == DRK_PROOF_ERROR && h.calls[OP_COPY] == 0);
+}
+
+int main(void)
+{
+    CHECK(strcmp(drk_proof_verdict_name(DRK_PROOF_EQUAL), "equal") == 0 &&
+          strcmp(drk_proof_verdict_name(DRK_PROOF_DIFFERS), "differs") == 0 &&
+          strcmp(drk_proof_verdict_name(DRK_PROOF_NONDETERMINISTIC), "nondeterministic") == 0 &&
+          strcmp(drk_proof_verdict_name(DRK_PROOF_ERROR), "error") == 0);
+    test_pure();
+    test_disjoint();
+    test_same_value();
+    test_inplace();
+    test_accumulate();
+    test_nondeterministic();
+    test_nothing();
+    test_three();
+    test_failures();
+    return CHECK_DONE();
+}
