@@ -91,8 +91,8 @@
     X(mem_alloc, cuMemAlloc_v2, (CUdeviceptr *dptr, size_t bytes))                                         \
     X(mem_free, cuMemFree_v2, (CUdeviceptr dptr))                                                          \
     X(memcpy_dtod_async, cuMemcpyDtoDAsync_v2, (CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream)) \
-    X(memcpy_dtoh, cuMemcpyDtoH_v2, (void *dst, CUdeviceptr src, size_t bytes))                            \
-    X(memcpy_htod, cuMemcpyHtoD_v2, (CUdeviceptr dst, const void *src, size_t bytes))                      \
+    X(memcpy_dtoh_async, cuMemcpyDtoHAsync_v2, (void *dst, CUdeviceptr src, size_t bytes, CUstream stream)) \
+    X(memcpy_htod_async, cuMemcpyHtoDAsync_v2, (CUdeviceptr dst, const void *src, size_t bytes, CUstream stream)) \
     X(memset_d8_async, cuMemsetD8Async, (CUdeviceptr dst, unsigned char value, size_t n, CUstream stream)) \
     X(launch_kernel, cuLaunchKernel,                                                                       \
       (CUfunction fn, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by, \

@@ -567,13 +567,16 @@ static void captured(struct target *t, const drk_capture_got *got)
     drv.event_destroy(t->plan.done);
     t->plan.done = NULL;
     t->plan.n = 0;
-    if (rc == DRK_TRIAL_NO_MEMORY) {
-        snprintf(t->why, sizeof t->why, "device memory ran out for a trial: waiting");
-        arm(t);
-        return;
-    }
     if (rc != DRK_TRIAL_OK) {
-        end_target(t, DRK_TARGET_FAILED, "%s", tr.why);
+        /* The trial owns the snapshot whatever it returned. */
+        if (rc == DRK_TRIAL_NO_MEMORY) {
+            snprintf(t->why, sizeof t->why, "device memory ran out for a trial: waiting");
+            drk_trial_close(&tr);
+            arm(t);
+        } else {
+            end_target(t, DRK_TARGET_FAILED, "%s", tr.why);
+            drk_trial_close(&tr);
+        }
         return;
     }
     drk_proof_ops ops = drk_trial_ops(&tr);

@@ -23,7 +23,7 @@ static int failed(char *why, size_t cap, CUresult rc, const char *call)
 #define TRIAL_ENTRIES(X)                                                                                           \
     X(ctx_get_device) X(device_get_attribute) X(stream_create) X(stream_destroy) X(stream_synchronize)             \
     X(event_create) X(event_destroy) X(event_record) X(event_elapsed_time) X(mem_alloc) X(mem_free)                \
-    X(memcpy_dtod_async) X(memcpy_dtoh) X(memcpy_htod) X(memset_d8_async) X(launch_kernel) X(module_load_data_ex) \
+    X(memcpy_dtod_async) X(memcpy_dtoh_async) X(memcpy_htod_async) X(memset_d8_async) X(launch_kernel) X(module_load_data_ex) \
     X(module_get_function) X(module_unload) X(mem_host_alloc) X(mem_free_host)
 
 static const char *missing_entry(const drk_driver *d)
@@ -278,7 +278,11 @@ static int poison_fn(void *self, unsigned set, unsigned alloc, size_t off, size_
         h[i] = (uint8_t)(pattern >> (8 * (i % 8)));
     for (size_t done = 0; done < len; done += chunk) {
         size_t n = len - done < chunk ? len - done : chunk;
-        if (CALL(t, d->memcpy_htod(dst + done, h, n), "cuMemcpyHtoD_v2"))
+        /* On drk's stream (never the legacy one, which would order the
+         * program's blocking streams after it), waited for before the
+         * staging buffer is used again. */
+        if (CALL(t, d->memcpy_htod_async(dst + done, h, n, env->stream), "cuMemcpyHtoDAsync_v2") ||
+            CALL(t, d->stream_synchronize(env->stream), "cuStreamSynchronize"))
             return -1;
     }
     return 0;
@@ -318,8 +322,8 @@ static int compare_fn(void *self, unsigned a, unsigned b, unsigned alloc, drk_di
             CALL(t,
                  d->launch_kernel(env->compare, grid, 1, 1, DRK_TRIAL_KERNEL_BLOCK, 1, 1, 0, env->stream, kp, NULL),
                  "cuLaunchKernel (drk_compare)") ||
-            CALL(t, d->stream_synchronize(env->stream), "cuStreamSynchronize") ||
-            CALL(t, d->memcpy_dtoh(&r, env->result, sizeof r), "cuMemcpyDtoH_v2"))
+            CALL(t, d->memcpy_dtoh_async(&r, env->result, sizeof r, env->stream), "cuMemcpyDtoHAsync_v2") ||
+            CALL(t, d->stream_synchronize(env->stream), "cuStreamSynchronize"))
             return -1;
         if (r.done != 1 || r.blocks != grid) {
             snprintf(t->why, sizeof t->why, "drk_compare did not finish (done %u, %llu of %u blocks)", r.done,
@@ -329,16 +333,15 @@ static int compare_fn(void *self, unsigned a, unsigned b, unsigned alloc, drk_di
         *out = (drk_diff){r.ndiff, r.first, r.last};
         return 0;
     }
-    /* Host path: both sides through the staging buffer's halves. The
-     * copies to the host wait for nothing of drk's stream: sync it first. */
-    if (CALL(t, d->stream_synchronize(env->stream), "cuStreamSynchronize"))
-        return -1;
+    /* Host path: both sides through the staging buffer's halves, copied
+     * in order on drk's stream. */
     size_t half = DRK_TRIAL_STAGING / 2;
     uint8_t *ha = env->staging, *hb = ha + half;
     for (size_t off = 0; off < n; off += half) {
         size_t c = n - off < half ? n - off : half;
-        if (CALL(t, d->memcpy_dtoh(ha, pa + off, c), "cuMemcpyDtoH_v2") ||
-            CALL(t, d->memcpy_dtoh(hb, pb + off, c), "cuMemcpyDtoH_v2"))
+        if (CALL(t, d->memcpy_dtoh_async(ha, pa + off, c, env->stream), "cuMemcpyDtoHAsync_v2") ||
+            CALL(t, d->memcpy_dtoh_async(hb, pb + off, c, env->stream), "cuMemcpyDtoHAsync_v2") ||
+            CALL(t, d->stream_synchronize(env->stream), "cuStreamSynchronize"))
             return -1;
         if (memcmp(ha, hb, c) != 0)
             diff_bytes(ha, hb, c, off, out);

@@ -160,6 +160,8 @@ static const struct proc fc_procs[] = {
     P_(cuStreamWaitEvent, cuStreamWaitEvent, 3020, 0)
     P_(cuMemcpyDtoDAsync, cuMemcpyDtoDAsync_v2, 3020, 0)
     P_(cuMemsetD8Async, cuMemsetD8Async, 3020, 0)
+    P_(cuMemcpyDtoHAsync, cuMemcpyDtoHAsync_v2, 3020, 0)
+    P_(cuMemcpyHtoDAsync, cuMemcpyHtoDAsync_v2, 3020, 0)
 };
 #undef P_
 

@@ -100,7 +100,7 @@
     X(cuMemExportToShareableHandle) X(cuMemImportFromShareableHandle)           \
     X(cuEventCreate) X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize)     \
     X(cuEventDestroy_v2) X(cuEventElapsedTime_v2) X(cuStreamWaitEvent)          \
-    X(cuMemcpyDtoDAsync_v2) X(cuMemsetD8Async)
+    X(cuMemcpyDtoDAsync_v2) X(cuMemsetD8Async) X(cuMemcpyDtoHAsync_v2) X(cuMemcpyHtoDAsync_v2)
 
 enum {
 #define FC_ID_(name) FC_##name,

@@ -730,6 +730,23 @@ FC_EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDe
     return copy_dtod((uintptr_t)dstDevice, (uintptr_t)srcDevice, ByteCount);
 }
 
+FC_EXPORT CUresult cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream)
+{
+    ENTER_INIT(cuMemcpyDtoHAsync_v2);
+    if (!stream_ok(hStream))
+        return CUDA_ERROR_INVALID_HANDLE;
+    return copy_dtoh(dstHost, (uintptr_t)srcDevice, ByteCount);
+}
+
+FC_EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
+                                        CUstream hStream)
+{
+    ENTER_INIT(cuMemcpyHtoDAsync_v2);
+    if (!stream_ok(hStream))
+        return CUDA_ERROR_INVALID_HANDLE;
+    return copy_htod((uintptr_t)dstDevice, srcHost, ByteCount);
+}
+
 FC_EXPORT CUresult cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream)
 {
     ENTER_INIT(cuMemsetD8Async);

@@ -436,8 +436,8 @@ static void test_env(CUcontext ctx)
     CHECK(fakecuda_inject_error("cuMemHostAlloc", CUDA_ERROR_OUT_OF_MEMORY, 1) == 0);
     CHECK(drk_trial_env_open(&env, &table, ctx, NULL) == -1 && strstr(env.why, "cuMemHostAlloc"));
     drk_driver partial = table;
-    partial.memcpy_htod = NULL;
-    CHECK(drk_trial_env_open(&env, &partial, ctx, NULL) == -1 && strstr(env.why, "memcpy_htod"));
+    partial.memcpy_htod_async = NULL;
+    CHECK(drk_trial_env_open(&env, &partial, ctx, NULL) == -1 && strstr(env.why, "memcpy_htod_async"));
     CHECK(fakecuda_live_device_allocations() == live && fakecuda_live_host_allocations() == host);
 }
 
