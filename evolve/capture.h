@@ -32,8 +32,9 @@
 #include "evolve/image/ptx_flow.h"
 #include "evolve/reach.h"
 
-/* The handle armed (0: none); read on every launch. */
-extern _Atomic uintptr_t drk_capture_armed;
+/* The handle armed (0: none); read on every launch. Hidden, so the hooks
+ * read it directly, not through the GOT (an instruction a launch). */
+extern __attribute__((visibility("hidden"))) _Atomic uintptr_t drk_capture_armed;
 
 static inline int drk_capture_wanted(uintptr_t f)
 {
