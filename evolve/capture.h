@@ -32,8 +32,9 @@
 #include "evolve/image/ptx_flow.h"
 #include "evolve/reach.h"
 
-/* The handle armed (0: none); read on every launch. */
-extern _Atomic uintptr_t drk_capture_armed;
+/* The handle armed (0: none); read on every launch. Hidden, so the hooks
+ * read it directly, not through the GOT (an instruction a launch). */
+extern __attribute__((visibility("hidden"))) _Atomic uintptr_t drk_capture_armed;
 
 static inline int drk_capture_wanted(uintptr_t f)
 {
@@ -56,7 +57,7 @@ typedef struct drk_capture_plan {
 typedef struct drk_capture_got {
     uint8_t params[DRK_PARAMS_MAX]; /* packed in the kernel's layout, the program's own pointers */
     size_t len;
-    CUstream stream;                /* the launch's */
+    CUstream stream;                /* the launch's (the hooks pass a _ptsz entry's NULL as CU_STREAM_PER_THREAD) */
     int snapped;                    /* 1: the plan's copies were queued and `done` recorded after them */
     CUresult rc;                    /* the failing copy or record when snapped is 0 after a plan with n > 0 */
     char why[128];                  /* why only the bytes were taken, in words ("" when snapped or n was 0) */
@@ -66,13 +67,16 @@ typedef struct drk_capture_got {
 void drk_capture_configure(const drk_driver *drv);
 
 /* drk's thread: arms `plan` (copied), replacing any plan not yet taken.
- * 0, or -1 for a plan that cannot be armed (no handle, n past
- * DRK_REACH_MAX, n > 0 without an event). */
+ * 0, or -1 for a plan that cannot be armed (no handle, no layout, n past
+ * DRK_REACH_MAX, n > 0 without an event or a flow, an allocation of no
+ * bytes or without its buffer). The layout and flow it points at are not
+ * copied: they must live until the capture is taken or disarmed. */
 int drk_capture_arm(const drk_capture_plan *plan);
 
 /* drk's thread: takes a finished capture into *out (1) and disarms; 0 while
- * none has happened. A snapshot is read only once the plan's `done` event
- * has completed (waited for on drk's thread, never the program's). */
+ * none has happened. It does not wait: a snapshot is read only once the
+ * plan's `done` event has completed, which the caller waits for on drk's
+ * thread (never the program's). */
 int drk_capture_take(drk_capture_got *out);
 
 /* drk's thread: disarms (a plan not taken is dropped). After it returns no
@@ -86,8 +90,10 @@ void drk_capture_disarm(void);
 void drk_capture_launch(uintptr_t f, const uint32_t grid[3], const uint32_t block[3], uint32_t shared_bytes,
                         CUstream stream, void **params, void **extra);
 
-/* Captures taken and launches that found the capture busy or mismatched,
- * for the report. */
+/* Captures taken (snapped: with the copies queued; moved: bytes only, a
+ * pointer outside the plan) and armed-handle launches that found the
+ * capture busy or mismatched (another shape or context, a capturing
+ * stream, parameters that do not pack), for the report. */
 typedef struct drk_capture_stats {
     uint64_t captured, snapped, moved, busy, mismatched;
 } drk_capture_stats;

@@ -73,8 +73,9 @@ void drk_counters_round(const drk_round *r);
  * says counters were on); waits for a sample under way. */
 void drk_counters_stop(const char *why);
 
-/* The launch path. `drk_counters_armed` is the handle armed (0: none). */
-extern _Atomic uintptr_t drk_counters_armed;
+/* The launch path. `drk_counters_armed` is the handle armed (0: none);
+ * hidden, so the hooks read it directly, not through the GOT. */
+extern __attribute__((visibility("hidden"))) _Atomic uintptr_t drk_counters_armed;
 
 /* Before the real launch of `f`: 1 when this launch is the one to sample
  * (the profiler is running; call drk_counters_end with the launch's result),

@@ -1,5 +1,6 @@
 #include "evolve/evolve.h"
 
+#include "evolve/capture.h"
 #include "evolve/counters.h"
 #include "evolve/cupti.h"
 #include "evolve/loaded.h"
@@ -10,6 +11,7 @@ void drk_evolve_configure(const drk_driver *drv)
 {
     drk_registry_configure(drv);
     drk_counters_configure(drv);
+    drk_capture_configure(drv);
     drk_occupancy_configure(drv);
 }
 
@@ -19,5 +21,6 @@ void drk_evolve_after_fork_child(void)
     drk_images_after_fork_child();
     drk_cupti_after_fork_child();
     drk_counters_after_fork_child();
+    drk_capture_after_fork_child();
     drk_occupancy_after_fork_child();
 }

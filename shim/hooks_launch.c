@@ -1,10 +1,13 @@
 /* Launch hooks: the launch goes to the driver untouched; a successful one is
  * recorded against its kernel and shape. With DRK_PROFILE=counters, the one
  * launch drk armed for a counter sample runs inside the range profiler
- * (evolve/counters.h); every other launch compares one word. A launch at a
- * shape an evolved variant serves runs the variant (one load). */
+ * (evolve/counters.h); the one armed for a capture (evolve/capture.h) has
+ * its parameters and memory taken just before it goes; every other launch
+ * compares one word for each. A launch at a shape an evolved variant serves
+ * runs the variant (one load). */
 #include "shim/hook.h"
 
+#include "evolve/capture.h"
 #include "evolve/counters.h"
 #include "evolve/registry.h"
 
@@ -49,13 +52,21 @@ static inline __attribute__((always_inline)) void launched(drk_sym sym, CUresult
         }                                                                                                            \
     } while (0)
 
-DRK_BODY drk_body_launch_kernel(drk_sym sym, CUfunction f, unsigned int gx, unsigned int gy,
-                                unsigned int gz, unsigned int bx, unsigned int by, unsigned int bz,
-                                unsigned int shmem, CUstream stream, void **params, void **extra)
+/* The stream a capture queues its copies on: the launch's, where a _ptsz
+ * entry's NULL is the calling thread's per-thread stream (the driver table's
+ * entries are the legacy ones, which would read NULL as the legacy stream). */
+static inline CUstream capture_stream(CUstream s, int per_thread_name)
 {
-    DRK_REAL_OR_MISSING(launch_kernel);
-    if (!drk_observing())
-        return real(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra);
+    return !s && per_thread_name ? CU_STREAM_PER_THREAD : s;
+}
+
+#define LAUNCH_ARGS                                                                                            \
+    CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by,          \
+        unsigned int bz, unsigned int shmem, CUstream stream, void **params, void **extra
+
+/* An observed cuLaunchKernel past the capture's check. */
+DRK_BODY launch_observed(drk_fn_launch_kernel real, drk_sym sym, LAUNCH_ARGS)
+{
     if (drk_counters_wanted((uintptr_t)f) &&
         drk_counters_begin((uintptr_t)f, (const uint32_t[3]){gx, gy, gz}, (const uint32_t[3]){bx, by, bz}, shmem,
                            stream)) {
@@ -71,6 +82,27 @@ DRK_BODY drk_body_launch_kernel(drk_sym sym, CUfunction f, unsigned int gx, unsi
     DRK_SERVED_RETRY(site, f, v, r, real(v_run, gx, gy, gz, bx, by, bz, shmem, stream, params, extra));
     counted(sym, r, site, f, &shape);
     return r;
+}
+
+/* The launch armed for a capture: the program's own function is captured,
+ * whatever variant runs. Out of line, so that the hot path keeps nothing
+ * live across the capture's call (measured: 8 more instructions a launch
+ * inline, launch_instructions.sh). */
+static __attribute__((noinline, cold)) CUresult launch_captured(drk_fn_launch_kernel real, drk_sym sym, LAUNCH_ARGS)
+{
+    drk_capture_launch((uintptr_t)f, (const uint32_t[3]){gx, gy, gz}, (const uint32_t[3]){bx, by, bz}, shmem,
+                       capture_stream(stream, sym == DRK_SYM_cuLaunchKernel_ptsz), params, extra);
+    return launch_observed(real, sym, f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra);
+}
+
+DRK_BODY drk_body_launch_kernel(drk_sym sym, LAUNCH_ARGS)
+{
+    DRK_REAL_OR_MISSING(launch_kernel);
+    if (!drk_observing())
+        return real(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra);
+    if (drk_capture_wanted((uintptr_t)f))
+        return launch_captured(real, sym, f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra);
+    return launch_observed(real, sym, f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra);
 }
 
 /* Cooperative launches are never served a variant (a rebuilt module's grid
@@ -98,8 +130,13 @@ DRK_BODY drk_body_launch_kernel_ex(drk_sym sym, const CUlaunchConfig *config, CU
         launched(sym, r == CUDA_SUCCESS ? CUDA_ERROR_INVALID_VALUE : r, f, 0, 0, 0, 0, 0, 0, 0);
         return r;
     }
-    /* Only plain launches are sampled: attributes (cooperative, clusters)
-     * may not replay as they ran. */
+    /* Only plain launches are sampled or captured: attributes (cooperative,
+     * clusters) may not replay as they ran. */
+    if (drk_capture_wanted((uintptr_t)f) && config->numAttrs == 0)
+        drk_capture_launch((uintptr_t)f, (const uint32_t[3]){config->gridDimX, config->gridDimY, config->gridDimZ},
+                           (const uint32_t[3]){config->blockDimX, config->blockDimY, config->blockDimZ},
+                           config->sharedMemBytes,
+                           capture_stream(config->hStream, sym == DRK_SYM_cuLaunchKernelEx_ptsz), params, extra);
     if (drk_counters_wanted((uintptr_t)f) && config->numAttrs == 0 &&
         drk_counters_begin((uintptr_t)f, (const uint32_t[3]){config->gridDimX, config->gridDimY, config->gridDimZ},
                            (const uint32_t[3]){config->blockDimX, config->blockDimY, config->blockDimZ},
