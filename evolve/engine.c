@@ -31,7 +31,7 @@
 static drk_driver drv;
 static drk_engine_settings cfg;
 static char only[512], skip[512];
-static int on;
+static int on, started; /* on: working; started: it ran (the report's) */
 static char off_why[160] = "DRK_EVOLVE=0";
 
 /* A variant built for a target, and what its proofs found. */
@@ -111,7 +111,7 @@ void drk_engine_start(const drk_engine_settings *s)
     cfg.only = only, cfg.skip = skip;
     drk_predictor_init(&predictor);
     drk_shapes_init(&shapes);
-    on = 1;
+    on = started = 1;
 }
 
 /* ---- The context: the program's primary context of the kernel's device ---- */
@@ -614,12 +614,17 @@ static void choose(const drk_round *r)
         const drk_driver_facts *f = atomic_load_explicit(&rec->driver, memory_order_acquire);
         if (!f || f->device < 0)
             continue;
-        struct target *t = make_target(rec, slot, row);
-        if (!t || t->state != DRK_TARGET_CAPTURING)
+        if (!push(f->device)) {
+            drk_log(DRK_LOG_DEBUG, "evolve: %.80s: device %d's primary context is not active", rec->name,
+                    (int)f->device);
             continue;
-        if (!push(f->device))
-            continue;
+        }
         if (!ensure_env(f->device)) {
+            pop();
+            continue;
+        }
+        struct target *t = make_target(rec, slot, row);
+        if (!t || t->state != DRK_TARGET_CAPTURING) {
             pop();
             continue;
         }
@@ -724,7 +729,7 @@ size_t drk_engine_rows(drk_engine_row *out, size_t max)
 
 drk_engine_totals drk_engine_totals_get(void)
 {
-    drk_engine_totals s = {.on = on, .off = on ? NULL : off_why, .budget = cfg.budget};
+    drk_engine_totals s = {.on = started, .off = started ? NULL : off_why, .budget = cfg.budget};
     s.kernels = ntargets;
     for (unsigned i = 0; i < ntargets; i++) {
         s.evolved += targets[i].served != NULL;

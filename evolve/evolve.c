@@ -3,6 +3,7 @@
 #include "evolve/capture.h"
 #include "evolve/counters.h"
 #include "evolve/cupti.h"
+#include "evolve/engine.h"
 #include "evolve/loaded.h"
 #include "evolve/occupancy.h"
 #include "evolve/registry.h"
@@ -13,6 +14,7 @@ void drk_evolve_configure(const drk_driver *drv)
     drk_counters_configure(drv);
     drk_capture_configure(drv);
     drk_occupancy_configure(drv);
+    drk_engine_configure(drv);
 }
 
 void drk_evolve_after_fork_child(void)

@@ -181,7 +181,7 @@ drk_proof_result drk_proof_variant(const drk_proof_ops *ops, const drk_proof_ref
          * got the original's own writes wrong (or skipped them). */
         int inside = ref->first[i] != NONE && d.first >= ref->first[i] && d.last <= ref->last[i];
         say(r.why, sizeof r.why, "the variant differs from the original in %s, %s", at,
-                 inside ? "within the bytes the original writes" : "reaching outside the bytes the original writes");
+                 inside ? "within the span of bytes the original changed" : "beyond the span of bytes the original changed");
         return r;
     }
     return (drk_proof_result){.verdict = DRK_PROOF_EQUAL, .diff = {0, NONE, NONE}};
