@@ -195,7 +195,7 @@ static void test_pure(void)
     r = prove(&h, &ref, pure_skip_tail);
     CHECK(r.verdict == DRK_PROOF_DIFFERS && r.alloc == 1 && r.diff.ndiff == 16 && r.diff.first == 48 &&
           r.diff.last == 63);
-    CHECK(strstr(r.why, "allocation 1 (16 bytes, offsets 48..63)") && strstr(r.why, "within the bytes"));
+    CHECK(strstr(r.why, "allocation 1 (16 bytes, offsets 48..63)") && strstr(r.why, "within the span of bytes the original changed"));
     /* Poison itself in set 2 where the variant did not write. */
     uint64_t p;
     memcpy(&p, h.mem[DRK_SET_WORK][1] + 48, 8);
@@ -218,7 +218,7 @@ static void test_pure(void)
     /* (c) A write into the input, which the original leaves alone. */
     r = prove(&h, &ref, pure_writes_input);
     CHECK(r.verdict == DRK_PROOF_DIFFERS && r.alloc == 0 && r.diff.first == 12 && r.diff.last == 12 &&
-          r.diff.ndiff == 1 && strstr(r.why, "allocation 0") && strstr(r.why, "outside the bytes the original writes"));
+          r.diff.ndiff == 1 && strstr(r.why, "allocation 0") && strstr(r.why, "beyond the span of bytes the original changed"));
 
     /* Disjoint partial writes: only the even words. The odd ones are stale
      * or poison, word 5 poison: all 8 odd words differ, every byte. */
@@ -268,7 +268,7 @@ static void test_same_value(void)
      * documented limit); a wrong one is. */
     CHECK(prove(&h, &ref, pure_skip_tail).verdict == DRK_PROOF_EQUAL);
     drk_proof_result r = prove(&h, &ref, pure_wrong_7);
-    CHECK(r.verdict == DRK_PROOF_DIFFERS && r.diff.first == 28 && strstr(r.why, "outside"));
+    CHECK(r.verdict == DRK_PROOF_DIFFERS && r.diff.first == 28 && strstr(r.why, "beyond the span"));
 }
 
 /* ---- in place: x = 2x + 1 ---- */
@@ -376,7 +376,7 @@ static void test_nothing(void)
     CHECK(prove(&h, &ref, nothing).verdict == DRK_PROOF_EQUAL);
     drk_proof_result r = prove(&h, &ref, pure);
     CHECK(r.verdict == DRK_PROOF_DIFFERS && r.alloc == 1 && r.diff.first == 0 && r.diff.last == 63 &&
-          r.diff.ndiff == 60 && strstr(r.why, "outside")); /* word 5 was already f(6) */
+          r.diff.ndiff == 60 && strstr(r.why, "beyond the span")); /* word 5 was already f(6) */
 }
 
 /* ---- three allocations, one differs: in, out1 = f(in), out2 = in ^ 0x55 ---- */
