@@ -85,6 +85,9 @@ const drk_option_desc drk_option_table[DRK_OPT_COUNT] = {
                              "comma-separated fnmatch patterns (empty: all)"},
     [DRK_OPT_EVOLVE_SKIP] = {"DRK_EVOLVE_SKIP", DRK_OPTION_PATH, "",
                              "with DRK_EVOLVE, never evolve kernels whose name matches one of these patterns"},
+    [DRK_OPT_EVOLVE_PLANT] = {"DRK_EVOLVE_PLANT", DRK_OPTION_PATH, "",
+                              "testing only: builds of the variant named so (e.g. 'regs=32') get their PTX's "
+                              "float arithmetic rounded toward zero, wrong code the proof must reject"},
 };
 
 static const char *const level_names[] = {

@@ -32,6 +32,7 @@ typedef enum drk_option_id {
     DRK_OPT_EVOLVE_COPY_MAX,
     DRK_OPT_EVOLVE_ONLY,
     DRK_OPT_EVOLVE_SKIP,
+    DRK_OPT_EVOLVE_PLANT,
     DRK_OPT_COUNT
 } drk_option_id;
 

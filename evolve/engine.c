@@ -30,7 +30,7 @@
 
 static drk_driver drv;
 static drk_engine_settings cfg;
-static char only[512], skip[512];
+static char only[512], skip[512], plant[96];
 static int on, started; /* on: working; started: it ran (the report's) */
 static char off_why[160] = "DRK_EVOLVE=0";
 
@@ -108,7 +108,10 @@ void drk_engine_start(const drk_engine_settings *s)
     cfg = *s;
     snprintf(only, sizeof only, "%s", s->only ? s->only : "");
     snprintf(skip, sizeof skip, "%s", s->skip ? s->skip : "");
-    cfg.only = only, cfg.skip = skip;
+    snprintf(plant, sizeof plant, "%s", s->plant ? s->plant : "");
+    cfg.only = only, cfg.skip = skip, cfg.plant = plant;
+    if (*plant)
+        drk_log(DRK_LOG_WARN, "evolve: DRK_EVOLVE_PLANT=%s: that variant is built wrong on purpose (testing)", plant);
     drk_predictor_init(&predictor);
     drk_shapes_init(&shapes);
     on = started = 1;
@@ -186,7 +189,6 @@ static void free_snapshot(struct target *t)
         drv.event_destroy(t->plan.done);
     t->plan.n = 0;
     t->plan.done = NULL;
-    t->snapshot_bytes = 0;
 }
 
 static void end_target(struct target *t, drk_target_state st, const char *fmt, ...)
@@ -353,6 +355,36 @@ static struct built *slot_for(struct target *t)
 
 static double ms_of(uint64_t ns) { return (double)ns / 1e6; }
 
+/* DRK_EVOLVE_PLANT's wrong code: the PTX with its float adds, multiplies
+ * and fused multiply-adds rounding toward zero (valid PTX, results off in
+ * their last bits), for the GPU suite to see the proof reject it. */
+static char *planted(const drk_ptx_text *ptx)
+{
+    static const struct {
+        const char *from, *to;
+    } edits[] = {{"fma.rn.f32", "fma.rz.f32"}, {"add.f32", "add.rz.f32"}, {"mul.f32", "mul.rz.f32"},
+                 {"add.rn.f32", "add.rz.f32"}, {"mul.rn.f32", "mul.rz.f32"}};
+    size_t cap = ptx->len * 2 + 1;
+    char *out = malloc(cap);
+    if (!out)
+        return NULL;
+    size_t o = 0;
+    for (const char *p = ptx->text; *p && o + 16 < cap;) {
+        size_t e = 0;
+        while (e < sizeof edits / sizeof edits[0] && strncmp(p, edits[e].from, strlen(edits[e].from)) != 0)
+            e++;
+        if (e < sizeof edits / sizeof edits[0]) {
+            size_t n = strlen(edits[e].to);
+            memcpy(out + o, edits[e].to, n);
+            o += n, p += strlen(edits[e].from);
+        } else {
+            out[o++] = *p++;
+        }
+    }
+    out[o] = '\0';
+    return out;
+}
+
 /* Builds variant `v` of `t` (or finds it built): its function, or NULL. */
 static CUfunction build(struct target *t, const drk_variant *v, char *why, size_t len)
 {
@@ -366,7 +398,20 @@ static CUfunction build(struct target *t, const drk_variant *v, char *why, size_
     to_sources(v, &jit, &attr);
     drk_build_in in = {.drv = &drv, .ctx = NULL, .k = &t->sk,
                        .block_threads = t->shape.block[0] * t->shape.block[1] * t->shape.block[2]};
-    if (drk_source_ptx.build(&in, &jit, &b->jit) != 0) {
+    char text[96];
+    drk_variant_text(&drk_space_ptx, v, text, sizeof text);
+    drk_source_kernel wrong;
+    drk_ptx_text wrong_ptx;
+    char *edited = NULL;
+    if (*cfg.plant && strcmp(cfg.plant, text) == 0 && (edited = planted(t->sk.ptx))) {
+        wrong = t->sk, wrong_ptx = *t->sk.ptx;
+        wrong_ptx.text = edited;
+        wrong.ptx = &wrong_ptx;
+        in.k = &wrong;
+    }
+    int failed = drk_source_ptx.build(&in, &jit, &b->jit) != 0;
+    free(edited); /* the driver copied the image */
+    if (failed) {
         snprintf(why, len, "build failed: %.220s", b->jit.why);
         memset(b, 0, sizeof *b);
         b->id = DRK_VARIANT_NONE;

@@ -39,6 +39,7 @@ typedef struct drk_engine_settings {
     const void *fatbin;         /* drk's kernels (compare, poison); NULL: host compares */
     drk_extent_fn resolve;      /* where an address lies */
     uint32_t cooperative_entries; /* bit e: launch shapes of entry label e are cooperative launches */
+    const char *plant;          /* DRK_EVOLVE_PLANT: the variant (its text) built wrong on purpose ("" none) */
 } drk_engine_settings;
 
 /* Once, at configure: the driver table (copied). */

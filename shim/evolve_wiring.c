@@ -75,6 +75,7 @@ void drk_evolve_wiring_start(void)
         .copy_max = copy_max,
         .only = drk_opt_str(DRK_OPT_EVOLVE_ONLY),
         .skip = drk_opt_str(DRK_OPT_EVOLVE_SKIP),
+        .plant = drk_opt_str(DRK_OPT_EVOLVE_PLANT),
         .fatbin = drk_kernels_fatbin,
         .resolve = resolve,
         .cooperative_entries = 1u << DRK_SYM_cuLaunchCooperativeKernel | 1u << DRK_SYM_cuLaunchCooperativeKernel_ptsz,

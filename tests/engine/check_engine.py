@@ -64,6 +64,20 @@ def case_evolve(args):
     check("serving regs=32" in p.stderr, "one info line when the variant is served", p.stderr[-2000:])
 
 
+def case_plant(args):
+    rep, p = run(args, "evolve", {"DRK_EVOLVE": "1", "DRK_EVOLVE_PLANT": "regs=32"})
+    rows = [r for r in rep["evolve"]["by_kernel"] if r["name"] == "axpy"]
+    check(len(rows) == 1, "plant: axpy is a target", rep["evolve"]["by_kernel"])
+    if not rows:
+        return
+    r = rows[0]
+    check("DRK_EVOLVE_PLANT=regs=32" in p.stderr and "evolve: axpy: regs=32 rejected: the variant differs" in p.stderr,
+          "the planted regs=32 build is rejected by the proof, and the log says so", p.stderr[-3000:])
+    check(r["serving"] != "regs=32" and r["rejected"] >= 1, "the planted variant is never served (another may be)",
+          r)
+    # Served, it would have made y wrong: the run's own check saw every round bit for bit.
+
+
 def case_nondet(args):
     rep, p = run(args, "nondet", {"DRK_EVOLVE": "1"})
     ev = rep["evolve"]
@@ -89,9 +103,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--program", required=True)
     ap.add_argument("--preload", required=True)
-    ap.add_argument("--mode", required=True, choices=["evolve", "nondet", "off"])
+    ap.add_argument("--mode", required=True, choices=["evolve", "plant", "nondet", "off"])
     args = ap.parse_args()
-    {"evolve": case_evolve, "nondet": case_nondet, "off": case_off}[args.mode](args)
+    {"evolve": case_evolve, "plant": case_plant, "nondet": case_nondet, "off": case_off}[args.mode](args)
     print(f"{'FAILED' if failures else 'passed'}: {failures} failures")
     sys.exit(1 if failures else 0)
 

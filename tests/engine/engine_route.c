@@ -11,6 +11,10 @@
  *                         After each round the program checks y bit for bit
  *                         against the host's own arithmetic; it prints how
  *                         many launches ran a 32- or 40-register build.
+ *                         With DRK_EVOLVE_PLANT=regs=32 the 32-register
+ *                         build's PTX rounds toward zero (the stand-in
+ *                         marks functions of PTX with ".rz.f32"): wrong,
+ *                         so never served.
  *   engine_route nondet   the same, but the kernel adds a count of its own
  *                         launches' blocks seen so far to one element (as a
  *                         float atomic's order would): it differs from
@@ -65,7 +69,10 @@ static void axpy(const fakecuda_thread *t)
         y[i] = a * x[i]; /* the planted bad build */
         return;
     }
-    y[i] = __builtin_fmaf(x[i], a, y[i]);
+    float v = __builtin_fmaf(x[i], a, y[i]);
+    if (t->ptx_rz && v != 0) /* PTX rounding toward zero: one ulp nearer 0 when inexact, as hardware would be */
+        v = __builtin_nextafterf(v, 0.0f);
+    y[i] = v;
     if (nondet && i == 0)
         y[0] += (float)(blocks_seen % 5); /* how many blocks ran before: differs run to run */
 }

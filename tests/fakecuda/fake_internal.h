@@ -265,6 +265,8 @@ FC_HIDDEN extern atomic_ullong g_gpu_ns;
 /* The registers of the function behind a live CUfunction or CUkernel (0
  * if none). Caller holds the lock. */
 FC_HIDDEN unsigned int handle_regs(const void *h, int kinds);
+/* Whether its module's PTX rounds float arithmetic toward zero. Caller holds the lock. */
+FC_HIDDEN int handle_rz(const void *h, int kinds);
 
 FC_HIDDEN extern struct kentry g_kernels[FC_MAX_KERNELS];
 

@@ -82,6 +82,7 @@ static CUresult do_launch(const struct launch *L)
     struct kentry *k = &g_kernels[e];
     fakecuda_kernel_fn fn = k->fn;
     unsigned int regs = handle_regs(L->f, 3);
+    int rz = handle_rz(L->f, 3);
     unsigned long long ns = kernel_time(k, regs);
     int has_layout = k->has_layout;
     unsigned int nparams = k->nparams;
@@ -128,6 +129,7 @@ static CUresult do_launch(const struct launch *L)
         .shared = shared,
         .sharedMemBytes = L->shmem,
         .regs = regs,
+        .ptx_rz = rz,
     };
     for (t.blockIdx.z = 0; t.blockIdx.z < L->gz; t.blockIdx.z++)
         for (t.blockIdx.y = 0; t.blockIdx.y < L->gy; t.blockIdx.y++)

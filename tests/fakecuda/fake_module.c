@@ -203,6 +203,7 @@ struct func {
      * register budget its load's JIT options gave). */
     unsigned int regs, static_shared, max_threads;
     int carveout; /* CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT: -1 unset */
+    int rz;       /* its PTX rounds float arithmetic toward zero (".rz.f32"): a kernel may compute otherwise */
 };
 
 /* A register is allocated per warp in units of 256. */
@@ -378,6 +379,7 @@ static CUresult module_from_text_ex(CUmodule *module, const char *text, unsigned
         if (!f)
             goto oom;
         func_init(f, ids[m->n], m, budget);
+        f->rz = strstr(text, ".rz.f32") != NULL;
         m->funcs[m->n] = f;
     }
     free(ids);
@@ -804,6 +806,12 @@ FC_HIDDEN unsigned int handle_regs(const void *h, int kinds)
 {
     struct func *f = handle_func(h, kinds);
     return f ? f->regs : 0;
+}
+
+FC_HIDDEN int handle_rz(const void *h, int kinds)
+{
+    struct func *f = handle_func(h, kinds);
+    return f ? f->rz : 0;
 }
 
 static CUresult entry_name(const char **name, const void *h, int kinds)

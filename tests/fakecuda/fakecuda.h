@@ -174,6 +174,7 @@ typedef struct fakecuda_thread {
     void *shared;
     unsigned int sharedMemBytes;
     unsigned int regs; /* the launched function's registers (a JIT register budget lowers them) */
+    int ptx_rz;        /* its module's PTX rounds float arithmetic toward zero (".rz.f32" in it) */
 } fakecuda_thread;
 
 typedef void (*fakecuda_kernel_fn)(const fakecuda_thread *t);
