@@ -707,8 +707,12 @@ void drk_engine_round(const drk_round *r)
                 memcmp(r->top[i].key.grid, active->shape.grid, sizeof active->shape.grid) == 0 &&
                 memcmp(r->top[i].key.block, active->shape.block, sizeof active->shape.block) == 0)
                 active->default_ns = (double)r->top[i].stats.median_ns;
-        if (active->state == DRK_TARGET_CAPTURING && ++active->waited > PATIENCE)
-            end_target(active, DRK_TARGET_REFUSED, "not launched again at its shape within %d rounds", PATIENCE);
+        /* Waiting on a capture that does not come (the kernel ran out of
+         * use, or its pointers keep moving): let it go, keeping what it
+         * serves, so other kernels get their turn. */
+        if (++active->waited > PATIENCE)
+            end_target(active, active->served || active->rounds ? DRK_TARGET_SETTLED : DRK_TARGET_REFUSED,
+                       "not captured again at its shape within %d rounds", PATIENCE);
     }
     if (!active)
         choose(r);
