@@ -28,6 +28,7 @@
     X(device_get, cuDeviceGet, (CUdevice *dev, int ordinal))                                               \
     X(device_get_attribute, cuDeviceGetAttribute, (int *value, CUdevice_attribute attr, CUdevice dev))     \
     X(device_total_mem, cuDeviceTotalMem_v2, (size_t *bytes, CUdevice dev))                                \
+    X(device_get_name, cuDeviceGetName, (char *name, int len, CUdevice dev))                               \
     /* Occupancy of launched shapes, on drk's thread: a CUkernel's function in                            \
      * the current context, and the driver's calculator. */                                               \
     X(kernel_get_function, cuKernelGetFunction, (CUfunction *fn, CUkernel kernel))                         \

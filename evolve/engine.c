@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/cache.h"
 #include "base/log.h"
 #include "evolve/capture.h"
 #include "evolve/facts.h"
@@ -65,6 +66,10 @@ struct target {
     /* The capture in flight. */
     drk_capture_plan plan;
     size_t snapshot_bytes;
+    /* Its search's result between runs (the cache). */
+    drk_cache_key key;
+    int keyed;
+    int from_cache;             /* serving an earlier run's result, proven again before it settles */
 };
 
 static struct target targets[TARGETS];
@@ -79,6 +84,7 @@ static drk_shapes shapes;
 static uint64_t trial_ns_all, program_ns_all;
 static unsigned rounds_seen;
 static double researched_sum;
+static unsigned cache_hits, cache_stored;
 
 /* ---- Settings ---- */
 
@@ -198,6 +204,11 @@ static void end_target(struct target *t, drk_target_state st, const char *fmt, .
     vsnprintf(t->why, sizeof t->why, fmt, ap);
     va_end(ap);
     t->state = st;
+    if (t->served && t->from_cache && (st == DRK_TARGET_REFUSED || st == DRK_TARGET_FAILED)) {
+        /* An earlier run's result not yet proven again here: withdrawn. */
+        drk_registry_serve(t->rec->handle, &t->shape, 0);
+        t->served = NULL, t->from_cache = 0, t->speedup = 1;
+    }
     if (active == t) {
         drk_capture_disarm();
         active = NULL;
@@ -251,6 +262,86 @@ static int eligible(const drk_kernel_record *r, const drk_launch_shape *s, char 
     return 1;
 }
 
+/* ---- Results between runs ---- */
+
+#define RESULT_KIND "result"
+
+/* The key of a target's result: its PTX, the device and driver, and the
+ * kernel and shape class it is for. */
+static void result_key(struct target *t, int dev)
+{
+    char name[256] = "";
+    int major = 0, minor = 0, version = 0;
+    if (!cfg.cache || !t->sk.ptx || !drv.device_get_name || drv.device_get_name(name, sizeof name, dev) != CUDA_SUCCESS ||
+        drv.device_get_attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) != CUDA_SUCCESS ||
+        drv.device_get_attribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) != CUDA_SUCCESS ||
+        drv.driver_get_version(&version) != CUDA_SUCCESS)
+        return;
+    char extra[320];
+    int n = snprintf(extra, sizeof extra, "engine 1|%s|%016llx", t->rec->name, (unsigned long long)t->cls);
+    drk_cache_key_parts kp = {.ptx = t->sk.ptx->text, .ptx_len = t->sk.ptx->len, .device_name = name,
+                              .cc_major = major, .cc_minor = minor, .driver_version = version,
+                              .extra = extra, .extra_len = n > 0 && (size_t)n < sizeof extra ? (size_t)n : 0};
+    drk_cache_key_make(&kp, &t->key);
+    t->keyed = 1;
+}
+
+/* An earlier run's result for `t`: 1 and the variant (the default: nothing
+ * won), 0 if none. */
+static int result_get(struct target *t, drk_variant *v, double *speedup)
+{
+    drk_cache_blob b;
+    if (!t->keyed || drk_cache_get(cfg.cache, &t->key, RESULT_KIND, &b) != 0)
+        return 0;
+    char text[128];
+    size_t n = b.len < sizeof text - 1 ? b.len : sizeof text - 1;
+    memcpy(text, b.data, n);
+    text[n] = '\0';
+    drk_cache_blob_free(&b);
+    unsigned id;
+    if (sscanf(text, "variant %u speedup %lf", &id, speedup) != 2 || drk_variant_from_id(&drk_space_ptx, id, v) != 0)
+        return 0;
+    return 1;
+}
+
+static void result_put(struct target *t, const drk_variant *v, double speedup)
+{
+    if (!t->keyed)
+        return;
+    char text[128];
+    int n = snprintf(text, sizeof text, "variant %u speedup %.4f\n", drk_variant_id(&drk_space_ptx, v), speedup);
+    if (n > 0 && drk_cache_put(cfg.cache, &t->key, RESULT_KIND, text, (size_t)n, t->rec->name) == 0)
+        cache_stored++;
+}
+
+static CUfunction build(struct target *t, const drk_variant *v, char *why, size_t len);
+
+/* A result from the cache: served at once, and proven again on the next
+ * launches before the target settles (a proof that fails withdraws it and
+ * the search starts). */
+static void from_cache(struct target *t, const drk_variant *v, double speedup)
+{
+    cache_hits++;
+    char text[96], why[256];
+    drk_variant_text(&drk_space_ptx, v, text, sizeof text);
+    if (drk_variant_is_default(v)) {
+        end_target(t, DRK_TARGET_SETTLED, "an earlier run found nothing faster (the cache)");
+        return;
+    }
+    CUfunction fn = build(t, v, why, sizeof why);
+    if (!fn) {
+        drk_log(DRK_LOG_INFO, "evolve: %.80s: the cached result %s does not build (%.160s): searching", t->rec->name,
+                text, why);
+        return;
+    }
+    drk_registry_serve(t->rec->handle, &t->shape, (uintptr_t)fn);
+    t->served = fn, t->served_v = *v, t->speedup = speedup, t->from_cache = 1;
+    drk_log(DRK_LOG_INFO, "evolve: %.80s at grid (%u,%u,%u) block (%u,%u,%u): serving %s from the cache (%.3fx in an "
+                          "earlier run), to be proven again on %d launches",
+            t->rec->name, t->shape.grid[0], t->shape.grid[1], t->shape.grid[2], t->shape.block[0], t->shape.block[1],
+            t->shape.block[2], text, speedup, DRK_PROOF_LAUNCHES);
+}
+
 static struct target *make_target(const drk_kernel_record *r, int slot, const drk_time_row *row)
 {
     if (ntargets == TARGETS)
@@ -283,6 +374,12 @@ static struct target *make_target(const drk_kernel_record *r, int slot, const dr
     drk_evolution_init(&t->evo, &drk_space_ptx, (uint64_t)(uintptr_t)r ^ t->cls, &start);
     t->state = DRK_TARGET_CAPTURING;
     snprintf(t->why, sizeof t->why, "waiting for a launch");
+    const drk_driver_facts *df = atomic_load_explicit(&r->driver, memory_order_acquire);
+    result_key(t, df ? df->device : 0);
+    drk_variant cached;
+    double speedup;
+    if (result_get(t, &cached, &speedup))
+        from_cache(t, &cached, speedup);
     return t;
 }
 
@@ -479,8 +576,47 @@ static void publish(struct target *t, const drk_evo_decision *d)
     t->served = fn;
 }
 
+/* A served result from the cache, proven again on this launch. */
+static void verify_cached(struct target *t, drk_trial *tr, const drk_proof_ref *ref)
+{
+    drk_proof_ops ops = drk_trial_ops(tr);
+    struct built *b = built_of(t, drk_variant_id(&drk_space_ptx, &t->served_v));
+    tr->variant = t->served;
+    drk_proof_result pr = drk_proof_variant(&ops, ref);
+    char text[96];
+    drk_variant_text(&drk_space_ptx, &t->served_v, text, sizeof text);
+    if (pr.verdict == DRK_PROOF_EQUAL) {
+        if (b && b->proven_on != t->captures)
+            b->proven++, b->proven_on = t->captures;
+        t->rounds++;
+        if (b && b->proven >= DRK_PROOF_LAUNCHES) {
+            t->proven++, t->trusted++;
+            end_target(t, DRK_TARGET_SETTLED, "an earlier run's result (the cache), proven again on %d launches",
+                       DRK_PROOF_LAUNCHES);
+        }
+        return;
+    }
+    /* Withdrawn at once; the search takes over. */
+    drk_registry_serve(t->rec->handle, &t->shape, 0);
+    t->served = NULL, t->from_cache = 0, t->speedup = 1;
+    if (pr.verdict == DRK_PROOF_ERROR) {
+        end_target(t, DRK_TARGET_FAILED, "a replay failed: %s", pr.why);
+        return;
+    }
+    t->rejected++;
+    drk_evolution_reject(&t->evo, &t->served_v);
+    snprintf(t->why, sizeof t->why, "the cached %.40s rejected: %.120s", text, pr.why);
+    drk_log(DRK_LOG_WARN, "evolve: %.80s: %s; withdrawn, searching", t->rec->name, t->why);
+    if (b)
+        free_built(b);
+}
+
 static void search_round(struct target *t, drk_trial *tr, const drk_proof_ref *ref)
 {
+    if (t->from_cache) {
+        verify_cached(t, tr, ref);
+        return;
+    }
     drk_proof_ops ops = drk_trial_ops(tr);
     drk_evolution_begin_round(&t->evo, t->credit_ns, t->default_ns > 0 ? t->default_ns : 1000.0, PAIRS);
     t->credit_ns = 0;
@@ -542,6 +678,8 @@ static void search_round(struct target *t, drk_trial *tr, const drk_proof_ref *r
         features_of(t, &f);
         drk_predictor_learn(&predictor, (uint64_t)(uintptr_t)t->rec, t->cls, &f, d.serve ? &d.variant : NULL,
                             d.serve ? d.stats.median : 1.0);
+        drk_variant none = {{0}};
+        result_put(t, d.serve && t->served ? &d.variant : &none, d.serve && t->served ? d.stats.median : 1.0);
         end_target(t, DRK_TARGET_SETTLED, "settled after %u rounds", t->rounds);
     }
 }
@@ -772,6 +910,7 @@ size_t drk_engine_rows(drk_engine_row *out, size_t max)
         o->build_ms = t->build_ms, o->builds = t->builds, o->build_ms_max = t->build_ms_max;
         o->trial_ns = t->trial_ns;
         o->snapshot_bytes = t->snapshot_bytes;
+        o->from_cache = t->from_cache || strstr(t->why, "(the cache)") != NULL;
     }
     return n;
 }
@@ -788,5 +927,6 @@ drk_engine_totals drk_engine_totals_get(void)
     s.trial_ns = trial_ns_all, s.program_ns = program_ns_all;
     s.rounds = rounds_seen;
     s.researched_share = rounds_seen ? researched_sum / rounds_seen : 0;
+    s.cache_hits = cache_hits, s.cache_stored = cache_stored;
     return s;
 }

@@ -40,6 +40,7 @@ typedef struct drk_engine_settings {
     drk_extent_fn resolve;      /* where an address lies */
     uint32_t cooperative_entries; /* bit e: launch shapes of entry label e are cooperative launches */
     const char *plant;          /* DRK_EVOLVE_PLANT: the variant (its text) built wrong on purpose ("" none) */
+    struct drk_cache *cache;    /* where search results are kept between runs; NULL: none */
 } drk_engine_settings;
 
 /* Once, at configure: the driver table (copied). */
@@ -78,6 +79,7 @@ typedef struct drk_engine_row {
     double build_ms;            /* total wall time of builds */
     unsigned builds;
     double build_ms_max;
+    int from_cache;             /* served from the first launch on a result an earlier run found */
     uint64_t trial_ns;          /* GPU time of its replays */
     size_t snapshot_bytes;
 } drk_engine_row;
@@ -89,7 +91,8 @@ typedef struct drk_engine_totals {
     uint64_t trial_ns, program_ns; /* replays' GPU time; the program's kernel time over the rounds seen */
     double budget;
     unsigned rounds;
-    double researched_share;    /* of the kernels launched in the rounds, those at a new shape class (mean) */
+    double researched_share;
+    unsigned cache_hits, cache_stored; /* results found in the cache; results written to it */    /* of the kernels launched in the rounds, those at a new shape class (mean) */
 } drk_engine_totals;
 
 size_t drk_engine_rows(drk_engine_row *out, size_t max);

@@ -9,6 +9,7 @@
 #include <cuda.h>
 
 #include "alloc/device.h"
+#include "base/cache.h"
 #include "base/log.h"
 #include "base/options.h"
 #include "evolve/engine.h"
@@ -70,17 +71,30 @@ void drk_evolve_wiring_start(void)
             drv->device_total_mem(&total, dev) == CUDA_SUCCESS)
             copy_max = (size_t)((double)total * (double)-copy / 10000.0);
     }
+    /* The cache of search results: a failure to open it leaves evolution
+     * working without one. */
+    static drk_cache *cache;
+    char dir[4096], why[256];
+    uint64_t cap = 0;
+    if (drk_cache_dir_choose(drk_opt_str(DRK_OPT_CACHE_DIR), drk_env(DRK_ENV_XDG_CACHE_HOME), drk_env(DRK_ENV_HOME), dir,
+                             sizeof dir) == 0 &&
+        (cap = drk_cache_cap_bytes(drk_opt_num(DRK_OPT_CACHE_SIZE), dir)) > 0 &&
+        drk_cache_open(&cache, dir, cap, 0, why, sizeof why) != 0) {
+        drk_log(DRK_LOG_INFO, "evolve: no cache (%s): every run searches afresh", why);
+        cache = NULL;
+    }
     drk_engine_settings s = {
         .budget = (double)drk_opt_num(DRK_OPT_EVOLVE_BUDGET) / 10000.0,
         .copy_max = copy_max,
         .only = drk_opt_str(DRK_OPT_EVOLVE_ONLY),
         .skip = drk_opt_str(DRK_OPT_EVOLVE_SKIP),
         .plant = drk_opt_str(DRK_OPT_EVOLVE_PLANT),
+        .cache = cache,
         .fatbin = drk_kernels_fatbin,
         .resolve = resolve,
         .cooperative_entries = 1u << DRK_SYM_cuLaunchCooperativeKernel | 1u << DRK_SYM_cuLaunchCooperativeKernel_ptsz,
     };
     drk_engine_start(&s);
-    drk_log(DRK_LOG_INFO, "evolve: on (budget %.1f%% of kernel time, copies up to %zu MiB a launch)",
-            100 * s.budget, copy_max >> 20);
+    drk_log(DRK_LOG_INFO, "evolve: on (budget %.1f%% of kernel time, copies up to %zu MiB a launch, results %s%s)",
+            100 * s.budget, copy_max >> 20, cache ? "cached in " : "not cached", cache ? drk_cache_root(cache) : "");
 }

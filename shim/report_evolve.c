@@ -34,6 +34,8 @@ void drk_report_evolve(drk_json *j)
     drk_json_u64(j, "evolved", t.evolved);
     drk_json_u64(j, "refused", t.refused);
     drk_json_u64(j, "failed", t.failed);
+    drk_json_u64(j, "cache_hits", t.cache_hits);
+    drk_json_u64(j, "cache_stored", t.cache_stored);
     drk_capture_stats c = drk_capture_stats_get();
     drk_json_open(j, "captures", '{');
     drk_json_u64(j, "captured", c.captured);
@@ -67,6 +69,7 @@ void drk_report_evolve(drk_json *j)
         drk_json_f64(j, "build_ms_max", r->build_ms_max);
         drk_json_u64(j, "trial_ns", r->trial_ns);
         drk_json_u64(j, "snapshot_bytes", r->snapshot_bytes);
+        drk_json_bool(j, "from_cache", r->from_cache);
         drk_json_close(j, '}');
     }
     drk_json_close(j, ']');

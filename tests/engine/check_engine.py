@@ -24,11 +24,11 @@ def check(cond, what, detail=""):
     failures += not cond
 
 
-def run(args, mode, extra):
+def run(args, mode, extra, cache=None):
     out = tempfile.mkdtemp(prefix="drk-engine-")
     env = {k: v for k, v in os.environ.items() if not k.startswith("DRK_")}
     env.update(LD_PRELOAD=args.preload, DRK_ROUND_SECONDS="0", DRK_REPORT=out + "/", DRK_LOG_LEVEL="info",
-               DRK_EVOLVE_BUDGET="100%")
+               DRK_EVOLVE_BUDGET="100%", DRK_CACHE_DIR=cache or os.path.join(out, "cache"))
     env.update(extra)
     p = subprocess.run([args.program, mode], env=env, capture_output=True, text=True, timeout=120)
     check(p.returncode == 0, f"{mode}: the program runs to its end, every result bit for bit", p.stdout + p.stderr)
@@ -78,6 +78,40 @@ def case_plant(args):
     # Served, it would have made y wrong: the run's own check saw every round bit for bit.
 
 
+def case_cache(args):
+    cache = tempfile.mkdtemp(prefix="drk-engine-cache-")
+    rep1, p1 = run(args, "evolve", {"DRK_EVOLVE": "1"}, cache)
+    ev1 = rep1["evolve"]
+    check(ev1["cache_stored"] == 1 and ev1["cache_hits"] == 0, "first run: the search's result stored", ev1)
+    rep2, p2 = run(args, "evolve", {"DRK_EVOLVE": "1"}, cache)
+    ev2 = rep2["evolve"]
+    rows = [r for r in ev2["by_kernel"] if r["name"] == "axpy"]
+    check(ev2["cache_hits"] == 1 and "serving regs=32 from the cache" in p2.stderr, "second run: served from the "
+          "cache as its target was made", (ev2, p2.stderr[-2000:]))
+    check(rows and rows[0]["from_cache"] and rows[0]["state"] == "settled" and rows[0]["serving"] == "regs=32" and
+          rows[0]["tried"] <= 1 and "proven again on 3 launches" in rows[0]["why"],
+          "second run: no search, the result proven again on 3 launches", rows)
+    first = [r for r in ev1["by_kernel"] if r["name"] == "axpy"]
+    check(rows and first and rows[0]["trial_ns"] < first[0]["trial_ns"], "second run: less trial time",
+          (rows, first))
+    # A cached result that is wrong on this run is withdrawn: the nondeterministic mode shares axpy's PTX.
+    rep3, p3 = run(args, "nondet", {"DRK_EVOLVE": "1"}, cache)
+    r3 = [r for r in rep3["evolve"]["by_kernel"] if r["name"] == "axpy"]
+    check(r3 and r3[0]["state"] == "refused" and r3[0]["serving"] == "default",
+          "a cached result on a kernel that now differs from itself is withdrawn", r3)
+    # A corrupt entry is a miss, said once: the run searches afresh.
+    for root, _, files in os.walk(cache):
+        for f in files:
+            if f.endswith(".result"):
+                with open(os.path.join(root, f), "r+b") as fh:
+                    fh.seek(-4, 2)
+                    fh.write(b"XXXX")
+    rep4, p4 = run(args, "evolve", {"DRK_EVOLVE": "1"}, cache)
+    ev4 = rep4["evolve"]
+    check(ev4["cache_hits"] == 0 and any(r["serving"] == "regs=32" and not r["from_cache"] for r in ev4["by_kernel"]),
+          "a corrupt entry: ignored, the search finds the winner again", ev4)
+
+
 def case_nondet(args):
     rep, p = run(args, "nondet", {"DRK_EVOLVE": "1"})
     ev = rep["evolve"]
@@ -103,9 +137,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--program", required=True)
     ap.add_argument("--preload", required=True)
-    ap.add_argument("--mode", required=True, choices=["evolve", "plant", "nondet", "off"])
+    ap.add_argument("--mode", required=True, choices=["evolve", "plant", "cache", "nondet", "off"])
     args = ap.parse_args()
-    {"evolve": case_evolve, "plant": case_plant, "nondet": case_nondet, "off": case_off}[args.mode](args)
+    {"evolve": case_evolve, "plant": case_plant, "cache": case_cache, "nondet": case_nondet, "off": case_off}[args.mode](args)
     print(f"{'FAILED' if failures else 'passed'}: {failures} failures")
     sys.exit(1 if failures else 0)
 
