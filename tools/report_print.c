@@ -361,6 +361,15 @@ static const char *dim3_text(const uint64_t v[3], char *buf, size_t n)
 }
 
 
+
+/* Prints and frees a table of kernel-shapes, and says how many `--top` left out. */
+static void shapes_table_end(table *tb, FILE *f, size_t shown, size_t total)
+{
+    table_print(tb, f, "  ");
+    table_free(tb);
+    if (shown < total)
+        fprintf(f, "  ... %zu more kernel-shape%s\n", total - shown, total - shown == 1 ? "" : "s");
+}
 /* The table of gpu_time.counters' rows (`nprocs`: as print_gpu_rows). */
 static void print_counter_rows(FILE *f, const rep_counters *k, size_t top, size_t nprocs)
 {
@@ -390,10 +399,7 @@ static void print_counter_rows(FILE *f, const rep_counters *k, size_t top, size_
                                              u64s(r->round, round, sizeof round),
                                              u64s(r->samples, samples, sizeof samples)});
     }
-    table_print(&tb, f, "  ");
-    table_free(&tb);
-    if (shown < k->nrows)
-        fprintf(f, "  ... %zu more kernel-shape%s\n", k->nrows - shown, k->nrows - shown == 1 ? "" : "s");
+    shapes_table_end(&tb, f, shown, k->nrows);
 }
 
 /* gpu_time.counters: nothing unless DRK_PROFILE=counters was asked for
@@ -578,10 +584,7 @@ static void print_evolve_rows(FILE *f, const rep_evolve *e, size_t top, size_t n
                                r->state, serving, speedup, tried, builds, why};
         table_row(&tb, nprocs ? cells : cells + 1);
     }
-    table_print(&tb, f, "  ");
-    table_free(&tb);
-    if (shown < e->nrows)
-        fprintf(f, "  ... %zu more kernel-shape%s\n", e->nrows - shown, e->nrows - shown == 1 ? "" : "s");
+    shapes_table_end(&tb, f, shown, e->nrows);
 }
 
 /* evolve: nothing unless DRK_EVOLVE=1 was asked for (older reports have
