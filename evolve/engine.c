@@ -55,6 +55,7 @@ struct target {
     drk_evolution evo;
     struct built b[BUILT];
     unsigned waited;            /* rounds the armed capture waited */
+    int await_round;            /* searched on this round's capture: the next is armed when the round closes */
     unsigned captures, rounds, tried, proven, rejected, trusted;
     CUfunction served;
     drk_variant served_v;
@@ -684,6 +685,38 @@ static void search_round(struct target *t, drk_trial *tr, const drk_proof_ref *r
     }
 }
 
+/* Snapshot buffers for what a launch reaches, into the plan: 0; 1 when
+ * device memory ran out (armed for bytes again: a later launch may fit);
+ * -1 when the target ended. */
+static int make_snapshot(struct target *t, const drk_reach *reach)
+{
+    free_snapshot(t);
+    for (unsigned i = 0; i < reach->n; i++) {
+        CUresult r = drv.mem_alloc(&t->plan.snap[i], reach->alloc[i].size);
+        t->plan.alloc[i] = reach->alloc[i];
+        t->plan.n = i + 1;
+        if (r != CUDA_SUCCESS) {
+            t->plan.snap[i] = 0;
+            free_snapshot(t);
+            if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+                snprintf(t->why, sizeof t->why, "device memory ran out for a snapshot: waiting");
+                arm(t);
+                return 1;
+            }
+            end_target(t, DRK_TARGET_FAILED, "cuMemAlloc for a snapshot failed (%d)", (int)r);
+            return -1;
+        }
+    }
+    if (drv.event_create(&t->plan.done, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+        t->plan.done = NULL;
+        free_snapshot(t);
+        end_target(t, DRK_TARGET_FAILED, "cuEventCreate failed");
+        return -1;
+    }
+    t->snapshot_bytes = reach->bytes;
+    return 0;
+}
+
 /* A capture came back: bytes only (plan the snapshot) or with it (prove, search). */
 static void captured(struct target *t, const drk_capture_got *got)
 {
@@ -699,30 +732,8 @@ static void captured(struct target *t, const drk_capture_got *got)
             end_target(t, DRK_TARGET_REFUSED, "%s", reach.why);
             return;
         }
-        free_snapshot(t);
-        for (unsigned i = 0; i < reach.n; i++) {
-            CUresult r = drv.mem_alloc(&t->plan.snap[i], reach.alloc[i].size);
-            t->plan.alloc[i] = reach.alloc[i];
-            t->plan.n = i + 1;
-            if (r != CUDA_SUCCESS) {
-                t->plan.snap[i] = 0;
-                free_snapshot(t);
-                if (r == CUDA_ERROR_OUT_OF_MEMORY) {
-                    snprintf(t->why, sizeof t->why, "device memory ran out for a snapshot: waiting");
-                    arm(t);
-                } else {
-                    end_target(t, DRK_TARGET_FAILED, "cuMemAlloc for a snapshot failed (%d)", (int)r);
-                }
-                return;
-            }
-        }
-        if (drv.event_create(&t->plan.done, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
-            t->plan.done = NULL;
-            end_target(t, DRK_TARGET_FAILED, "cuEventCreate failed");
-            return;
-        }
-        t->snapshot_bytes = reach.bytes;
-        arm(t);
+        if (make_snapshot(t, &reach) == 0)
+            arm(t);
         return;
     }
     if (drv.event_synchronize(t->plan.done) != CUDA_SUCCESS) {
@@ -776,8 +787,10 @@ static void captured(struct target *t, const drk_capture_got *got)
     t->trial_ns += tr.gpu_ns;
     trial_ns_all += tr.gpu_ns;
     drk_trial_close(&tr);
-    if (t->state == DRK_TARGET_SEARCHING && active == t)
-        arm(t); /* the next launch: new inputs, the next round */
+    /* One search round a program round: the next launch (new inputs) is
+     * captured once this round closes, with buffers for the same reach. */
+    if (t->state == DRK_TARGET_SEARCHING && active == t && make_snapshot(t, &reach) == 0)
+        t->await_round = 1;
 }
 
 /* ---- Driving ---- */
@@ -845,12 +858,16 @@ void drk_engine_round(const drk_round *r)
                 memcmp(r->top[i].key.grid, active->shape.grid, sizeof active->shape.grid) == 0 &&
                 memcmp(r->top[i].key.block, active->shape.block, sizeof active->shape.block) == 0)
                 active->default_ns = (double)r->top[i].stats.median_ns;
-        /* Waiting on a capture that does not come (the kernel ran out of
-         * use, or its pointers keep moving): let it go, keeping what it
-         * serves, so other kernels get their turn. */
-        if (++active->waited > PATIENCE)
+        if (active->await_round) {
+            active->await_round = 0;
+            arm(active); /* this round's search is done: the next launch */
+        } else if (++active->waited > PATIENCE) {
+            /* Waiting on a capture that does not come (the kernel ran out
+             * of use, or its pointers keep moving): let it go, keeping
+             * what it serves, so other kernels get their turn. */
             end_target(active, active->served || active->rounds ? DRK_TARGET_SETTLED : DRK_TARGET_REFUSED,
                        "not captured again at its shape within %d rounds", PATIENCE);
+        }
     }
     if (!active)
         choose(r);
