@@ -11,7 +11,7 @@
 # programs and libdrk_test_cupti_count.so). WORKLOADs (default: all) are among
 # rt_vecadd drv_vecadd routes triton_add cupy_ops jax_jit ppo vmm_heap vmm_pool
 # alloc_heavy host_map ctx_reset ipc_pair alloc_frag alloc_memcheck gpt_nocache
-# gpt_async gputime kernels_check kernels_check_ptx kernels_memcheck.
+# gpt_async gputime kernels_check kernels_check_ptx kernels_memcheck evolve.
 # The memory workloads add modes: alloc_frag runs under DRK_DEFRAG=0 too (a
 # pool that cannot stitch: it must run out of memory), ipc_pair under
 # DRK_ALLOC=0; alloc_memcheck runs alloc_heavy under compute-sanitizer's
@@ -20,6 +20,10 @@
 # backend. kernels_check runs drk's own kernels (kernels/) against a CPU
 # reference, from their SASS and (kernels_check_ptx) their JIT'd PTX, and
 # kernels_memcheck runs its quick form under compute-sanitizer's memcheck.
+# evolve (evolve_check.py) runs programs/evolve_hazards.cu natively, under drk
+# with DRK_EVOLVE=1 and with a planted bad variant (DRK_EVOLVE_PLANT), and the
+# PPO trainer under DRK_EVOLVE=1: never a wrong result, the kernels drk cannot
+# see refused, the n-body's win served.
 #
 # Every check prints one PASS/FAIL line; the last line is "N passed, M failed"
 # and the exit status is non-zero when M > 0. With $OUT set, the logs, CUPTI
@@ -41,7 +45,7 @@ py_limit=${DRK_GPU_TIMEOUT:-180}
 budget=${DRK_GPU_BUDGET:-540}
 all_workloads=(rt_vecadd drv_vecadd routes triton_add cupy_ops jax_jit ppo vmm_heap vmm_pool
     alloc_heavy host_map ctx_reset ipc_pair alloc_frag alloc_memcheck gpt_nocache gpt_async gputime
-    kernels_check kernels_check_ptx kernels_memcheck)
+    kernels_check kernels_check_ptx kernels_memcheck evolve)
 
 build_arg=${1:-build}
 [ $# -gt 0 ] && shift
@@ -343,6 +347,7 @@ for w in "${workloads[@]}"; do
     ppo) run_workload "$w" "$py_limit" 1 "$three" "workload --losses" -- "$PY" "$here/workloads/ppo.py" --steps 50 ;;
     vmm_heap) run_program "$w" 60 "$progs/vmm_heap" ;;
     gputime) run_checker "$w" 300 "$PY" "$here/gputime_check.py" --shim "$shim" --steps 20 ;;
+    evolve) run_checker "$w" 420 "$PY" "$here/evolve_check.py" --shim "$shim" --program "$progs/evolve_hazards" ;;
     vmm_pool) run_program "$w" 60 "$progs/vmm_pool" ;;
     alloc_heavy) run_workload "$w" 60 1 "$three" workload -- "$progs/alloc_heavy" ;;
     host_map) run_workload "$w" 60 1 "$three" workload -- "$progs/host_map" 20 ;;

@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""What evolution wins and costs, on the twelve kernels of evolve_kernels.cu
+(tests/bench/evolve_space.c measured every variant of each on an H200:
+tests/evolve/spaces/h200-2026-12-01.json). Each kernel is run as a program
+(evolve_run: its PTX loaded with cuModuleLoadData, rounds of launches at its
+recorded shape, each round ended by cuProfilerStop), twice, one after the
+other: natively (the driver's default JIT) and under drk with DRK_EVOLVE=1,
+both with CUDA_CACHE_DISABLE=1 (the driver's JIT cache would answer drk's
+builds from an earlier run). A benchmark: it prints what it measured in this
+run and passes or fails nothing.
+
+Per kernel:
+  native      GPU time a launch natively (median over the rounds after the first)
+  drk         GPU time a launch under drk at its steady state (median of the last 4 rounds)
+  x           native / drk
+  possible    the recorded space's default / its exhaustive best (what the
+              search could win; 2.05x for n-body, at most 1.10x for the rest)
+  vs best     drk / (native / possible): 1.000 = the exhaustive best reached
+  rounds      the first round from which every round is within 2% of drk's
+              steady state (0: from the start)
+  serving     the variant drk served at the end (the report's evolve row)
+  builds      JIT builds drk made, and their mean and longest time (ms)
+  trial       the trials' GPU time over the program's kernel time (trial_share)
+  wall        drk's wall time a launch over native's (launch path and trials)
+  same        the outputs' hash equal natively and under drk
+
+Then: compile time median and p95 over all builds (each kernel's builds taken
+at their mean: the report gives a total and a maximum), the launch-path
+overhead on the kernels with nothing to win (recorded best within 2% of the
+default: their wall and GPU ratios, geometric means), the mean trial share.
+Writes everything to --out/evolve_bench.json.
+
+Usage: evolve_bench.py [--build DIR] [--kernels a,b] [--rounds R] [--launches L]
+                       [--budget PCT] [--out DIR]
+Takes about 2.5 minutes on an H200 with the defaults (16 rounds of 1500
+launches: 1500 x the twelve defaults' 1.45 ms = 2.2 s a round, twice).
+"""
+import argparse
+import glob
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+here = os.path.dirname(os.path.abspath(__file__))
+root = os.path.dirname(os.path.dirname(here))
+SPACE = os.path.join(root, "tests", "evolve", "spaces", "h200-2026-12-01.json")
+FLAT = 1.02  # a kernel whose recorded best is within this of its default has nothing to win
+
+
+def clean_env(extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DRK_") and k != "CUDA_INJECTION64_PATH"}
+    env["CUDA_CACHE_DISABLE"] = "1"
+    env.update(extra)
+    return env
+
+
+def run(cmd, env, out, tag):
+    try:
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+        rc, so, se = p.returncode, p.stdout, p.stderr
+    except subprocess.TimeoutExpired:
+        rc, so, se = "timeout", "", ""
+    with open(os.path.join(out, tag + ".stdout"), "w") as f:
+        f.write(so)
+    with open(os.path.join(out, tag + ".stderr"), "w") as f:
+        f.write(se)
+    res = None
+    for line in so.splitlines():
+        if line.startswith("{"):
+            try:
+                res = json.loads(line)
+            except ValueError:
+                pass
+    if rc != 0 or res is None:
+        print(f"  {tag}: exit {rc}: {se.strip().splitlines()[-1:] or ['no output']}", file=sys.stderr)
+        return None
+    return res
+
+
+def report_of(d):
+    files = glob.glob(os.path.join(d, "*.json"))
+    return json.load(open(files[0])) if len(files) == 1 else None
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    if not xs:
+        return float("nan")
+    return xs[min(len(xs) - 1, max(0, int(math.ceil(q * len(xs))) - 1))]
+
+
+def geomean(xs):
+    xs = [x for x in xs if x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--kernels", default="", help="comma-separated (default: all twelve)")
+    ap.add_argument("--rounds", type=int, default=16)
+    ap.add_argument("--launches", type=int, default=1500, help="launches a round (the simulator's 1500)")
+    ap.add_argument("--budget", default="", help="DRK_EVOLVE_BUDGET (default: drk's, 2%%)")
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    out = args.out or tempfile.mkdtemp(prefix="drk-evolve-bench-")
+    os.makedirs(out, exist_ok=True)
+    build = os.path.abspath(args.build)
+    prog = os.path.join(build, "tests", "bench", "evolve_run")
+    ptx = os.path.join(build, "tests", "bench", "evolve_kernels.ptx")
+    shim = os.path.join(build, "lib", "libdrk_shim.so")
+    for f in (prog, ptx, shim):
+        if not os.path.exists(f):
+            sys.exit(f"evolve_bench: {f} not found (build first: cmake --build {args.build})")
+    space = {k["kernel"]: k for k in json.load(open(SPACE))["kernels"]}
+    names = [n for n in args.kernels.split(",") if n] or list(space)
+    print(f"evolve_bench: {len(names)} kernels, {args.rounds} rounds of {args.launches} launches, budget "
+          f"{args.budget or 'default'}; logs and reports in {out}", flush=True)
+
+    rows = []
+    for name in names:
+        rec = space.get(name)
+        if rec is None:
+            print(f"  {name}: not in {SPACE}", file=sys.stderr)
+            continue
+        cmd = [prog, ptx, name, str(args.rounds), str(args.launches)]
+        nat = run(cmd, clean_env({}), out, f"{name}.native")
+        rep_dir = os.path.join(out, f"{name}.drk")
+        extra = {"LD_PRELOAD": shim, "DRK_EVOLVE": "1", "DRK_ROUND_SECONDS": "0", "DRK_REPORT": rep_dir + "/",
+                 "DRK_LOG_LEVEL": "info"}
+        if args.budget:
+            extra["DRK_EVOLVE_BUDGET"] = args.budget
+        drk = run(cmd, clean_env(extra), out, f"{name}.drk")
+        rep = report_of(rep_dir)
+        if nat is None or drk is None:
+            rows.append({"kernel": name, "error": "a run failed (see its .stderr)"})
+            continue
+        native_ms = statistics.median(nat["gpu_ms"][1:] or nat["gpu_ms"])
+        steady = statistics.median(drk["gpu_ms"][-4:])
+        reach = 0
+        for r, ms in enumerate(drk["gpu_ms"]):
+            if ms > steady * 1.02:
+                reach = r + 1
+        possible = rec["ms"][0] / min(rec["ms"])
+        ev = (rep or {}).get("evolve", {})
+        erows = [r for r in ev.get("by_kernel", []) if r["name"] == name]
+        er = erows[0] if erows else {}
+        builds = sum(r["builds"] for r in erows)
+        build_ms = sum(r["build_ms"] for r in erows)
+        row = {
+            "kernel": name, "native_ms": native_ms, "drk_ms": steady, "speedup": native_ms / steady,
+            "possible": possible, "vs_best": steady / (native_ms / possible), "rounds_to_steady": reach,
+            "serving": er.get("serving", "-"), "state": er.get("state", "not a target"),
+            "why": er.get("why", ""), "drk_speedup": er.get("speedup"),
+            "builds": builds, "build_ms_mean": build_ms / builds if builds else 0.0,
+            "build_ms_max": max((r["build_ms_max"] for r in erows), default=0.0),
+            "trial_share": ev.get("trial_share", float("nan")),
+            "wall_ratio": statistics.median(drk["wall_ms"][1:] or drk["wall_ms"]) /
+            statistics.median(nat["wall_ms"][1:] or nat["wall_ms"]),
+            "gpu_ratio_all": statistics.median(drk["gpu_ms"][1:] or drk["gpu_ms"]) / native_ms,
+            "load_ms": {"native": nat["load_ms"], "drk": drk["load_ms"]},
+            "same": nat["hash"] == drk["hash"], "native_rounds_ms": nat["gpu_ms"], "drk_rounds_ms": drk["gpu_ms"],
+        }
+        rows.append(row)
+        print(f"  {name}: native {native_ms:.4f} ms, drk {steady:.4f} ms ({row['speedup']:.3f}x of a possible "
+              f"{possible:.3f}x), serving {row['serving']} ({row['state']})", flush=True)
+
+    print()
+    print(f"{'kernel':16} {'native ms':>10} {'drk ms':>10} {'x':>7} {'possible':>8} {'vs best':>8} {'rounds':>6}  "
+          f"{'serving':28} {'builds':>6} {'mean ms':>8} {'max ms':>8} {'trial':>6} {'wall':>6} same")
+    for r in rows:
+        if "error" in r:
+            print(f"{r['kernel']:16} {r['error']}")
+            continue
+        print(f"{r['kernel']:16} {r['native_ms']:10.4f} {r['drk_ms']:10.4f} {r['speedup']:6.3f}x {r['possible']:7.3f}x "
+              f"{r['vs_best']:8.3f} {r['rounds_to_steady']:6d}  {r['serving'][:28]:28} {r['builds']:6d} "
+              f"{r['build_ms_mean']:8.2f} {r['build_ms_max']:8.1f} {100 * r['trial_share']:5.2f}% "
+              f"{r['wall_ratio']:6.3f} {'yes' if r['same'] else 'NO'}")
+    ok = [r for r in rows if "error" not in r]
+    per_build = [r["build_ms_mean"] for r in ok for _ in range(r["builds"])]
+    if per_build:
+        print(f"compile: {len(per_build)} builds, median {pct(per_build, 0.5):.2f} ms, p95 {pct(per_build, 0.95):.2f} "
+              f"ms (each kernel's builds at their mean), longest {max(r['build_ms_max'] for r in ok):.1f} ms")
+    flat = [r for r in ok if r["possible"] < FLAT]
+    if flat:
+        print(f"nothing to win ({len(flat)} kernels, recorded best within {100 * (FLAT - 1):.0f}%): wall time a launch "
+              f"drk/native {geomean([r['wall_ratio'] for r in flat]):.4f}, GPU time {geomean([r['gpu_ratio_all'] for r in flat]):.4f} "
+              f"(geometric means over the rounds after the first)")
+    if ok:
+        print(f"trials: mean share {100 * statistics.mean(r['trial_share'] for r in ok):.2f}% of kernel time, "
+              f"most {100 * max(r['trial_share'] for r in ok):.2f}%; outputs equal natively and under drk: "
+              f"{sum(r['same'] for r in ok)} of {len(ok)}")
+        wins = [r for r in ok if r["possible"] >= FLAT]
+        for r in wins:
+            print(f"win: {r['kernel']} {r['speedup']:.3f}x of a possible {r['possible']:.3f}x, steady from round "
+                  f"{r['rounds_to_steady']}, serving {r['serving']}")
+    with open(os.path.join(out, "evolve_bench.json"), "w") as f:
+        json.dump({"rounds": args.rounds, "launches": args.launches, "budget": args.budget or None, "kernels": rows},
+                  f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,172 @@
+/* One of the twelve kernels of evolve_kernels.cu run as a program would run
+ * it, for the evolution benchmark (evolve_bench.py): its compute_90 PTX handed
+ * to cuModuleLoadData (the driver's default JIT; under drk with DRK_EVOLVE=1
+ * the PTX drk keeps and may rebuild), then ROUNDS rounds of LAUNCHES launches
+ * at its recorded shape (evolve_specs.h), each round timed with events on the
+ * program's stream and by the wall clock, ended by cuProfilerStop, and
+ * followed by a pause (drk's thread closes a round a 50 ms tick after its
+ * end). Outputs written from scratch are zeroed before each round, so every
+ * round's first launch writes new bytes.
+ *
+ *   evolve_run PTX_FILE KERNEL [ROUNDS [LAUNCHES [PAUSE_MS]]]   (16 1500 100)
+ *
+ * Prints one JSON object: the kernel, the module's load (JIT) time, per round
+ * the GPU time and the wall time a launch (ms), and an FNV-1a hash of the
+ * outputs at the end (equal natively and under drk for the same rounds and
+ * launches: every kernel here is deterministic). */
+#include <cuda.h>
+#include <cudaProfiler.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define CHECK(x)                                                                                                      \
+    do {                                                                                                             \
+        CUresult r_ = (x);                                                                                           \
+        if (r_ != CUDA_SUCCESS) {                                                                                    \
+            const char *s_ = NULL;                                                                                   \
+            cuGetErrorName(r_, &s_);                                                                                 \
+            fprintf(stderr, "evolve_run: %s: %s (line %d)\n", #x, s_ ? s_ : "?", __LINE__);                         \
+            exit(1);                                                                                                 \
+        }                                                                                                            \
+    } while (0)
+
+#include "evolve_specs.h"
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: evolve_run PTX_FILE KERNEL [ROUNDS [LAUNCHES [PAUSE_MS]]]\n");
+        return 2;
+    }
+    const int rounds = argc > 3 ? atoi(argv[3]) : 16;
+    const int launches = argc > 4 ? atoi(argv[4]) : 1500;
+    const int pause_ms = argc > 5 ? atoi(argv[5]) : 100;
+    const kernel_spec *k = NULL;
+    for (size_t i = 0; i < NKERNELS; i++)
+        if (strcmp(kernels[i].name, argv[2]) == 0)
+            k = &kernels[i];
+    if (!k || rounds < 1 || launches < 1 || pause_ms < 0) {
+        fprintf(stderr, "evolve_run: unknown kernel %s or a bad count (kernels:", argv[2]);
+        for (size_t i = 0; i < NKERNELS; i++)
+            fprintf(stderr, " %s", kernels[i].name);
+        fprintf(stderr, ")\n");
+        return 2;
+    }
+    FILE *pf = fopen(argv[1], "rb");
+    if (!pf) {
+        perror(argv[1]);
+        return 1;
+    }
+    fseek(pf, 0, SEEK_END);
+    long len = ftell(pf);
+    fseek(pf, 0, SEEK_SET);
+    char *ptx = calloc(1, (size_t)len + 1);
+    if (!ptx || fread(ptx, 1, (size_t)len, pf) != (size_t)len)
+        return 1;
+    fclose(pf);
+
+    CUdevice dev;
+    CUcontext ctx;
+    CHECK(cuInit(0));
+    CHECK(cuDeviceGet(&dev, 0));
+    CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CHECK(cuCtxSetCurrent(ctx));
+    sleep_ms(300); /* drk's GPU times start a little after the context does */
+    CUmodule mod;
+    CUfunction fn;
+    double t0 = now_ms();
+    CHECK(cuModuleLoadData(&mod, ptx));
+    CHECK(cuModuleGetFunction(&fn, mod, k->name));
+    double load_ms = now_ms() - t0;
+
+    CUdeviceptr d[6];
+    for (int i = 0; i < k->nbufs; i++) {
+        void *h = malloc(k->bufs[i].bytes);
+        if (!h)
+            return 1;
+        fill_host(h, &k->bufs[i]);
+        CHECK(cuMemAlloc(&d[i], k->bufs[i].bytes));
+        CHECK(cuMemcpyHtoD(d[i], h, k->bufs[i].bytes));
+        free(h);
+    }
+    uint64_t words[8];
+    void *params[8];
+    for (int a = 0; a < k->nargs; a++) {
+        const arg_spec *s = &k->args[a];
+        words[a] = 0;
+        if (s->kind == 'b')
+            memcpy(&words[a], &d[s->i], sizeof(CUdeviceptr));
+        else if (s->kind == 'i')
+            memcpy(&words[a], &s->i, 4);
+        else
+            memcpy(&words[a], &s->f, 4);
+        params[a] = &words[a];
+    }
+    CUevent e0, e1;
+    CHECK(cuEventCreate(&e0, 0));
+    CHECK(cuEventCreate(&e1, 0));
+    double *gpu = calloc((size_t)rounds, sizeof *gpu), *wall = calloc((size_t)rounds, sizeof *wall);
+    if (!gpu || !wall)
+        return 1;
+    for (int r = 0; r < rounds; r++) {
+        for (int i = 0; i < k->nbufs; i++)
+            if (k->bufs[i].out && k->bufs[i].init == ZERO)
+                CHECK(cuMemsetD8(d[i], 0, k->bufs[i].bytes));
+        CHECK(cuCtxSynchronize());
+        double w0 = now_ms();
+        CHECK(cuEventRecord(e0, NULL));
+        for (int l = 0; l < launches; l++)
+            CHECK(cuLaunchKernel(fn, k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1], k->block[2], 0,
+                                 NULL, params, NULL));
+        CHECK(cuEventRecord(e1, NULL));
+        CHECK(cuEventSynchronize(e1));
+        wall[r] = (now_ms() - w0) / launches;
+        float ms;
+        CHECK(cuEventElapsedTime(&ms, e0, e1));
+        gpu[r] = ms / launches;
+        CHECK(cuProfilerStop()); /* the round's end, for drk */
+        sleep_ms(pause_ms);
+    }
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int i = 0; i < k->nbufs; i++) {
+        if (!k->bufs[i].out)
+            continue;
+        unsigned char *b = malloc(k->bufs[i].bytes);
+        if (!b)
+            return 1;
+        CHECK(cuMemcpyDtoH(b, d[i], k->bufs[i].bytes));
+        for (size_t j = 0; j < k->bufs[i].bytes; j++)
+            h = (h ^ b[j]) * 0x100000001b3ull;
+        free(b);
+    }
+    printf("{\"kernel\": \"%s\", \"rounds\": %d, \"launches\": %d, \"load_ms\": %.3f, \"hash\": \"0x%016llx\", "
+           "\"gpu_ms\": [",
+           k->name, rounds, launches, load_ms, (unsigned long long)h);
+    for (int r = 0; r < rounds; r++)
+        printf("%s%.6f", r ? ", " : "", gpu[r]);
+    printf("], \"wall_ms\": [");
+    for (int r = 0; r < rounds; r++)
+        printf("%s%.6f", r ? ", " : "", wall[r]);
+    printf("]}\n");
+    for (int i = 0; i < k->nbufs; i++)
+        CHECK(cuMemFree(d[i]));
+    CHECK(cuModuleUnload(mod));
+    CHECK(cuDevicePrimaryCtxRelease(dev));
+    return 0;
+}
