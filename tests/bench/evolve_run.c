@@ -68,18 +68,9 @@ int main(int argc, char **argv)
         fprintf(stderr, ")\n");
         return 2;
     }
-    FILE *pf = fopen(argv[1], "rb");
-    if (!pf) {
-        perror(argv[1]);
+    char *ptx = read_file(argv[1]);
+    if (!ptx)
         return 1;
-    }
-    fseek(pf, 0, SEEK_END);
-    long len = ftell(pf);
-    fseek(pf, 0, SEEK_SET);
-    char *ptx = calloc(1, (size_t)len + 1);
-    if (!ptx || fread(ptx, 1, (size_t)len, pf) != (size_t)len)
-        return 1;
-    fclose(pf);
 
     CUdevice dev;
     CUcontext ctx;
