@@ -28,6 +28,7 @@
 #define PAIRS 4             /* paired timings a variant a round */
 #define HOT_SHARE 0.01      /* a kernel-shape below this share of a round's kernel time is not worth it */
 #define PATIENCE 3          /* rounds an armed capture may wait before the next target is tried */
+#define RECHECK 8           /* rounds a served variant rests before it is measured against the original again */
 
 static drk_driver drv;
 static drk_engine_settings cfg;
@@ -56,6 +57,8 @@ struct target {
     struct built b[BUILT];
     unsigned waited;            /* rounds the armed capture waited */
     int await_round;            /* searched on this round's capture: the next is armed when the round closes */
+    unsigned rested_at;         /* settled serving a variant: the round it last was (for RECHECK) */
+    int stored;                 /* its result went to the cache */
     unsigned captures, rounds, tried, proven, rejected, trusted;
     CUfunction served;
     drk_variant served_v;
@@ -71,6 +74,7 @@ struct target {
     drk_cache_key key;
     int keyed;
     int from_cache;             /* serving an earlier run's result, proven again before it settles */
+    int came_from_cache;        /* what it serves was an earlier run's result (the report's) */
 };
 
 static struct target targets[TARGETS];
@@ -223,6 +227,25 @@ static void end_target(struct target *t, drk_target_state st, const char *fmt, .
                 t->why);
 }
 
+/* Settled, serving a variant: it rests, keeping that variant, and is
+ * measured against the original again every RECHECK rounds (a variant that
+ * has become slower is dropped then). */
+static void rest(struct target *t, const char *why)
+{
+    snprintf(t->why, sizeof t->why, "%s", why);
+    t->state = DRK_TARGET_SETTLED;
+    if (active == t) {
+        drk_capture_disarm();
+        active = NULL;
+    }
+    free_snapshot(t);
+    for (unsigned i = 0; i < BUILT; i++)
+        if (t->b[i].id != DRK_VARIANT_NONE && t->b[i].jit.fn != t->served && t->b[i].attr.fn != t->served)
+            free_built(&t->b[i]);
+    t->await_round = 0;
+    t->rested_at = rounds_seen;
+}
+
 static struct target *find_target(const drk_kernel_record *r, int slot)
 {
     for (unsigned i = 0; i < ntargets; i++)
@@ -336,7 +359,7 @@ static void from_cache(struct target *t, const drk_variant *v, double speedup)
         return;
     }
     drk_registry_serve(t->rec->handle, &t->shape, (uintptr_t)fn);
-    t->served = fn, t->served_v = *v, t->speedup = speedup, t->from_cache = 1;
+    t->served = fn, t->served_v = *v, t->speedup = speedup, t->from_cache = t->came_from_cache = 1;
     drk_log(DRK_LOG_INFO, "evolve: %.80s at grid (%u,%u,%u) block (%u,%u,%u): serving %s from the cache (%.3fx in an "
                           "earlier run), to be proven again on %d launches",
             t->rec->name, t->shape.grid[0], t->shape.grid[1], t->shape.grid[2], t->shape.block[0], t->shape.block[1],
@@ -592,14 +615,16 @@ static void verify_cached(struct target *t, drk_trial *tr, const drk_proof_ref *
         t->rounds++;
         if (b && b->proven >= DRK_PROOF_LAUNCHES) {
             t->proven++, t->trusted++;
-            end_target(t, DRK_TARGET_SETTLED, "an earlier run's result (the cache), proven again on %d launches",
-                       DRK_PROOF_LAUNCHES);
+            t->from_cache = 0; /* proven here now: measured again like any served variant */
+            drk_log(DRK_LOG_INFO, "evolve: %.80s: the cached %s proven again on %d launches", t->rec->name, text,
+                    DRK_PROOF_LAUNCHES);
+            rest(t, "an earlier run's result (the cache), proven again on 3 launches");
         }
         return;
     }
     /* Withdrawn at once; the search takes over. */
     drk_registry_serve(t->rec->handle, &t->shape, 0);
-    t->served = NULL, t->from_cache = 0, t->speedup = 1;
+    t->served = NULL, t->from_cache = t->came_from_cache = 0, t->speedup = 1;
     if (pr.verdict == DRK_PROOF_ERROR) {
         end_target(t, DRK_TARGET_FAILED, "a replay failed: %s", pr.why);
         return;
@@ -662,6 +687,7 @@ static void search_round(struct target *t, drk_trial *tr, const drk_proof_ref *r
             }
             float s[PAIRS];
             double orig_ns = 0;
+            tr->full = t->served && fn == t->served;
             int got = drk_trial_time(tr, PAIRS, s, &orig_ns);
             if (got < 0) {
                 end_target(t, DRK_TARGET_FAILED, "a timed replay failed: %s", tr->why);
@@ -675,13 +701,21 @@ static void search_round(struct target *t, drk_trial *tr, const drk_proof_ref *r
     t->rounds++;
     publish(t, &d);
     if (d.state == DRK_EVO_SETTLED && (!d.serve || t->served)) {
-        drk_kernel_features f;
-        features_of(t, &f);
-        drk_predictor_learn(&predictor, (uint64_t)(uintptr_t)t->rec, t->cls, &f, d.serve ? &d.variant : NULL,
-                            d.serve ? d.stats.median : 1.0);
-        drk_variant none = {{0}};
-        result_put(t, d.serve && t->served ? &d.variant : &none, d.serve && t->served ? d.stats.median : 1.0);
-        end_target(t, DRK_TARGET_SETTLED, "settled after %u rounds", t->rounds);
+        if (!t->stored) {
+            drk_kernel_features f;
+            features_of(t, &f);
+            drk_predictor_learn(&predictor, (uint64_t)(uintptr_t)t->rec, t->cls, &f, d.serve ? &d.variant : NULL,
+                                d.serve ? d.stats.median : 1.0);
+            drk_variant none = {{0}};
+            result_put(t, d.serve && t->served ? &d.variant : &none, d.serve && t->served ? d.stats.median : 1.0);
+            t->stored = 1;
+        }
+        char why[96];
+        snprintf(why, sizeof why, "settled after %u rounds", t->rounds);
+        if (t->served)
+            rest(t, why);
+        else
+            end_target(t, DRK_TARGET_SETTLED, "%s", why);
     }
 }
 
@@ -720,6 +754,8 @@ static int make_snapshot(struct target *t, const drk_reach *reach)
 /* A capture came back: bytes only (plan the snapshot) or with it (prove, search). */
 static void captured(struct target *t, const drk_capture_got *got)
 {
+    drk_log(DRK_LOG_DEBUG, "evolve: %.80s: a launch captured (%s)", t->rec->name,
+            got->snapped ? "with its snapshot" : "its bytes");
     const drk_image_facts *im = t->sk.facts;
     if (!got->snapped && t->plan.n && got->rc != CUDA_SUCCESS) {
         end_target(t, DRK_TARGET_FAILED, "a snapshot could not be queued: %s (%d)", got->why, (int)got->rc);
@@ -871,6 +907,18 @@ void drk_engine_round(const drk_round *r)
     }
     if (!active)
         choose(r);
+    /* Nothing new to search: a rested variant is measured again. */
+    for (unsigned i = 0; i < ntargets && !active; i++) {
+        struct target *t = &targets[i];
+        if (t->state == DRK_TARGET_SETTLED && t->served && !t->from_cache && rounds_seen - t->rested_at >= RECHECK) {
+            snprintf(t->why, sizeof t->why, "measured again against the original");
+            drk_log(DRK_LOG_DEBUG, "evolve: %.80s: measured again against the original (round %u)", t->rec->name,
+                    rounds_seen);
+            active = t;
+            t->credit_ns = cfg.budget * (double)r->kernel_ns; /* this round's grant: its capture comes first */
+            arm(t);
+        }
+    }
 }
 
 void drk_engine_tick(void)
@@ -927,7 +975,7 @@ size_t drk_engine_rows(drk_engine_row *out, size_t max)
         o->build_ms = t->build_ms, o->builds = t->builds, o->build_ms_max = t->build_ms_max;
         o->trial_ns = t->trial_ns;
         o->snapshot_bytes = t->snapshot_bytes;
-        o->from_cache = t->from_cache || strstr(t->why, "(the cache)") != NULL;
+        o->from_cache = t->came_from_cache && t->served;
     }
     return n;
 }

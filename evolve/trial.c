@@ -410,7 +410,7 @@ int drk_trial_time(drk_trial *t, unsigned pairs, float *speedups, double *origin
         }
         speedups[got++] = (float)(ns[0] / ns[1]);
         sum += ns[0];
-        if (ns[1] >= 2 * ns[0])
+        if (ns[1] >= 2 * ns[0] && !t->full)
             break; /* 2x slower: one sample says enough */
     }
     if (original_ns && got)

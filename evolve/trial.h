@@ -87,6 +87,8 @@ typedef struct drk_trial {
     uint32_t grid[3], block[3], shared_bytes;
     CUfunction original, variant;   /* what run(.., 0) and run(.., 1) launch */
     uint64_t gpu_ns;                /* GPU time of its replays so far (the budget's) */
+    int full;                       /* time every pair, however slow (a served variant measured again: a drop
+                                     * wants its samples) */
     char why[192];
 } drk_trial;
 

@@ -89,8 +89,8 @@ def case_cache(args):
     check(ev2["cache_hits"] == 1 and "serving regs=32 from the cache" in p2.stderr, "second run: served from the "
           "cache as its target was made", (ev2, p2.stderr[-2000:]))
     check(rows and rows[0]["from_cache"] and rows[0]["state"] == "settled" and rows[0]["serving"] == "regs=32" and
-          rows[0]["tried"] <= 1 and "proven again on 3 launches" in rows[0]["why"],
-          "second run: no search, the result proven again on 3 launches", rows)
+          rows[0]["tried"] <= 1 and "evolve: axpy: the cached regs=32 proven again on 3 launches" in p2.stderr,
+          "second run: no search, the result proven again on 3 launches", (rows, p2.stderr[-2000:]))
     first = [r for r in ev1["by_kernel"] if r["name"] == "axpy"]
     check(rows and first and rows[0]["trial_ns"] < first[0]["trial_ns"], "second run: less trial time",
           (rows, first))
@@ -110,6 +110,14 @@ def case_cache(args):
     ev4 = rep4["evolve"]
     check(ev4["cache_hits"] == 0 and any(r["serving"] == "regs=32" and not r["from_cache"] for r in ev4["by_kernel"]),
           "a corrupt entry: ignored, the search finds the winner again", ev4)
+
+
+def case_regress(args):
+    rep, p = run(args, "regress", {"DRK_EVOLVE": "1"})
+    rows = [r for r in rep["evolve"]["by_kernel"] if r["name"] == "axpy"]
+    check("serving regs=32" in p.stderr, "regress: regs=32 served while it was faster", p.stderr[-3000:])
+    check("evolve: axpy: back to the program's own function" in p.stderr and rows and rows[0]["serving"] != "regs=32",
+          "regress: measured again once the world changed, the now slower variant is dropped", (rows, p.stderr[-3000:]))
 
 
 def case_nondet(args):
@@ -137,9 +145,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--program", required=True)
     ap.add_argument("--preload", required=True)
-    ap.add_argument("--mode", required=True, choices=["evolve", "plant", "cache", "nondet", "off"])
+    ap.add_argument("--mode", required=True, choices=["evolve", "plant", "cache", "regress", "nondet", "off"])
     args = ap.parse_args()
-    {"evolve": case_evolve, "plant": case_plant, "cache": case_cache, "nondet": case_nondet, "off": case_off}[args.mode](args)
+    {"evolve": case_evolve, "plant": case_plant, "cache": case_cache, "regress": case_regress, "nondet": case_nondet, "off": case_off}[args.mode](args)
     print(f"{'FAILED' if failures else 'passed'}: {failures} failures")
     sys.exit(1 if failures else 0)
 
