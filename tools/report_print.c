@@ -703,6 +703,16 @@ static void json_dim3(drk_json *j, const char *key, const uint64_t v[3])
     drk_json_close(j, ']');
 }
 
+/* A kernel-shape's keys, as every section writes them. */
+static void json_shape(drk_json *j, const char *name, const uint64_t grid[3], const uint64_t block[3],
+                       uint64_t shared_bytes)
+{
+    drk_json_str(j, "name", name);
+    json_dim3(j, "grid", grid);
+    json_dim3(j, "block", block);
+    drk_json_u64(j, "shared_bytes", shared_bytes);
+}
+
 static void json_histogram(drk_json *j, const char *key, const uint64_t *hist)
 {
     drk_json_open(j, key, '{');
@@ -777,10 +787,7 @@ static void json_counters(drk_json *j, FILE *f, const rep_counters *k, size_t to
     for (size_t i = 0; i < shown; i++) {
         const rep_counter_row *r = &k->rows[i];
         drk_json_open(j, NULL, '{');
-        drk_json_str(j, "name", r->name);
-        json_dim3(j, "grid", r->grid);
-        json_dim3(j, "block", r->block);
-        drk_json_u64(j, "shared_bytes", r->shared_bytes);
+        json_shape(j, r->name, r->grid, r->block, r->shared_bytes);
         drk_json_f64(j, "dram_pct", r->dram_pct);
         drk_json_f64(j, "occupancy_pct", r->occupancy_pct);
         drk_json_f64(j, "ld_sectors_per_request", r->ld_sectors_per_request);
@@ -823,10 +830,7 @@ static void json_gpu_time(drk_json *j, FILE *f, const rep_gpu *g, size_t top)
     for (size_t i = 0; i < shown; i++) {
         const rep_time_row *r = &g->rows[i];
         drk_json_open(j, NULL, '{');
-        drk_json_str(j, "name", r->name);
-        json_dim3(j, "grid", r->grid);
-        json_dim3(j, "block", r->block);
-        drk_json_u64(j, "shared_bytes", r->shared_bytes);
+        json_shape(j, r->name, r->grid, r->block, r->shared_bytes);
         drk_json_u64(j, "launches", r->launches);
         drk_json_u64(j, "total_ns", r->total_ns);
         drk_json_u64(j, "min_ns", r->min_ns);
@@ -876,10 +880,7 @@ static void json_evolve(drk_json *j, FILE *f, const rep_evolve *e, size_t top)
         const rep_evolve_row *r = &e->rows[i];
         drk_json_open(j, NULL, '{');
         drk_json_u64(j, "pid", r->pid);
-        drk_json_str(j, "name", r->name);
-        json_dim3(j, "grid", r->grid);
-        json_dim3(j, "block", r->block);
-        drk_json_u64(j, "shared_bytes", r->shared_bytes);
+        json_shape(j, r->name, r->grid, r->block, r->shared_bytes);
         drk_json_str(j, "state", r->state);
         drk_json_str(j, "why", r->why);
         drk_json_u64(j, "captures", r->captures);
@@ -915,10 +916,7 @@ static void json_findings(drk_json *j, FILE *f, const rep_findings *fs)
         drk_json_u64(j, "rounds", x->rounds);
         if (x->kernel) {
             drk_json_open(j, "kernel", '{');
-            drk_json_str(j, "name", x->kernel);
-            json_dim3(j, "grid", x->grid);
-            json_dim3(j, "block", x->block);
-            drk_json_u64(j, "shared_bytes", x->shared_bytes);
+            json_shape(j, x->kernel, x->grid, x->block, x->shared_bytes);
             drk_json_close(j, '}');
         } else {
             drk_json_null(j, "kernel");
