@@ -58,6 +58,7 @@ struct target {
     unsigned waited;            /* rounds the armed capture waited */
     int await_round;            /* searched on this round's capture: the next is armed when the round closes */
     unsigned rested_at;         /* settled serving a variant: the round it last was (for RECHECK) */
+    int rechecking;             /* the capture in flight is for measuring the served variant again */
     int stored;                 /* its result went to the cache */
     unsigned captures, rounds, tried, proven, rejected, trusted;
     CUfunction served;
@@ -202,6 +203,13 @@ static void free_snapshot(struct target *t)
     t->plan.done = NULL;
 }
 
+/* Withdraws what `t` serves: the program's own function from its next launch. */
+static void withdraw(struct target *t)
+{
+    drk_registry_serve(t->rec->handle, &t->shape, 0);
+    t->served = NULL, t->from_cache = t->came_from_cache = 0, t->speedup = 1;
+}
+
 static void end_target(struct target *t, drk_target_state st, const char *fmt, ...)
 {
     va_list ap;
@@ -211,8 +219,7 @@ static void end_target(struct target *t, drk_target_state st, const char *fmt, .
     t->state = st;
     if (t->served && t->from_cache && (st == DRK_TARGET_REFUSED || st == DRK_TARGET_FAILED)) {
         /* An earlier run's result not yet proven again here: withdrawn. */
-        drk_registry_serve(t->rec->handle, &t->shape, 0);
-        t->served = NULL, t->from_cache = 0, t->speedup = 1;
+        withdraw(t);
     }
     if (active == t) {
         drk_capture_disarm();
@@ -623,8 +630,7 @@ static void verify_cached(struct target *t, drk_trial *tr, const drk_proof_ref *
         return;
     }
     /* Withdrawn at once; the search takes over. */
-    drk_registry_serve(t->rec->handle, &t->shape, 0);
-    t->served = NULL, t->from_cache = t->came_from_cache = 0, t->speedup = 1;
+    withdraw(t);
     if (pr.verdict == DRK_PROOF_ERROR) {
         end_target(t, DRK_TARGET_FAILED, "a replay failed: %s", pr.why);
         return;
@@ -637,8 +643,58 @@ static void verify_cached(struct target *t, drk_trial *tr, const drk_proof_ref *
         free_built(b);
 }
 
+/* A rested variant measured again on this launch: proven, then timed in all
+ * its pairs against the original; one that differs now, or has become
+ * slower by the margin beyond its noise, is withdrawn. */
+static void remeasure(struct target *t, drk_trial *tr, const drk_proof_ref *ref)
+{
+    drk_proof_ops ops = drk_trial_ops(tr);
+    char text[96];
+    drk_variant_text(&drk_space_ptx, &t->served_v, text, sizeof text);
+    t->rechecking = 0;
+    tr->variant = t->served;
+    drk_proof_result pr = drk_proof_variant(&ops, ref);
+    if (pr.verdict != DRK_PROOF_EQUAL) {
+        withdraw(t);
+        if (pr.verdict == DRK_PROOF_ERROR) {
+            end_target(t, DRK_TARGET_FAILED, "a replay failed: %s", pr.why);
+            return;
+        }
+        t->rejected++;
+        drk_log(DRK_LOG_WARN, "evolve: %.80s: %s now differs (%.150s): back to the program's own function",
+                t->rec->name, text, pr.why);
+        end_target(t, DRK_TARGET_SETTLED, "%.40s differed when measured again", text);
+        return;
+    }
+    float sp[PAIRS];
+    double orig_ns = 0;
+    tr->full = 1;
+    int n = drk_trial_time(tr, PAIRS, sp, &orig_ns);
+    if (n < 0) {
+        end_target(t, DRK_TARGET_FAILED, "a timed replay failed: %s", tr->why);
+        return;
+    }
+    drk_ratio_stats st = drk_ratio_stats_of(sp, (unsigned)n);
+    if (n >= 3 && st.median <= 1 - DRK_EVO_MARGIN && st.upper < 1) {
+        withdraw(t);
+        drk_log(DRK_LOG_INFO, "evolve: %.80s: %s now measures %.3fx: back to the program's own function",
+                t->rec->name, text, st.median);
+        end_target(t, DRK_TARGET_SETTLED, "%.40s became slower (%.3fx) and was withdrawn", text, st.median);
+        return;
+    }
+    if (n >= 3)
+        t->speedup = st.median;
+    char why[96];
+    snprintf(why, sizeof why, "measured again: %.3fx", st.median);
+    rest(t, why);
+}
+
 static void search_round(struct target *t, drk_trial *tr, const drk_proof_ref *ref)
 {
+    if (t->rechecking) {
+        remeasure(t, tr, ref);
+        return;
+    }
     if (t->from_cache) {
         verify_cached(t, tr, ref);
         return;
@@ -915,7 +971,7 @@ void drk_engine_round(const drk_round *r)
             drk_log(DRK_LOG_DEBUG, "evolve: %.80s: measured again against the original (round %u)", t->rec->name,
                     rounds_seen);
             active = t;
-            t->credit_ns = cfg.budget * (double)r->kernel_ns; /* this round's grant: its capture comes first */
+            t->rechecking = 1;
             arm(t);
         }
     }

@@ -83,15 +83,18 @@ def case_cache(args):
     rep1, p1 = run(args, "evolve", {"DRK_EVOLVE": "1"}, cache)
     ev1 = rep1["evolve"]
     check(ev1["cache_stored"] == 1 and ev1["cache_hits"] == 0, "first run: the search's result stored", ev1)
+    first = [r for r in ev1["by_kernel"] if r["name"] == "axpy"]
+    # The search may settle on any of the equally fast 32-register builds.
+    won = first[0]["serving"] if first else "?"
+    check(won.startswith("regs=32"), "first run: a 32-register build won", first)
     rep2, p2 = run(args, "evolve", {"DRK_EVOLVE": "1"}, cache)
     ev2 = rep2["evolve"]
     rows = [r for r in ev2["by_kernel"] if r["name"] == "axpy"]
-    check(ev2["cache_hits"] == 1 and "serving regs=32 from the cache" in p2.stderr, "second run: served from the "
+    check(ev2["cache_hits"] == 1 and f"serving {won} from the cache" in p2.stderr, "second run: served from the "
           "cache as its target was made", (ev2, p2.stderr[-2000:]))
-    check(rows and rows[0]["from_cache"] and rows[0]["state"] == "settled" and rows[0]["serving"] == "regs=32" and
-          rows[0]["tried"] <= 1 and "evolve: axpy: the cached regs=32 proven again on 3 launches" in p2.stderr,
+    check(rows and rows[0]["from_cache"] and rows[0]["state"] == "settled" and rows[0]["serving"] == won and
+          rows[0]["tried"] <= 1 and f"evolve: axpy: the cached {won} proven again on 3 launches" in p2.stderr,
           "second run: no search, the result proven again on 3 launches", (rows, p2.stderr[-2000:]))
-    first = [r for r in ev1["by_kernel"] if r["name"] == "axpy"]
     check(rows and first and rows[0]["trial_ns"] < first[0]["trial_ns"], "second run: less trial time",
           (rows, first))
     # A cached result that is wrong on this run is withdrawn: the nondeterministic mode shares axpy's PTX.
@@ -108,7 +111,7 @@ def case_cache(args):
                     fh.write(b"XXXX")
     rep4, p4 = run(args, "evolve", {"DRK_EVOLVE": "1"}, cache)
     ev4 = rep4["evolve"]
-    check(ev4["cache_hits"] == 0 and any(r["serving"] == "regs=32" and not r["from_cache"] for r in ev4["by_kernel"]),
+    check(ev4["cache_hits"] == 0 and any(r["serving"].startswith("regs=32") and not r["from_cache"] for r in ev4["by_kernel"]),
           "a corrupt entry: ignored, the search finds the winner again", ev4)
 
 
@@ -116,7 +119,7 @@ def case_regress(args):
     rep, p = run(args, "regress", {"DRK_EVOLVE": "1"})
     rows = [r for r in rep["evolve"]["by_kernel"] if r["name"] == "axpy"]
     check("serving regs=32" in p.stderr, "regress: regs=32 served while it was faster", p.stderr[-3000:])
-    check("evolve: axpy: back to the program's own function" in p.stderr and rows and rows[0]["serving"] != "regs=32",
+    check("now measures" in p.stderr and "back to the program's own function" in p.stderr and rows and not rows[0]["serving"].startswith("regs=32"),
           "regress: measured again once the world changed, the now slower variant is dropped", (rows, p.stderr[-3000:]))
 
 

@@ -260,8 +260,10 @@ struct kentry {
     unsigned int ntimes;
 };
 
-/* The GPU clock (fake_launch.c), advanced by each launch. */
-FC_HIDDEN extern atomic_ullong g_gpu_ns;
+/* The GPU clock (fake_launch.c), advanced by each launch: one a thread,
+ * as if each thread had its own stream's timeline (drk's trials are timed
+ * on drk's thread, undisturbed by the program's launches). */
+FC_HIDDEN extern _Thread_local unsigned long long g_gpu_ns;
 /* The registers of the function behind a live CUfunction or CUkernel (0
  * if none). Caller holds the lock. */
 FC_HIDDEN unsigned int handle_regs(const void *h, int kinds);

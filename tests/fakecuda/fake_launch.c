@@ -10,7 +10,7 @@
 /* Launch                                                                   */
 /* ------------------------------------------------------------------------ */
 
-FC_HIDDEN atomic_ullong g_gpu_ns;
+FC_HIDDEN _Thread_local unsigned long long g_gpu_ns;
 
 /* A launch's time on the GPU clock: its kernel's for its registers. */
 static unsigned long long kernel_time(const struct kentry *k, unsigned int regs)
@@ -140,7 +140,7 @@ static CUresult do_launch(const struct launch *L)
                             fn(&t);
     free(shared);
     atomic_fetch_add(&k->launches, 1);
-    atomic_fetch_add(&g_gpu_ns, ns);
+    g_gpu_ns += ns;
     return CUDA_SUCCESS;
 }
 

@@ -174,7 +174,7 @@ FC_EXPORT int fakecuda_set_kernel_time(const char *name, unsigned int regs, unsi
     return rc;
 }
 
-FC_EXPORT unsigned long long fakecuda_gpu_ns(void) { return atomic_load(&g_gpu_ns); }
+FC_EXPORT unsigned long long fakecuda_gpu_ns(void) { return g_gpu_ns; }
 
 FC_EXPORT unsigned long long fakecuda_kernel_launches(const char *name)
 {

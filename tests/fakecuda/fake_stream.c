@@ -138,7 +138,7 @@ FC_EXPORT CUresult cuEventRecord(CUevent event, CUstream stream)
     fc_event *e = h_get(event, MAGIC_EVENT);
     CUresult rc = e && stream_ok_locked(stream) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
     if (rc == CUDA_SUCCESS)
-        e->recorded = 1, e->gpu_ns = atomic_load(&g_gpu_ns);
+        e->recorded = 1, e->gpu_ns = g_gpu_ns;
     UNLOCK();
     return rc;
 }

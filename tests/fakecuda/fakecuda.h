@@ -232,7 +232,9 @@ unsigned long long fakecuda_kernel_launches(const char *name);
 
 /* The GPU's clock: each completed launch advances it by its kernel's time
  * (1000 ns unless set), and cuEventRecord reads it, so cuEventElapsedTime
- * between events around launches is their summed time. A kernel's time is
+ * between events around launches is their summed time. The clock is the
+ * calling thread's: as if each thread launched on a stream of its own, so
+ * one thread's timing is not disturbed by another's launches. A kernel's time is
  * `ns` for its functions with `regs` registers (0: any other), so a test
  * plants a variant built with a register budget that runs faster or slower.
  * Up to 4 register counts a kernel. Returns 0, or -1 (unknown kernel, full). */
