@@ -88,6 +88,10 @@ const drk_option_desc drk_option_table[DRK_OPT_COUNT] = {
     [DRK_OPT_EVOLVE_PLANT] = {"DRK_EVOLVE_PLANT", DRK_OPTION_PATH, "",
                               "testing only: builds of the variant named so (e.g. 'regs=32') get their PTX's "
                               "float arithmetic rounded toward zero, wrong code the proof must reject"},
+    [DRK_OPT_NVJITLINK] = {"DRK_NVJITLINK", DRK_OPTION_PATH, "",
+                           "with DRK_EVOLVE, the libnvJitLink.so.13 that compiles variants, tried after a copy "
+                           "the program already loaded (empty: the CUDA toolkit's, then the nvidia-nvjitlink "
+                           "wheel's, then the loader's; without one no PTX is rebuilt)"},
 };
 
 static const char *const level_names[] = {

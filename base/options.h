@@ -33,6 +33,7 @@ typedef enum drk_option_id {
     DRK_OPT_EVOLVE_ONLY,
     DRK_OPT_EVOLVE_SKIP,
     DRK_OPT_EVOLVE_PLANT,
+    DRK_OPT_NVJITLINK,
     DRK_OPT_COUNT
 } drk_option_id;
 

@@ -3,8 +3,6 @@
 
 #include <cupti.h>
 #include <dlfcn.h>
-#include <glob.h>
-#include <libgen.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -15,6 +13,7 @@
 #include "base/log.h"
 #include "evolve/counters.h"
 #include "evolve/gputime.h"
+#include "evolve/libfind.h"
 
 /* Buffers handed to CUPTI, allocated once at start, each on its own (a
  * profiler's completion callback that got one would free it as its own:
@@ -128,75 +127,16 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
 
 /* ---- Finding the library ---- */
 
-static void *open_path(const char *p)
-{
-    void *h = dlopen(p, RTLD_NOW | RTLD_LOCAL);
-    if (h)
-        snprintf(path, sizeof path, "%s", p);
-    return h;
-}
-
-/* The first match of each pattern, in order. */
-static void *open_glob(const char *const *patterns, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        glob_t g;
-        if (glob(patterns[i], 0, NULL, &g) == 0) {
-            for (size_t k = 0; k < g.gl_pathc; k++) {
-                void *h = open_path(g.gl_pathv[k]);
-                if (h) {
-                    globfree(&g);
-                    return h;
-                }
-            }
-        }
-        globfree(&g);
-    }
-    return NULL;
-}
-
 static void *find_cupti(const drk_cupti_settings *s)
 {
-    /* One CUPTI a process: a copy the program (or a framework) loaded wins. */
-    void *h = dlopen("libcupti.so.13", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
-    if (h) {
-        Dl_info info;
-        void *sym = drk_real_dlsym()(h, "cuptiActivityEnable");
-        snprintf(path, sizeof path, "%s", sym && dladdr(sym, &info) && info.dli_fname ? info.dli_fname : "libcupti.so.13");
-        return h;
-    }
-    if (s->library && *s->library) {
-        if ((h = open_path(s->library)))
-            return h;
-        drk_log(DRK_LOG_WARN, "cannot open DRK_CUPTI_LIBRARY=%s (%s); looking for CUPTI elsewhere", s->library,
-                dlerror());
-    }
     static const char *const toolkit[] = {
         "/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13", "/usr/local/cuda/lib64/libcupti.so.13",
         "/usr/local/cuda/targets/x86_64-linux/lib/libcupti.so.13", "/usr/local/cuda-13*/extras/CUPTI/lib64/libcupti.so.13",
         "/usr/local/cuda-13*/lib64/libcupti.so.13", "/usr/local/cuda-13*/targets/x86_64-linux/lib/libcupti.so.13",
     };
-    if ((h = open_glob(toolkit, sizeof toolkit / sizeof *toolkit)))
-        return h;
-    /* The wheel: beside the program's interpreter (a venv, conda, pyenv),
-     * then the system's Pythons. */
-    char exe_dir[4096] = "", pat[2][4200];
-    if (s->exe && *s->exe) {
-        snprintf(exe_dir, sizeof exe_dir, "%s", s->exe);
-        dirname(exe_dir);
-    }
-    snprintf(pat[0], sizeof pat[0], "%s/../lib/python3*/site-packages/nvidia/cu13/lib/libcupti.so.13", exe_dir);
-    snprintf(pat[1], sizeof pat[1], "%s/../lib/python3*/site-packages/nvidia/cuda_cupti/lib/libcupti.so.13", exe_dir);
-    const char *wheels[] = {
-        pat[0], pat[1],
-        "/usr/local/lib/python3*/dist-packages/nvidia/cu13/lib/libcupti.so.13",
-        "/usr/local/lib/python3*/dist-packages/nvidia/cuda_cupti/lib/libcupti.so.13",
-        "/usr/lib/python3/dist-packages/nvidia/cu13/lib/libcupti.so.13",
-        "/usr/local/lib/python3*/site-packages/nvidia/cu13/lib/libcupti.so.13",
-    };
-    if ((h = open_glob(exe_dir[0] ? wheels : wheels + 2, exe_dir[0] ? 6 : 4)))
-        return h;
-    return open_path("libcupti.so.13");
+    static const char *const wheels[] = {"cu13/lib", "cuda_cupti/lib"};
+    static const drk_libfind cupti = {"libcupti.so.13", "cuptiActivityEnable", "DRK_CUPTI_LIBRARY", toolkit, 6, wheels, 2};
+    return drk_libfind_open(&cupti, s->library, s->exe, path, sizeof path);
 }
 
 /* ---- Start and stop ---- */

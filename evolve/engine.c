@@ -2,6 +2,7 @@
 #include "evolve/engine.h"
 
 #include <fnmatch.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include "base/log.h"
 #include "evolve/capture.h"
 #include "evolve/facts.h"
+#include "evolve/jitlink.h"
 #include "evolve/loaded.h"
 #include "evolve/predict.h"
 #include "evolve/proof.h"
@@ -51,6 +53,9 @@ struct target {
     drk_launch_shape shape;
     uint64_t cls;
     drk_source_kernel sk;
+    drk_ptx_text ptx;           /* sk.ptx: drk's copy, whole while builds may come (the program may unload its own) */
+    atomic_int gone;            /* its module was unloaded: no replay launches its handle again (the fence) */
+    double ledger_ns;           /* budget granted less trial time spent: no capture is armed while below 0 */
     drk_target_state state;
     char why[192];
     drk_evolution evo;
@@ -79,7 +84,10 @@ struct target {
 };
 
 static struct target targets[TARGETS];
-static unsigned ntargets;
+static _Atomic unsigned ntargets; /* read by drk_engine_unloading on a program thread */
+/* Held around every replay and by a program's unload: a handle is never
+ * launched after its module went. */
+static pthread_mutex_t fence = PTHREAD_MUTEX_INITIALIZER;
 static struct target *active;   /* the one being captured and searched */
 static drk_trial_env env;
 static int env_open;
@@ -210,13 +218,26 @@ static void withdraw(struct target *t)
     t->served = NULL, t->from_cache = t->came_from_cache = 0, t->speedup = 1;
 }
 
+static void drop_ptx(struct target *t)
+{
+    free((char *)t->ptx.text);
+    t->ptx.text = NULL;
+    t->sk.ptx = NULL;
+}
+
 static void end_target(struct target *t, drk_target_state st, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(t->why, sizeof t->why, fmt, ap);
     va_end(ap);
+    if (atomic_load(&t->gone) && st == DRK_TARGET_FAILED) {
+        /* The program unloaded the module under a trial: nothing failed. */
+        st = t->served ? DRK_TARGET_SETTLED : DRK_TARGET_REFUSED;
+        snprintf(t->why, sizeof t->why, "its module was unloaded by the program");
+    }
     t->state = st;
+    drop_ptx(t);
     if (t->served && t->from_cache && (st == DRK_TARGET_REFUSED || st == DRK_TARGET_FAILED)) {
         /* An earlier run's result not yet proven again here: withdrawn. */
         withdraw(t);
@@ -246,6 +267,7 @@ static void rest(struct target *t, const char *why)
         active = NULL;
     }
     free_snapshot(t);
+    drop_ptx(t);
     for (unsigned i = 0; i < BUILT; i++)
         if (t->b[i].id != DRK_VARIANT_NONE && t->b[i].jit.fn != t->served && t->b[i].attr.fn != t->served)
             free_built(&t->b[i]);
@@ -375,10 +397,13 @@ static void from_cache(struct target *t, const drk_variant *v, double speedup)
 
 static struct target *make_target(const drk_kernel_record *r, int slot, const drk_time_row *row)
 {
-    if (ntargets == TARGETS)
+    unsigned n = atomic_load(&ntargets);
+    if (n == TARGETS)
         return NULL;
-    struct target *t = &targets[ntargets++];
+    struct target *t = &targets[n];
     memset(t, 0, sizeof *t);
+    t->rec = r;
+    atomic_store(&ntargets, n + 1); /* after rec: drk_engine_unloading reads it */
     for (unsigned i = 0; i < BUILT; i++)
         t->b[i].id = DRK_VARIANT_NONE;
     t->rec = r, t->slot = slot;
@@ -396,6 +421,22 @@ static struct target *make_target(const drk_kernel_record *r, int slot, const dr
         end_target(t, DRK_TARGET_REFUSED, "%s", why);
         return t;
     }
+    if (drk_jitlink_ready(why, sizeof why) != 0) {
+        static int told;
+        if (!told++)
+            drk_log(DRK_LOG_INFO, "evolve: no kernel is rebuilt: %s", why);
+        end_target(t, DRK_TARGET_REFUSED, "%s", why);
+        return t;
+    }
+    char *copy = malloc(t->sk.ptx->len + 1);
+    if (!copy) {
+        end_target(t, DRK_TARGET_FAILED, "memory ran out for a copy of its PTX");
+        return t;
+    }
+    memcpy(copy, t->sk.ptx->text, t->sk.ptx->len + 1);
+    t->ptx = *t->sk.ptx;
+    t->ptx.text = copy;
+    t->sk.ptx = &t->ptx;
     drk_kernel_features f;
     features_of(t, &f);
     drk_variant start;
@@ -499,8 +540,12 @@ static char *planted(const drk_ptx_text *ptx)
     size_t o = 0;
     for (const char *p = ptx->text; *p && o + 16 < cap;) {
         size_t e = 0;
-        while (e < sizeof edits / sizeof edits[0] && strncmp(p, edits[e].from, strlen(edits[e].from)) != 0)
+        /* Instructions only: `atom.global.add.f32` is no `add.f32`. */
+        int start = p == ptx->text || p[-1] == ' ' || p[-1] == '\t';
+        while (start && e < sizeof edits / sizeof edits[0] && strncmp(p, edits[e].from, strlen(edits[e].from)) != 0)
             e++;
+        if (!start)
+            e = sizeof edits / sizeof edits[0];
         if (e < sizeof edits / sizeof edits[0]) {
             size_t n = strlen(edits[e].to);
             memcpy(out + o, edits[e].to, n);
@@ -524,8 +569,11 @@ static CUfunction build(struct target *t, const drk_variant *v, char *why, size_
         return snprintf(why, len, "no slot to build in"), NULL;
     drk_variant jit, attr;
     to_sources(v, &jit, &attr);
+    if (!t->sk.ptx)
+        return snprintf(why, len, "its PTX is gone"), NULL;
     drk_build_in in = {.drv = &drv, .ctx = NULL, .k = &t->sk,
-                       .block_threads = t->shape.block[0] * t->shape.block[1] * t->shape.block[2]};
+                       .block_threads = t->shape.block[0] * t->shape.block[1] * t->shape.block[2],
+                       .sm = env.sm > 0 ? (unsigned)env.sm : 0};
     char text[96];
     drk_variant_text(&drk_space_ptx, v, text, sizeof text);
     drk_source_kernel wrong;
@@ -565,12 +613,15 @@ static CUfunction build(struct target *t, const drk_variant *v, char *why, size_
 
 /* ---- One search round on a captured launch ---- */
 
-static CUfunction original_of(const struct target *t)
+static CUfunction original_of(struct target *t)
 {
     CUfunction fn = (CUfunction)t->rec->handle;
-    if (t->rec->kind == DRK_HANDLE_KERNEL &&
-        (!drv.kernel_get_function || drv.kernel_get_function(&fn, (CUkernel)t->rec->handle) != CUDA_SUCCESS))
-        return NULL;
+    pthread_mutex_lock(&fence);
+    if (atomic_load(&t->gone) ||
+        (t->rec->kind == DRK_HANDLE_KERNEL &&
+         (!drv.kernel_get_function || drv.kernel_get_function(&fn, (CUkernel)t->rec->handle) != CUDA_SUCCESS)))
+        fn = NULL;
+    pthread_mutex_unlock(&fence);
     return fn;
 }
 
@@ -848,6 +899,7 @@ static void captured(struct target *t, const drk_capture_got *got)
      * gets new ones for the next capture. */
     int rc = drk_trial_open(&tr, &env, im->flow, &reach, t->plan.snap, got->params, got->len, t->shape.grid,
                             t->shape.block, t->shape.shared_bytes, orig);
+    tr.fence = &fence, tr.gone = &t->gone;
     for (unsigned i = 0; i < t->plan.n; i++)
         t->plan.snap[i] = 0;
     drv.event_destroy(t->plan.done);
@@ -877,6 +929,7 @@ static void captured(struct target *t, const drk_capture_got *got)
         search_round(t, &tr, &ref);
     }
     t->trial_ns += tr.gpu_ns;
+    t->ledger_ns -= (double)tr.gpu_ns;
     trial_ns_all += tr.gpu_ns;
     drk_trial_close(&tr);
     /* One search round a program round: the next launch (new inputs) is
@@ -945,12 +998,19 @@ void drk_engine_round(const drk_round *r)
         /* The budget: this round's share of the program's kernel time,
          * to the kernel being searched. */
         active->credit_ns += cfg.budget * (double)r->kernel_ns;
+        active->ledger_ns += cfg.budget * (double)r->kernel_ns;
         for (unsigned i = 0; i < r->ntop; i++)
             if (r->top[i].key.name && strcmp(r->top[i].key.name, active->rec->name) == 0 &&
                 memcmp(r->top[i].key.grid, active->shape.grid, sizeof active->shape.grid) == 0 &&
                 memcmp(r->top[i].key.block, active->shape.block, sizeof active->shape.block) == 0)
                 active->default_ns = (double)r->top[i].stats.median_ns;
-        if (active->await_round) {
+        if (atomic_load(&active->gone)) {
+            end_target(active, DRK_TARGET_FAILED, "its module was unloaded by the program");
+        } else if (active->await_round && active->ledger_ns < 0) {
+            /* The budget is spent: the next capture waits for rounds to pay it back. */
+            snprintf(active->why, sizeof active->why, "the budget is spent: waiting %.1f ms of rounds' credit",
+                     -active->ledger_ns / 1e6);
+        } else if (active->await_round) {
             active->await_round = 0;
             arm(active); /* this round's search is done: the next launch */
         } else if (++active->waited > PATIENCE) {
@@ -966,7 +1026,8 @@ void drk_engine_round(const drk_round *r)
     /* Nothing new to search: a rested variant is measured again. */
     for (unsigned i = 0; i < ntargets && !active; i++) {
         struct target *t = &targets[i];
-        if (t->state == DRK_TARGET_SETTLED && t->served && !t->from_cache && rounds_seen - t->rested_at >= RECHECK) {
+        if (t->state == DRK_TARGET_SETTLED && t->served && !t->from_cache && !atomic_load(&t->gone) &&
+            rounds_seen - t->rested_at >= RECHECK) {
             snprintf(t->why, sizeof t->why, "measured again against the original");
             drk_log(DRK_LOG_DEBUG, "evolve: %.80s: measured again against the original (round %u)", t->rec->name,
                     rounds_seen);
@@ -985,12 +1046,28 @@ void drk_engine_tick(void)
     if (!drk_capture_take(&got))
         return;
     struct target *t = active;
+    if (atomic_load(&t->gone)) {
+        end_target(t, DRK_TARGET_FAILED, "its module was unloaded by the program");
+        return;
+    }
     if (!push(env_device)) {
         end_target(t, DRK_TARGET_FAILED, "the device's primary context is gone");
         return;
     }
     captured(t, &got);
     pop();
+}
+
+void drk_engine_unloading(uintptr_t owner)
+{
+    if (!owner || !started)
+        return;
+    pthread_mutex_lock(&fence);
+    unsigned n = atomic_load(&ntargets);
+    for (unsigned i = 0; i < n; i++)
+        if (targets[i].rec && atomic_load_explicit(&targets[i].rec->owner, memory_order_acquire) == owner)
+            atomic_store(&targets[i].gone, 1);
+    pthread_mutex_unlock(&fence);
 }
 
 void drk_engine_stop(void)

@@ -54,6 +54,11 @@ void drk_engine_round(const drk_round *r);
 void drk_engine_tick(void);
 /* At exit, after drk's thread stopped: disarms, frees trials (served
  * variants stay loaded: launches may still use them). */
+/* A program thread, before it unloads module or library `owner`: once
+ * this returns no trial launches a kernel of it (a replay in flight is
+ * waited for: one launch), and its targets end at drk's next tick. */
+void drk_engine_unloading(uintptr_t owner);
+
 void drk_engine_stop(void);
 
 /* ---- For the report ---- */

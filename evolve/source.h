@@ -50,6 +50,7 @@ typedef struct drk_build_in {
     const drk_source_kernel *k;
     uint32_t block_threads;        /* the launch's block, x*y*z: the variant serves that block only */
     CUfunction fn;                 /* attribute sources: the function to set (see source_attr.c) */
+    unsigned sm;                   /* the device's compute capability (90); 0: drk_images_sm() */
 } drk_build_in;
 
 /* What a build made. */
@@ -57,7 +58,8 @@ typedef struct drk_built {
     CUmodule module;               /* loaded by the build; NULL when nothing was loaded */
     CUfunction fn;                 /* the variant's function */
     uint64_t build_ns;             /* wall time of the build, load and lookup */
-    float jit_ms;                  /* the JIT's own time (CU_JIT_WALL_TIME); -1 if unknown */
+    uint64_t load_ns;              /* of that, the module's load into the context */
+    float jit_ms;                  /* the compile's own time; -1 if unknown */
     CUresult rc;                   /* the failing call's result; CUDA_SUCCESS after a build */
     char why[320];                 /* a failure in words: the call, its result, the JIT's error log */
     char log[256];                 /* the JIT's info log (registers, spills) */
@@ -98,9 +100,9 @@ drk_variant drk_source_variant_at(const drk_source *s, uint32_t i);
  * logs and cache keys. Returns snprintf's count. */
 int drk_source_variant_text(const drk_source *s, const drk_variant *v, uint32_t block_threads, char *buf, size_t len);
 
-/* Options source_ptx.c never passes, whatever it is asked: they change
- * what a kernel computes, or what code is made for which device, or make
- * code drk cannot prove. Terminated by (CUjit_option)-1. */
-extern const CUjit_option drk_source_ptx_never[];
+/* Options source_ptx.c never passes to nvJitLink, whatever it is asked,
+ * as prefixes: they change what a kernel computes, or what code is made,
+ * or make code drk cannot prove. NULL-terminated. */
+extern const char *const drk_source_ptx_never[];
 
 #endif

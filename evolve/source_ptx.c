@@ -1,16 +1,21 @@
-/* Variants from the kernel's own PTX, JIT-compiled again with other
- * options: the register budget, a threads-per-block target, min CTAs per
- * SM, the optimization level, the load cache mode. Options apply to the
- * whole module, so the module's PTX is loaded whole and the kernel looked
- * up by name; the variant is a new module, with its own copies of any
- * module globals, which is one reason only evolvable kernels (no module
- * globals, ptx_flow.h) are rebuilt. */
+/* Variants from the kernel's own PTX, compiled again with other options:
+ * the register budget, a threads-per-block target, min CTAs per SM, the
+ * optimization level, the load cache mode. Options apply to the whole
+ * module, so the module's PTX is compiled whole (by nvJitLink, off the
+ * driver: jitlink.h says why), its cubin loaded and the kernel looked up by
+ * name; the variant is a new module, with its own copies of any module
+ * globals, which is one reason only evolvable kernels (no module globals,
+ * ptx_flow.h) are rebuilt. */
 #define _GNU_SOURCE
 #include "evolve/source.h"
+
+#include <stdlib.h>
 
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+
+#include "evolve/jitlink.h"
 
 enum { K_REGS, K_THREADS, K_MIN_CTA, K_OPT, K_CACHE, NKNOBS };
 
@@ -29,21 +34,21 @@ static const drk_knob knobs[NKNOBS] = {
     [K_CACHE] = {"cache_mode", N(cache), cache, 1},
 };
 
-/* Never passed (docs/evolve.md, "Variant sources"): results (ftz, prec-div,
- * prec-sqrt, fma contraction: deprecated and LTO-only, but never), code for
- * another target or a fallback, debug code, the driver's internal fast
- * compile, directive overrides (a kernel's .maxntid/.reqntid/.maxnreg are
- * its author's), symbols resolved from outside, and options that drop or
- * rename what the module holds. */
-const CUjit_option drk_source_ptx_never[] = {
-    CU_JIT_FTZ, CU_JIT_PREC_DIV, CU_JIT_PREC_SQRT, CU_JIT_FMA, CU_JIT_LTO,
-    CU_JIT_TARGET, CU_JIT_TARGET_FROM_CUCONTEXT, CU_JIT_FALLBACK_STRATEGY,
-    CU_JIT_GENERATE_DEBUG_INFO, CU_JIT_GENERATE_LINE_INFO, CU_JIT_FAST_COMPILE, CU_JIT_NEW_SM3X_OPT,
-    CU_JIT_OVERRIDE_DIRECTIVE_VALUES, CU_JIT_GLOBAL_SYMBOL_NAMES, CU_JIT_GLOBAL_SYMBOL_ADDRESSES,
-    CU_JIT_GLOBAL_SYMBOL_COUNT, CU_JIT_REFERENCED_KERNEL_NAMES, CU_JIT_REFERENCED_KERNEL_COUNT,
-    CU_JIT_REFERENCED_VARIABLE_NAMES, CU_JIT_REFERENCED_VARIABLE_COUNT,
-    CU_JIT_OPTIMIZE_UNUSED_DEVICE_VARIABLES, CU_JIT_POSITION_INDEPENDENT_CODE, CU_JIT_SPLIT_COMPILE,
-    (CUjit_option)-1,
+/* Never passed (docs/evolve.md, "Variant sources"), as prefixes of
+ * nvJitLink's options and ptxas's through it: what changes results
+ * (flush-to-zero, division and square root precision, fused multiply-add,
+ * fast math, float atomics' order), link-time optimization, debug code, the
+ * fast compile, directive overrides (a kernel's .maxntid/.reqntid/.maxnreg
+ * are its author's), options that drop or rename what the module holds,
+ * position-independent and split compiles, the sanitizer. */
+const char *const drk_source_ptx_never[] = {
+    "-ftz", "-prec-div", "-prec-sqrt", "-fma", "-use_fast_math", "-lto", "-g", "-lineinfo", "-split-compile",
+    "-kernels-used", "-variables-used", "-optimize-unused-variables", "-Xptxas=-fmad", "-Xptxas=--fmad",
+    "-Xptxas=-opt-fp-atomics", "-Xptxas=--optimize-float-atomics", "-Xptxas=-g", "-Xptxas=--device-debug",
+    "-Xptxas=-lineinfo", "-Xptxas=--generate-line-info", "-Xptxas=-Ofc", "-Xptxas=--Ofast-compile",
+    "-Xptxas=-override-directive-values", "-Xptxas=--override-directive-values", "-Xptxas=-pic",
+    "-Xptxas=--position-independent-code", "-Xptxas=-split-compile", "-Xptxas=--split-compile",
+    "-Xptxas=-e", "-Xptxas=--entry", "-Xptxas=-sanitize", "-Xptxas=--sanitize", NULL,
 };
 
 static int no(char *why, size_t len, const char *what, const char *detail)
@@ -112,17 +117,43 @@ static int fail(drk_built *out, const char *call, CUresult rc, const char *log)
     return -1;
 }
 
-/* Options as passed: the logs and wall time, then each knob off its default. */
-typedef struct jit_opts {
+/* nvJitLink's options for a variant: the device, the info log, then each
+ * knob off its default as ptxas takes it. The driver's JIT levels run 0..4
+ * with 4 its default and ptxas's run 0..3 with 3 its default, so level 3 is
+ * ptxas's -O2; a threads target is ptxas's --maxntid (the register budget
+ * that lets a block of that many threads launch), which a min-CTAs target
+ * needs beside it. */
+typedef struct nvjl_opts {
     unsigned n;
-    CUjit_option opt[16];
-    void *val[16];
-} jit_opts;
+    const char *opt[8];
+    char text[8][40];
+} nvjl_opts;
 
-static void put(jit_opts *o, CUjit_option opt, uintptr_t val)
+static void put(nvjl_opts *o, const char *name, long v)
 {
-    o->opt[o->n] = opt;
-    o->val[o->n++] = (void *)val;
+    if (v < 0)
+        snprintf(o->text[o->n], sizeof o->text[o->n], "%s", name);
+    else
+        snprintf(o->text[o->n], sizeof o->text[o->n], "%s%ld", name, v);
+    o->opt[o->n] = o->text[o->n];
+    o->n++;
+}
+
+static void options_of(const drk_variant *v, unsigned sm, uint32_t block, nvjl_opts *o)
+{
+    o->n = 0;
+    put(o, "-arch=sm_", (long)sm);
+    put(o, "-verbose", -1);
+    if (v->k[K_REGS])
+        put(o, "-maxrregcount=", (long)regs[v->k[K_REGS]]);
+    if (v->k[K_THREADS] || v->k[K_MIN_CTA])
+        put(o, "-Xptxas=--maxntid=", (long)block);
+    if (v->k[K_MIN_CTA])
+        put(o, "-Xptxas=--minnctapersm=", (long)min_cta[v->k[K_MIN_CTA]]);
+    if (v->k[K_OPT])
+        put(o, "-Xptxas=-O", (long)opt_level[v->k[K_OPT]] - 1);
+    if (v->k[K_CACHE])
+        put(o, cache[v->k[K_CACHE]] == CU_JIT_CACHE_OPTION_CG ? "-Xptxas=-dlcm=cg" : "-Xptxas=-dlcm=ca", -1);
 }
 
 static int build(const drk_build_in *in, const drk_variant *v, drk_built *out)
@@ -140,45 +171,39 @@ static int build(const drk_build_in *in, const drk_variant *v, drk_built *out)
             return fail(out, "a knob's value", CUDA_ERROR_INVALID_VALUE, "out of range");
     if ((v->k[K_THREADS] || v->k[K_MIN_CTA]) && !in->block_threads)
         return fail(out, "the launch's block", CUDA_ERROR_INVALID_VALUE, "not given");
+    unsigned sm = in->sm ? in->sm : drk_images_sm();
+    if (!sm)
+        return fail(out, "the device's compute capability", CUDA_ERROR_INVALID_VALUE, "not known");
     if (!d->module_load_data_ex || !d->module_get_function || !d->module_unload ||
         (in->ctx && (!d->ctx_push_current || !d->ctx_pop_current)))
         return fail(out, "the driver table", CUDA_ERROR_NOT_SUPPORTED, "lacks a module entry");
 
-    char info[sizeof out->log] = "", error[sizeof out->why - 64] = "";
-    jit_opts o = {0};
-    put(&o, CU_JIT_INFO_LOG_BUFFER, (uintptr_t)info);
-    put(&o, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, sizeof info);
-    put(&o, CU_JIT_ERROR_LOG_BUFFER, (uintptr_t)error);
-    put(&o, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, sizeof error);
-    put(&o, CU_JIT_LOG_VERBOSE, 1); /* registers and spills, in the info log */
-    unsigned wall = o.n;
-    put(&o, CU_JIT_WALL_TIME, 0);
-    if (v->k[K_REGS])
-        put(&o, CU_JIT_MAX_REGISTERS, (uintptr_t)regs[v->k[K_REGS]]);
-    if (v->k[K_THREADS])
-        put(&o, CU_JIT_THREADS_PER_BLOCK, in->block_threads);
-    if (v->k[K_MIN_CTA]) {
-        /* MIN_CTA needs the block it counts; a launch above it would fail,
-         * so the variant serves this block only (the registry's shapes). */
-        put(&o, CU_JIT_MIN_CTA_PER_SM, (uintptr_t)min_cta[v->k[K_MIN_CTA]]);
-        put(&o, CU_JIT_MAX_THREADS_PER_BLOCK, in->block_threads);
-    }
-    if (v->k[K_OPT])
-        put(&o, CU_JIT_OPTIMIZATION_LEVEL, (uintptr_t)opt_level[v->k[K_OPT]]);
-    if (v->k[K_CACHE])
-        put(&o, CU_JIT_CACHE_MODE, (uintptr_t)cache[v->k[K_CACHE]]);
-
+    nvjl_opts o;
+    options_of(v, sm, in->block_threads, &o);
     uint64_t t0 = now_ns();
+    void *cubin = NULL;
+    size_t size = 0;
+    char error[sizeof out->why - 64];
+    if (drk_jitlink_compile(in->k->ptx->text, in->k->ptx->len, o.opt, o.n, &cubin, &size, out->log, sizeof out->log,
+                            error, sizeof error) != 0) {
+        out->build_ns = now_ns() - t0;
+        return fail(out, "nvJitLink", CUDA_ERROR_INVALID_PTX, error);
+    }
+    uint64_t t1 = now_ns();
+    out->jit_ms = (float)((double)(t1 - t0) / 1e6);
+    /* Only the cubin's load takes the program's context, briefly. */
     CUresult rc;
-    if (in->ctx && (rc = d->ctx_push_current(in->ctx)) != CUDA_SUCCESS)
+    if (in->ctx && (rc = d->ctx_push_current(in->ctx)) != CUDA_SUCCESS) {
+        free(cubin);
         return fail(out, "cuCtxPushCurrent", rc, NULL);
+    }
     CUmodule m = NULL;
     CUfunction fn = NULL;
     int failed = 0;
-    rc = d->module_load_data_ex(&m, in->k->ptx->text, o.n, o.opt, o.val);
+    rc = d->module_load_data_ex(&m, cubin, 0, NULL, NULL);
+    free(cubin); /* the driver copied it */
     if (rc != CUDA_SUCCESS) {
-        error[sizeof error - 1] = 0;
-        failed = fail(out, "cuModuleLoadDataEx", rc, error);
+        failed = fail(out, "cuModuleLoadDataEx (the cubin)", rc, NULL);
     } else if ((rc = d->module_get_function(&fn, m, in->k->name)) != CUDA_SUCCESS) {
         failed = fail(out, "cuModuleGetFunction", rc, in->k->name);
         CUresult u = d->module_unload(m);
@@ -193,14 +218,10 @@ static int build(const drk_build_in *in, const drk_variant *v, drk_built *out)
             failed = fail(out, "cuCtxPopCurrent", p, NULL);
         }
     }
+    out->load_ns = now_ns() - t1;
     out->build_ns = now_ns() - t0;
     if (failed)
         return -1;
-    float ms;
-    memcpy(&ms, &o.val[wall], sizeof ms); /* the driver writes a float into the slot */
-    out->jit_ms = ms;
-    info[sizeof info - 1] = 0;
-    snprintf(out->log, sizeof out->log, "%s", info);
     out->module = m;
     out->fn = fn;
     out->rc = CUDA_SUCCESS;

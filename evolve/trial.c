@@ -364,14 +364,23 @@ static int replay(drk_trial *t, unsigned set, CUfunction fn, double *ns)
     void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, t->params[set], CU_LAUNCH_PARAM_BUFFER_SIZE, &len,
                      CU_LAUNCH_PARAM_END};
     float ms = 0;
-    if (CALL(t, d->event_record(env->ev[0], env->stream), "cuEventRecord") ||
-        CALL(t,
-             d->launch_kernel(fn, t->grid[0], t->grid[1], t->grid[2], t->block[0], t->block[1], t->block[2],
-                              t->shared_bytes, env->stream, NULL, extra),
-             "cuLaunchKernel") ||
-        CALL(t, d->event_record(env->ev[1], env->stream), "cuEventRecord") ||
-        CALL(t, d->stream_synchronize(env->stream), "cuStreamSynchronize") ||
-        CALL(t, d->event_elapsed_time(&ms, env->ev[0], env->ev[1]), "cuEventElapsedTime_v2"))
+    if (t->fence)
+        pthread_mutex_lock(t->fence);
+    int bad = t->gone && atomic_load(t->gone);
+    if (bad) {
+        t->unloaded = 1;
+        snprintf(t->why, sizeof t->why, "its module was unloaded by the program");
+    }
+    bad = bad || CALL(t, d->event_record(env->ev[0], env->stream), "cuEventRecord") ||
+             CALL(t,
+                  d->launch_kernel(fn, t->grid[0], t->grid[1], t->grid[2], t->block[0], t->block[1], t->block[2],
+                                   t->shared_bytes, env->stream, NULL, extra),
+                  "cuLaunchKernel") ||
+             CALL(t, d->event_record(env->ev[1], env->stream), "cuEventRecord") ||
+             CALL(t, d->stream_synchronize(env->stream), "cuStreamSynchronize");
+    if (t->fence)
+        pthread_mutex_unlock(t->fence);
+    if (bad || CALL(t, d->event_elapsed_time(&ms, env->ev[0], env->ev[1]), "cuEventElapsedTime_v2"))
         return -1;
     *ns = ms > 0 ? (double)ms * 1e6 : 0;
     t->gpu_ns += (uint64_t)(*ns + 0.5);

@@ -20,6 +20,8 @@
 #define DRK_EVOLVE_TRIAL_H
 
 #include <cuda.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -89,6 +91,12 @@ typedef struct drk_trial {
     uint64_t gpu_ns;                /* GPU time of its replays so far (the budget's) */
     int full;                       /* time every pair, however slow (a served variant measured again: a drop
                                      * wants its samples) */
+    /* Set by the caller, or NULL: held around each replay, and the
+     * replay refused once *gone is set (the program unloads the kernel's
+     * module under the same lock, so its handle is never launched after). */
+    pthread_mutex_t *fence;
+    const atomic_int *gone;
+    int unloaded;                   /* a replay was refused: the module went */
     char why[192];
 } drk_trial;
 

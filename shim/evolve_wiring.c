@@ -7,12 +7,14 @@
 #include "shim/hook.h"
 
 #include <cuda.h>
+#include <unistd.h>
 
 #include "alloc/device.h"
 #include "base/cache.h"
 #include "base/log.h"
 #include "base/options.h"
 #include "evolve/engine.h"
+#include "evolve/jitlink.h"
 #include "evolve/loaded.h"
 #include "interpose/table.h"
 #include "kernels/kernels.h"
@@ -94,6 +96,11 @@ void drk_evolve_wiring_start(void)
         .resolve = resolve,
         .cooperative_entries = 1u << DRK_SYM_cuLaunchCooperativeKernel | 1u << DRK_SYM_cuLaunchCooperativeKernel_ptsz,
     };
+    /* nvJitLink is opened at the first build, on drk's thread. */
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = '\0';
+    drk_jitlink_configure(drk_opt_str(DRK_OPT_NVJITLINK), exe);
     drk_engine_start(&s);
     drk_log(DRK_LOG_INFO, "evolve: on (budget %.1f%% of kernel time, copies up to %zu MiB a launch, results %s%s)",
             100 * s.budget, copy_max >> 20, cache ? "cached in " : "not cached", cache ? drk_cache_root(cache) : "");

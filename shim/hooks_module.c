@@ -111,7 +111,7 @@ DRK_BODY drk_body_module_unload(drk_sym sym, CUmodule module)
 {
     DRK_REAL_OR_MISSING(module_unload);
     if (drk_observing())
-        drk_modules_unloading();
+        drk_modules_unloading(module);
     return unloaded(sym, real(module), module);
 }
 
@@ -119,7 +119,7 @@ DRK_BODY drk_body_library_unload(drk_sym sym, CUlibrary library)
 {
     DRK_REAL_OR_MISSING(library_unload);
     if (drk_observing())
-        drk_modules_unloading();
+        drk_modules_unloading(library);
     return unloaded(sym, real(library), library);
 }
 

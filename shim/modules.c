@@ -7,6 +7,7 @@
 
 #include "base/options.h"
 #include "evolve/cupti.h"
+#include "evolve/engine.h"
 #include "evolve/gputime.h"
 #include "evolve/loaded.h"
 #include "evolve/occupancy.h"
@@ -63,8 +64,9 @@ void drk_modules_loaded(int r, const void *const *owner, const char *how, const 
         drk_gputime_jit(at, how, jit, load_ns);
 }
 
-void drk_modules_unloading(void)
+void drk_modules_unloading(const void *owner)
 {
+    drk_engine_unloading((uintptr_t)owner);
     /* The shapes launched since drk's last tick, while their handles are
      * whole (a program that loads, launches and unloads within a tick would
      * leave them unknown); only while GPU times are taken. */

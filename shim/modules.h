@@ -16,8 +16,9 @@ void drk_modules_loaded(int r, const void *const *owner, const char *how, const 
 
 /* A monotonic clock in ns, for timing loads (not launches). */
 uint64_t drk_modules_clock(void);
-/* Before a module or library unload: the occupancy of shapes not yet worked out. */
-void drk_modules_unloading(void);
+/* Before a module or library unload: the occupancy of shapes not yet worked
+ * out, and no trial launches its kernels from now on. */
+void drk_modules_unloading(const void *owner);
 void drk_modules_unloaded(int r, const void *owner);
 
 /* The driver handed out `*handle` for kernel `name` of `owner`. */

@@ -22,7 +22,12 @@ Per kernel:
   builds      JIT builds drk made, and their mean and longest time (ms)
   trial       the trials' GPU time over the program's kernel time (trial_share)
   wall        drk's wall time a launch over native's (launch path and trials)
-  same        the outputs' hash equal natively and under drk
+  stall       the longest launch call under drk and natively (ms, over all
+              rounds): a build that held the driver would show here
+  warm        a second drk run on the first's cache: its steady x and the
+              first round from which it is steady (the cached winner served
+              from the first launch)
+  same        the outputs' hash equal natively and under drk (both drk runs)
 
 Then: compile time median and p95 over all builds (each kernel's builds taken
 at their mean: the report gives a total and a maximum), the launch-path
@@ -105,6 +110,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=16)
     ap.add_argument("--launches", type=int, default=1500, help="launches a round (the simulator's 1500)")
     ap.add_argument("--budget", default="", help="DRK_EVOLVE_BUDGET (default: drk's, 2%%)")
+    ap.add_argument("--warm", type=int, default=1, help="1: a second drk run on the first's cache (0: none)")
     ap.add_argument("--out")
     args = ap.parse_args()
     out = args.out or tempfile.mkdtemp(prefix="drk-evolve-bench-")
@@ -130,12 +136,17 @@ def main():
         cmd = [prog, ptx, name, str(args.rounds), str(args.launches)]
         nat = run(cmd, clean_env({}), out, f"{name}.native")
         rep_dir = os.path.join(out, f"{name}.drk")
+        cache = os.path.join(out, f"{name}.cache")
         extra = {"LD_PRELOAD": shim, "DRK_EVOLVE": "1", "DRK_ROUND_SECONDS": "0", "DRK_REPORT": rep_dir + "/",
-                 "DRK_LOG_LEVEL": "info"}
+                 "DRK_LOG_LEVEL": "info", "DRK_CACHE_DIR": cache}
         if args.budget:
             extra["DRK_EVOLVE_BUDGET"] = args.budget
         drk = run(cmd, clean_env(extra), out, f"{name}.drk")
         rep = report_of(rep_dir)
+        warm = None
+        if args.warm and drk is not None:
+            extra["DRK_REPORT"] = os.path.join(out, f"{name}.warm") + "/"
+            warm = run(cmd, clean_env(extra), out, f"{name}.warm")
         if nat is None or drk is None:
             rows.append({"kernel": name, "error": "a run failed (see its .stderr)"})
             continue
@@ -163,15 +174,26 @@ def main():
             statistics.median(nat["wall_ms"][1:] or nat["wall_ms"]),
             "gpu_ratio_all": statistics.median(drk["gpu_ms"][1:] or drk["gpu_ms"]) / native_ms,
             "load_ms": {"native": nat["load_ms"], "drk": drk["load_ms"]},
-            "same": nat["hash"] == drk["hash"], "native_rounds_ms": nat["gpu_ms"], "drk_rounds_ms": drk["gpu_ms"],
+            "same": nat["hash"] == drk["hash"] and (warm is None or warm["hash"] == nat["hash"]),
+            "native_rounds_ms": nat["gpu_ms"], "drk_rounds_ms": drk["gpu_ms"],
+            "stall_ms": {"native": max(nat.get("longest_launch_ms", [0])), "drk": max(drk.get("longest_launch_ms", [0]))},
         }
+        if warm is not None:
+            wsteady = statistics.median(warm["gpu_ms"][-4:])
+            wreach = 0
+            for r, ms in enumerate(warm["gpu_ms"]):
+                if ms > wsteady * 1.02:
+                    wreach = r + 1
+            row["warm"] = {"speedup": native_ms / wsteady, "rounds_to_steady": wreach, "rounds_ms": warm["gpu_ms"],
+                           "stall_ms": max(warm.get("longest_launch_ms", [0]))}
         rows.append(row)
         print(f"  {name}: native {native_ms:.4f} ms, drk {steady:.4f} ms ({row['speedup']:.3f}x of a possible "
               f"{possible:.3f}x), serving {row['serving']} ({row['state']})", flush=True)
 
     print()
     print(f"{'kernel':16} {'native ms':>10} {'drk ms':>10} {'x':>7} {'possible':>8} {'vs best':>8} {'rounds':>6}  "
-          f"{'serving':28} {'builds':>6} {'mean ms':>8} {'max ms':>8} {'trial':>6} {'wall':>6} same")
+          f"{'serving':28} {'builds':>6} {'mean ms':>8} {'max ms':>8} {'trial':>6} {'wall':>6} {'stall drk/nat ms':>16} "
+          f"{'warm x':>7} {'w.rnd':>5} same")
     for r in rows:
         if "error" in r:
             print(f"{r['kernel']:16} {r['error']}")
@@ -179,7 +201,9 @@ def main():
         print(f"{r['kernel']:16} {r['native_ms']:10.4f} {r['drk_ms']:10.4f} {r['speedup']:6.3f}x {r['possible']:7.3f}x "
               f"{r['vs_best']:8.3f} {r['rounds_to_steady']:6d}  {r['serving'][:28]:28} {r['builds']:6d} "
               f"{r['build_ms_mean']:8.2f} {r['build_ms_max']:8.1f} {100 * r['trial_share']:5.2f}% "
-              f"{r['wall_ratio']:6.3f} {'yes' if r['same'] else 'NO'}")
+              f"{r['wall_ratio']:6.3f} {r['stall_ms']['drk']:7.3f}/{r['stall_ms']['native']:<8.3f} "
+              f"{r['warm']['speedup'] if 'warm' in r else float('nan'):6.3f}x "
+              f"{r['warm']['rounds_to_steady'] if 'warm' in r else -1:5d} {'yes' if r['same'] else 'NO'}")
     ok = [r for r in rows if "error" not in r]
     per_build = [r["build_ms_mean"] for r in ok for _ in range(r["builds"])]
     if per_build:
@@ -191,6 +215,8 @@ def main():
               f"drk/native {geomean([r['wall_ratio'] for r in flat]):.4f}, GPU time {geomean([r['gpu_ratio_all'] for r in flat]):.4f} "
               f"(geometric means over the rounds after the first)")
     if ok:
+        print(f"stalls: longest launch call under drk {max(r['stall_ms']['drk'] for r in ok):.3f} ms, natively "
+              f"{max(r['stall_ms']['native'] for r in ok):.3f} ms")
         print(f"trials: mean share {100 * statistics.mean(r['trial_share'] for r in ok):.2f}% of kernel time, "
               f"most {100 * max(r['trial_share'] for r in ok):.2f}%; outputs equal natively and under drk: "
               f"{sum(r['same'] for r in ok)} of {len(ok)}")

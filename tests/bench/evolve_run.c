@@ -11,7 +11,8 @@
  *   evolve_run PTX_FILE KERNEL [ROUNDS [LAUNCHES [PAUSE_MS]]]   (16 1500 100)
  *
  * Prints one JSON object: the kernel, the module's load (JIT) time, per round
- * the GPU time and the wall time a launch (ms), and an FNV-1a hash of the
+ * the GPU time and the wall time a launch (ms) and the longest launch call
+ * (a stall: the launch queue full, or the driver busy with a build), and an FNV-1a hash of the
  * outputs at the end (equal natively and under drk for the same rounds and
  * launches: every kernel here is deterministic). */
 #include <cuda.h>
@@ -113,7 +114,8 @@ int main(int argc, char **argv)
     CHECK(cuEventCreate(&e0, 0));
     CHECK(cuEventCreate(&e1, 0));
     double *gpu = calloc((size_t)rounds, sizeof *gpu), *wall = calloc((size_t)rounds, sizeof *wall);
-    if (!gpu || !wall)
+    double *longest = calloc((size_t)rounds, sizeof *longest); /* the longest launch call: a stall */
+    if (!gpu || !wall || !longest)
         return 1;
     for (int r = 0; r < rounds; r++) {
         for (int i = 0; i < k->nbufs; i++)
@@ -122,9 +124,14 @@ int main(int argc, char **argv)
         CHECK(cuCtxSynchronize());
         double w0 = now_ms();
         CHECK(cuEventRecord(e0, NULL));
-        for (int l = 0; l < launches; l++)
+        for (int l = 0; l < launches; l++) {
+            double c0 = now_ms();
             CHECK(cuLaunchKernel(fn, k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1], k->block[2], 0,
                                  NULL, params, NULL));
+            double c = now_ms() - c0;
+            if (c > longest[r])
+                longest[r] = c;
+        }
         CHECK(cuEventRecord(e1, NULL));
         CHECK(cuEventSynchronize(e1));
         wall[r] = (now_ms() - w0) / launches;
@@ -154,6 +161,9 @@ int main(int argc, char **argv)
     printf("], \"wall_ms\": [");
     for (int r = 0; r < rounds; r++)
         printf("%s%.6f", r ? ", " : "", wall[r]);
+    printf("], \"longest_launch_ms\": [");
+    for (int r = 0; r < rounds; r++)
+        printf("%s%.4f", r ? ", " : "", longest[r]);
     printf("]}\n");
     for (int i = 0; i < k->nbufs; i++)
         CHECK(cuMemFree(d[i]));

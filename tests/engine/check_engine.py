@@ -28,7 +28,8 @@ def run(args, mode, extra, cache=None):
     out = tempfile.mkdtemp(prefix="drk-engine-")
     env = {k: v for k, v in os.environ.items() if not k.startswith("DRK_")}
     env.update(LD_PRELOAD=args.preload, DRK_ROUND_SECONDS="0", DRK_REPORT=out + "/", DRK_LOG_LEVEL="info",
-               DRK_EVOLVE_BUDGET="100%", DRK_CACHE_DIR=cache or os.path.join(out, "cache"))
+               DRK_EVOLVE_BUDGET="100%", DRK_CACHE_DIR=cache or os.path.join(out, "cache"),
+               DRK_NVJITLINK=args.nvjitlink)
     env.update(extra)
     p = subprocess.run([args.program, mode], env=env, capture_output=True, text=True, timeout=120)
     check(p.returncode == 0, f"{mode}: the program runs to its end, every result bit for bit", p.stdout + p.stderr)
@@ -148,6 +149,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--program", required=True)
     ap.add_argument("--preload", required=True)
+    ap.add_argument("--nvjitlink", required=True, help="the stand-in's nvJitLink (the fake driver's library)")
     ap.add_argument("--mode", required=True, choices=["evolve", "plant", "cache", "regress", "nondet", "off"])
     args = ap.parse_args()
     {"evolve": case_evolve, "plant": case_plant, "cache": case_cache, "regress": case_regress, "nondet": case_nondet, "off": case_off}[args.mode](args)

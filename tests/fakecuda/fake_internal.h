@@ -146,6 +146,9 @@ FC_HIDDEN extern atomic_int g_inited;
 /* One lock for every table: a test fixture needs correctness, not scale.
  * Kernels run and memory is copied outside it. */
 FC_HIDDEN extern pthread_mutex_t g_lock;
+/* fakecuda_fail_jit's planted failure (fake_module.c), under the lock. */
+FC_HIDDEN extern CUjit_option g_fail_opt;
+FC_HIDDEN extern unsigned long long g_fail_val;
 #define LOCK() pthread_mutex_lock(&g_lock)
 #define UNLOCK() pthread_mutex_unlock(&g_lock)
 

@@ -241,8 +241,8 @@ struct module {
 };
 
 static unsigned long long g_live_modules;
-static CUjit_option g_fail_opt = (CUjit_option)-1;
-static unsigned long long g_fail_val;
+CUjit_option g_fail_opt = (CUjit_option)-1;
+unsigned long long g_fail_val;
 
 struct kern {
     uint32_t magic;
@@ -357,11 +357,31 @@ static void module_free(struct module *m)
     free(m);
 }
 
+/* fake_jitlink.c's cubin: its options' line (a register budget, the lower
+ * of it and *budget), then the PTX, to which *text moves. Other images are
+ * left as they are. 0, or -1 for a cubin without its line's end. */
+static int cubin_payload(const char **text, unsigned int *budget)
+{
+    size_t ml = strlen(FAKECUDA_CUBIN_MAGIC);
+    if (strncmp(*text, FAKECUDA_CUBIN_MAGIC, ml) != 0 || ((*text)[ml] != ' ' && (*text)[ml] != '\n'))
+        return 0;
+    const char *nl = strchr(*text, '\n');
+    const char *rr = strstr(*text, "-maxrregcount=");
+    if (!nl)
+        return -1;
+    if (rr && rr < nl && (*budget == 0 || (unsigned int)atoi(rr + 14) < *budget))
+        *budget = (unsigned int)atoi(rr + 14);
+    *text = nl + 1;
+    return 0;
+}
+
 static CUresult module_from_text_ex(CUmodule *module, const char *text, unsigned int budget, struct module **made)
 {
     if (!module || !text)
         return CUDA_ERROR_INVALID_VALUE;
     builtins_once();
+    if (cubin_payload(&text, &budget) != 0)
+        return CUDA_ERROR_INVALID_IMAGE;
     unsigned int *ids, n;
     LOCK();
     CUresult rc = parse_image(text, &ids, &n);
@@ -430,6 +450,9 @@ static CUresult library_from_text(CUlibrary *library, const char *text)
     if (!library || !text)
         return CUDA_ERROR_INVALID_VALUE;
     builtins_once();
+    unsigned int budget = 0;
+    if (cubin_payload(&text, &budget) != 0)
+        return CUDA_ERROR_INVALID_IMAGE;
     unsigned int *ids, n;
     LOCK();
     CUresult rc = parse_image(text, &ids, &n);

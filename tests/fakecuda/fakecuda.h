@@ -221,6 +221,13 @@ int fakecuda_fail_jit(CUjit_option option, unsigned long long value);
  * copied; their count, or -1 for a handle that is no live module. */
 int fakecuda_module_jit_options(CUmodule module, CUjit_option *options, unsigned long long *values,
                                 unsigned int max);
+/* The stand-in nvJitLink (fake_jitlink.c: drk finds it with DRK_NVJITLINK
+ * set to this library) makes a cubin of PTX that cuModuleLoadData* loads as
+ * that PTX within the -maxrregcount it was given; a planted
+ * fakecuda_fail_jit(CU_JIT_MAX_REGISTERS, n) fails the link given
+ * -maxrregcount=n. The options of its last link, space-separated, into
+ * `out`: 0, or -1 for no buffer. */
+int fakecuda_jitlink_last_options(char *out, size_t len);
 /* Modules loaded and not unloaded. */
 unsigned long long fakecuda_live_modules(void);
 /* cuFuncSetAttribute remembers a function's
@@ -299,6 +306,7 @@ typedef int (*fakecuda_set_capturing_fn)(CUstream, int);
 typedef int (*fakecuda_set_kernel_time_fn)(const char *, unsigned int, unsigned long long);
 
 #define FAKECUDA_IMAGE_MAGIC "DRKFAKE1"
+#define FAKECUDA_CUBIN_MAGIC "DRKFAKECUBIN1"
 #define FAKECUDA_DRIVER_VERSION 13000
 
 #ifdef __cplusplus

@@ -5,10 +5,12 @@
  * a kernel built with exactly its options (registers seen, unloads
  * balanced, never-passed options absent), a failing build with its log,
  * and the attribute source on a function. */
+#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "evolve/jitlink.h"
 #include "evolve/loaded.h"
 #include "evolve/source.h"
 #include "tests/fakecuda/fakecuda.h"
@@ -172,11 +174,15 @@ static void test_applies(void)
     CHECK(e.facts && e.facts->max_threads == 128 && s->redundant(&e, &t));
 }
 
-static int never_passed(CUjit_option o)
+/* No option of the space-separated list starts with a never-passed one. */
+static int never_passed(const char *opts)
 {
-    for (const CUjit_option *n = drk_source_ptx_never; *n != (CUjit_option)-1; n++)
-        if (*n == o)
-            return 0;
+    char copy[512], *save = NULL;
+    snprintf(copy, sizeof copy, "%s", opts);
+    for (char *o = strtok_r(copy, " ", &save); o; o = strtok_r(NULL, " ", &save))
+        for (const char *const *n = drk_source_ptx_never; *n; n++)
+            if (strncmp(o, *n, strlen(*n)) == 0 && (o[strlen(*n)] == '\0' || o[strlen(*n)] == '='))
+                return 0;
     return 1;
 }
 
@@ -185,7 +191,7 @@ static void test_build_ptx(CUcontext ctx)
     const drk_source *s = &drk_source_ptx;
     CHECK(fakecuda_set_kernel_resources("vec_add", 100, 0) == 0);
     drk_source_kernel k = kernel_of(0x102, "vec_add");
-    drk_build_in in = {&table, ctx, &k, 256, NULL};
+    drk_build_in in = {&table, ctx, &k, 256, NULL, 90};
     unsigned long long live = fakecuda_live_modules();
     static const int32_t regs[] = {0, 32, 40, 48, 56, 64, 80, 96, 128, 168, 255};
     static const uintptr_t ctas[] = {0, 2, 4}, cache[] = {0, CU_JIT_CACHE_OPTION_CG, CU_JIT_CACHE_OPTION_CA};
@@ -199,34 +205,31 @@ static void test_build_ptx(CUcontext ctx)
             continue;
         }
         built++;
-        CHECK(b.module && b.fn && b.rc == CUDA_SUCCESS && b.jit_ms == 0.5f && contains(b.log, "compiled"));
+        CHECK(b.module && b.fn && b.rc == CUDA_SUCCESS && b.jit_ms >= 0 && contains(b.log, "compiled"));
         CHECK(fakecuda_live_modules() == live + 1);
-        /* Exactly: the logs and wall time, then each knob off its default. */
-        CUjit_option want[16] = {CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, CU_JIT_ERROR_LOG_BUFFER,
-                                 CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_JIT_LOG_VERBOSE, CU_JIT_WALL_TIME};
-        unsigned long long wval[16] = {0};
-        unsigned n = 6;
+        /* Exactly: the device and the info log, then each knob off its
+         * default as ptxas takes it. */
+        char want[256], got[512];
+        int w = snprintf(want, sizeof want, "-arch=sm_90 -verbose");
         if (v.k[0])
-            want[n] = CU_JIT_MAX_REGISTERS, wval[n++] = (unsigned long long)regs[v.k[0]];
-        if (v.k[1])
-            want[n] = CU_JIT_THREADS_PER_BLOCK, wval[n++] = 256;
-        if (v.k[2]) {
-            want[n] = CU_JIT_MIN_CTA_PER_SM, wval[n++] = ctas[v.k[2]];
-            want[n] = CU_JIT_MAX_THREADS_PER_BLOCK, wval[n++] = 256;
-        }
+            w += snprintf(want + w, sizeof want - (size_t)w, " -maxrregcount=%d", (int)regs[v.k[0]]);
+        if (v.k[1] || v.k[2])
+            w += snprintf(want + w, sizeof want - (size_t)w, " -Xptxas=--maxntid=256");
+        if (v.k[2])
+            w += snprintf(want + w, sizeof want - (size_t)w, " -Xptxas=--minnctapersm=%d", (int)ctas[v.k[2]]);
         if (v.k[3])
-            want[n] = CU_JIT_OPTIMIZATION_LEVEL, wval[n++] = 3;
+            w += snprintf(want + w, sizeof want - (size_t)w, " -Xptxas=-O2");
         if (v.k[4])
-            want[n] = CU_JIT_CACHE_MODE, wval[n++] = cache[v.k[4]];
-        CUjit_option got[32];
-        unsigned long long gval[32];
-        int ng = fakecuda_module_jit_options(b.module, got, gval, 32);
-        int same = ng == (int)n;
-        for (unsigned j = 0; same && j < n; j++)
-            same = got[j] == want[j] && (j < 6 || gval[j] == wval[j]);
-        for (int j = 0; j < ng && j < 32; j++)
-            CHECK(never_passed(got[j]));
-        CHECK(same);
+            snprintf(want + w, sizeof want - (size_t)w, " -Xptxas=-dlcm=%s",
+                     cache[v.k[4]] == CU_JIT_CACHE_OPTION_CG ? "cg" : "ca");
+        CHECK(fakecuda_jitlink_last_options(got, sizeof got) == 0);
+        if (strcmp(got, want) != 0)
+            fprintf(stderr, "variant %u: options \"%s\", want \"%s\"\n", i, got, want);
+        CHECK(strcmp(got, want) == 0 && never_passed(got));
+        /* The cubin is loaded with no JIT options: nothing to compile. */
+        CUjit_option jo[4];
+        unsigned long long jv[4];
+        CHECK(fakecuda_module_jit_options(b.module, jo, jv, 4) == 0);
         int r = 0;
         CHECK(table.func_get_attribute(&r, CU_FUNC_ATTRIBUTE_NUM_REGS, b.fn) == CUDA_SUCCESS);
         int budget = v.k[0] ? regs[v.k[0]] : 0;
@@ -243,8 +246,8 @@ static void test_build_ptx(CUcontext ctx)
     drk_variant v = {{2}};
     drk_built b;
     CHECK(s->build(&in, &v, &b) == -1 && b.rc == CUDA_ERROR_INVALID_PTX && !b.module);
-    CHECK(contains(b.why, "cuModuleLoadDataEx") && contains(b.why, "CUDA_ERROR_INVALID_PTX") &&
-          contains(b.why, "ptxas fatal") && contains(b.why, "planted"));
+    CHECK(contains(b.why, "nvJitLink") && contains(b.why, "nvJitLinkComplete") && contains(b.why, "ptxas fatal") &&
+          contains(b.why, "planted"));
     CHECK(fakecuda_live_modules() == live);
     fakecuda_fail_jit((CUjit_option)-1, 0);
     /* A block-dependent knob needs the block; a kernel it does not apply to is refused. */
@@ -252,7 +255,7 @@ static void test_build_ptx(CUcontext ctx)
     drk_variant tb = {{0, 1}};
     CHECK(s->build(&in, &tb, &b) == -1 && contains(b.why, "block"));
     drk_source_kernel g = kernel_of(0x104, "fill");
-    drk_build_in gin = {&table, ctx, &g, 256, NULL};
+    drk_build_in gin = {&table, ctx, &g, 256, NULL, 90};
     CHECK(s->build(&gin, &v, &b) == -1 && contains(b.why, "does not apply"));
     CHECK(fakecuda_live_modules() == live);
 }
@@ -266,7 +269,7 @@ static void test_attr(void)
     CHECK(cuModuleGetFunction(&fn, m, "vec_add") == CUDA_SUCCESS);
     unsigned long long live = fakecuda_live_modules();
     drk_source_kernel k = {"vec_add", NULL, NULL, 0};
-    drk_build_in in = {&table, NULL, &k, 256, fn};
+    drk_build_in in = {&table, NULL, &k, 256, fn, 90};
     static const int want[] = {-1, 25, 50, 100};
     for (uint32_t i = 0; i < drk_source_variants(s); i++) {
         drk_variant v = drk_source_variant_at(s, i);
@@ -298,6 +301,9 @@ int main(void)
     CUdevice dev;
     CUcontext ctx = NULL;
     CHECK(cuDeviceGet(&dev, 0) == CUDA_SUCCESS && cuDevicePrimaryCtxRetain(&ctx, dev) == CUDA_SUCCESS);
+    Dl_info self;
+    CHECK(dladdr((void *)cuInit, &self) && self.dli_fname); /* the stand-in's nvJitLink is in its library */
+    drk_jitlink_configure(self.dli_fname, "");
     test_kept();
     test_applies();
     test_build_ptx(ctx);
