@@ -80,6 +80,7 @@ struct target {
     drk_cache_key key;
     int keyed;
     int from_cache;             /* serving an earlier run's result, proven again before it settles */
+    int plant_tried;            /* DRK_EVOLVE_PLANT's variant was tried on it */
     int came_from_cache;        /* what it serves was an earlier run's result (the report's) */
 };
 
@@ -189,13 +190,42 @@ static int ensure_env(int dev)
 static void end_target(struct target *t, drk_target_state st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Variant modules whose kernels ran are unloaded at exit, not when
+ * dropped: on the H200 an unload after launches can wait for the device to
+ * drain, holding the program's context (and its launches) meanwhile. Past
+ * GRAVES, the oldest is unloaded at once. */
+#define GRAVES 256
+static drk_built graves[GRAVES];
+static unsigned ngraves, next_grave;
+
+static void bury(drk_built *jit)
+{
+    drk_build_in in = {.drv = &drv};
+    if (ngraves == GRAVES) {
+        drk_source_ptx.unload(&in, &graves[next_grave]);
+        graves[next_grave] = *jit;
+        next_grave = (next_grave + 1) % GRAVES;
+    } else {
+        graves[ngraves++] = *jit;
+    }
+    memset(jit, 0, sizeof *jit);
+}
+
+static void unload_graves(void)
+{
+    drk_build_in in = {.drv = &drv};
+    for (unsigned i = 0; i < ngraves; i++)
+        drk_source_ptx.unload(&in, &graves[i]);
+    ngraves = next_grave = 0;
+}
+
 static void free_built(struct built *b)
 {
     drk_build_in in = {.drv = &drv};
     if (b->has_attr)
         drk_source_attr.unload(&in, &b->attr);
     if (b->jit.module)
-        drk_source_ptx.unload(&in, &b->jit);
+        bury(&b->jit);
     memset(b, 0, sizeof *b);
     b->id = DRK_VARIANT_NONE;
 }
@@ -582,6 +612,7 @@ static CUfunction build(struct target *t, const drk_variant *v, char *why, size_
     if (*cfg.plant && strcmp(cfg.plant, text) == 0 && (edited = planted(t->sk.ptx))) {
         wrong = t->sk, wrong_ptx = *t->sk.ptx;
         wrong_ptx.text = edited;
+        wrong_ptx.len = strlen(edited);
         wrong.ptx = &wrong_ptx;
         in.k = &wrong;
     }
@@ -740,6 +771,61 @@ static void remeasure(struct target *t, drk_trial *tr, const drk_proof_ref *ref)
     rest(t, why);
 }
 
+/* Builds, proves and (`timed`) times one candidate on this capture: 0, or
+ * -1 when the target ended. */
+static int try_candidate(struct target *t, drk_trial *tr, const drk_proof_ref *ref, const drk_variant *v, int timed)
+{
+    drk_proof_ops ops = drk_trial_ops(tr);
+    char why[256];
+    if (drk_variant_is_default(v))
+        return 0;
+    uint32_t id = drk_variant_id(&drk_space_ptx, v);
+    struct built *b = built_of(t, id);
+    int fresh = !b;
+    CUfunction fn = build(t, v, why, sizeof why);
+    if (!fn) {
+        drk_evolution_reject(&t->evo, v);
+        t->rejected++;
+        snprintf(t->why, sizeof t->why, "%.190s", why);
+        return 0;
+    }
+    t->tried += fresh;
+    b = built_of(t, id);
+    tr->variant = fn;
+    drk_proof_result pr = drk_proof_variant(&ops, ref);
+    if (pr.verdict == DRK_PROOF_ERROR) {
+        end_target(t, DRK_TARGET_FAILED, "a replay failed: %s", pr.why);
+        return -1;
+    }
+    if (pr.verdict != DRK_PROOF_EQUAL) {
+        char text[96];
+        snprintf(t->why, sizeof t->why, "%s rejected: %s", drk_variant_text(&drk_space_ptx, v, text,
+                                                                            sizeof text), pr.why);
+        drk_log(DRK_LOG_INFO, "evolve: %.80s: %s", t->rec->name, t->why);
+        drk_evolution_reject(&t->evo, v);
+        t->rejected++;
+        free_built(b);
+        return 0;
+    }
+    if (b->proven_on != t->captures) {
+        b->proven++, b->proven_on = t->captures;
+        t->proven += b->proven == 1;
+    }
+    if (!timed)
+        return 0;
+    float s[PAIRS];
+    double orig_ns = 0;
+    tr->full = t->served && fn == t->served;
+    int got = drk_trial_time(tr, PAIRS, s, &orig_ns);
+    if (got < 0) {
+        end_target(t, DRK_TARGET_FAILED, "a timed replay failed: %s", tr->why);
+        return -1;
+    }
+    if (got > 0)
+        drk_evolution_record(&t->evo, v, s, (unsigned)got);
+    return 0;
+}
+
 static void search_round(struct target *t, drk_trial *tr, const drk_proof_ref *ref)
 {
     if (t->rechecking) {
@@ -750,60 +836,28 @@ static void search_round(struct target *t, drk_trial *tr, const drk_proof_ref *r
         verify_cached(t, tr, ref);
         return;
     }
-    drk_proof_ops ops = drk_trial_ops(tr);
     drk_evolution_begin_round(&t->evo, t->credit_ns, t->default_ns > 0 ? t->default_ns : 1000.0, PAIRS);
     t->credit_ns = 0;
     drk_variant cand[8];
     unsigned n;
-    char why[256];
-    while ((n = drk_evolution_next(&t->evo, cand, 8)) > 0) {
-        for (unsigned i = 0; i < n; i++) {
-            if (drk_variant_is_default(&cand[i]))
-                continue;
-            uint32_t id = drk_variant_id(&drk_space_ptx, &cand[i]);
-            struct built *b = built_of(t, id);
-            int fresh = !b;
-            CUfunction fn = build(t, &cand[i], why, sizeof why);
-            if (!fn) {
-                drk_evolution_reject(&t->evo, &cand[i]);
-                t->rejected++;
-                snprintf(t->why, sizeof t->why, "%.190s", why);
-                continue;
+    if (*cfg.plant && !t->plant_tried) {
+        /* Testing: the planted variant is tried first, whatever the search
+         * would pick, so its rejection is seen on every target. */
+        t->plant_tried = 1;
+        drk_variant pv;
+        char text[96];
+        for (uint32_t id = 0; id < drk_space_size(&drk_space_ptx); id++)
+            if (drk_variant_from_id(&drk_space_ptx, id, &pv) == 0 &&
+                strcmp(drk_variant_text(&drk_space_ptx, &pv, text, sizeof text), cfg.plant) == 0) {
+                if (try_candidate(t, tr, ref, &pv, 0) != 0)
+                    return;
+                break;
             }
-            t->tried += fresh;
-            b = built_of(t, id);
-            tr->variant = fn;
-            drk_proof_result pr = drk_proof_variant(&ops, ref);
-            if (pr.verdict == DRK_PROOF_ERROR) {
-                end_target(t, DRK_TARGET_FAILED, "a replay failed: %s", pr.why);
-                return;
-            }
-            if (pr.verdict != DRK_PROOF_EQUAL) {
-                char text[96];
-                snprintf(t->why, sizeof t->why, "%s rejected: %s", drk_variant_text(&drk_space_ptx, &cand[i], text,
-                                                                                    sizeof text), pr.why);
-                drk_log(DRK_LOG_INFO, "evolve: %.80s: %s", t->rec->name, t->why);
-                drk_evolution_reject(&t->evo, &cand[i]);
-                t->rejected++;
-                free_built(b);
-                continue;
-            }
-            if (b->proven_on != t->captures) {
-                b->proven++, b->proven_on = t->captures;
-                t->proven += b->proven == 1;
-            }
-            float s[PAIRS];
-            double orig_ns = 0;
-            tr->full = t->served && fn == t->served;
-            int got = drk_trial_time(tr, PAIRS, s, &orig_ns);
-            if (got < 0) {
-                end_target(t, DRK_TARGET_FAILED, "a timed replay failed: %s", tr->why);
-                return;
-            }
-            if (got > 0)
-                drk_evolution_record(&t->evo, &cand[i], s, (unsigned)got);
-        }
     }
+    while ((n = drk_evolution_next(&t->evo, cand, 8)) > 0)
+        for (unsigned i = 0; i < n; i++)
+            if (try_candidate(t, tr, ref, &cand[i], 1) != 0)
+                return;
     drk_evo_decision d = drk_evolution_end_round(&t->evo);
     t->rounds++;
     publish(t, &d);
@@ -1075,8 +1129,10 @@ void drk_engine_stop(void)
     if (!on)
         return;
     drk_capture_disarm();
-    if (active && push(env_device)) {
-        free_snapshot(active);
+    if ((active || ngraves) && push(env_device)) {
+        if (active)
+            free_snapshot(active);
+        unload_graves();
         pop();
     }
     active = NULL;

@@ -32,6 +32,12 @@ static struct {
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int state; /* 0 not tried, 1 ready, -1 absent */
+/* Held by a compile. nvJitLink was opened after drk's exit handlers were
+ * registered, so at exit its own destructors run before drk's thread has
+ * stopped; an atexit handler registered after it opened runs first, waits
+ * out a compile in flight and refuses later ones. */
+static pthread_mutex_t busy = PTHREAD_MUTEX_INITIALIZER;
+static int exiting;
 static char explicit_path[4096], exe[4096], path[4096], failed_why[512];
 static unsigned version;
 
@@ -83,11 +89,30 @@ static int open_locked(void)
     return 0;
 }
 
+static void at_exit(void)
+{
+    pthread_mutex_lock(&busy);
+    exiting = 1;
+    pthread_mutex_unlock(&busy);
+}
+
+static void in_child(void)
+{
+    /* A fork's child has no compile in flight, whatever the parent had. */
+    pthread_mutex_init(&busy, NULL);
+    pthread_mutex_init(&lock, NULL);
+}
+
 int drk_jitlink_ready(char *why, size_t len)
 {
     pthread_mutex_lock(&lock);
-    if (state == 0)
+    if (state == 0) {
         state = open_locked() == 0 ? 1 : -1;
+        if (state == 1 && (atexit(at_exit) != 0 || pthread_atfork(NULL, NULL, in_child) != 0)) {
+            snprintf(failed_why, sizeof failed_why, "no exit handler could be registered for nvJitLink");
+            state = -1;
+        }
+    }
     int ok = state == 1;
     if (!ok && why)
         snprintf(why, len, "%s", failed_why);
@@ -127,12 +152,19 @@ int drk_jitlink_compile(const char *ptx, size_t len, const char *const *opts, un
         log[0] = '\0';
     if (drk_jitlink_ready(why, whylen) != 0)
         return -1;
+    pthread_mutex_lock(&busy);
+    if (exiting) {
+        pthread_mutex_unlock(&busy);
+        snprintf(why, whylen, "the process is exiting");
+        return -1;
+    }
     jl_handle h = NULL;
     int r = api.create(&h, nopts, (const char **)opts);
     if (r != 0) {
         snprintf(why, whylen, "nvJitLinkCreate: error %d (an option it does not take)", r);
         if (h)
             api.destroy(&h);
+        pthread_mutex_unlock(&busy);
         return -1;
     }
     const char *call = "nvJitLinkAddData";
@@ -157,6 +189,7 @@ int drk_jitlink_compile(const char *ptx, size_t len, const char *const *opts, un
         read_log(h, api.info_size, api.info_log, log, loglen);
     }
     api.destroy(&h);
+    pthread_mutex_unlock(&busy);
     return r == 0 ? 0 : -1;
 }
 

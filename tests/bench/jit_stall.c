@@ -14,6 +14,14 @@
  *   nvjitlink  nvJitLink (dlopen'd) makes a cubin without the driver, then
  *              cuModuleLoadData of the cubin in the program's context
  *
+ *   free       cuMemAlloc then cuMemFree of 8 MiB (the program's context)
+ *   free_async cuMemAllocAsync then cuMemFreeAsync on a stream of its own,
+ *              then a sync of that stream
+ *   unload     cuModuleLoadData of a cubin made once, then cuModuleUnload
+ *
+ * The last three run twice: with the program's bursts of 64, and with
+ * bursts of 4096 (its launch queue full, as a trainer's is): a call that
+ * waits for the device to drain holds the program's launches that long.
  * It also prints what a context of drk's own costs in device memory.
  *
  * Per mode it prints one line: builds and their mean time (and, for
@@ -67,6 +75,7 @@ static CUdevice dev;
 static char *ptx;
 static int arch;
 static atomic_int stop;
+static int burst = 64; /* launches between the program's syncs: 64, or 4096 (a full launch queue) */
 
 static double now_ms(void)
 {
@@ -110,7 +119,7 @@ static void *program(void *arg)
     int nn = n;
     void *params[] = {&y, &x, &a, &nn};
     while (!atomic_load(&stop)) {
-        for (int i = 0; i < 64 && nlat < caplat; i++) {
+        for (int i = 0; i < burst && nlat < caplat; i++) {
             double t0 = now_ms();
             CHECK(cuLaunchKernel(fn, (unsigned)(n / 256), 1, 1, 256, 1, 1, 0, NULL, params, NULL));
             lat[nlat++] = now_ms() - t0;
@@ -254,12 +263,31 @@ int main(int argc, char **argv)
 
     caplat = 4u << 20;
     lat = malloc(caplat * sizeof *lat);
-    const char *modes[] = {"none", "jit_same", "jit_own", "link_own", "nvjitlink"};
+    const char *modes[] = {"none", "jit_same", "jit_own", "link_own", "nvjitlink", "free", "free_async", "unload",
+                           "free", "free_async", "unload"};
+    CUstream own_stream;
+    CHECK(cuStreamCreate(&own_stream, CU_STREAM_NON_BLOCKING));
+    void *kept_cubin = NULL;
+    if (lib) {
+        char a[32];
+        snprintf(a, sizeof a, "-arch=sm_%d", arch);
+        const char *opts[] = {a};
+        void *h = NULL;
+        size_t n = 0;
+        if (!jl.create(&h, 1, opts) && !jl.add(h, 2, ptx, strlen(ptx), "m") && !jl.complete(h) &&
+            !jl.cubin_size(h, &n) && (kept_cubin = malloc(n)) && jl.cubin(h, kept_cubin)) {
+            free(kept_cubin);
+            kept_cubin = NULL;
+        }
+        if (h)
+            jl.destroy(&h);
+    }
     printf("%-10s %6s %9s %9s %9s %9s %10s %9s\n", "mode", "builds", "build ms", "load ms", "launches", "max ms",
            "p99.9 ms", ">1ms ms");
-    for (int mode = 0; mode < 5; mode++) {
-        if (mode == 4 && !lib)
+    for (int mode = 0; mode < 11; mode++) {
+        if ((mode == 4 || mode == 7 || mode == 10) && !kept_cubin)
             continue;
+        burst = mode >= 8 ? 4096 : 64;
         nlat = 0;
         load_total = 0;
         atomic_store(&stop, 0);
@@ -278,6 +306,23 @@ int main(int argc, char **argv)
                 build_jit(own);
             } else if (mode == 3) {
                 build_link(own);
+            } else if (mode == 5 || mode == 8) {
+                CUdeviceptr p;
+                CHECK(cuMemAlloc(&p, 8u << 20));
+                CHECK(cuMemFree(p));
+                struct timespec gap = {0, 20000000};
+                nanosleep(&gap, NULL);
+            } else if (mode == 6 || mode == 9) {
+                CUdeviceptr p;
+                CHECK(cuMemAllocAsync(&p, 8u << 20, own_stream));
+                CHECK(cuMemFreeAsync(p, own_stream));
+                CHECK(cuStreamSynchronize(own_stream));
+                struct timespec gap = {0, 20000000};
+                nanosleep(&gap, NULL);
+            } else if (mode == 7 || mode == 10) {
+                load_cubin(kept_cubin);
+                struct timespec gap = {0, 20000000};
+                nanosleep(&gap, NULL);
             } else {
                 build_nvjitlink();
             }
@@ -290,11 +335,14 @@ int main(int argc, char **argv)
             if (lat[i] > 1.0)
                 over += lat[i];
         qsort(lat, nlat, sizeof *lat, cmp);
-        printf("%-10s %6d %9.2f %9.3f %9zu %9.3f %10.4f %9.1f\n", modes[mode], mode ? builds : 0, mode ? each : 0.0,
+        printf("%-10s%s %6d %9.2f %9.3f %9zu %9.3f %10.4f %9.1f\n", modes[mode], burst > 64 ? "*" : " ", mode ? builds : 0, mode ? each : 0.0,
                mode >= 3 ? load_total / builds : 0.0, nlat, nlat ? lat[nlat - 1] : 0.0,
                nlat ? lat[(size_t)(nlat * 0.999)] : 0.0, over);
         fflush(stdout);
     }
+    printf("(* the program's launch queue full)\n");
+    free(kept_cubin);
+    CHECK(cuStreamDestroy(own_stream));
     CHECK(cuCtxDestroy(own));
     CHECK(cuModuleUnload(mod));
     CHECK(cuDevicePrimaryCtxRelease(dev));
