@@ -14,6 +14,7 @@
 #include "base/log.h"
 #include "evolve/capture.h"
 #include "evolve/facts.h"
+#include "evolve/image/ptx_entry.h"
 #include "evolve/jitlink.h"
 #include "evolve/loaded.h"
 #include "evolve/predict.h"
@@ -100,6 +101,8 @@ static uint64_t trial_ns_all, program_ns_all;
 static unsigned rounds_seen;
 static double researched_sum;
 static unsigned cache_hits, cache_stored;
+static unsigned cubin_hits, cubins_stored; /* cubins loaded from the cache; written to it */
+static double cubin_hit_ms_sum, cubin_hit_ms_max;
 
 /* ---- Settings ---- */
 
@@ -348,10 +351,13 @@ static int eligible(const drk_kernel_record *r, const drk_launch_shape *s, char 
 /* ---- Results between runs ---- */
 
 #define RESULT_KIND "result"
+#define CUBIN_KIND "cubin"
 
 /* The key of a target's result: its PTX, the device and driver, and the
  * kernel and shape class it is for. */
-static void result_key(struct target *t, int dev)
+/* A cache key for `t` on device `dev`: its PTX, the device, the driver,
+ * and what `extra` distinguishes. 0, or -1 without a cache or a device. */
+static int key_of(const struct target *t, int dev, const char *extra, drk_cache_key *out)
 {
     char name[256] = "";
     int major = 0, minor = 0, version = 0;
@@ -359,14 +365,19 @@ static void result_key(struct target *t, int dev)
         drv.device_get_attribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) != CUDA_SUCCESS ||
         drv.device_get_attribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) != CUDA_SUCCESS ||
         drv.driver_get_version(&version) != CUDA_SUCCESS)
-        return;
-    char extra[320];
-    int n = snprintf(extra, sizeof extra, "engine 1|%s|%016llx", t->rec->name, (unsigned long long)t->cls);
+        return -1;
     drk_cache_key_parts kp = {.ptx = t->sk.ptx->text, .ptx_len = t->sk.ptx->len, .device_name = name,
                               .cc_major = major, .cc_minor = minor, .driver_version = version,
-                              .extra = extra, .extra_len = n > 0 && (size_t)n < sizeof extra ? (size_t)n : 0};
-    drk_cache_key_make(&kp, &t->key);
-    t->keyed = 1;
+                              .extra = extra, .extra_len = strlen(extra)};
+    drk_cache_key_make(&kp, out);
+    return 0;
+}
+
+static void result_key(struct target *t, int dev)
+{
+    char extra[320];
+    snprintf(extra, sizeof extra, "engine 1|%s|%016llx", t->rec->name, (unsigned long long)t->cls);
+    t->keyed = key_of(t, dev, extra, &t->key) == 0;
 }
 
 /* An earlier run's result for `t`: 1 and the variant (the default: nothing
@@ -458,14 +469,21 @@ static struct target *make_target(const drk_kernel_record *r, int slot, const dr
         end_target(t, DRK_TARGET_REFUSED, "%s", why);
         return t;
     }
-    char *copy = malloc(t->sk.ptx->len + 1);
+    /* drk's copy holds this kernel's entry alone (ptx_entry.h: a compile
+     * several times faster), or the whole module where it cannot be cut;
+     * its digest stays the module's, for the cache's keys. */
+    size_t cut = 0;
+    char *copy = drk_ptx_only_entry(t->sk.ptx->text, t->sk.ptx->len, r->name, &cut);
+    if (!copy && (copy = malloc(t->sk.ptx->len + 1))) {
+        memcpy(copy, t->sk.ptx->text, t->sk.ptx->len + 1);
+        cut = t->sk.ptx->len;
+    }
     if (!copy) {
         end_target(t, DRK_TARGET_FAILED, "memory ran out for a copy of its PTX");
         return t;
     }
-    memcpy(copy, t->sk.ptx->text, t->sk.ptx->len + 1);
     t->ptx = *t->sk.ptx;
-    t->ptx.text = copy;
+    t->ptx.text = copy, t->ptx.len = cut;
     t->sk.ptx = &t->ptx;
     drk_kernel_features f;
     features_of(t, &f);
@@ -616,8 +634,40 @@ static CUfunction build(struct target *t, const drk_variant *v, char *why, size_
         wrong.ptx = &wrong_ptx;
         in.k = &wrong;
     }
+    /* The compiled cubin, from the cache or into it (never a planted one):
+     * keyed by the PTX, the compile's options, the device and nvJitLink. */
+    drk_cache_key ck;
+    drk_cache_blob hit = {0};
+    int cached = 0;
+    struct timespec c0, c1;
+    clock_gettime(CLOCK_MONOTONIC, &c0);
+    if (!edited && cfg.cache) {
+        char extra[320], opts[160];
+        drk_source_variant_text(&drk_source_ptx, &jit, in.block_threads, opts, sizeof opts);
+        snprintf(extra, sizeof extra, "cubin 1|sm %u|nvjitlink %u|%s", in.sm, drk_jitlink_version(), opts);
+        cached = key_of(t, env_device, extra, &ck) == 0;
+        if (cached && drk_cache_get(cfg.cache, &ck, CUBIN_KIND, &hit) == 0)
+            in.cubin = hit.data;
+        in.keep_cubin = cached && !in.cubin;
+    }
     int failed = drk_source_ptx.build(&in, &jit, &b->jit) != 0;
     free(edited); /* the driver copied the image */
+    if (in.cubin) {
+        drk_cache_blob_free(&hit);
+        if (!failed) {
+            clock_gettime(CLOCK_MONOTONIC, &c1);
+            double ms = (double)(c1.tv_sec - c0.tv_sec) * 1e3 + (double)(c1.tv_nsec - c0.tv_nsec) / 1e6;
+            cubin_hits++;
+            cubin_hit_ms_sum += ms;
+            cubin_hit_ms_max = ms > cubin_hit_ms_max ? ms : cubin_hit_ms_max;
+        }
+    }
+    if (b->jit.cubin) {
+        if (drk_cache_put(cfg.cache, &ck, CUBIN_KIND, b->jit.cubin, b->jit.cubin_len, t->rec->name) == 0)
+            cubins_stored++;
+        free(b->jit.cubin);
+        b->jit.cubin = NULL, b->jit.cubin_len = 0;
+    }
     if (failed) {
         snprintf(why, len, "build failed: %.220s", b->jit.why);
         memset(b, 0, sizeof *b);
@@ -1182,5 +1232,7 @@ drk_engine_totals drk_engine_totals_get(void)
     s.rounds = rounds_seen;
     s.researched_share = rounds_seen ? researched_sum / rounds_seen : 0;
     s.cache_hits = cache_hits, s.cache_stored = cache_stored;
+    s.cubin_hits = cubin_hits, s.cubins_stored = cubins_stored;
+    s.cubin_hit_ms_mean = cubin_hits ? cubin_hit_ms_sum / cubin_hits : 0, s.cubin_hit_ms_max = cubin_hit_ms_max;
     return s;
 }

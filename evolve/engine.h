@@ -97,7 +97,9 @@ typedef struct drk_engine_totals {
     double budget;
     unsigned rounds;
     double researched_share;
-    unsigned cache_hits, cache_stored; /* results found in the cache; results written to it */    /* of the kernels launched in the rounds, those at a new shape class (mean) */
+    unsigned cache_hits, cache_stored; /* results found in the cache; results written to it */
+    unsigned cubin_hits, cubins_stored; /* variants' cubins loaded from the cache (no compile); written to it */
+    double cubin_hit_ms_mean, cubin_hit_ms_max; /* a cubin hit's time: the cache read and the module's load */    /* of the kernels launched in the rounds, those at a new shape class (mean) */
 } drk_engine_totals;
 
 size_t drk_engine_rows(drk_engine_row *out, size_t max);

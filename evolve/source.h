@@ -51,6 +51,8 @@ typedef struct drk_build_in {
     uint32_t block_threads;        /* the launch's block, x*y*z: the variant serves that block only */
     CUfunction fn;                 /* attribute sources: the function to set (see source_attr.c) */
     unsigned sm;                   /* the device's compute capability (90); 0: drk_images_sm() */
+    const void *cubin;             /* PTX source: this variant's cubin from the cache, loaded instead of compiled */
+    int keep_cubin;                /* PTX source: hand a compiled cubin back in drk_built (for the cache) */
 } drk_build_in;
 
 /* What a build made. */
@@ -59,7 +61,9 @@ typedef struct drk_built {
     CUfunction fn;                 /* the variant's function */
     uint64_t build_ns;             /* wall time of the build, load and lookup */
     uint64_t load_ns;              /* of that, the module's load into the context */
-    float jit_ms;                  /* the compile's own time; -1 if unknown */
+    float jit_ms;                  /* the compile's own time; -1 if unknown, 0 for a cubin given */
+    void *cubin;                   /* with keep_cubin: the compiled cubin (malloc'd, the caller's to free) */
+    size_t cubin_len;
     CUresult rc;                   /* the failing call's result; CUDA_SUCCESS after a build */
     char why[320];                 /* a failure in words: the call, its result, the JIT's error log */
     char log[256];                 /* the JIT's info log (registers, spills) */

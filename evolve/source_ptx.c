@@ -178,16 +178,18 @@ static int build(const drk_build_in *in, const drk_variant *v, drk_built *out)
         (in->ctx && (!d->ctx_push_current || !d->ctx_pop_current)))
         return fail(out, "the driver table", CUDA_ERROR_NOT_SUPPORTED, "lacks a module entry");
 
-    nvjl_opts o;
-    options_of(v, sm, in->block_threads, &o);
     uint64_t t0 = now_ns();
     void *cubin = NULL;
     size_t size = 0;
-    char error[sizeof out->why - 64];
-    if (drk_jitlink_compile(in->k->ptx->text, in->k->ptx->len, o.opt, o.n, &cubin, &size, out->log, sizeof out->log,
-                            error, sizeof error) != 0) {
-        out->build_ns = now_ns() - t0;
-        return fail(out, "nvJitLink", CUDA_ERROR_INVALID_PTX, error);
+    if (!in->cubin) {
+        nvjl_opts o;
+        options_of(v, sm, in->block_threads, &o);
+        char error[sizeof out->why - 64];
+        if (drk_jitlink_compile(in->k->ptx->text, in->k->ptx->len, o.opt, o.n, &cubin, &size, out->log,
+                                sizeof out->log, error, sizeof error) != 0) {
+            out->build_ns = now_ns() - t0;
+            return fail(out, "nvJitLink", CUDA_ERROR_INVALID_PTX, error);
+        }
     }
     uint64_t t1 = now_ns();
     out->jit_ms = (float)((double)(t1 - t0) / 1e6);
@@ -200,8 +202,11 @@ static int build(const drk_build_in *in, const drk_variant *v, drk_built *out)
     CUmodule m = NULL;
     CUfunction fn = NULL;
     int failed = 0;
-    rc = d->module_load_data_ex(&m, cubin, 0, NULL, NULL);
-    free(cubin); /* the driver copied it */
+    rc = d->module_load_data_ex(&m, in->cubin ? in->cubin : cubin, 0, NULL, NULL);
+    if (in->keep_cubin && cubin && rc == CUDA_SUCCESS)
+        out->cubin = cubin, out->cubin_len = size;
+    else
+        free(cubin); /* the driver copied it */
     if (rc != CUDA_SUCCESS) {
         failed = fail(out, "cuModuleLoadDataEx (the cubin)", rc, NULL);
     } else if ((rc = d->module_get_function(&fn, m, in->k->name)) != CUDA_SUCCESS) {
@@ -220,8 +225,11 @@ static int build(const drk_build_in *in, const drk_variant *v, drk_built *out)
     }
     out->load_ns = now_ns() - t1;
     out->build_ns = now_ns() - t0;
-    if (failed)
+    if (failed) {
+        free(out->cubin);
+        out->cubin = NULL, out->cubin_len = 0;
         return -1;
+    }
     out->module = m;
     out->fn = fn;
     out->rc = CUDA_SUCCESS;

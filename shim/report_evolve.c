@@ -36,6 +36,10 @@ void drk_report_evolve(drk_json *j)
     drk_json_u64(j, "failed", t.failed);
     drk_json_u64(j, "cache_hits", t.cache_hits);
     drk_json_u64(j, "cache_stored", t.cache_stored);
+    drk_json_u64(j, "cubin_hits", t.cubin_hits);
+    drk_json_u64(j, "cubins_stored", t.cubins_stored);
+    drk_json_f64(j, "cubin_hit_ms_mean", t.cubin_hit_ms_mean);
+    drk_json_f64(j, "cubin_hit_ms_max", t.cubin_hit_ms_max);
     drk_capture_stats c = drk_capture_stats_get();
     drk_json_open(j, "captures", '{');
     drk_json_u64(j, "captured", c.captured);

@@ -26,7 +26,8 @@ Per kernel:
               rounds): a build that held the driver would show here
   warm        a second drk run on the first's cache: its steady x and the
               first round from which it is steady (the cached winner served
-              from the first launch)
+              from the first launch, its cubin loaded rather than compiled:
+              the cache-hit time is printed below the table)
   same        the outputs' hash equal natively and under drk (both drk runs)
 
 Then: compile time median and p95 over all builds (each kernel's builds taken
@@ -184,8 +185,11 @@ def main():
             for r, ms in enumerate(warm["gpu_ms"]):
                 if ms > wsteady * 1.02:
                     wreach = r + 1
+            wev = (report_of(os.path.join(out, f"{name}.warm")) or {}).get("evolve", {})
             row["warm"] = {"speedup": native_ms / wsteady, "rounds_to_steady": wreach, "rounds_ms": warm["gpu_ms"],
-                           "stall_ms": max(warm.get("longest_launch_ms", [0]))}
+                           "stall_ms": max(warm.get("longest_launch_ms", [0])),
+                           "cubin_hits": wev.get("cubin_hits", 0), "cubin_hit_ms_mean": wev.get("cubin_hit_ms_mean", 0),
+                           "cubin_hit_ms_max": wev.get("cubin_hit_ms_max", 0)}
         rows.append(row)
         print(f"  {name}: native {native_ms:.4f} ms, drk {steady:.4f} ms ({row['speedup']:.3f}x of a possible "
               f"{possible:.3f}x), serving {row['serving']} ({row['state']})", flush=True)
@@ -214,6 +218,12 @@ def main():
         print(f"nothing to win ({len(flat)} kernels, recorded best within {100 * (FLAT - 1):.0f}%): wall time a launch "
               f"drk/native {geomean([r['wall_ratio'] for r in flat]):.4f}, GPU time {geomean([r['gpu_ratio_all'] for r in flat]):.4f} "
               f"(geometric means over the rounds after the first)")
+    hits = [r["warm"] for r in ok if "warm" in r and r["warm"]["cubin_hits"]]
+    if hits:
+        n = sum(h["cubin_hits"] for h in hits)
+        print(f"cache: the warm runs loaded {n} cubins from the cache, mean "
+              f"{sum(h['cubin_hit_ms_mean'] * h['cubin_hits'] for h in hits) / n:.3f} ms, longest "
+              f"{max(h['cubin_hit_ms_max'] for h in hits):.3f} ms (the read and the module's load)")
     if ok:
         print(f"stalls: longest launch call under drk {max(r['stall_ms']['drk'] for r in ok):.3f} ms, natively "
               f"{max(r['stall_ms']['native'] for r in ok):.3f} ms")

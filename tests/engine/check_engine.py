@@ -84,6 +84,8 @@ def case_cache(args):
     rep1, p1 = run(args, "evolve", {"DRK_EVOLVE": "1"}, cache)
     ev1 = rep1["evolve"]
     check(ev1["cache_stored"] == 1 and ev1["cache_hits"] == 0, "first run: the search's result stored", ev1)
+    # (a variant built again within the run, after its slot was reused, is a hit already)
+    check(ev1["cubins_stored"] >= 1, "first run: the compiled cubins stored", ev1)
     first = [r for r in ev1["by_kernel"] if r["name"] == "axpy"]
     # The search may settle on any of the equally fast 32-register builds.
     won = first[0]["serving"] if first else "?"
@@ -98,6 +100,8 @@ def case_cache(args):
           "second run: no search, the result proven again on 3 launches", (rows, p2.stderr[-2000:]))
     check(rows and first and rows[0]["trial_ns"] < first[0]["trial_ns"], "second run: less trial time",
           (rows, first))
+    check(ev2["cubin_hits"] >= 1 and ev2["cubins_stored"] == 0 and 0 < ev2["cubin_hit_ms_max"] < 50,
+          "second run: the winner's cubin loaded from the cache, not compiled", ev2)
     # A cached result that is wrong on this run is withdrawn: the nondeterministic mode shares axpy's PTX.
     rep3, p3 = run(args, "nondet", {"DRK_EVOLVE": "1"}, cache)
     r3 = [r for r in rep3["evolve"]["by_kernel"] if r["name"] == "axpy"]

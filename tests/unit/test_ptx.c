@@ -8,6 +8,7 @@
 
 #include "evolve/image/cubin.h"
 #include "evolve/image/ptx.h"
+#include "evolve/image/ptx_entry.h"
 #include "tests/unit/check.h"
 #include "tests/unit/kernels/expected.h"
 
@@ -181,9 +182,58 @@ static void test_inline(void)
     CHECK(!drk_is_ptx(".entry", 6));
 }
 
+/* The PTX of one kernel: read again, it holds that kernel alone, with the
+ * layout the whole module gave it, and the header and helper functions. */
+static void test_only_entry(void)
+{
+    size_t size;
+    char *text = (char *)check_load(DRK_UNIT_KERNELS, "compute90.ptx", &size);
+    char err[256] = "";
+    drk_ptx all;
+    CHECK(drk_ptx_read(text, size, &all, err, sizeof err) == 0 && all.nkernels > 1);
+    for (size_t i = 0; i < all.nkernels; i++) {
+        size_t n = 0;
+        char *one = drk_ptx_only_entry(text, size, all.kernels[i].name, &n);
+        CHECK(one != NULL && n < size && strlen(one) == n);
+        if (!one)
+            continue;
+        drk_ptx p;
+        CHECK(drk_ptx_read(one, n, &p, err, sizeof err) == 0);
+        CHECK(p.nkernels == 1 && strcmp(p.kernels[0].name, all.kernels[i].name) == 0);
+        if (p.nkernels == 1)
+            check_same_layout(&p.kernels[0], &all.kernels[i]);
+        CHECK(p.target == all.target && strstr(one, ".version") && strstr(one, ".func"));
+        drk_ptx_free(&p);
+        free(one);
+    }
+    drk_ptx_free(&all);
+    size_t n;
+    CHECK(drk_ptx_only_entry(text, size, "no_such_kernel", &n) == NULL);
+    free(text);
+
+    /* Braces and ".entry" inside comments and strings, a declaration, a
+     * function in between: only real entries go. */
+    static const char tricky[] =
+        ".version 8.0\n.target sm_90\n.address_size 64\n"
+        "// .entry fake { not one }\n"
+        ".visible .entry a(.param .u64 p) /* { */ { ret; }\n"
+        ".extern .func (.param .b32 r) g(.param .b32 x);\n"
+        ".weak .entry b(.param .u32 q);\n"
+        ".func h() { // }\n ret; }\n"
+        ".visible .entry c() { ret; }\n";
+    char *one = drk_ptx_only_entry(tricky, sizeof tricky - 1, "c", &n);
+    CHECK(one && strstr(one, "// .entry fake { not one }") && !strstr(one, ".entry a") && !strstr(one, ".entry b") &&
+          strstr(one, ".func h()") && strstr(one, ".extern .func") && strstr(one, ".visible .entry c()") &&
+          strstr(one, ".address_size 64"));
+    free(one);
+    CHECK(drk_ptx_only_entry(tricky, sizeof tricky - 1, "b", &n) == NULL); /* a declaration has no body */
+    CHECK(drk_ptx_only_entry(tricky, 60, "c", &n) == NULL);                 /* cut short */
+}
+
 int main(void)
 {
     test_nvcc_ptx();
+    test_only_entry();
     test_hand_ptx();
     test_inline();
     return CHECK_DONE();

@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "evolve/jitlink.h"
@@ -191,7 +192,7 @@ static void test_build_ptx(CUcontext ctx)
     const drk_source *s = &drk_source_ptx;
     CHECK(fakecuda_set_kernel_resources("vec_add", 100, 0) == 0);
     drk_source_kernel k = kernel_of(0x102, "vec_add");
-    drk_build_in in = {&table, ctx, &k, 256, NULL, 90};
+    drk_build_in in = {&table, ctx, &k, 256, NULL, 90, NULL, 0};
     unsigned long long live = fakecuda_live_modules();
     static const int32_t regs[] = {0, 32, 40, 48, 56, 64, 80, 96, 128, 168, 255};
     static const uintptr_t ctas[] = {0, 2, 4}, cache[] = {0, CU_JIT_CACHE_OPTION_CG, CU_JIT_CACHE_OPTION_CA};
@@ -238,6 +239,23 @@ static void test_build_ptx(CUcontext ctx)
         CHECK(fakecuda_live_modules() == live);
     }
     CHECK(built == drk_source_variants(s));
+
+    /* A compiled cubin handed back, then loaded in place of a compile. */
+    drk_variant r56 = {{4}};
+    drk_built kb, cb;
+    in.keep_cubin = 1;
+    CHECK(s->build(&in, &r56, &kb) == 0 && kb.cubin && kb.cubin_len > 0);
+    in.keep_cubin = 0;
+    in.cubin = kb.cubin;
+    fakecuda_fail_jit(CU_JIT_MAX_REGISTERS, 56); /* a compile now would fail */
+    CHECK(s->build(&in, &r56, &cb) == 0 && !cb.cubin);
+    int cr = 0;
+    CHECK(table.func_get_attribute(&cr, CU_FUNC_ATTRIBUTE_NUM_REGS, cb.fn) == CUDA_SUCCESS && cr == 56);
+    fakecuda_fail_jit((CUjit_option)-1, 0);
+    in.cubin = NULL;
+    free(kb.cubin);
+    CHECK(s->unload(&in, &kb) == CUDA_SUCCESS && s->unload(&in, &cb) == CUDA_SUCCESS);
+    CHECK(fakecuda_live_modules() == live);
     CUcontext cur = NULL;
     CHECK(table.ctx_get_current(&cur) == CUDA_SUCCESS && cur == NULL); /* pushed and popped */
 
@@ -255,7 +273,7 @@ static void test_build_ptx(CUcontext ctx)
     drk_variant tb = {{0, 1}};
     CHECK(s->build(&in, &tb, &b) == -1 && contains(b.why, "block"));
     drk_source_kernel g = kernel_of(0x104, "fill");
-    drk_build_in gin = {&table, ctx, &g, 256, NULL, 90};
+    drk_build_in gin = {&table, ctx, &g, 256, NULL, 90, NULL, 0};
     CHECK(s->build(&gin, &v, &b) == -1 && contains(b.why, "does not apply"));
     CHECK(fakecuda_live_modules() == live);
 }
@@ -269,7 +287,7 @@ static void test_attr(void)
     CHECK(cuModuleGetFunction(&fn, m, "vec_add") == CUDA_SUCCESS);
     unsigned long long live = fakecuda_live_modules();
     drk_source_kernel k = {"vec_add", NULL, NULL, 0};
-    drk_build_in in = {&table, NULL, &k, 256, fn, 90};
+    drk_build_in in = {&table, NULL, &k, 256, fn, 90, NULL, 0};
     static const int want[] = {-1, 25, 50, 100};
     for (uint32_t i = 0; i < drk_source_variants(s); i++) {
         drk_variant v = drk_source_variant_at(s, i);
