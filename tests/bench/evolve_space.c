@@ -24,16 +24,8 @@
 #include <string.h>
 #include <time.h>
 
-#define CHECK(x)                                                                                                      \
-    do {                                                                                                             \
-        CUresult r_ = (x);                                                                                           \
-        if (r_ != CUDA_SUCCESS) {                                                                                    \
-            const char *s_ = NULL;                                                                                   \
-            cuGetErrorName(r_, &s_);                                                                                 \
-            fprintf(stderr, "evolve_space: %s: %s (line %d)\n", #x, s_ ? s_ : "?", __LINE__);                       \
-            exit(1);                                                                                                 \
-        }                                                                                                            \
-    } while (0)
+#define BENCH_NAME "evolve_space"
+#include "bench_cuda.h"
 
 #include "evolve_specs.h"
 

@@ -1,7 +1,8 @@
 /* The twelve kernels of evolve_kernels.cu as launched by the evolution
  * benchmarks (evolve_space.c, evolve_run.c): each one's grid, block, buffers
  * (size, how they are filled, which are outputs) and arguments, and the
- * filling. Static definitions: one program includes it once. */
+ * filling. Static definitions: one program includes it once, after
+ * bench_cuda.h (read_file). */
 #ifndef DRK_BENCH_EVOLVE_SPECS_H
 #define DRK_BENCH_EVOLVE_SPECS_H
 
@@ -65,28 +66,6 @@ static const kernel_spec kernels[] = {
      {B(0), B(1), B(2), I(N24)}, 4},
 };
 #define NKERNELS (sizeof kernels / sizeof *kernels)
-
-/* The whole of file `path`, NUL-terminated (the PTX the benchmarks load);
- * NULL, said on stderr, when it cannot be read. */
-static char *read_file(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        perror(path);
-        return NULL;
-    }
-    char *text = NULL;
-    long len = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-    if (len >= 0 && fseek(f, 0, SEEK_SET) == 0 && (text = calloc(1, (size_t)len + 1)) &&
-        fread(text, 1, (size_t)len, f) != (size_t)len) {
-        free(text);
-        text = NULL;
-    }
-    fclose(f);
-    if (!text)
-        fprintf(stderr, "%s: cannot read it\n", path);
-    return text;
-}
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static uint32_t next32(void)

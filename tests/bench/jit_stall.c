@@ -41,16 +41,8 @@
 #include <string.h>
 #include <time.h>
 
-#define CHECK(x)                                                                                                      \
-    do {                                                                                                             \
-        CUresult r_ = (x);                                                                                           \
-        if (r_ != CUDA_SUCCESS) {                                                                                    \
-            const char *s_ = NULL;                                                                                   \
-            cuGetErrorName(r_, &s_);                                                                                 \
-            fprintf(stderr, "jit_stall: %s: %s (line %d)\n", #x, s_ ? s_ : "?", __LINE__);                          \
-            exit(1);                                                                                                 \
-        }                                                                                                            \
-    } while (0)
+#define BENCH_NAME "jit_stall"
+#include "bench_cuda.h"
 
 typedef int (*jl_create_t)(void **, uint32_t, const char **);
 typedef int (*jl_destroy_t)(void **);
@@ -82,25 +74,6 @@ static double now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static char *read_file(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    if (b)
-        b[n] = 0;
-    fclose(f);
-    return b;
 }
 
 /* The program: bursts of launches, each call timed. */

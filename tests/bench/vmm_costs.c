@@ -14,16 +14,8 @@
 #include <string.h>
 #include <time.h>
 
-#define CHECK(x)                                                                                                       \
-    do {                                                                                                               \
-        CUresult r_ = (x);                                                                                             \
-        if (r_ != CUDA_SUCCESS) {                                                                                      \
-            const char *n_ = NULL;                                                                                     \
-            cuGetErrorName(r_, &n_);                                                                                   \
-            fprintf(stderr, "vmm_costs: %s failed: %s\n", #x, n_ ? n_ : "?");                                          \
-            exit(1);                                                                                                   \
-        }                                                                                                              \
-    } while (0)
+#define BENCH_NAME "vmm_costs"
+#include "bench_cuda.h"
 
 static double now_us(void)
 {
