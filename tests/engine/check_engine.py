@@ -149,14 +149,26 @@ def case_off(args):
           p.stdout)
 
 
+def case_unload(args):
+    rep, p = run(args, "unload", {"DRK_EVOLVE": "1"})
+    ev = rep["evolve"]
+    rows = [r for r in ev["by_kernel"] if r["name"] == "axpy"]
+    gone = [r for r in rows if r["why"] == "its module was unloaded by the program"]
+    check(gone and all(r["state"] != "failed" for r in rows) and ev["failed"] == 0,
+          "unload: the old module's target ends saying it was unloaded, nothing failed", (rows, p.stderr[-2000:]))
+    check("INVALID_HANDLE" not in p.stderr and "CUresult 400" not in p.stderr,
+          "unload: no trial launched the unloaded function", p.stderr[-2000:])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--program", required=True)
     ap.add_argument("--preload", required=True)
     ap.add_argument("--nvjitlink", required=True, help="the stand-in's nvJitLink (the fake driver's library)")
-    ap.add_argument("--mode", required=True, choices=["evolve", "plant", "cache", "regress", "nondet", "off"])
+    ap.add_argument("--mode", required=True, choices=["evolve", "plant", "cache", "regress", "nondet", "off", "unload"])
     args = ap.parse_args()
-    {"evolve": case_evolve, "plant": case_plant, "cache": case_cache, "regress": case_regress, "nondet": case_nondet, "off": case_off}[args.mode](args)
+    {"evolve": case_evolve, "plant": case_plant, "cache": case_cache, "regress": case_regress, "nondet": case_nondet, "off": case_off,
+     "unload": case_unload}[args.mode](args)
     print(f"{'FAILED' if failures else 'passed'}: {failures} failures")
     sys.exit(1 if failures else 0)
 

@@ -22,7 +22,12 @@
  *   engine_route nondet   the same, but the kernel adds a count of its own
  *                         launches' blocks seen so far to one element (as a
  *                         float atomic's order would): it differs from
- *                         itself, so drk must refuse it. */
+ *                         itself, so drk must refuse it.
+ *   engine_route unload   the evolve rounds, but after round 2 (drk is
+ *                         searching) the program unloads its module and
+ *                         loads it again: drk's work on the old module ends
+ *                         saying so, no trial launches its gone function,
+ *                         every result stays bit for bit. */
 #include <cuda.h>
 #include <cudaProfiler.h>
 #include <stdio.h>
@@ -104,6 +109,7 @@ int main(int argc, char **argv)
     const char *mode = argc > 1 ? argv[1] : "evolve";
     nondet = strcmp(mode, "nondet") == 0;
     int regress = strcmp(mode, "regress") == 0, rounds = regress ? 28 : ROUNDS;
+    int reload = strcmp(mode, "unload") == 0;
     uint64_t base = 1000000000ull;
     fakecupti_set_time(base - 1000);
     static const size_t sizes[] = {8, 8, 4, 4};
@@ -136,6 +142,10 @@ int main(int argc, char **argv)
     for (int r = 0; r < rounds; r++) {
         uint64_t t0 = base + (uint64_t)r * 2 * ROUND_NS;
         if (regress && r == 14 && fakecuda_set_kernel_time("axpy", 32, 6000) != 0)
+            return 1;
+        if (reload && r == 3 &&
+            (!check(cuModuleUnload(mod), "unload") || !check(cuModuleLoadData(&mod, ptx), "load again") ||
+             !check(cuModuleGetFunction(&fn, mod, "axpy"), "get again")))
             return 1;
         float a = 0.5f + (float)r * 0.125f; /* new inputs each round */
         for (int l = 0; l < LAUNCHES; l++) {
