@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/options.h"
@@ -20,6 +21,13 @@ void drk_log_write(int level, const char *fmt, ...)
     char line[1024];
     int n = snprintf(line, sizeof line, "drk[%d:%ld] %s: ", (int)getpid(), (long)syscall(SYS_gettid),
                      drk_level_name(level));
+    if (level == DRK_LOG_DEBUG) {
+        /* Debug lines carry the monotonic clock, to line them up with a
+         * program's own timings (CLOCK_MONOTONIC, seconds). */
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        n += snprintf(line + n, sizeof line - (size_t)n, "[%lld.%06ld] ", (long long)ts.tv_sec, ts.tv_nsec / 1000);
+    }
     va_list ap;
     va_start(ap, fmt);
     n += vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);

@@ -234,6 +234,15 @@ uint64_t drk_cupti_now(void)
     return t;
 }
 
+int drk_cupti_kernels(int on)
+{
+    if (!atomic_load(&running))
+        return -1;
+    CUptiResult r = on ? api.enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
+                       : api.disable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    return r == CUPTI_SUCCESS ? 0 : -1;
+}
+
 void drk_cupti_stop(const char *why)
 {
     if (!atomic_exchange(&running, 0))

@@ -37,6 +37,12 @@ uint64_t drk_cupti_now(void);
  * began to use CUPTI itself, the process exits). Idempotent. */
 void drk_cupti_stop(const char *why);
 
+/* Kernel records on or off (the other kinds stay): CUPTI instruments every
+ * kernel launched while they are on, which cost short kernels up to 6% on
+ * the H200 (evolve_bench.py's kernels with nothing to win). 0, or -1 when
+ * CUPTI is not running or refused. */
+int drk_cupti_kernels(int on);
+
 /* The program (or a tool in it) is starting to use CUPTI itself: drk's
  * records are disabled and its buffers taken back, so no other client ever
  * gets one, and drk never starts them after this. `why` says how it was seen.

@@ -32,6 +32,7 @@
 #define HOT_SHARE 0.01      /* a kernel-shape below this share of a round's kernel time is not worth it */
 #define PATIENCE 3          /* rounds an armed capture may wait before the next target is tried */
 #define RECHECK 8           /* rounds a served variant rests before it is measured against the original again */
+#define KEEP_BYTES (64u << 20) /* trial buffers kept between targets (a free can hold the program's launches) */
 
 static drk_driver drv;
 static drk_engine_settings cfg;
@@ -92,6 +93,7 @@ static _Atomic unsigned ntargets; /* read by drk_engine_unloading on a program t
 static pthread_mutex_t fence = PTHREAD_MUTEX_INITIALIZER;
 static struct target *active;   /* the one being captured and searched */
 static drk_trial_env env;
+static unsigned idle_rounds; /* rounds in a row that ended with no target active */
 static int env_open;
 static int env_device = -1;
 static CUcontext env_ctx;
@@ -237,7 +239,7 @@ static void free_snapshot(struct target *t)
 {
     for (unsigned i = 0; i < t->plan.n; i++)
         if (t->plan.snap[i])
-            drv.mem_free(t->plan.snap[i]);
+            drk_trial_buf_put(&env, t->plan.snap[i], t->plan.alloc[i].size);
     if (t->plan.done)
         drv.event_destroy(t->plan.done);
     t->plan.n = 0;
@@ -267,7 +269,7 @@ static void end_target(struct target *t, drk_target_state st, const char *fmt, .
     if (atomic_load(&t->gone) && st == DRK_TARGET_FAILED) {
         /* The program unloaded the module under a trial: nothing failed. */
         st = t->served ? DRK_TARGET_SETTLED : DRK_TARGET_REFUSED;
-        snprintf(t->why, sizeof t->why, "its module was unloaded by the program");
+        snprintf(t->why, sizeof t->why, "the program unloaded its module after %u rounds of search", t->rounds);
     }
     t->state = st;
     drop_ptx(t);
@@ -575,8 +577,9 @@ static double ms_of(uint64_t ns) { return (double)ns / 1e6; }
 /* DRK_EVOLVE_PLANT's wrong code: the PTX with its float adds, multiplies
  * and fused multiply-adds rounding toward zero (valid PTX, results off in
  * their last bits), for the GPU suite to see the proof reject it. */
-static char *planted(const drk_ptx_text *ptx)
+static char *planted(const drk_ptx_text *ptx, unsigned *nedits)
 {
+    *nedits = 0;
     static const struct {
         const char *from, *to;
     } edits[] = {{"fma.rn.f32", "fma.rz.f32"}, {"add.f32", "add.rz.f32"}, {"mul.f32", "mul.rz.f32"},
@@ -588,8 +591,10 @@ static char *planted(const drk_ptx_text *ptx)
     size_t o = 0;
     for (const char *p = ptx->text; *p && o + 16 < cap;) {
         size_t e = 0;
-        /* Instructions only: `atom.global.add.f32` is no `add.f32`. */
-        int start = p == ptx->text || p[-1] == ' ' || p[-1] == '\t';
+        /* Instructions only: `atom.global.add.f32` is no `add.f32`. The
+         * PTX nvcc embeds in a fatbin has its lines' indentation stripped,
+         * so an instruction may start a line. */
+        int start = p == ptx->text || strchr(" \t\n;{}", p[-1]) != NULL;
         while (start && e < sizeof edits / sizeof edits[0] && strncmp(p, edits[e].from, strlen(edits[e].from)) != 0)
             e++;
         if (!start)
@@ -598,6 +603,7 @@ static char *planted(const drk_ptx_text *ptx)
             size_t n = strlen(edits[e].to);
             memcpy(out + o, edits[e].to, n);
             o += n, p += strlen(edits[e].from);
+            ++*nedits;
         } else {
             out[o++] = *p++;
         }
@@ -627,7 +633,10 @@ static CUfunction build(struct target *t, const drk_variant *v, char *why, size_
     drk_source_kernel wrong;
     drk_ptx_text wrong_ptx;
     char *edited = NULL;
-    if (*cfg.plant && strcmp(cfg.plant, text) == 0 && (edited = planted(t->sk.ptx))) {
+    unsigned nedits = 0;
+    if (*cfg.plant && strcmp(cfg.plant, text) == 0 && (edited = planted(t->sk.ptx, &nedits))) {
+        drk_log(DRK_LOG_DEBUG, "evolve: %.80s: %s built from planted PTX (%u float instructions of %zu bytes "
+                               "round toward zero)", t->rec->name, text, nedits, t->sk.ptx->len);
         wrong = t->sk, wrong_ptx = *t->sk.ptx;
         wrong_ptx.text = edited;
         wrong_ptx.len = strlen(edited);
@@ -677,6 +686,8 @@ static CUfunction build(struct target *t, const drk_variant *v, char *why, size_
     b->id = id;
     t->builds++;
     double ms = ms_of(b->jit.build_ns);
+    drk_log(DRK_LOG_DEBUG, "evolve: %.80s: %s built in %.1f ms (compile %.1f ms%s, load %.2f ms)", t->rec->name, text,
+            ms, b->jit.jit_ms > 0 ? b->jit.jit_ms : 0.0, in.cubin ? ", a cached cubin" : "", ms_of(b->jit.load_ns));
     t->build_ms += ms;
     if (ms > t->build_ms_max)
         t->build_ms_max = ms;
@@ -833,6 +844,11 @@ static int try_candidate(struct target *t, drk_trial *tr, const drk_proof_ref *r
     struct built *b = built_of(t, id);
     int fresh = !b;
     CUfunction fn = build(t, v, why, sizeof why);
+    if (!fn && drk_jitlink_closed()) {
+        end_target(t, t->served ? DRK_TARGET_SETTLED : DRK_TARGET_REFUSED,
+                   "the program exited before the search ended (%u rounds)", t->rounds);
+        return -1;
+    }
     if (!fn) {
         drk_evolution_reject(&t->evo, v);
         t->rejected++;
@@ -856,6 +872,11 @@ static int try_candidate(struct target *t, drk_trial *tr, const drk_proof_ref *r
         t->rejected++;
         free_built(b);
         return 0;
+    }
+    if (DRK_LOG_DEBUG <= atomic_load_explicit(&drk_log_level, memory_order_relaxed)) {
+        char text[96];
+        drk_log(DRK_LOG_DEBUG, "evolve: %.80s: %s proven bit for bit on capture %u (%u allocations compared)",
+                t->rec->name, drk_variant_text(&drk_space_ptx, v, text, sizeof text), t->captures, ops.n);
     }
     if (b->proven_on != t->captures) {
         b->proven++, b->proven_on = t->captures;
@@ -937,7 +958,7 @@ static int make_snapshot(struct target *t, const drk_reach *reach)
 {
     free_snapshot(t);
     for (unsigned i = 0; i < reach->n; i++) {
-        CUresult r = drv.mem_alloc(&t->plan.snap[i], reach->alloc[i].size);
+        CUresult r = drk_trial_buf_get(&env, &t->plan.snap[i], reach->alloc[i].size);
         t->plan.alloc[i] = reach->alloc[i];
         t->plan.n = i + 1;
         if (r != CUDA_SUCCESS) {
@@ -1023,6 +1044,8 @@ static void captured(struct target *t, const drk_capture_got *got)
     }
     drk_proof_ops ops = drk_trial_ops(&tr);
     drk_proof_ref ref;
+    struct timespec w0, w1;
+    clock_gettime(CLOCK_MONOTONIC, &w0);
     drk_proof_reference(&ops, &ref);
     if (ref.state == DRK_PROOF_NONDETERMINISTIC)
         end_target(t, DRK_TARGET_REFUSED, "%s", ref.why);
@@ -1032,6 +1055,9 @@ static void captured(struct target *t, const drk_capture_got *got)
         t->state = DRK_TARGET_SEARCHING;
         search_round(t, &tr, &ref);
     }
+    clock_gettime(CLOCK_MONOTONIC, &w1);
+    drk_log(DRK_LOG_DEBUG, "evolve: %.80s: capture %u's trials took %.1f ms (GPU %.1f ms)", t->rec->name, t->captures,
+            (double)(w1.tv_sec - w0.tv_sec) * 1e3 + (double)(w1.tv_nsec - w0.tv_nsec) / 1e6, ms_of(tr.gpu_ns));
     t->trial_ns += tr.gpu_ns;
     t->ledger_ns -= (double)tr.gpu_ns;
     trial_ns_all += tr.gpu_ns;
@@ -1140,6 +1166,23 @@ void drk_engine_round(const drk_round *r)
             arm(t);
         }
     }
+    idle_rounds = active ? 0 : idle_rounds + 1;
+}
+
+unsigned drk_engine_idle_rounds(void) { return on ? idle_rounds : 0; }
+
+int drk_engine_round_untimed(void)
+{
+    if (!on)
+        return 0;
+    rounds_seen++;
+    for (unsigned i = 0; i < ntargets; i++) {
+        const struct target *t = &targets[i];
+        if (t->state == DRK_TARGET_SETTLED && t->served && !t->from_cache && !atomic_load(&t->gone) &&
+            rounds_seen - t->rested_at >= RECHECK)
+            return 1;
+    }
+    return 0;
 }
 
 void drk_engine_tick(void)
@@ -1159,6 +1202,8 @@ void drk_engine_tick(void)
         return;
     }
     captured(t, &got);
+    if (!active)
+        drk_trial_env_trim(&env, KEEP_BYTES); /* the target ended: big buffers go */
     pop();
 }
 

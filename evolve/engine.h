@@ -50,6 +50,13 @@ void drk_engine_start(const drk_engine_settings *s);
 int drk_engine_on(void);
 /* A round closed (the latest kept one). */
 void drk_engine_round(const drk_round *r);
+/* Rounds in a row, up to the latest, that ended with nothing to search or
+ * measure again: while there are some, the caller may rest the kernel
+ * records the engine reads its rounds from. */
+unsigned drk_engine_idle_rounds(void);
+/* A round passed untimed (kernel records resting): counted toward the
+ * measuring again of served variants; 1 when one is due (records wanted). */
+int drk_engine_round_untimed(void);
 /* Each tick: captures taken are worked on. */
 void drk_engine_tick(void);
 /* At exit, after drk's thread stopped: disarms, frees trials (served

@@ -165,6 +165,10 @@ static struct window {
 } excluded[EXCLUDED];
 static unsigned nexcluded;
 
+/* Stretches without kernel records (drk_gputime_sampling), the last 8. */
+#define UNSAMPLED 8
+static struct window unsampled[UNSAMPLED];
+static unsigned nunsampled;
 static drk_round ring[DRK_ROUNDS_KEPT];
 static uint64_t closed; /* rounds closed; ring[closed % KEPT] is the next slot */
 static drk_rounds_merged merged;
@@ -374,7 +378,7 @@ void drk_gputime_reset(uint64_t start_ns)
     memset(&merged, 0, sizeof merged);
     drk_findings_reset();
     njits = 0;
-    nexcluded = 0;
+    nexcluded = nunsampled = 0;
     closed = opened = 0;
     nopen = 0;
     open_new(start_ns);
@@ -614,10 +618,37 @@ static size_t finding_shapes(open_round *o, drk_finding_shape *out)
 }
 
 /* Closes the oldest open round into the kept ones. Locked; nopen >= 2. */
-static void close_oldest(void)
+static int overlaps_unsampled(const drk_round *r)
+{
+    for (unsigned i = 0; i < nunsampled && i < UNSAMPLED; i++)
+        if (r->start_ns < unsampled[i].to && r->end_ns > unsampled[i].from)
+            return 1;
+    return 0;
+}
+
+void drk_gputime_sampling(int on, uint64_t at_ns)
+{
+    pthread_mutex_lock(&lock);
+    struct window *w = nunsampled ? &unsampled[(nunsampled - 1) % UNSAMPLED] : NULL;
+    if (!on && (!w || w->to != UINT64_MAX))
+        unsampled[nunsampled++ % UNSAMPLED] = (struct window){at_ns, UINT64_MAX};
+    else if (on && w && w->to == UINT64_MAX)
+        w->to = at_ns;
+    pthread_mutex_unlock(&lock);
+}
+
+/* 1 when the round was kept, 0 when it closed unsampled. */
+static int close_oldest(void)
 {
     static drk_finding_shape shapes[DRK_TIME_ENTRIES]; /* under the lock */
     open_round *o = &open[0];
+    if (overlaps_unsampled(&o->r)) {
+        totals.unsampled++;
+        open_round done = *o;
+        memmove(&open[0], &open[1], (nopen - 1) * sizeof *open);
+        open[--nopen] = done;
+        return 0;
+    }
     busy_and_gaps(o, &open[1]);
     size_t nshapes = finding_shapes(o, shapes);
     top_rows(o);
@@ -646,6 +677,7 @@ static void close_oldest(void)
     open_round done = *o;
     memmove(&open[0], &open[1], (nopen - 1) * sizeof *open);
     open[--nopen] = done;
+    return 1;
 }
 
 int drk_gputime_mark(uint64_t end_ns, const char *why, const drk_round_memory *mem)
@@ -672,7 +704,7 @@ unsigned drk_gputime_close(uint64_t through_ns)
     pthread_mutex_lock(&lock);
     unsigned n = 0;
     while (nopen > 1 && open[0].r.end_ns <= through_ns)
-        close_oldest(), n++;
+        n += (unsigned)close_oldest();
     pthread_mutex_unlock(&lock);
     return n;
 }

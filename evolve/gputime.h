@@ -81,6 +81,11 @@ void drk_gputime_copy(int kind, uint64_t bytes, uint64_t start_ns, uint64_t end_
 void drk_gputime_exclude(uint64_t from_ns, uint64_t to_ns);
 /* Records the source lost (CUPTI's dropped records). */
 void drk_gputime_dropped(uint64_t n);
+/* Kernel records stop (`on` 0) or start again (1) at `at_ns`: a round that
+ * overlaps a stretch without them is not a round of the program's time (it
+ * would read as an idle GPU) and closes unkept: no findings, not in the
+ * rounds, counted as unsampled. */
+void drk_gputime_sampling(int on, uint64_t at_ns);
 
 /* What the caller knows of memory at a boundary. */
 typedef struct drk_round_memory {
@@ -97,7 +102,7 @@ int drk_gputime_mark(uint64_t end_ns, const char *why, const drk_round_memory *m
 
 /* Closes the ended rounds whose end is at or before `through_ns`, their
  * records in (the caller flushed the source after their marks); the number
- * closed. UINT64_MAX closes every ended round. */
+ * closed and kept (not unsampled). UINT64_MAX closes every ended round. */
 unsigned drk_gputime_close(uint64_t through_ns);
 
 /* drk_gputime_mark and drk_gputime_close at once. */
@@ -183,6 +188,7 @@ typedef struct drk_gputime_totals {
     uint64_t dropped;
     uint64_t late;                   /* records that came after their round closed */
     uint64_t excluded;               /* kernel records in excluded windows, or of no duration: not timed */
+    uint64_t unsampled;              /* rounds closed unkept: kernel records were off in them */
     size_t entries;                  /* kernel-shapes timed */
 } drk_gputime_totals;
 

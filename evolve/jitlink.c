@@ -96,6 +96,14 @@ static void at_exit(void)
     pthread_mutex_unlock(&busy);
 }
 
+int drk_jitlink_closed(void)
+{
+    pthread_mutex_lock(&busy);
+    int e = exiting;
+    pthread_mutex_unlock(&busy);
+    return e;
+}
+
 static void in_child(void)
 {
     /* A fork's child has no compile in flight, whatever the parent had. */

@@ -32,6 +32,10 @@ unsigned drk_jitlink_version(void);
 int drk_jitlink_compile(const char *ptx, size_t len, const char *const *opts, unsigned nopts, void **cubin,
                         size_t *size, char *log, size_t loglen, char *why, size_t whylen);
 
+/* 1 once the process has begun to exit: compiles are refused from then on
+ * (not the variant's fault, so not a rejection). */
+int drk_jitlink_closed(void);
+
 /* Forgets the library (tests; a fork's child starts clean). */
 void drk_jitlink_reset(void);
 

@@ -117,12 +117,73 @@ fail: {
 }
 }
 
+CUresult drk_trial_buf_get(drk_trial_env *env, CUdeviceptr *ptr, size_t size)
+{
+    /* The smallest kept buffer that holds `size` and wastes at most as much. */
+    unsigned best = env->nkept;
+    for (unsigned i = 0; i < env->nkept; i++)
+        if (env->kept[i].size >= size && env->kept[i].size / 2 <= size &&
+            (best == env->nkept || env->kept[i].size < env->kept[best].size))
+            best = i;
+    if (best < env->nkept) {
+        *ptr = env->kept[best].ptr;
+        env->kept[best] = env->kept[--env->nkept];
+        return CUDA_SUCCESS;
+    }
+    CUresult rc = env->drv.mem_alloc(ptr, size);
+    if (rc == CUDA_ERROR_OUT_OF_MEMORY && env->nkept) {
+        drk_trial_env_trim(env, 0); /* what is kept goes before drk yields */
+        rc = env->drv.mem_alloc(ptr, size);
+    }
+    return rc;
+}
+
+void drk_trial_buf_put(drk_trial_env *env, CUdeviceptr ptr, size_t size)
+{
+    if (!ptr)
+        return;
+    if (!size) {
+        env->drv.mem_free(ptr);
+        return;
+    }
+    if (env->nkept == DRK_TRIAL_KEPT) {
+        /* Full: the largest goes, the rest stay for the sizes in use. */
+        unsigned big = 0;
+        for (unsigned i = 1; i < env->nkept; i++)
+            big = env->kept[i].size > env->kept[big].size ? i : big;
+        if (env->kept[big].size <= size) {
+            env->drv.mem_free(ptr);
+            return;
+        }
+        env->drv.mem_free(env->kept[big].ptr);
+        env->kept[big] = env->kept[--env->nkept];
+    }
+    env->kept[env->nkept].ptr = ptr, env->kept[env->nkept].size = size;
+    env->nkept++;
+}
+
+void drk_trial_env_trim(drk_trial_env *env, size_t keep)
+{
+    size_t total = 0;
+    for (unsigned i = 0; i < env->nkept; i++)
+        total += env->kept[i].size;
+    while (total > keep && env->nkept) {
+        unsigned big = 0;
+        for (unsigned i = 1; i < env->nkept; i++)
+            big = env->kept[i].size > env->kept[big].size ? i : big;
+        total -= env->kept[big].size;
+        env->drv.mem_free(env->kept[big].ptr);
+        env->kept[big] = env->kept[--env->nkept];
+    }
+}
+
 void drk_trial_env_close(drk_trial_env *env)
 {
     const drk_driver *d = &env->drv;
     /* Nothing of drk's may still run on what is freed. */
     if (env->stream)
         d->stream_synchronize(env->stream);
+    drk_trial_env_trim(env, 0);
     if (env->kernels)
         d->module_unload(env->kernels);
     if (env->result)
@@ -141,12 +202,17 @@ void drk_trial_env_close(drk_trial_env *env)
 
 /* ---- trials ---- */
 
-static void free_sets(drk_trial *t, unsigned from, unsigned to)
+/* Sets `from`..`to` back to the kept buffers, or (`now`: memory ran short)
+ * to the driver. */
+static void free_sets(drk_trial *t, unsigned from, unsigned to, int now)
 {
     for (unsigned s = from; s <= to; s++)
         for (unsigned i = 0; i < DRK_REACH_MAX; i++)
             if (t->set[s][i]) {
-                t->env->drv.mem_free(t->set[s][i]);
+                if (now)
+                    t->env->drv.mem_free(t->set[s][i]);
+                else
+                    drk_trial_buf_put(t->env, t->set[s][i], i < t->reach.n ? t->reach.alloc[i].size : 0);
                 t->set[s][i] = 0;
             }
 }
@@ -172,12 +238,12 @@ int drk_trial_open(drk_trial *t, drk_trial_env *env, const drk_ptx_flow *flow, c
     }
     for (unsigned s = DRK_SET_REFERENCE; s <= DRK_SET_WORK; s++)
         for (unsigned i = 0; i < reach->n; i++) {
-            CUresult rc = env->drv.mem_alloc(&t->set[s][i], reach->alloc[i].size);
+            CUresult rc = drk_trial_buf_get(env, &t->set[s][i], reach->alloc[i].size);
             if (rc != CUDA_SUCCESS) {
                 t->set[s][i] = 0;
                 snprintf(t->why, sizeof t->why, "cuMemAlloc_v2 of %zu bytes failed: CUresult %d",
                          reach->alloc[i].size, (int)rc);
-                free_sets(t, DRK_SET_REFERENCE, DRK_SET_WORK);
+                free_sets(t, DRK_SET_REFERENCE, DRK_SET_WORK, 1);
                 return rc == CUDA_ERROR_OUT_OF_MEMORY ? DRK_TRIAL_NO_MEMORY : DRK_TRIAL_FAILED;
             }
         }
@@ -200,7 +266,7 @@ void drk_trial_close(drk_trial *t)
     if (t->env) {
         if (t->env->stream)
             t->env->drv.stream_synchronize(t->env->stream);
-        free_sets(t, DRK_SET_SNAPSHOT, DRK_SET_WORK);
+        free_sets(t, DRK_SET_SNAPSHOT, DRK_SET_WORK, 0);
     }
     t->env = NULL;
 }

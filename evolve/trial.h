@@ -56,6 +56,8 @@ typedef struct drk_trial_poison_params {
 #define DRK_TRIAL_STAGING (2u << 20)
 
 /* drk's per-context means: its stream, its kernels, a result buffer. */
+enum { DRK_TRIAL_KEPT = 3 * DRK_REACH_MAX };
+
 typedef struct drk_trial_env {
     drk_driver drv;
     CUcontext ctx;
@@ -68,7 +70,25 @@ typedef struct drk_trial_env {
     int sms;                        /* its multiprocessors, for the kernels' grid */
     void *staging;                  /* pinned, DRK_TRIAL_STAGING bytes, when kernels is NULL */
     char why[192];                  /* open failed; or, opened, why compares are on the host */
+    struct {
+        CUdeviceptr ptr;
+        size_t size;
+    } kept[DRK_TRIAL_KEPT];         /* buffers freed by trials, kept for the next */
+    unsigned nkept;
 } drk_trial_env;
+
+/* Device buffers for snapshots and sets, kept between captures. cuMemFree
+ * (and cuMemAlloc) while the program's legacy stream has a deep queue holds
+ * the program's launch calls until the device drains (evolve_bench.py on
+ * the H200: up to 1024 launches' time, 0.45 s for the n-body, at the end of
+ * every capture's trials), so a buffer a trial is done with is kept for the
+ * next capture of the same size instead, and only drk_trial_env_trim or
+ * closing frees them. 0, or the driver's error. */
+CUresult drk_trial_buf_get(drk_trial_env *env, CUdeviceptr *ptr, size_t size);
+void drk_trial_buf_put(drk_trial_env *env, CUdeviceptr ptr, size_t size);
+/* Frees kept buffers until at most `keep` bytes stay kept (the engine: at
+ * a target's end, what a small next target would reuse). */
+void drk_trial_env_trim(drk_trial_env *env, size_t keep);
 
 /* Opens `env` in context `ctx` (current): the stream, events, result
  * buffer, and drk's kernels from `fatbin` (NULL: host compares). 0, or -1

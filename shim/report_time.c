@@ -128,6 +128,7 @@ void drk_report_gpu_time(drk_json *j)
     drk_json_u64(j, "untracked", t.untracked);
     drk_json_u64(j, "late", t.late);
     drk_json_u64(j, "excluded", t.excluded);
+    drk_json_u64(j, "unsampled_rounds", t.unsampled);
     size_t n;
     drk_time_row *rows = all_rows(&n);
     drk_json_open(j, "by_kernel", '[');

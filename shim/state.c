@@ -119,6 +119,7 @@ drk_mode drk_mode_start(void)
         drk_worker_settings ws = {.cupti_library = drk_opt_str(DRK_OPT_CUPTI_LIBRARY),
                                   .round_ms = drk_opt_num(DRK_OPT_ROUND_SECONDS),
                                   .counters = drk_opt_num(DRK_OPT_PROFILE) == DRK_PROFILE_COUNTERS,
+                                  .profile = drk_opt_num(DRK_OPT_PROFILE) != 0,
                                   .counters_budget = (double)drk_opt_num(DRK_OPT_COUNTERS_BUDGET) / 10000.0};
         drk_worker_start(&ws);
     }

@@ -84,6 +84,46 @@ static int take_marks(void)
     }
 }
 
+/* Evolution's timing alone (DRK_PROFILE not set): CUPTI instruments every
+ * kernel while kernel records are on (short kernels up to 6% slower on the
+ * H200), so once the engine has had nothing to search for REST_AFTER
+ * rounds they rest, and come back for one round after REST_SAMPLE rounds
+ * without them, for the engine to see what has become hot. */
+#define REST_AFTER 3
+#define REST_SAMPLE 20
+
+static void rest_records(uint64_t now)
+{
+    static int resting;
+    static uint64_t unsampled_at, untimed_seen, kept_at;
+    if (cfg.profile || !drk_engine_on())
+        return;
+    if (!resting && drk_engine_idle_rounds() >= REST_AFTER && drk_gputime_rounds_closed() > kept_at) {
+        if (drk_cupti_kernels(0) == 0) {
+            drk_gputime_sampling(0, now);
+            resting = 1;
+            unsampled_at = untimed_seen = drk_gputime_totals_get().unsampled;
+            drk_log(DRK_LOG_DEBUG, "GPU times: kernel records rest (evolution has nothing to search); one round "
+                                   "in %d is timed", REST_SAMPLE + 1);
+        }
+        return;
+    }
+    if (!resting)
+        return;
+    /* Untimed rounds still count toward measuring served variants again. */
+    uint64_t untimed = drk_gputime_totals_get().unsampled;
+    int due = 0;
+    for (; untimed_seen < untimed; untimed_seen++)
+        due |= drk_engine_round_untimed();
+    if (due || untimed - unsampled_at >= REST_SAMPLE) {
+        if (drk_cupti_kernels(1) == 0) {
+            drk_gputime_sampling(1, now);
+            resting = 0;
+            kept_at = drk_gputime_rounds_closed(); /* a round kept after this one has been timed whole */
+        }
+    }
+}
+
 /* One tick: marks, the period, then the records so far; a round closes a
  * tick after its end, when the records of what ran before it are in. */
 static void tick(void)
@@ -109,6 +149,7 @@ static void tick(void)
             drk_engine_round(kept[n - 1]);
     }
     drk_engine_tick();
+    rest_records(now);
 }
 
 static void last_records(void);

@@ -15,6 +15,9 @@ typedef struct drk_worker_settings {
     long round_ms;             /* DRK_ROUND_SECONDS, in ms; 0: rounds only at marks */
     int counters;              /* DRK_PROFILE=counters */
     double counters_budget;    /* DRK_COUNTERS_BUDGET, 0..1 */
+    int profile;               /* DRK_PROFILE set: every round timed; else (evolution's
+                                * timing only) kernel records rest while it has nothing
+                                * to search, one round timed in DRK_REST_SAMPLE */
 } drk_worker_settings;
 
 /* Starts the thread (once). */

@@ -128,6 +128,8 @@ typedef struct rep_gpu {
     uint64_t rounds, wall_ns, busy_ns; /* rounds.list and rounds.merged together */
     int has_excluded;   /* gpu_time.excluded is in a report (absent from older ones) */
     uint64_t excluded;  /* launches sampled for counters, not timed */
+    int has_unsampled;  /* gpu_time.unsampled_rounds is in a report */
+    uint64_t unsampled; /* rounds closed while kernel records rested (evolution only) */
     rep_time_row *rows; /* most total time first */
     size_t nrows;
     rep_counters counters;

@@ -429,7 +429,9 @@ static int merge_gpu(const rep_totals *const *parts, size_t n, rep_gpu *o)
         o->untracked = add(o->untracked, g->untracked);
         o->late = add(o->late, g->late);
         o->has_excluded |= g->has_excluded;
+        o->has_unsampled |= g->has_unsampled;
         o->excluded = add(o->excluded, g->excluded);
+        o->unsampled = add(o->unsampled, g->unsampled);
         total += g->nrows;
     }
     o->rows = malloc((total + 1) * sizeof *o->rows);

@@ -270,6 +270,9 @@ static void print_gpu_summary(FILE *f, const rep_gpu *g, size_t nprocs)
     if (g->excluded)
         fprintf(f, "; %" PRIu64 " launch%s sampled for counters, not timed", g->excluded,
                 g->excluded == 1 ? "" : "es");
+    if (g->unsampled)
+        fprintf(f, "; %" PRIu64 " round%s not timed (kernel records rested: evolution had nothing to search)",
+                g->unsampled, g->unsampled == 1 ? "" : "s");
     fputc('\n', f);
     if (g->stopped && nprocs)
         fprintf(f, "  timing stopped before exit in %" PRIu64 " process%s (first: %s)\n", g->stopped_processes,
@@ -821,6 +824,8 @@ static void json_gpu_time(drk_json *j, FILE *f, const rep_gpu *g, size_t top)
     drk_json_u64(j, "late", g->late);
     if (g->has_excluded)
         drk_json_u64(j, "excluded", g->excluded);
+    if (g->has_unsampled)
+        drk_json_u64(j, "unsampled_rounds", g->unsampled);
     drk_json_u64(j, "rounds", g->rounds);
     drk_json_u64(j, "wall_ns", g->wall_ns);
     drk_json_u64(j, "busy_ns", g->busy_ns);

@@ -522,6 +522,8 @@ static int read_gpu_time(ctx *c, const json_value *doc, rep_gpu *g)
     get_u64(c, o, at, "late", &g->late);
     g->has_excluded = json_get(o, "excluded") != NULL;
     get_u64_optional(c, o, at, "excluded", &g->excluded);
+    g->has_unsampled = json_get(o, "unsampled_rounds") != NULL;
+    get_u64_optional(c, o, at, "unsampled_rounds", &g->unsampled);
     const json_value *rows = object_array(c, o, at, "by_kernel");
     if (c->failed)
         return -1;

@@ -63,6 +63,10 @@ def case_evolve(args):
     check(got is not None and got[1] > 0, "the program's launches ran the served variant", p.stdout)
     check(ev["trial_ns"] > 0 and ev["captures"]["snapped"] >= 3, "trials ran on snapshots", ev)
     check("serving regs=32" in p.stderr, "one info line when the variant is served", p.stderr[-2000:])
+    untimed, closed = rep["gpu_time"].get("unsampled_rounds", 0), rep["rounds"]["closed"]
+    check(untimed >= 1 and untimed + closed >= 15,
+          "kernel records rested once nothing was left to search (rounds untimed, not among the rounds)",
+          {"unsampled_rounds": untimed, "rounds.closed": closed})
 
 
 def case_plant(args):
@@ -144,6 +148,8 @@ def case_off(args):
     ev = rep["evolve"]
     check(not ev["enabled"] and ev["off_reason"] == "DRK_EVOLVE=0" and ev["by_kernel"] == [] and
           ev["captures"]["captured"] == 0, "DRK_EVOLVE=0: nothing captured, nothing evolved", ev)
+    check(rep["gpu_time"].get("unsampled_rounds") == 0, "DRK_PROFILE=1: every round timed (records never rest)",
+          rep["gpu_time"].get("unsampled_rounds"))
     got = launches(p)
     check(got is not None and got[1] == 0 and got[2] == 0 and got[0] > 0, "only the program's own build ran",
           p.stdout)
@@ -153,7 +159,7 @@ def case_unload(args):
     rep, p = run(args, "unload", {"DRK_EVOLVE": "1"})
     ev = rep["evolve"]
     rows = [r for r in ev["by_kernel"] if r["name"] == "axpy"]
-    gone = [r for r in rows if r["why"] == "its module was unloaded by the program"]
+    gone = [r for r in rows if r["why"].startswith("the program unloaded its module")]
     check(gone and all(r["state"] != "failed" for r in rows) and ev["failed"] == 0,
           "unload: the old module's target ends saying it was unloaded, nothing failed", (rows, p.stderr[-2000:]))
     check("INVALID_HANDLE" not in p.stderr and "CUresult 400" not in p.stderr,

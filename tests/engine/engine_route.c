@@ -55,7 +55,8 @@ static const char ptx[] = ".version 9.0\n.target sm_90\n.address_size 64\n\n"
                           "\tcvta.to.global.u64 %rd3, %rd2;\n\tcvta.to.global.u64 %rd4, %rd1;\n"
                           "\tmul.wide.s32 %rd5, %r1, 4;\n\tadd.s64 %rd6, %rd4, %rd5;\n\tld.global.f32 %f2, [%rd6];\n"
                           "\tadd.s64 %rd7, %rd3, %rd5;\n\tld.global.f32 %f3, [%rd7];\n"
-                          "\tfma.rn.f32 %f4, %f2, %f1, %f3;\n\tst.global.f32 [%rd7], %f4;\n$L__BB0_2:\n\tret;\n}\n";
+                          /* Unindented, as nvcc embeds PTX in a fatbin: the plant must still find it. */
+                          "fma.rn.f32 %f4, %f2, %f1, %f3;\n\tst.global.f32 [%rd7], %f4;\n$L__BB0_2:\n\tret;\n}\n";
 
 static int nondet;
 static unsigned long long by_regs[256];

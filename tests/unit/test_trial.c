@@ -351,6 +351,7 @@ static void test_proof(drk_trial_env *env, CUmodule other, CUmodule bad, CUmodul
     CHECK(cuMemcpyDtoH(now_c, c, sizeof now_c) == CUDA_SUCCESS && memcmp(now_c, program_c, sizeof now_c) == 0);
 
     drk_trial_close(&t);
+    drk_trial_env_trim(env, 0); /* kept buffers freed: the counts below are exact */
     CHECK(fakecuda_live_device_allocations() == live);
 }
 
@@ -375,7 +376,41 @@ static void test_inplace(drk_trial_env *env, CUmodule other, CUmodule bad)
     drk_proof_result r = prove(&t, &ref, half);
     CHECK(r.verdict == DRK_PROOF_DIFFERS && r.alloc == 0 && r.diff.first == 4ull * (N / 2));
     drk_trial_close(&t);
+    drk_trial_env_trim(env, 0); /* kept buffers freed: the counts below are exact */
     CHECK(fakecuda_live_device_allocations() == live);
+}
+
+/* Buffers a closed trial leaves are kept for the next capture of the same
+ * sizes (a cuMemFree can hold the program's launches), and trimmed. */
+static void test_kept(drk_trial_env *env)
+{
+    drk_trial_env_trim(env, 0);
+    unsigned long long live = fakecuda_live_device_allocations();
+    captured cap;
+    drk_trial t;
+    CHECK(open_tadd(&t, env, &cap) == DRK_TRIAL_OK && cap.reach.n == 3);
+    CHECK(fakecuda_live_device_allocations() == live + 9);
+    drk_trial_close(&t);
+    CHECK(fakecuda_live_device_allocations() == live + 9 && env->nkept == 9); /* kept, not freed */
+    /* The next capture's snapshot (3 buffers of the test's own) and sets from the kept ones. */
+    CHECK(open_tadd(&t, env, &cap) == DRK_TRIAL_OK);
+    CHECK(fakecuda_live_device_allocations() == live + 12 && env->nkept == 3);
+    drk_trial_close(&t);
+    CHECK(env->nkept == 12);
+    /* A buffer of a size far from any request is not taken for it. */
+    CUdeviceptr big;
+    CHECK(drk_trial_buf_get(env, &big, 64ull << 20) == CUDA_SUCCESS);
+    CHECK(fakecuda_live_device_allocations() == live + 13);
+    drk_trial_buf_put(env, big, 64ull << 20);
+    drk_trial_env_trim(env, 4ull * N * 3); /* the big one goes first */
+    size_t kept = 0;
+    for (unsigned i = 0; i < env->nkept; i++) {
+        kept += env->kept[i].size;
+        CHECK(env->kept[i].size < (64ull << 20));
+    }
+    CHECK(kept <= 4ull * N * 3);
+    drk_trial_env_trim(env, 0);
+    CHECK(env->nkept == 0 && fakecuda_live_device_allocations() == live);
 }
 
 static void test_memory(drk_trial_env *env)
@@ -393,6 +428,7 @@ static void test_memory(drk_trial_env *env)
     CHECK(strstr(t.why, "cuMemAlloc_v2") && strstr(t.why, "CUresult 2"));
     CHECK(fakecuda_live_device_allocations() == live + 3); /* only the snapshot, the trial's until closed */
     drk_trial_close(&t);
+    drk_trial_env_trim(env, 0); /* kept buffers freed: the counts below are exact */
     CHECK(fakecuda_live_device_allocations() == live);
     /* A later one: set 1 made, set 2's second buffer runs out. */
     CHECK(capture(&cap, 0, kp) == 0);
@@ -402,6 +438,7 @@ static void test_memory(drk_trial_env *env)
     CHECK(fakecuda_live_device_allocations() == live + 3);
     fakecuda_set_total_memory(1ull << 30);
     drk_trial_close(&t);
+    drk_trial_env_trim(env, 0); /* kept buffers freed: the counts below are exact */
     CHECK(fakecuda_live_device_allocations() == live);
     /* Another failure is no shortage of memory. */
     CHECK(capture(&cap, 0, kp) == 0);
@@ -409,6 +446,7 @@ static void test_memory(drk_trial_env *env)
     CHECK(drk_trial_open(&t, env, cap.flow, &cap.reach, cap.snap, cap.bytes, cap.len, grid3, block3, 0, f_tadd) ==
           DRK_TRIAL_FAILED);
     drk_trial_close(&t);
+    drk_trial_env_trim(env, 0); /* kept buffers freed: the counts below are exact */
     CHECK(fakecuda_live_device_allocations() == live);
 }
 
@@ -454,6 +492,7 @@ static void test_lazy(CUcontext ctx)
     reference(&t, &ref);
     CHECK(ref.state == DRK_PROOF_ERROR && strstr(t.why, "drk_compare did not finish"));
     drk_trial_close(&t);
+    drk_trial_env_trim(&env, 0); /* kept buffers freed: the counts below are exact */
     drk_trial_env_close(&env);
     CHECK(fakecuda_register_kernel_params("drk_compare", fake_compare, 4, (const size_t[]){8, 8, 8, 8}) == 0);
 }
@@ -516,6 +555,7 @@ int main(void)
                 : !env.kernels && env.staging && strstr(env.why, "no fatbin") && strstr(env.why, "host"));
         test_proof(&env, other, bad, budget);
         test_inplace(&env, other, bad);
+        test_kept(&env);
         test_memory(&env);
         drk_trial_env_close(&env);
     }
