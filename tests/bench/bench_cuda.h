@@ -1,13 +1,14 @@
 /* What the driver-API benchmark programs share: CHECK, which names the
  * failing call, its CUresult and line, and exits (BENCH_NAME, defined before
- * the include, starts the line); and reading a whole file (the PTX they
- * load). Static definitions: one program includes it once. */
+ * the include, starts the line); the clock; and reading a whole file (the
+ * PTX they load). Static definitions: one program includes it once. */
 #ifndef DRK_BENCH_CUDA_H
 #define DRK_BENCH_CUDA_H
 
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #define CHECK(x)                                                                                                      \
     do {                                                                                                             \
@@ -19,6 +20,21 @@
             exit(1);                                                                                                 \
         }                                                                                                            \
     } while (0)
+
+/* CLOCK_MONOTONIC in milliseconds (drk's debug lines carry the same clock,
+ * in seconds), and a sleep of `ms`. */
+static inline double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static inline void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
 
 /* The whole of file `path`, NUL-terminated; NULL, said on stderr, when it
  * cannot be read. */

@@ -12,7 +12,8 @@
  *
  * Prints one JSON object: the kernel, the module's load (JIT) time, per round
  * the GPU time and the wall time a launch (ms) and the longest launch call
- * (a stall: the launch queue full, or the driver busy with a build), and an FNV-1a hash of the
+ * (a stall: the launch queue full, or the driver busy with a build) with
+ * when it began (CLOCK_MONOTONIC seconds, as drk's debug lines), and an FNV-1a hash of the
  * outputs at the end (equal natively and under drk for the same rounds and
  * launches: every kernel here is deterministic). */
 #include <cuda.h>
@@ -27,19 +28,6 @@
 #include "bench_cuda.h"
 
 #include "evolve_specs.h"
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 int main(int argc, char **argv)
 {
@@ -107,7 +95,8 @@ int main(int argc, char **argv)
     CHECK(cuEventCreate(&e1, 0));
     double *gpu = calloc((size_t)rounds, sizeof *gpu), *wall = calloc((size_t)rounds, sizeof *wall);
     double *longest = calloc((size_t)rounds, sizeof *longest); /* the longest launch call: a stall */
-    if (!gpu || !wall || !longest)
+    double *longest_at = calloc((size_t)rounds, sizeof *longest_at); /* when it began (CLOCK_MONOTONIC) */
+    if (!gpu || !wall || !longest || !longest_at)
         return 1;
     for (int r = 0; r < rounds; r++) {
         for (int i = 0; i < k->nbufs; i++)
@@ -122,7 +111,7 @@ int main(int argc, char **argv)
                                  NULL, params, NULL));
             double c = now_ms() - c0;
             if (c > longest[r])
-                longest[r] = c;
+                longest[r] = c, longest_at[r] = c0;
         }
         CHECK(cuEventRecord(e1, NULL));
         CHECK(cuEventSynchronize(e1));
@@ -156,6 +145,9 @@ int main(int argc, char **argv)
     printf("], \"longest_launch_ms\": [");
     for (int r = 0; r < rounds; r++)
         printf("%s%.4f", r ? ", " : "", longest[r]);
+    printf("], \"longest_launch_at_s\": [");
+    for (int r = 0; r < rounds; r++)
+        printf("%s%.6f", r ? ", " : "", longest_at[r] / 1e3);
     printf("]}\n");
     for (int i = 0; i < k->nbufs; i++)
         CHECK(cuMemFree(d[i]));

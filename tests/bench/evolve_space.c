@@ -36,13 +36,6 @@ static const int cache_choices[] = {-1, CU_JIT_CACHE_OPTION_CG, CU_JIT_CACHE_OPT
 static const int carveout_choices[] = {-1, 25, 50, 100};
 #define COUNT(a) (sizeof a / sizeof *a)
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 typedef struct {
     unsigned regs, minctas, opt;
     int cache;

@@ -69,13 +69,6 @@ static int arch;
 static atomic_int stop;
 static int burst = 64; /* launches between the program's syncs: 64, or 4096 (a full launch queue) */
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 /* The program: bursts of launches, each call timed. */
 static double *lat;
 static size_t nlat, caplat;

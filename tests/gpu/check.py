@@ -3,14 +3,15 @@
 prints one line per check, "PASS <workload>: <check>: <detail>" or
 "FAIL ...", the detail saying what differed, with numbers.
 
-    check.py workload DIR [--losses] [--min-pool-allocs N] [--want-async] [--cupti-missing WHY]
+    check.py workload DIR [--losses] [--min-pool-allocs N] [--want-async] [--evolve] [--cupti-missing WHY]
     check.py routes DIR
     check.py frag DIR        (alloc_frag: native, drk, nodefrag, disabled)
     check.py ipc DIR         (ipc_pair: native, drk, noalloc, disabled)
     check.py memcheck DIR    (alloc_heavy under compute-sanitizer: native, drk)
 
 DIR holds one folder per mode (native, drk, disabled; nodefrag and noalloc
-are drk with DRK_DEFRAG=0 and DRK_ALLOC=0), each with what run.sh wrote: stdout, stderr, rc, wall (seconds), timeout (seconds), counts.json
+are drk with DRK_DEFRAG=0 and DRK_ALLOC=0; with --evolve, evolve is drk
+with DRK_EVOLVE=1, uncounted), each with what run.sh wrote: stdout, stderr, rc, wall (seconds), timeout (seconds), counts.json
 (the program's own counts), cupti-<pid>.json (the CUPTI counter's), and
 reports/ (DRK_REPORT, a directory). The exit status is 0 when every check
 passed, 1 otherwise; an error of this script is itself printed as a FAIL
@@ -21,6 +22,8 @@ import glob
 import json
 import os
 import sys
+
+import evolve_share
 
 MODES = ("native", "drk", "disabled")
 # What the device pool's report object holds (docs/report.md, device_pool).
@@ -516,6 +519,45 @@ def stream_reserve(rep, total):
         return int(0.05 * total)
 
 
+def check_evolve(j, d, losses):
+    """The evolve mode (DRK_EVOLVE=1) against the native run: exit 0, the
+    same output byte for byte, the same final losses, evolution on with no
+    kernel failed; and, as the detail of a PASS, the share of GPU time drk
+    could evolve and what it served."""
+    nat, ev = Run(os.path.join(d, "native"), "native"), Run(os.path.join(d, "evolve"), "evolve")
+    j.emit(ev.ran_ok(), "run evolve", f"exit 0 in {ev.wall:.1f} s" if ev.ran_ok() and ev.wall else ev.failure())
+    same = ev.stdout is not None and nat.stdout is not None and nat.stdout.strip() and ev.stdout == nat.stdout
+    j.emit(bool(same), "evolve output identical to native",
+           f"{len(nat.stdout)} bytes" if same else "differs or missing (see evolve/stdout)")
+    if losses:
+        def final(r):
+            return tuple(ln.split()[-1] for ln in (r.stdout or b"").decode(errors="replace").splitlines()
+                         if ln.startswith("final ") and len(ln.split()) == 3)
+        j.emit(final(nat) and final(nat) == final(ev), "evolve final losses bitwise equal",
+               f"native={final(nat)} evolve={final(ev)}")
+    docs = [read_json(p)[0] for p in ev.report_files]
+    docs = [x for x in docs if isinstance(x, dict)]
+    if ev.pid is not None:
+        docs = [x for x in docs if x.get("process", {}).get("pid") == ev.pid]
+    if len(docs) != 1 or "evolve" not in docs[0]:
+        j.emit(False, "evolve report", f"{len(docs)} reports for the program with an evolve section")
+        return
+    rep = docs[0]
+    e = rep["evolve"]
+    failed = [f"{short(r['name'], 50)}: {short(r['why'], 120)}" for r in e.get("by_kernel", [])
+              if r["state"] == "failed"]
+    j.emit(e.get("enabled") and not failed, "evolution on, no kernel failed",
+           e.get("off_reason") or "; ".join(failed) or
+           f"{e['kernels']} kernel-shapes targeted, {e['evolved']} evolved, {e['refused']} refused over "
+           f"{e['rounds']} rounds; trials {100 * e['trial_share']:.2f}% of kernel time")
+    sh = evolve_share.shares(rep)
+    where = "; ".join(f"{100 * s:.1f}% {short(w, 60)} ({n})" for s, n, w in sh["rows"][:4]) or "no GPU times"
+    served = ", ".join(f"{short(n, 30)} {sp:.2f}x ({100 * s:.1f}%)" for n, s, sp in sh["served"]) or "none"
+    j.emit(True, "evolvable share",
+           f"{100 * sh['could']:.1f}% of GPU time evolvable; served: {served}; est. kernel-time speedup "
+           f"{sh['speedup']:.3f}x; where: {where}")
+
+
 def check_frag(d, name):
     """alloc_frag: completes natively and under drk's pool with peak
     reserved close to peak live; runs out of memory under DRK_DEFRAG=0."""
@@ -855,12 +897,15 @@ def main():
     w.add_argument("--losses", action="store_true", help="also compare the final losses (trainers)")
     w.add_argument("--min-pool-allocs", type=int, default=0, help="the device pool must serve at least this many")
     w.add_argument("--want-async", action="store_true", help="the program must reach cuMemAllocAsync")
+    w.add_argument("--evolve", action="store_true", help="also judge the evolve mode (DRK_EVOLVE=1) against native")
     args = ap.parse_args()
     scope = args.name or ("routes" if args.cmd == "routes" else os.path.basename(os.path.normpath(args.dir)))
     try:
         if args.cmd == "workload":
             j = check_workload(args.dir, scope, args.losses, args.cupti_missing, args.min_pool_allocs,
                                args.want_async)
+            if args.evolve:
+                check_evolve(j, args.dir, args.losses)
         elif args.cmd == "routes":
             j = check_routes(args.dir)
         elif args.cmd == "frag":

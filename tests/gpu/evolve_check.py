@@ -39,7 +39,6 @@ Usage: evolve_check.py --shim LIB --program PATH/evolve_hazards [--rounds R]
 fabricated program.)
 """
 import argparse
-import collections
 import glob
 import json
 import os
@@ -47,6 +46,8 @@ import re
 import subprocess
 import sys
 import tempfile
+
+import evolve_share
 
 here = os.path.dirname(os.path.abspath(__file__))
 failures = 0
@@ -251,22 +252,10 @@ def case_ppo(args, out):
     check(not failed, "ppo: no kernel failed", [row_text(r) for r in failed])
     print_evolve("ppo", ev)
     # Where PPO's GPU time is, by what drk made of each kernel-shape.
-    key = lambda r: (r["name"], tuple(r["grid"]), tuple(r["block"]))  # noqa: E731
-    state = {}
-    for r in ev["by_kernel"]:
-        why = re.sub(r"`[^`]*`", "`...`", r["why"]).split(":")[0] if r["state"] == "refused" else r["state"]
-        state[key(r)] = r["state"] + (f": {why}" if r["state"] == "refused" else "")
-    times = collections.Counter()
-    kernels = collections.Counter()
-    for r in rep["gpu_time"]["by_kernel"]:
-        s = state.get(key(r), "not a target")
-        times[s] += r["total_ns"]
-        kernels[s] += 1
-    total = sum(times.values()) or 1
-    for s, ns in times.most_common():
-        print(f"  ppo: {100 * ns / total:5.1f}% of GPU time in {kernels[s]:3d} kernel-shapes {s}")
-    could = sum(ns for s, ns in times.items() if not s.startswith("refused") and s != "not a target")
-    print(f"  ppo: {100 * could / total:.1f}% of GPU time in kernels drk evolved or is evolving")
+    sh = evolve_share.shares(rep)
+    for share, n, what in sh["rows"]:
+        print(f"  ppo: {100 * share:5.1f}% of GPU time in {n:3d} kernel-shapes {what}")
+    print(f"  ppo: {100 * sh['could']:.1f}% of GPU time in kernels drk evolved or is evolving")
 
 
 def main():

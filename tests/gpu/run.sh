@@ -34,7 +34,12 @@
 # run may take, default 180); DRK_GPU_BUDGET (seconds for the whole suite,
 # default 540: later workloads are failed as skipped rather than overrun);
 # DRK_GPU_CUPTI_LIB (the libcupti.so.13 to use instead of searching for one);
-# DRK_GPU_SANITIZER (the compute-sanitizer to use). Other DRK_* variables and
+# DRK_GPU_SANITIZER (the compute-sanitizer to use); DRK_GPU_EVOLVE=1 (each
+# workload judged by "check.py workload" also runs in mode "evolve": drk with DRK_EVOLVE=1 and
+# its own cache, without the CUPTI counter, whose injection would make drk's
+# timing step aside; check.py --evolve holds its output to the native run's
+# byte for byte and prints the share of GPU time drk could evolve and what
+# it served). Other DRK_* variables and
 # PyTorch's allocator settings are removed from every run: each mode sets its
 # own.
 set -u -o pipefail
@@ -181,7 +186,7 @@ done < <(compgen -e)
 # run_mode WORKLOAD MODE LIMIT COUNTED CMD...: one run, its outputs in
 # $work/WORKLOAD/MODE/ (see check.py for the layout). MODE: native, drk
 # (defaults: the device pool on), disabled (DRK_DISABLE=1), nodefrag
-# (DRK_DEFRAG=0), noalloc (DRK_ALLOC=0).
+# (DRK_DEFRAG=0), noalloc (DRK_ALLOC=0), evolve (DRK_EVOLVE=1).
 run_mode() {
     local w=$1 mode=$2 limit=$3 counted=$4
     shift 4
@@ -205,6 +210,7 @@ run_mode() {
     native) env_args=(-u LD_PRELOAD "${env_args[@]}") ;;
     drk) env_args+=(LD_PRELOAD="$shim" DRK_REPORT="$d/reports/") ;;
     disabled) env_args+=(LD_PRELOAD="$shim" DRK_REPORT="$d/reports/" DRK_DISABLE=1) ;;
+    evolve) env_args+=(LD_PRELOAD="$shim" DRK_REPORT="$d/reports/" DRK_EVOLVE=1 DRK_CACHE_DIR="$d/cache") ;;
     nodefrag) env_args+=(LD_PRELOAD="$shim" DRK_REPORT="$d/reports/" DRK_DEFRAG=0) ;;
     noalloc) env_args+=(LD_PRELOAD="$shim" DRK_REPORT="$d/reports/" DRK_ALLOC=0) ;;
     esac
@@ -232,6 +238,10 @@ run_workload() {
     for mode in $modes; do
         run_mode "$w" "$mode" "$limit" "$counted" "$@"
     done
+    if [ "${DRK_GPU_EVOLVE:-0}" = 1 ] && [ "${check%% *}" = workload ]; then
+        run_mode "$w" evolve "$limit" 0 "$@"
+        check="$check --evolve"
+    fi
     judge "$w" "$check"
 }
 

@@ -331,6 +331,44 @@ def test_losses(tmp):
            f"ppo: a one-ulp loss difference fails: {loss}")
 
 
+def test_evolve(tmp):
+    """check.py --evolve: the evolve run's output and losses against native,
+    a failed kernel caught, and the evolvable share computed from the report."""
+    same = "final policy_loss 0x1.5p-3\nfinal value_loss 0x1.8p+0\nparams_sha256 ab\n"
+
+    def ev_report(state="settled"):
+        row = {"name": "k_a", "grid": [4, 1, 1], "block": [128, 1, 1], "state": state, "why": "x",
+               "serving": "regs=64", "speedup": 2.0}
+        refused = {"name": "k_b", "grid": [1, 1, 1], "block": [32, 1, 1], "state": "refused",
+                   "why": "no PTX for sm_90: `x`", "serving": "", "speedup": 0}
+        return {"process": {"pid": 1}, "gpu_time": {"by_kernel": [
+                    {"name": "k_a", "grid": [4, 1, 1], "block": [128, 1, 1], "total_ns": 600},
+                    {"name": "k_b", "grid": [1, 1, 1], "block": [32, 1, 1], "total_ns": 300},
+                    {"name": "k_c", "grid": [1, 1, 1], "block": [32, 1, 1], "total_ns": 100}]},
+                "evolve": {"enabled": True, "kernels": 2, "evolved": 1, "refused": 1, "rounds": 9,
+                           "trial_share": 0.01, "by_kernel": [row, refused]}}
+
+    def run(tag, ev_out, state="settled"):
+        d = os.path.join(tmp, tag)
+        for m in ("native", "drk", "disabled"):
+            write_run(os.path.join(d, m), same)
+        write_run(os.path.join(d, "evolve"), ev_out, report=ev_report(state), counts={"pid": 1})
+        return check(["workload", d, "--name", tag, "--losses", "--evolve", "--cupti-missing", "test"])[1]
+
+    lines = run("ev_good", same)
+    share = verdict_of(lines, "evolvable share")
+    expect(verdict_of(lines, "evolve output identical to native").startswith("PASS")
+           and verdict_of(lines, "evolve final losses bitwise equal").startswith("PASS")
+           and verdict_of(lines, "evolution on, no kernel failed").startswith("PASS")
+           and "60.0% of GPU time evolvable" in share and "k_a 2.00x" in share and "1.429x" in share,
+           f"evolve: a right run passes, 60% evolvable, 1/(0.3+0.4)=1.429x: {share}")
+    lines = run("ev_bad", same.replace("0x1.5p-3", "0x1.5000000000001p-3"), state="failed")
+    expect(verdict_of(lines, "evolve output identical to native").startswith("FAIL")
+           and verdict_of(lines, "evolve final losses bitwise equal").startswith("FAIL")
+           and verdict_of(lines, "evolution on, no kernel failed").startswith("FAIL"),
+           f"evolve: a one-ulp loss and a failed kernel are caught: {lines}")
+
+
 def pool_report(pid, memory_calls=None, **pool):
     dp = dict(POOL, **pool)
     return {"schema": "drk-report", "version": 1, "process": {"pid": pid}, "options": {"DRK_STREAM_RESERVE": "5%"},
@@ -484,6 +522,7 @@ def main():
         test_run_sh(tmp)
         test_routes(tmp)
         test_losses(tmp)
+        test_evolve(tmp)
         test_frag(tmp)
         test_ipc(tmp)
         test_memcheck(tmp)
