@@ -554,7 +554,8 @@ def check_evolve(j, d, losses):
     where = "; ".join(f"{100 * s:.1f}% {short(w, 60)} ({n})" for s, n, w in sh["rows"][:4]) or "no GPU times"
     served = ", ".join(f"{short(n, 30)} {sp:.2f}x ({100 * s:.1f}%)" for n, s, sp in sh["served"]) or "none"
     j.emit(True, "evolvable share",
-           f"{100 * sh['could']:.1f}% of GPU time evolvable; served: {served}; est. kernel-time speedup "
+           f"{100 * sh['could']:.1f}% of GPU time evolved or evolving ({100 * sh['ptx']:.1f}% in kernels with "
+           f"PTX for the device) over {e['rounds']} rounds; served: {served}; est. kernel-time speedup "
            f"{sh['speedup']:.3f}x; where: {where}")
 
 

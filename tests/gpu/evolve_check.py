@@ -255,7 +255,8 @@ def case_ppo(args, out):
     sh = evolve_share.shares(rep)
     for share, n, what in sh["rows"]:
         print(f"  ppo: {100 * share:5.1f}% of GPU time in {n:3d} kernel-shapes {what}")
-    print(f"  ppo: {100 * sh['could']:.1f}% of GPU time in kernels drk evolved or is evolving")
+    print(f"  ppo: {100 * sh['could']:.1f}% of GPU time in kernels drk evolved or is evolving; "
+          f"{100 * sh['ptx']:.1f}% in kernels with PTX for the device")
 
 
 def main():

@@ -345,6 +345,9 @@ def test_evolve(tmp):
                     {"name": "k_a", "grid": [4, 1, 1], "block": [128, 1, 1], "total_ns": 600},
                     {"name": "k_b", "grid": [1, 1, 1], "block": [32, 1, 1], "total_ns": 300},
                     {"name": "k_c", "grid": [1, 1, 1], "block": [32, 1, 1], "total_ns": 100}]},
+                "kernels": {"list": [{"name": "k_a", "image": {"ptx_for_device": True}},
+                                     {"name": "k_b", "image": {"ptx_for_device": False}},
+                                     {"name": "k_c", "image": {"ptx_for_device": True}}]},
                 "evolve": {"enabled": True, "kernels": 2, "evolved": 1, "refused": 1, "rounds": 9,
                            "trial_share": 0.01, "by_kernel": [row, refused]}}
 
@@ -360,8 +363,9 @@ def test_evolve(tmp):
     expect(verdict_of(lines, "evolve output identical to native").startswith("PASS")
            and verdict_of(lines, "evolve final losses bitwise equal").startswith("PASS")
            and verdict_of(lines, "evolution on, no kernel failed").startswith("PASS")
-           and "60.0% of GPU time evolvable" in share and "k_a 2.00x" in share and "1.429x" in share,
-           f"evolve: a right run passes, 60% evolvable, 1/(0.3+0.4)=1.429x: {share}")
+           and "60.0% of GPU time evolved or evolving (70.0% in kernels with PTX" in share and "k_a 2.00x" in share
+           and "1.429x" in share and "not a target: PTX for the device" in share,
+           f"evolve: a right run passes, 60% evolved, 70% with PTX, 1/(0.3+0.4)=1.429x: {share}")
     lines = run("ev_bad", same.replace("0x1.5p-3", "0x1.5000000000001p-3"), state="failed")
     expect(verdict_of(lines, "evolve output identical to native").startswith("FAIL")
            and verdict_of(lines, "evolve final losses bitwise equal").startswith("FAIL")
