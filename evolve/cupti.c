@@ -30,7 +30,19 @@ static struct {
     CUptiResult (*dropped)(CUcontext, uint32_t, size_t *);
     CUptiResult (*timestamp)(uint64_t *);
     CUptiResult (*result_string)(CUptiResult, const char **);
+    CUptiResult (*stream_id)(CUcontext, CUstream, uint8_t, uint32_t *); /* optional */
+    CUptiResult (*context_id)(CUcontext, uint32_t *);                   /* optional */
 } api;
+
+/* drk's own stream (its trials' replays, copies and compares), as CUPTI
+ * names it: context id << 32 | stream id; 0 none. */
+static _Atomic uint64_t own_stream;
+
+static int is_own(uint32_t context, uint32_t stream)
+{
+    uint64_t o = atomic_load_explicit(&own_stream, memory_order_relaxed);
+    return o && o == ((uint64_t)context << 32 | stream);
+}
 
 static const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
                                            CUPTI_ACTIVITY_KIND_MEMSET};
@@ -87,6 +99,10 @@ static void give_back(uint8_t *buffer)
 
 static void kernel_record(const CUpti_ActivityKernel10 *k)
 {
+    if (is_own(k->contextId, k->streamId)) {
+        drk_gputime_own(k->start, k->end);
+        return;
+    }
     drk_time_key key = {k->name,
                         {(uint32_t)k->gridX, (uint32_t)k->gridY, (uint32_t)k->gridZ},
                         {(uint32_t)k->blockX, (uint32_t)k->blockY, (uint32_t)k->blockZ},
@@ -107,12 +123,18 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
             break;
         case CUPTI_ACTIVITY_KIND_MEMCPY: {
             const CUpti_ActivityMemcpy6 *m = (const CUpti_ActivityMemcpy6 *)rec;
-            drk_gputime_copy(DRK_COPY_MEMCPY, m->bytes, m->start, m->end);
+            if (is_own(m->contextId, m->streamId))
+                drk_gputime_own(m->start, m->end);
+            else
+                drk_gputime_copy(DRK_COPY_MEMCPY, m->bytes, m->start, m->end);
             break;
         }
         case CUPTI_ACTIVITY_KIND_MEMSET: {
             const CUpti_ActivityMemset4 *m = (const CUpti_ActivityMemset4 *)rec;
-            drk_gputime_copy(DRK_COPY_MEMSET, m->bytes, m->start, m->end);
+            if (is_own(m->contextId, m->streamId))
+                drk_gputime_own(m->start, m->end);
+            else
+                drk_gputime_copy(DRK_COPY_MEMSET, m->bytes, m->start, m->end);
             break;
         }
         default:
@@ -181,6 +203,8 @@ static int start_locked(const drk_cupti_settings *s, char *why, size_t whylen)
     api.dropped = (__typeof__(api.dropped))sym(h, "cuptiActivityGetNumDroppedRecords");
     api.timestamp = (__typeof__(api.timestamp))sym(h, "cuptiGetTimestamp");
     api.result_string = (__typeof__(api.result_string))sym(h, "cuptiGetResultString");
+    api.stream_id = (__typeof__(api.stream_id))sym(h, "cuptiGetStreamIdEx");
+    api.context_id = (__typeof__(api.context_id))sym(h, "cuptiGetContextId");
     if (!api.register_callbacks || !api.enable || !api.disable || !api.flush_all || !api.next_record ||
         !api.timestamp) {
         snprintf(why, whylen, "%s lacks the activity API", path);
@@ -232,6 +256,16 @@ uint64_t drk_cupti_now(void)
     if (!atomic_load(&running) || api.timestamp(&t) != CUPTI_SUCCESS)
         return 0;
     return t;
+}
+
+int drk_cupti_own_stream(CUcontext ctx, CUstream stream)
+{
+    uint32_t c = 0, s = 0;
+    if (!atomic_load(&running) || !api.stream_id || !api.context_id || api.context_id(ctx, &c) != CUPTI_SUCCESS ||
+        api.stream_id(ctx, stream, 0, &s) != CUPTI_SUCCESS)
+        return -1;
+    atomic_store(&own_stream, (uint64_t)c << 32 | s);
+    return 0;
 }
 
 int drk_cupti_kernels(int on)

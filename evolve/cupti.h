@@ -13,6 +13,7 @@
 #ifndef DRK_EVOLVE_CUPTI_H
 #define DRK_EVOLVE_CUPTI_H
 
+#include <cuda.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -42,6 +43,11 @@ void drk_cupti_stop(const char *why);
  * the H200 (evolve_bench.py's kernels with nothing to win). 0, or -1 when
  * CUPTI is not running or refused. */
 int drk_cupti_kernels(int on);
+
+/* The stream drk's trials run on (in `ctx`): its kernels, copies and
+ * memsets are drk's own time, counted apart (drk_gputime_own), never the
+ * program's rounds or kernels. 0, or -1 when CUPTI cannot name it. */
+int drk_cupti_own_stream(CUcontext ctx, CUstream stream);
 
 /* The program (or a tool in it) is starting to use CUPTI itself: drk's
  * records are disabled and its buffers taken back, so no other client ever

@@ -13,6 +13,7 @@
 #include "base/cache.h"
 #include "base/log.h"
 #include "evolve/capture.h"
+#include "evolve/cupti.h"
 #include "evolve/facts.h"
 #include "evolve/image/ptx_entry.h"
 #include "evolve/jitlink.h"
@@ -187,6 +188,11 @@ static int ensure_env(int dev)
         return 0;
     }
     env_open = 1, env_device = dev;
+    /* Trials' GPU time is drk's, not the program's: CUPTI's records of
+     * drk's stream are counted apart. */
+    if (drk_cupti_own_stream(env_ctx, env.stream) != 0)
+        drk_log(DRK_LOG_INFO, "evolve: CUPTI cannot name drk's stream: the trials' replays count in the program's "
+                              "GPU times");
     return 1;
 }
 

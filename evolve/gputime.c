@@ -626,6 +626,14 @@ static int overlaps_unsampled(const drk_round *r)
     return 0;
 }
 
+void drk_gputime_own(uint64_t start_ns, uint64_t end_ns)
+{
+    pthread_mutex_lock(&lock);
+    totals.own++;
+    totals.own_ns += end_ns > start_ns ? end_ns - start_ns : 0;
+    pthread_mutex_unlock(&lock);
+}
+
 void drk_gputime_sampling(int on, uint64_t at_ns)
 {
     pthread_mutex_lock(&lock);

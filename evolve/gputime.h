@@ -86,6 +86,9 @@ void drk_gputime_dropped(uint64_t n);
  * would read as an idle GPU) and closes unkept: no findings, not in the
  * rounds, counted as unsampled. */
 void drk_gputime_sampling(int on, uint64_t at_ns);
+/* A record of drk's own work on the GPU (its trials, on its own stream):
+ * counted apart, in no round and no kernel's row. */
+void drk_gputime_own(uint64_t start_ns, uint64_t end_ns);
 
 /* What the caller knows of memory at a boundary. */
 typedef struct drk_round_memory {
@@ -189,6 +192,7 @@ typedef struct drk_gputime_totals {
     uint64_t late;                   /* records that came after their round closed */
     uint64_t excluded;               /* kernel records in excluded windows, or of no duration: not timed */
     uint64_t unsampled;              /* rounds closed unkept: kernel records were off in them */
+    uint64_t own, own_ns;            /* records of drk's own stream, and their time */
     size_t entries;                  /* kernel-shapes timed */
 } drk_gputime_totals;
 

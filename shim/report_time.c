@@ -129,6 +129,8 @@ void drk_report_gpu_time(drk_json *j)
     drk_json_u64(j, "late", t.late);
     drk_json_u64(j, "excluded", t.excluded);
     drk_json_u64(j, "unsampled_rounds", t.unsampled);
+    drk_json_u64(j, "drk_records", t.own);
+    drk_json_u64(j, "drk_ns", t.own_ns);
     size_t n;
     drk_time_row *rows = all_rows(&n);
     drk_json_open(j, "by_kernel", '[');

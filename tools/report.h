@@ -130,6 +130,8 @@ typedef struct rep_gpu {
     uint64_t excluded;  /* launches sampled for counters, not timed */
     int has_unsampled;  /* gpu_time.unsampled_rounds is in a report */
     uint64_t unsampled; /* rounds closed while kernel records rested (evolution only) */
+    int has_drk;        /* gpu_time.drk_records is in a report */
+    uint64_t drk_records, drk_ns; /* drk's own stream's records (its trials), counted apart */
     rep_time_row *rows; /* most total time first */
     size_t nrows;
     rep_counters counters;

@@ -432,6 +432,9 @@ static int merge_gpu(const rep_totals *const *parts, size_t n, rep_gpu *o)
         o->has_unsampled |= g->has_unsampled;
         o->excluded = add(o->excluded, g->excluded);
         o->unsampled = add(o->unsampled, g->unsampled);
+        o->has_drk |= g->has_drk;
+        o->drk_records = add(o->drk_records, g->drk_records);
+        o->drk_ns = add(o->drk_ns, g->drk_ns);
         total += g->nrows;
     }
     o->rows = malloc((total + 1) * sizeof *o->rows);

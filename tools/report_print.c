@@ -273,6 +273,11 @@ static void print_gpu_summary(FILE *f, const rep_gpu *g, size_t nprocs)
     if (g->unsampled)
         fprintf(f, "; %" PRIu64 " round%s not timed (kernel records rested: evolution had nothing to search)",
                 g->unsampled, g->unsampled == 1 ? "" : "s");
+    if (g->drk_records) {
+        char o[32];
+        fprintf(f, "; drk's own trials %s in %" PRIu64 " record%s, not counted", human_ns(g->drk_ns, o, sizeof o),
+                g->drk_records, g->drk_records == 1 ? "" : "s");
+    }
     fputc('\n', f);
     if (g->stopped && nprocs)
         fprintf(f, "  timing stopped before exit in %" PRIu64 " process%s (first: %s)\n", g->stopped_processes,
@@ -826,6 +831,10 @@ static void json_gpu_time(drk_json *j, FILE *f, const rep_gpu *g, size_t top)
         drk_json_u64(j, "excluded", g->excluded);
     if (g->has_unsampled)
         drk_json_u64(j, "unsampled_rounds", g->unsampled);
+    if (g->has_drk) {
+        drk_json_u64(j, "drk_records", g->drk_records);
+        drk_json_u64(j, "drk_ns", g->drk_ns);
+    }
     drk_json_u64(j, "rounds", g->rounds);
     drk_json_u64(j, "wall_ns", g->wall_ns);
     drk_json_u64(j, "busy_ns", g->busy_ns);

@@ -524,6 +524,9 @@ static int read_gpu_time(ctx *c, const json_value *doc, rep_gpu *g)
     get_u64_optional(c, o, at, "excluded", &g->excluded);
     g->has_unsampled = json_get(o, "unsampled_rounds") != NULL;
     get_u64_optional(c, o, at, "unsampled_rounds", &g->unsampled);
+    g->has_drk = json_get(o, "drk_records") != NULL;
+    get_u64_optional(c, o, at, "drk_records", &g->drk_records);
+    get_u64_optional(c, o, at, "drk_ns", &g->drk_ns);
     const json_value *rows = object_array(c, o, at, "by_kernel");
     if (c->failed)
         return -1;

@@ -63,6 +63,11 @@ def case_evolve(args):
     check(got is not None and got[1] > 0, "the program's launches ran the served variant", p.stdout)
     check(ev["trial_ns"] > 0 and ev["captures"]["snapped"] >= 3, "trials ran on snapshots", ev)
     check("serving regs=32" in p.stderr, "one info line when the variant is served", p.stderr[-2000:])
+    gt = rep["gpu_time"]
+    check(gt.get("drk_records", 0) >= 2 * 4 and gt.get("drk_ns", 0) > 0 and
+          not any(k["name"] == "drk_compare" for k in gt["by_kernel"]),
+          "records of drk's own stream counted apart, in no kernel's row",
+          {k: gt.get(k) for k in ("drk_records", "drk_ns")})
     untimed, closed = rep["gpu_time"].get("unsampled_rounds", 0), rep["rounds"]["closed"]
     check(untimed >= 1 and untimed + closed >= 15,
           "kernel records rested once nothing was left to search (rounds untimed, not among the rounds)",

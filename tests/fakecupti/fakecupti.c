@@ -42,7 +42,8 @@
     X(cuptiRangeProfilerCounterDataImageInitialize)                            \
     X(cuptiRangeProfilerSetConfig) X(cuptiRangeProfilerStart)                  \
     X(cuptiRangeProfilerStop) X(cuptiRangeProfilerDecodeData)                  \
-    X(cuptiRangeProfilerGetCounterDataInfo)
+    X(cuptiRangeProfilerGetCounterDataInfo) X(cuptiGetStreamIdEx)             \
+    X(cuptiGetContextId)
 
 enum {
 #define FP_ID_(name) FP_##name,
@@ -620,6 +621,36 @@ void fakecupti_memset(uint64_t bytes, uint64_t start_ns, uint64_t end_ns, uint32
     s->correlationId = correlation;
     s->memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
     queue(&r);
+}
+
+static _Atomic uint32_t g_stream_id; /* what cuptiGetStreamIdEx answers; 0: not supported */
+
+CUptiResult CUPTIAPI cuptiGetContextId(CUcontext context, uint32_t *contextId)
+{
+    ENTER(cuptiGetContextId);
+    if (!context || !contextId)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    *contextId = FAKECUPTI_CONTEXT_ID;
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiGetStreamIdEx(CUcontext context, CUstream stream, uint8_t perThreadStream,
+                                        uint32_t *streamId)
+{
+    ENTER(cuptiGetStreamIdEx);
+    (void)stream, (void)perThreadStream;
+    if (!context || !streamId)
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    uint32_t id = atomic_load(&g_stream_id);
+    if (!id)
+        return CUPTI_ERROR_NOT_SUPPORTED;
+    *streamId = id;
+    return CUPTI_SUCCESS;
+}
+
+void fakecupti_set_stream_id(uint32_t id)
+{
+    atomic_store(&g_stream_id, id);
 }
 
 void fakecupti_set_time(uint64_t ns)

@@ -122,6 +122,10 @@ void fakecupti_memset(uint64_t bytes, uint64_t start_ns, uint64_t end_ns, uint32
 
 /* cuptiGetTimestamp returns ns from now on; 0 returns to CLOCK_MONOTONIC. */
 void fakecupti_set_time(uint64_t ns);
+/* cuptiGetStreamIdEx answers `id` for every stream from now on (0, the
+ * default: CUPTI_ERROR_NOT_SUPPORTED); cuptiGetContextId answers
+ * FAKECUPTI_CONTEXT_ID. */
+void fakecupti_set_stream_id(uint32_t id);
 
 /* Every cupti* entry point returns r from now on; CUPTI_SUCCESS ends it. */
 void fakecupti_fail_all(CUptiResult r);
