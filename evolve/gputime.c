@@ -511,6 +511,14 @@ static void busy_and_gaps(open_round *o, open_round *next)
     o->nivs = 0;
 }
 
+/* A round's hold on an entry ends: its histogram goes back to the spares. */
+static void release_touch(open_round *o, struct touch *t)
+{
+    if (t->e->last_round == o->r.index)
+        t->e->last_round = UINT64_MAX;
+    hist_spare(t->h);
+}
+
 static int by_round_total(const void *a, const void *b)
 {
     const struct touch *x = a, *y = b;
@@ -533,9 +541,7 @@ static void top_rows(open_round *o)
             r->other_ns += t->h->total_ns;
             r->other_kernels += t->h->n;
         }
-        if (t->e->last_round == r->index)
-            t->e->last_round = UINT64_MAX;
-        hist_spare(t->h);
+        release_touch(o, t);
     }
     o->ntouched = 0;
 }
@@ -652,6 +658,9 @@ static int close_oldest(void)
     open_round *o = &open[0];
     if (overlaps_unsampled(&o->r)) {
         totals.unsampled++;
+        for (size_t i = 0; i < o->ntouched; i++)
+            release_touch(o, &o->touched[i]);
+        o->ntouched = 0;
         open_round done = *o;
         memmove(&open[0], &open[1], (nopen - 1) * sizeof *open);
         open[--nopen] = done;
