@@ -13,6 +13,7 @@
 
 void *drk_je_mallocx(size_t size, int flags);
 void drk_je_sdallocx(void *ptr, size_t size, int flags);
+size_t drk_je_nallocx(size_t size, int flags);
 int drk_je_mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen);
 extern void (*drk_je_malloc_message)(void *cbopaque, const char *s);
 /* drk's configuration, read at jemalloc's start instead of MALLOC_CONF. */

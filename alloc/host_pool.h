@@ -84,6 +84,7 @@ typedef struct drk_host_pool_stats {
     int on;                   /* the pool started in this process (DRK_HOST_ALLOC=1 and jemalloc ready) */
     uint64_t invalid_frees;   /* cuMemFreeHost inside a chunk but not of a live start (double frees) */
     uint64_t contexts_ended;  /* contexts that ended with chunks in them (the pool then stopped) */
+    uint64_t large_reused;    /* allocations of 1 MiB or more served by a block of their class a free left waiting */
     drk_host_pool_counts total;
     drk_host_pool_counts by_flags[DRK_HOST_FLAG_SETS]; /* index: the CU_MEMHOSTALLOC_* bits */
 } drk_host_pool_stats;

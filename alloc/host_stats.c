@@ -16,7 +16,7 @@ typedef struct set_counts {
 
 static set_counts sets[DRK_HOST_FLAG_SETS];
 static set_counts total;
-static _Atomic uint64_t invalid_frees, contexts_ended;
+static _Atomic uint64_t invalid_frees, contexts_ended, large_reused;
 static atomic_int started;
 
 static void raise_peak(_Atomic uint64_t *peak, uint64_t now)
@@ -57,6 +57,7 @@ void drk_host_stats_fallback(unsigned flags) { ADD(flags, fallbacks, 1); }
 void drk_host_stats_direct(unsigned flags) { ADD(flags, direct, 1); }
 void drk_host_stats_invalid_free(void) { atomic_fetch_add_explicit(&invalid_frees, 1, memory_order_relaxed); }
 void drk_host_stats_context_ended(void) { atomic_fetch_add_explicit(&contexts_ended, 1, memory_order_relaxed); }
+void drk_host_stats_large_reused(void) { atomic_fetch_add_explicit(&large_reused, 1, memory_order_relaxed); }
 
 static void reset(set_counts *s)
 {
@@ -71,6 +72,7 @@ void drk_host_stats_after_fork_child(void)
         reset(&sets[i]);
     reset(&total);
     atomic_store(&invalid_frees, 0);
+    atomic_store(&large_reused, 0);
     atomic_store(&started, 0); /* a child's pool is off (alloc/host_pool.c) */
 }
 
@@ -93,6 +95,7 @@ void drk_host_pool_get_stats(drk_host_pool_stats *out)
     out->on = atomic_load(&started);
     out->invalid_frees = atomic_load(&invalid_frees);
     out->contexts_ended = atomic_load(&contexts_ended);
+    out->large_reused = atomic_load(&large_reused);
     fill(&out->total, &total);
     for (int i = 0; i < DRK_HOST_FLAG_SETS; i++)
         fill(&out->by_flags[i], &sets[i]);

@@ -124,6 +124,7 @@ void drk_report_host_pool(drk_json *j)
     drk_json_u64(j, "driver_fallbacks", st.total.fallbacks);
     drk_json_u64(j, "driver_direct", st.total.direct);
     drk_json_u64(j, "contexts_ended", st.contexts_ended);
+    drk_json_u64(j, "large_reused", st.large_reused);
     /* Per flag set that was used, keyed by its CU_MEMHOSTALLOC_* bits. */
     drk_json_open(j, "by_flags", '{');
     for (int f = 0; f < DRK_HOST_FLAG_SETS; f++)

@@ -250,6 +250,62 @@ static void *worker(void *arg)
     return NULL;
 }
 
+/* Large blocks freed wait for the next request of their size class and
+ * flag set; a request of another class gives them back to jemalloc first. */
+static void test_large(void)
+{
+    const size_t big = (size_t)64 << 20;
+    void *p = must_alloc(big, 0);
+    check_fresh(p, big, 0);
+    CHECK(drk_host_pool_free(p) == DRK_HOST_FREED);
+    CHECK(drk_host_pool_find(p, NULL, NULL, NULL) == -1); /* waiting is not live */
+    CHECK(drk_host_pool_free(p) == DRK_HOST_INVALID);     /* nor freed twice */
+    drk_host_pool_stats st;
+    drk_host_pool_get_stats(&st);
+    uint64_t reused0 = st.large_reused;
+    void *q = must_alloc(big, 0);
+    CHECK(q == p);
+    drk_host_pool_get_stats(&st);
+    CHECK(st.large_reused == reused0 + 1); /* the waiting block, not jemalloc's */
+    check_fresh(q, big, 0);
+    CHECK(drk_host_pool_free(q) == DRK_HOST_FREED);
+    void *r = must_alloc(big - 100000, 0); /* the same class */
+    CHECK(r == p);
+    check_fresh(r, big - 100000, 0);
+    CHECK(drk_host_pool_free(r) == DRK_HOST_FREED);
+    void *s = must_alloc(big, CU_MEMHOSTALLOC_DEVICEMAP); /* another flag set: its own */
+    CHECK(s != p && flags_of_pin(s) == CU_MEMHOSTALLOC_DEVICEMAP);
+    CHECK(drk_host_pool_free(s) == DRK_HOST_FREED);
+    /* Another class: p goes back to jemalloc, which carves the request
+     * from it instead of pinning a chunk. */
+    pthread_mutex_lock(&pins_lock);
+    int before = npins;
+    pthread_mutex_unlock(&pins_lock);
+    void *t = must_alloc((size_t)8 << 20, 0);
+    check_fresh(t, (size_t)8 << 20, 0);
+    pthread_mutex_lock(&pins_lock);
+    CHECK(npins == before);
+    pthread_mutex_unlock(&pins_lock);
+    CHECK(drk_host_pool_free(t) == DRK_HOST_FREED);
+    /* More frees than slots: the rest go to jemalloc; all come back. */
+    enum { MANY = 12 };
+    void *m[MANY], *again[MANY];
+    for (int i = 0; i < MANY; i++)
+        m[i] = must_alloc((size_t)2 << 20, 0);
+    for (int i = 0; i < MANY; i++)
+        CHECK(drk_host_pool_free(m[i]) == DRK_HOST_FREED);
+    int reused = 0;
+    for (int i = 0; i < MANY; i++) {
+        again[i] = must_alloc((size_t)2 << 20, 0);
+        check_fresh(again[i], (size_t)2 << 20, 0);
+        for (int j = 0; j < MANY; j++)
+            reused += again[i] == m[j];
+    }
+    CHECK(reused >= 8);
+    for (int i = 0; i < MANY; i++)
+        CHECK(drk_host_pool_free(again[i]) == DRK_HOST_FREED);
+}
+
 static void test_threads(void)
 {
     pthread_t t[THREADS];
@@ -304,6 +360,7 @@ int main(void)
     test_pin_failures();
     test_flag_sets();
     test_foreign();
+    test_large();
     test_threads();
     report_pair_time();
 
@@ -322,7 +379,7 @@ int main(void)
     CHECK(allocs == st.total.allocs);
     CHECK(st.total.chunk_bytes == pinned);
     CHECK(st.total.direct == 1);
-    CHECK(st.invalid_frees == 3);
+    CHECK(st.invalid_frees == 4); /* 3 in test_foreign, 1 in test_large */
     /* Chunks are never unpinned, and far fewer than allocations. */
     for (int i = 0; i < npins; i++)
         CHECK(pins[i].size != 0);
