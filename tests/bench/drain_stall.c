@@ -12,9 +12,13 @@
  * longest time and the longest program launch call that overlapped it; a
  * call that waits for the device to drain while holding a lock the launch
  * path needs shows as a launch held about as long as the queue's drain
- * (BURST x KERNEL_US, printed). A benchmark: it prints and judges nothing.
+ * (BURST x KERNEL_US, printed). STREAM "legacy" puts the program's launches
+ * on the legacy default stream, as evolve_run's (and many programs') are,
+ * whose implicit synchronization the other streams of its context may meet;
+ * the default is a non-blocking stream of its own. A benchmark: it prints
+ * and judges nothing.
  *
- *   drain_stall [BURST [KERNEL_US [REPS]]]   (1000 200 4) */
+ *   drain_stall [BURST [KERNEL_US [REPS [STREAM]]]]   (1000 200 4 own) */
 #define _GNU_SOURCE
 #include <cuda.h>
 #include <pthread.h>
@@ -52,13 +56,15 @@ static CUcontext prog_ctx;
 static CUfunction prog_spin;
 static unsigned long long spin_cycles;
 static int burst = 1000;
+static int legacy; /* the program launches on the legacy default stream */
 
 static void *program(void *arg)
 {
     (void)arg;
     CHECK(cuCtxSetCurrent(prog_ctx));
-    CUstream s;
-    CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CUstream s = NULL;
+    if (!legacy)
+        CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     void *kp[] = {&spin_cycles};
     while (!atomic_load(&stop)) {
         for (int i = 0; i < burst; i++) {
@@ -77,7 +83,8 @@ static void *program(void *arg)
         }
         CHECK(cuStreamSynchronize(s));
     }
-    CHECK(cuStreamDestroy(s));
+    if (s)
+        CHECK(cuStreamDestroy(s));
     return NULL;
 }
 
@@ -144,8 +151,9 @@ int main(int argc, char **argv)
     burst = argc > 1 ? atoi(argv[1]) : 1000;
     int kernel_us = argc > 2 ? atoi(argv[2]) : 200;
     int reps = argc > 3 ? atoi(argv[3]) : 4;
-    if (burst < 1 || kernel_us < 1 || reps < 1) {
-        fprintf(stderr, "usage: drain_stall [BURST [KERNEL_US [REPS]]]\n");
+    legacy = argc > 4 && strcmp(argv[4], "legacy") == 0;
+    if (burst < 1 || kernel_us < 1 || reps < 1 || (argc > 4 && !legacy && strcmp(argv[4], "own") != 0)) {
+        fprintf(stderr, "usage: drain_stall [BURST [KERNEL_US [REPS [own|legacy]]]]\n");
         return 2;
     }
     CHECK(cuInit(0));
@@ -212,9 +220,9 @@ int main(int argc, char **argv)
 
     int n = atomic_load(&nheld);
     double drain = burst * kernel_us / 1000.0;
-    printf("drain_stall: bursts of %d launches of a %d us kernel (a full queue drains in up to %.0f ms); "
+    printf("drain_stall: bursts of %d launches of a %d us kernel on %s (a full queue drains in up to %.0f ms); "
            "%d program launch calls over %.1f ms; the longest %.3f ms\n",
-           burst, kernel_us, drain, n, HELD_MS, longest_any);
+           burst, kernel_us, legacy ? "the legacy stream" : "a non-blocking stream", drain, n, HELD_MS, longest_any);
     printf("%-8s %-15s %10s %10s %14s\n", "context", "call", "mean ms", "max ms", "held launch ms");
     for (int c = 0; c < 2; c++)
         for (int i = 0; i < NCALLS; i++) {
