@@ -33,7 +33,8 @@ Per kernel:
 Then: compile time median and p95 over all builds (each kernel's builds taken
 at their mean: the report gives a total and a maximum), the launch-path
 overhead on the kernels with nothing to win (recorded best within 2% of the
-default: their wall and GPU ratios, geometric means), the mean trial share.
+default: their wall and GPU ratios, geometric means), the rounds kernel
+records rested in (gpu_time.unsampled_rounds), the mean trial share.
 Writes everything to --out/evolve_bench.json.
 
 Usage: evolve_bench.py [--build DIR] [--kernels a,b] [--rounds R] [--launches L]
@@ -90,6 +91,13 @@ def run(cmd, env, out, tag):
 def report_of(d):
     files = glob.glob(os.path.join(d, "*.json"))
     return json.load(open(files[0])) if len(files) == 1 else None
+
+
+def untimed(rep):
+    """(rounds closed untimed: kernel records resting, rounds in all) of a report."""
+    g, r = (rep or {}).get("gpu_time", {}), (rep or {}).get("rounds", {})
+    u = g.get("unsampled_rounds", 0)
+    return u, u + r.get("closed", 0)
 
 
 def pct(xs, q):
@@ -178,6 +186,7 @@ def main():
             "same": nat["hash"] == drk["hash"] and (warm is None or warm["hash"] == nat["hash"]),
             "native_rounds_ms": nat["gpu_ms"], "drk_rounds_ms": drk["gpu_ms"],
             "stall_ms": {"native": max(nat.get("longest_launch_ms", [0])), "drk": max(drk.get("longest_launch_ms", [0]))},
+            "untimed": untimed(rep),
         }
         if warm is not None:
             wsteady = statistics.median(warm["gpu_ms"][-4:])
@@ -185,11 +194,12 @@ def main():
             for r, ms in enumerate(warm["gpu_ms"]):
                 if ms > wsteady * 1.02:
                     wreach = r + 1
-            wev = (report_of(os.path.join(out, f"{name}.warm")) or {}).get("evolve", {})
+            wrep = report_of(os.path.join(out, f"{name}.warm"))
+            wev = (wrep or {}).get("evolve", {})
             row["warm"] = {"speedup": native_ms / wsteady, "rounds_to_steady": wreach, "rounds_ms": warm["gpu_ms"],
                            "stall_ms": max(warm.get("longest_launch_ms", [0])),
                            "cubin_hits": wev.get("cubin_hits", 0), "cubin_hit_ms_mean": wev.get("cubin_hit_ms_mean", 0),
-                           "cubin_hit_ms_max": wev.get("cubin_hit_ms_max", 0)}
+                           "cubin_hit_ms_max": wev.get("cubin_hit_ms_max", 0), "untimed": untimed(wrep)}
         rows.append(row)
         print(f"  {name}: native {native_ms:.4f} ms, drk {steady:.4f} ms ({row['speedup']:.3f}x of a possible "
               f"{possible:.3f}x), serving {row['serving']} ({row['state']})", flush=True)
@@ -225,6 +235,11 @@ def main():
               f"{sum(h['cubin_hit_ms_mean'] * h['cubin_hits'] for h in hits) / n:.3f} ms, longest "
               f"{max(h['cubin_hit_ms_max'] for h in hits):.3f} ms (the read and the module's load)")
     if ok:
+        u = [r["untimed"] for r in ok]
+        w = [r["warm"]["untimed"] for r in ok if "warm" in r]
+        print(f"kernel records rested in {sum(a for a, _ in u)} of {sum(b for _, b in u)} rounds"
+              + (f" ({sum(a for a, _ in w)} of {sum(b for _, b in w)} in the warm runs)" if w else "")
+              + ": where evolution had nothing left to search")
         print(f"stalls: longest launch call under drk {max(r['stall_ms']['drk'] for r in ok):.3f} ms, natively "
               f"{max(r['stall_ms']['native'] for r in ok):.3f} ms")
         print(f"trials: mean share {100 * statistics.mean(r['trial_share'] for r in ok):.2f}% of kernel time, "
