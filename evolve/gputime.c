@@ -651,6 +651,15 @@ void drk_gputime_sampling(int on, uint64_t at_ns)
     pthread_mutex_unlock(&lock);
 }
 
+/* The oldest round leaves the open ones; the rest shift down and its
+ * buffers move to the free end. */
+static void shift_out(void)
+{
+    open_round done = open[0];
+    memmove(&open[0], &open[1], (nopen - 1) * sizeof *open);
+    open[--nopen] = done;
+}
+
 /* 1 when the round was kept, 0 when it closed unsampled. */
 static int close_oldest(void)
 {
@@ -661,9 +670,7 @@ static int close_oldest(void)
         for (size_t i = 0; i < o->ntouched; i++)
             release_touch(o, &o->touched[i]);
         o->ntouched = 0;
-        open_round done = *o;
-        memmove(&open[0], &open[1], (nopen - 1) * sizeof *open);
-        open[--nopen] = done;
+        shift_out();
         return 0;
     }
     busy_and_gaps(o, &open[1]);
@@ -690,10 +697,7 @@ static int close_oldest(void)
     }
     *slot = o->r;
     closed++;
-    /* Shift the rest down; the closed one's buffers move to the free end. */
-    open_round done = *o;
-    memmove(&open[0], &open[1], (nopen - 1) * sizeof *open);
-    open[--nopen] = done;
+    shift_out();
     return 1;
 }
 

@@ -138,6 +138,15 @@ CUresult drk_trial_buf_get(drk_trial_env *env, CUdeviceptr *ptr, size_t size)
     return rc;
 }
 
+/* The index of the largest kept buffer (nkept > 0). */
+static unsigned largest_kept(const drk_trial_env *env)
+{
+    unsigned big = 0;
+    for (unsigned i = 1; i < env->nkept; i++)
+        big = env->kept[i].size > env->kept[big].size ? i : big;
+    return big;
+}
+
 void drk_trial_buf_put(drk_trial_env *env, CUdeviceptr ptr, size_t size)
 {
     if (!ptr)
@@ -148,9 +157,7 @@ void drk_trial_buf_put(drk_trial_env *env, CUdeviceptr ptr, size_t size)
     }
     if (env->nkept == DRK_TRIAL_KEPT) {
         /* Full: the largest goes, the rest stay for the sizes in use. */
-        unsigned big = 0;
-        for (unsigned i = 1; i < env->nkept; i++)
-            big = env->kept[i].size > env->kept[big].size ? i : big;
+        unsigned big = largest_kept(env);
         if (env->kept[big].size <= size) {
             env->drv.mem_free(ptr);
             return;
@@ -168,9 +175,7 @@ void drk_trial_env_trim(drk_trial_env *env, size_t keep)
     for (unsigned i = 0; i < env->nkept; i++)
         total += env->kept[i].size;
     while (total > keep && env->nkept) {
-        unsigned big = 0;
-        for (unsigned i = 1; i < env->nkept; i++)
-            big = env->kept[i].size > env->kept[big].size ? i : big;
+        unsigned big = largest_kept(env);
         total -= env->kept[big].size;
         env->drv.mem_free(env->kept[big].ptr);
         env->kept[big] = env->kept[--env->nkept];

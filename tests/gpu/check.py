@@ -162,6 +162,13 @@ def report_launches(rep):
     return calls["total"], calls["by_name"], k["launches"], k["failed_launches"], per, k.get("untracked_launches", 0)
 
 
+def final_losses(stdout):
+    """A trainer's final losses: the values of its "final <name>loss <float.hex()>" lines."""
+    text = (stdout or b"").decode(errors="replace").splitlines()
+    return tuple(ln.split()[-1] for ln in text
+                 if ln.startswith("final ") and len(ln.split()) == 3 and ln.split()[1].endswith("loss"))
+
+
 def similar(name, keys, limit=3):
     hits = [k for k in keys if name in k or k in name]
     return ", ".join(short(h, 60) for h in hits[:limit]) or "none"
@@ -199,11 +206,7 @@ def check_workload(d, name, losses, cupti_missing, min_pool_allocs=0, want_async
 
     # 2b. Trainers: the final losses ("final <name>loss <float.hex()>" lines), bitwise.
     if losses:
-        vals = {}
-        for m in MODES:
-            text = (outs[m] or b"").decode(errors="replace").splitlines()
-            vals[m] = tuple(ln.split()[-1] for ln in text
-                            if ln.startswith("final ") and len(ln.split()) == 3 and ln.split()[1].endswith("loss"))
+        vals = {m: final_losses(outs[m]) for m in MODES}
         ok = len(vals["native"]) >= 1 and len(set(vals.values())) == 1
         j.emit(ok, "final losses bitwise equal",
                " ".join(f"{m}=({', '.join(vals[m]) or 'missing'})" for m in MODES))
@@ -530,11 +533,8 @@ def check_evolve(j, d, losses):
     j.emit(bool(same), "evolve output identical to native",
            f"{len(nat.stdout)} bytes" if same else "differs or missing (see evolve/stdout)")
     if losses:
-        def final(r):
-            return tuple(ln.split()[-1] for ln in (r.stdout or b"").decode(errors="replace").splitlines()
-                         if ln.startswith("final ") and len(ln.split()) == 3)
-        j.emit(final(nat) and final(nat) == final(ev), "evolve final losses bitwise equal",
-               f"native={final(nat)} evolve={final(ev)}")
+        a, b = final_losses(nat.stdout), final_losses(ev.stdout)
+        j.emit(bool(a) and a == b, "evolve final losses bitwise equal", f"native={a} evolve={b}")
     docs = [read_json(p)[0] for p in ev.report_files]
     docs = [x for x in docs if isinstance(x, dict)]
     if ev.pid is not None:
