@@ -103,7 +103,19 @@
     X(stream_wait_event, cuStreamWaitEvent, (CUstream stream, CUevent event, unsigned int flags))          \
     X(event_elapsed_time, cuEventElapsedTime_v2, (float *ms, CUevent start, CUevent end))                  \
     X(mem_get_address_range, cuMemGetAddressRange_v2, (CUdeviceptr *base, size_t *size, CUdeviceptr p))    \
-    X(pointer_get_attribute, cuPointerGetAttribute, (void *data, CUpointer_attribute attr, CUdeviceptr p))
+    X(pointer_get_attribute, cuPointerGetAttribute, (void *data, CUpointer_attribute attr, CUdeviceptr p)) \
+    /* Trials in a context of drk's own on the kernel's device (evolve/engine.c):                         \
+     * the context, the program's kernels found there, copies between the                                 \
+     * program's context and drk's, and a served function loaded ahead of its                            \
+     * first launch. */                                                                                   \
+    X(ctx_create, cuCtxCreate_v4, (CUcontext *ctx, CUctxCreateParams *params, unsigned int flags, CUdevice dev)) \
+    X(ctx_destroy, cuCtxDestroy_v2, (CUcontext ctx))                                                       \
+    X(ctx_get_limit, cuCtxGetLimit, (size_t *value, CUlimit limit))                                        \
+    X(ctx_set_limit, cuCtxSetLimit, (CUlimit limit, size_t value))                                         \
+    X(library_get_kernel, cuLibraryGetKernel, (CUkernel *kernel, CUlibrary library, const char *name))     \
+    X(memcpy_peer_async, cuMemcpyPeerAsync,                                                                \
+      (CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx, size_t bytes, CUstream stream)) \
+    X(func_load, cuFuncLoad, (CUfunction fn))
 
 typedef struct drk_driver {
 #define DRK_DRIVER_MEMBER_(member, name, params) CUresult(*member) params;

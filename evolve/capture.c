@@ -100,14 +100,18 @@ static int planned(CUdeviceptr p, drk_extent *out)
 }
 
 /* Queues the plan's copies and its event on `stream`: CUDA_SUCCESS or the
- * first failure, with `what` the call that failed. */
+ * first failure, with `what` the call that failed. Buffers of another
+ * context (drk's own, where the trials run) are filled by peer copies. */
 static CUresult snapshot(CUstream stream, const char **what)
 {
-    *what = "cuMemcpyDtoDAsync_v2";
-    if (!drv.memcpy_dtod_async || !drv.event_record)
+    int peer = plan.snap_ctx && plan.snap_ctx != plan.ctx;
+    *what = peer ? "cuMemcpyPeerAsync" : "cuMemcpyDtoDAsync_v2";
+    if ((peer ? !drv.memcpy_peer_async : !drv.memcpy_dtod_async) || !drv.event_record)
         return CUDA_ERROR_NOT_FOUND;
     for (unsigned i = 0; i < plan.n; i++) {
-        CUresult r = drv.memcpy_dtod_async(plan.snap[i], plan.alloc[i].base, plan.alloc[i].size, stream);
+        CUresult r = peer ? drv.memcpy_peer_async(plan.snap[i], plan.snap_ctx, plan.alloc[i].base, plan.ctx,
+                                                  plan.alloc[i].size, stream)
+                          : drv.memcpy_dtod_async(plan.snap[i], plan.alloc[i].base, plan.alloc[i].size, stream);
         if (r != CUDA_SUCCESS)
             return r;
     }

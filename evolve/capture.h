@@ -9,9 +9,10 @@
  *    drk's of the same size for each): when every non-null pointer word of
  *    the kernel's flow lies inside one of them, a copy of each into its
  *    buffer, queued on the launch's own stream (so in the program's stream
- *    order, of exactly what the launch will read), then an event recorded
- *    there. The snapshot is complete once that event has. Otherwise only
- *    the bytes: the pointers moved, and the thread plans again.
+ *    order, of exactly what the launch will read; buffers in drk's own
+ *    context by peer copies), then an event recorded there. The snapshot
+ *    is complete once that event has. Otherwise only the bytes: the
+ *    pointers moved, and the thread plans again.
  * A plan without allocations (the first look at a kernel) takes the bytes
  * only, so the thread can work out what they reach (evolve/reach.h) and
  * make the buffers; nothing is allocated, resolved or logged in a launch.
@@ -47,7 +48,8 @@ typedef struct drk_capture_plan {
     const drk_param *params;        /* the kernel's layout (its image facts), nparams entries */
     uint32_t nparams;
     const drk_ptx_flow *flow;       /* its pointer words */
-    CUcontext ctx;                  /* the context the buffers and event belong to: a launch in another is not captured */
+    CUcontext ctx;                  /* the launch's context (the event's): a launch in another is not captured */
+    CUcontext snap_ctx;             /* the buffers' context, if not ctx (drk's own: peer copies); NULL: ctx */
     unsigned n;                     /* allocations to snapshot; 0: the bytes only */
     drk_extent alloc[DRK_REACH_MAX];
     CUdeviceptr snap[DRK_REACH_MAX]; /* drk's buffer for alloc[i], alloc[i].size bytes */

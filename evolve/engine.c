@@ -44,8 +44,13 @@ static char off_why[160] = "DRK_EVOLVE=0";
 /* A variant built for a target, and what its proofs found. */
 struct built {
     uint32_t id;                /* drk_variant_id in drk_space_ptx; DRK_VARIANT_NONE: free slot */
-    drk_built jit, attr;        /* the PTX build; the carveout set on its function */
+    drk_built jit, attr;        /* in drk's context: the PTX build; the carveout set on its function */
     int has_attr;
+    drk_variant attrv;          /* the attribute source's variant (the carveout), set again to serve */
+    void *cubin;                /* what jit loaded (malloc'd): loaded again to serve */
+    size_t cubin_len;
+    CUmodule pmodule;           /* served: the cubin loaded into the program's context */
+    CUfunction pfn;             /* its function there (the carveout set), or NULL */
     unsigned proven;            /* captured launches it was proven equal on */
     uint64_t proven_on;         /* the capture it was last proven on */
 };
@@ -69,8 +74,10 @@ struct target {
     int rechecking;             /* the capture in flight is for measuring the served variant again */
     int stored;                 /* its result went to the cache */
     unsigned captures, rounds, tried, proven, rejected, trusted;
-    CUfunction served;
+    CUfunction served;          /* in the program's context: what its launches get */
     drk_variant served_v;
+    CUfunction orig;            /* the original in drk's context (orig_ctx) */
+    CUcontext orig_ctx;
     double speedup, build_ms, build_ms_max;
     unsigned builds;
     uint64_t trial_ns;
@@ -97,7 +104,7 @@ static drk_trial_env env;
 static unsigned idle_rounds; /* rounds in a row that ended with no target active */
 static int env_open;
 static int env_device = -1;
-static CUcontext env_ctx;
+static CUcontext prog_ctx; /* the program's primary context of env_device, while pushed */
 static drk_predictor predictor;
 static drk_shapes shapes;
 static uint64_t trial_ns_all, program_ns_all;
@@ -106,6 +113,8 @@ static double researched_sum;
 static unsigned cache_hits, cache_stored;
 static unsigned cubin_hits, cubins_stored; /* cubins loaded from the cache; written to it */
 static double cubin_hit_ms_sum, cubin_hit_ms_max;
+static unsigned served_loads;
+static double served_load_ms_max;
 
 /* ---- Settings ---- */
 
@@ -144,9 +153,28 @@ void drk_engine_start(const drk_engine_settings *s)
     on = started = 1;
 }
 
-/* ---- The context: the program's primary context of the kernel's device ---- */
+/* ---- The contexts ----
+ *
+ * The program's primary context of the kernel's device (prog_ctx) holds
+ * its kernels, the launch's memory and the served variants. The trials run
+ * in a context of drk's own on the same device (own_ctx): the original
+ * loaded there again from its image, the variants, the copies and drk's
+ * stream. On the H200 a module load, an unload or a first launch in the
+ * program's context waits for the program's queue to drain (117-190 ms
+ * behind 1000 launches of 200 us) and may hold its launches meanwhile; in
+ * a context of drk's own none waits (docs/evolve.md, "Deep launch
+ * queues"). It isolates nothing: the contexts of a device share its
+ * address space, so the trials' safety is the pointer rules'. */
 
 static int pushed;
+static CUcontext own_ctx;
+static size_t own_ctx_bytes;   /* device memory drk's context took when made (the report's) */
+static unsigned own_failed_at; /* the round making it last failed: retried OWN_RETRY rounds later */
+static char own_why[192];
+#define OWN_RETRY 50
+/* Device memory the program keeps free after drk's context is made, at
+ * least: 1 GiB (a quarter on a smaller device); and twice that before. */
+#define OWN_MIN_FREE(total) ((total) / 4 < ((size_t)1 << 30) ? (total) / 4 : ((size_t)1 << 30))
 
 static int push(int dev)
 {
@@ -163,7 +191,7 @@ static int push(int dev)
         return 0;
     }
     pushed = dev + 1;
-    env_ctx = ctx;
+    prog_ctx = ctx;
     return 1;
 }
 
@@ -177,20 +205,106 @@ static void pop(void)
     pushed = 0;
 }
 
+/* drk's context over whatever is current (the program's, pushed): 0, or -1. */
+static int push_own(void)
+{
+    return own_ctx && drv.ctx_push_current(own_ctx) == CUDA_SUCCESS ? 0 : -1;
+}
+
+static void pop_own(void)
+{
+    CUcontext c;
+    drv.ctx_pop_current(&c);
+}
+
+/* Makes drk's context on `dev`, the program's context current: 0, or -1
+ * with own_why. Its threads block in waits rather than spin (drk's thread
+ * waits on its trials; the program's CPU is the program's). The stack limit
+ * is the program's, so a kernel runs there as it runs in the program. */
+static int make_own(int dev)
+{
+    size_t free0 = 0, total = 0, free1 = 0, stack = 0;
+    if (!drv.ctx_create || !drv.ctx_destroy || !drv.memcpy_peer_async) {
+        snprintf(own_why, sizeof own_why, "the driver lacks cuCtxCreate_v4, cuCtxDestroy or cuMemcpyPeerAsync");
+        return -1;
+    }
+    if (drv.mem_get_info(&free0, &total) != CUDA_SUCCESS || free0 < 2 * OWN_MIN_FREE(total)) {
+        snprintf(own_why, sizeof own_why, "device %d has %zu MiB free: too little for a context of drk's own", dev,
+                 free0 >> 20);
+        return -1;
+    }
+    if (drv.ctx_get_limit && drv.ctx_get_limit(&stack, CU_LIMIT_STACK_SIZE) != CUDA_SUCCESS)
+        stack = 0;
+    CUcontext c = NULL;
+    CUresult r = drv.ctx_create(&c, NULL, CU_CTX_SCHED_BLOCKING_SYNC, (CUdevice)dev);
+    if (r != CUDA_SUCCESS) {
+        snprintf(own_why, sizeof own_why, "cuCtxCreate on device %d failed (%d)", dev, (int)r);
+        return -1;
+    }
+    /* cuCtxCreate made it current: it stays so while it is set up. */
+    if (stack && drv.ctx_set_limit && (r = drv.ctx_set_limit(CU_LIMIT_STACK_SIZE, stack)) != CUDA_SUCCESS)
+        drk_log(DRK_LOG_DEBUG, "evolve: drk's context keeps its own stack size (cuCtxSetLimit: %d)", (int)r);
+    own_ctx = c;
+    if (drk_trial_env_open(&env, &drv, c, cfg.fatbin) != 0) {
+        snprintf(own_why, sizeof own_why, "drk's stream and buffers on device %d: %.150s", dev, env.why);
+        pop_own();
+        drv.ctx_destroy(c);
+        own_ctx = NULL;
+        return -1;
+    }
+    if (drv.mem_get_info(&free1, &total) == CUDA_SUCCESS && free1 < free0)
+        own_ctx_bytes = free0 - free1;
+    pop_own();
+    if (free1 && free1 < OWN_MIN_FREE(total)) {
+        snprintf(own_why, sizeof own_why, "a context of drk's own leaves device %d %zu MiB free: too little", dev,
+                 free1 >> 20);
+        if (push_own() == 0) {
+            drk_trial_env_close(&env);
+            pop_own();
+        }
+        drv.ctx_destroy(c);
+        own_ctx = NULL;
+        return -1;
+    }
+    drk_log(DRK_LOG_INFO, "evolve: trials run in a context of drk's own on device %d (%zu MiB of device memory)",
+            dev, own_ctx_bytes >> 20);
+    return 0;
+}
+
+static void close_own(void)
+{
+    if (!own_ctx)
+        return;
+    if (push_own() == 0) {
+        if (env_open)
+            drk_trial_env_close(&env);
+        pop_own();
+    }
+    env_open = 0, env_device = -1;
+    drv.ctx_destroy(own_ctx);
+    own_ctx = NULL;
+}
+
+/* drk's context and its means on `dev`, the program's context current. */
 static int ensure_env(int dev)
 {
     if (env_open && env_device == dev)
         return 1;
     if (env_open)
         return 0; /* one device's means at a time: a second device's kernels wait */
-    if (drk_trial_env_open(&env, &drv, env_ctx, cfg.fatbin) != 0) {
-        drk_log(DRK_LOG_INFO, "evolve: cannot make drk's stream and buffers on device %d: %s", dev, env.why);
+    if (own_failed_at && rounds_seen - own_failed_at < OWN_RETRY)
+        return 0;
+    if (make_own(dev) != 0) {
+        if (!own_failed_at)
+            drk_log(DRK_LOG_INFO, "evolve: no trials for now: %s (tried again every %d rounds)", own_why, OWN_RETRY);
+        own_failed_at = rounds_seen ? rounds_seen : 1;
         return 0;
     }
+    own_failed_at = 0;
     env_open = 1, env_device = dev;
     /* Trials' GPU time is drk's, not the program's: CUPTI's records of
      * drk's stream are counted apart. */
-    if (drk_cupti_own_stream(env_ctx, env.stream) != 0)
+    if (drk_cupti_own_stream(own_ctx, env.stream) != 0)
         drk_log(DRK_LOG_INFO, "evolve: CUPTI cannot name drk's stream: the trials' replays count in the program's "
                               "GPU times");
     return 1;
@@ -201,45 +315,50 @@ static int ensure_env(int dev)
 static void end_target(struct target *t, drk_target_state st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Variant modules whose kernels ran are unloaded at exit, not when
- * dropped: on the H200 an unload after launches can wait for the device to
- * drain, holding the program's context (and its launches) meanwhile. Past
- * GRAVES, the oldest is unloaded at once. */
+/* Served modules in the program's context are unloaded at exit, not when
+ * dropped: on the H200 an unload there can wait for the device to drain,
+ * holding the program's context (and its launches) meanwhile. Past GRAVES,
+ * the oldest is unloaded at once. drk's own context unloads at once. */
 #define GRAVES 256
-static drk_built graves[GRAVES];
+static CUmodule graves[GRAVES];
 static unsigned ngraves, next_grave;
 
-static void bury(drk_built *jit)
+static void bury(CUmodule m)
 {
-    drk_build_in in = {.drv = &drv};
     if (ngraves == GRAVES) {
-        drk_source_ptx.unload(&in, &graves[next_grave]);
-        graves[next_grave] = *jit;
+        drv.module_unload(graves[next_grave]);
+        graves[next_grave] = m;
         next_grave = (next_grave + 1) % GRAVES;
     } else {
-        graves[ngraves++] = *jit;
+        graves[ngraves++] = m;
     }
-    memset(jit, 0, sizeof *jit);
 }
 
 static void unload_graves(void)
 {
-    drk_build_in in = {.drv = &drv};
     for (unsigned i = 0; i < ngraves; i++)
-        drk_source_ptx.unload(&in, &graves[i]);
+        drv.module_unload(graves[i]);
     ngraves = next_grave = 0;
 }
 
+/* The program's context is current (pushed). */
 static void free_built(struct built *b)
 {
-    drk_build_in in = {.drv = &drv};
-    if (b->has_attr)
-        drk_source_attr.unload(&in, &b->attr);
-    if (b->jit.module)
-        bury(&b->jit);
+    if (b->jit.module && push_own() == 0) {
+        drk_build_in in = {.drv = &drv};
+        drk_source_ptx.unload(&in, &b->jit);
+        pop_own();
+    }
+    if (b->pmodule)
+        bury(b->pmodule);
+    free(b->cubin);
     memset(b, 0, sizeof *b);
     b->id = DRK_VARIANT_NONE;
 }
+
+static CUfunction trial_fn(const struct built *b) { return b->has_attr ? b->attr.fn : b->jit.fn; }
+
+static int is_served(const struct target *t, const struct built *b) { return t->served && b->pfn == t->served; }
 
 static void free_snapshot(struct target *t)
 {
@@ -289,7 +408,7 @@ static void end_target(struct target *t, drk_target_state st, const char *fmt, .
     }
     free_snapshot(t);
     for (unsigned i = 0; i < BUILT; i++)
-        if (t->b[i].id != DRK_VARIANT_NONE && (!t->served || t->b[i].jit.fn != t->served))
+        if (t->b[i].id != DRK_VARIANT_NONE && !is_served(t, &t->b[i]))
             free_built(&t->b[i]);
     if (st != DRK_TARGET_SETTLED && st != DRK_TARGET_SEARCHING)
         drk_log(st == DRK_TARGET_FAILED ? DRK_LOG_INFO : DRK_LOG_DEBUG, "evolve: %.80s: %s", t->rec->name,
@@ -310,7 +429,7 @@ static void rest(struct target *t, const char *why)
     free_snapshot(t);
     drop_ptx(t);
     for (unsigned i = 0; i < BUILT; i++)
-        if (t->b[i].id != DRK_VARIANT_NONE && t->b[i].jit.fn != t->served && t->b[i].attr.fn != t->served)
+        if (t->b[i].id != DRK_VARIANT_NONE && !is_served(t, &t->b[i]))
             free_built(&t->b[i]);
     t->await_round = 0;
     t->rested_at = rounds_seen;
@@ -417,6 +536,8 @@ static void result_put(struct target *t, const drk_variant *v, double speedup)
 }
 
 static CUfunction build(struct target *t, const drk_variant *v, char *why, size_t len);
+static struct built *built_of(struct target *t, uint32_t id);
+static CUfunction serve_copy(struct target *t, struct built *b, char *why, size_t len);
 
 /* A result from the cache: served at once, and proven again on the next
  * launches before the target settles (a proof that fails withdraws it and
@@ -431,6 +552,9 @@ static void from_cache(struct target *t, const drk_variant *v, double speedup)
         return;
     }
     CUfunction fn = build(t, v, why, sizeof why);
+    struct built *b = fn ? built_of(t, drk_variant_id(&drk_space_ptx, v)) : NULL;
+    if (b)
+        fn = serve_copy(t, b, why, sizeof why);
     if (!fn) {
         drk_log(DRK_LOG_INFO, "evolve: %.80s: the cached result %s does not build (%.160s): searching", t->rec->name,
                 text, why);
@@ -522,7 +646,8 @@ static void arm(struct target *t)
     t->plan.shared_bytes = t->shape.shared_bytes;
     t->plan.params = im->params, t->plan.nparams = im->nparams;
     t->plan.flow = im->flow;
-    t->plan.ctx = env_ctx;
+    t->plan.ctx = prog_ctx;
+    t->plan.snap_ctx = own_ctx;
     if (drk_capture_arm(&t->plan) != 0)
         end_target(t, DRK_TARGET_FAILED, "its capture could not be armed");
     t->waited = 0;
@@ -570,7 +695,7 @@ static struct built *slot_for(struct target *t)
         struct built *b = &t->b[i];
         if (b->id == DRK_VARIANT_NONE)
             return b;
-        if (b->jit.fn != t->served && (!best || b->proven < best->proven))
+        if (!is_served(t, b) && (!best || b->proven < best->proven))
             best = b;
     }
     if (best)
@@ -579,6 +704,13 @@ static struct built *slot_for(struct target *t)
 }
 
 static double ms_of(uint64_t ns) { return (double)ns / 1e6; }
+
+static uint64_t clock_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 /* DRK_EVOLVE_PLANT's wrong code: the PTX with its float adds, multiplies
  * and fused multiply-adds rounding toward zero (valid PTX, results off in
@@ -624,16 +756,19 @@ static CUfunction build(struct target *t, const drk_variant *v, char *why, size_
     uint32_t id = drk_variant_id(&drk_space_ptx, v);
     struct built *b = built_of(t, id);
     if (b)
-        return b->has_attr ? b->attr.fn : b->jit.fn;
+        return trial_fn(b);
     if (!(b = slot_for(t)))
         return snprintf(why, len, "no slot to build in"), NULL;
     drk_variant jit, attr;
     to_sources(v, &jit, &attr);
     if (!t->sk.ptx)
         return snprintf(why, len, "its PTX is gone"), NULL;
-    drk_build_in in = {.drv = &drv, .ctx = NULL, .k = &t->sk,
+    if (!own_ctx)
+        return snprintf(why, len, "drk's context is gone"), NULL;
+    /* Built in drk's context; loaded into the program's only once served. */
+    drk_build_in in = {.drv = &drv, .ctx = own_ctx, .k = &t->sk,
                        .block_threads = t->shape.block[0] * t->shape.block[1] * t->shape.block[2],
-                       .sm = env.sm > 0 ? (unsigned)env.sm : 0};
+                       .sm = env.sm > 0 ? (unsigned)env.sm : 0, .keep_cubin = 1};
     char text[96];
     drk_variant_text(&drk_space_ptx, v, text, sizeof text);
     drk_source_kernel wrong;
@@ -654,8 +789,7 @@ static CUfunction build(struct target *t, const drk_variant *v, char *why, size_
     drk_cache_key ck;
     drk_cache_blob hit = {0};
     int cached = 0;
-    struct timespec c0, c1;
-    clock_gettime(CLOCK_MONOTONIC, &c0);
+    uint64_t c0 = clock_ns();
     if (!edited && cfg.cache) {
         char extra[320], opts[160];
         drk_source_variant_text(&drk_source_ptx, &jit, in.block_threads, opts, sizeof opts);
@@ -663,28 +797,32 @@ static CUfunction build(struct target *t, const drk_variant *v, char *why, size_
         cached = key_of(t, env_device, extra, &ck) == 0;
         if (cached && drk_cache_get(cfg.cache, &ck, CUBIN_KIND, &hit) == 0)
             in.cubin = hit.data;
-        in.keep_cubin = cached && !in.cubin;
     }
     int failed = drk_source_ptx.build(&in, &jit, &b->jit) != 0;
     free(edited); /* the driver copied the image */
     if (in.cubin) {
+        /* Kept to serve: the served copy is this cubin again. */
+        if (!failed && (b->cubin = malloc(hit.len)) != NULL) {
+            memcpy(b->cubin, hit.data, hit.len);
+            b->cubin_len = hit.len;
+        }
         drk_cache_blob_free(&hit);
         if (!failed) {
-            clock_gettime(CLOCK_MONOTONIC, &c1);
-            double ms = (double)(c1.tv_sec - c0.tv_sec) * 1e3 + (double)(c1.tv_nsec - c0.tv_nsec) / 1e6;
+            double ms = ms_of(clock_ns() - c0);
             cubin_hits++;
             cubin_hit_ms_sum += ms;
             cubin_hit_ms_max = ms > cubin_hit_ms_max ? ms : cubin_hit_ms_max;
         }
     }
     if (b->jit.cubin) {
-        if (drk_cache_put(cfg.cache, &ck, CUBIN_KIND, b->jit.cubin, b->jit.cubin_len, t->rec->name) == 0)
+        if (cached && drk_cache_put(cfg.cache, &ck, CUBIN_KIND, b->jit.cubin, b->jit.cubin_len, t->rec->name) == 0)
             cubins_stored++;
-        free(b->jit.cubin);
+        b->cubin = b->jit.cubin, b->cubin_len = b->jit.cubin_len;
         b->jit.cubin = NULL, b->jit.cubin_len = 0;
     }
     if (failed) {
         snprintf(why, len, "build failed: %.220s", b->jit.why);
+        free(b->cubin);
         memset(b, 0, sizeof *b);
         b->id = DRK_VARIANT_NONE;
         return NULL;
@@ -697,6 +835,7 @@ static CUfunction build(struct target *t, const drk_variant *v, char *why, size_
     t->build_ms += ms;
     if (ms > t->build_ms_max)
         t->build_ms_max = ms;
+    b->attrv = attr;
     if (!drk_variant_is_default(&attr)) {
         in.fn = b->jit.fn;
         if (drk_source_attr.build(&in, &attr, &b->attr) != 0) {
@@ -706,20 +845,105 @@ static CUfunction build(struct target *t, const drk_variant *v, char *why, size_
         }
         b->has_attr = 1;
     }
-    return b->has_attr ? b->attr.fn : b->jit.fn;
+    return trial_fn(b);
+}
+
+/* The served copy of `b`: its cubin loaded into the program's context
+ * (current), the carveout set as on the trials' copy, and the function
+ * loaded now (cuFuncLoad), so that its first launch does not wait for the
+ * program's queue to drain. Its function, or NULL (why). */
+static CUfunction serve_copy(struct target *t, struct built *b, char *why, size_t len)
+{
+    if (b->pfn)
+        return b->pfn;
+    if (!b->cubin)
+        return snprintf(why, len, "its cubin was not kept"), NULL;
+    uint64_t t0 = clock_ns();
+    CUmodule m = NULL;
+    CUfunction fn = NULL;
+    CUresult r = drv.ctx_push_current(prog_ctx);
+    if (r != CUDA_SUCCESS)
+        return snprintf(why, len, "cuCtxPushCurrent (the program's context) failed (%d)", (int)r), NULL;
+    r = drv.module_load_data_ex(&m, b->cubin, 0, NULL, NULL);
+    const char *what = "cuModuleLoadDataEx";
+    if (r == CUDA_SUCCESS && (r = drv.module_get_function(&fn, m, t->rec->name)) != CUDA_SUCCESS)
+        what = "cuModuleGetFunction";
+    if (r == CUDA_SUCCESS && !drk_variant_is_default(&b->attrv)) {
+        drk_build_in in = {.drv = &drv, .fn = fn};
+        drk_built a;
+        if (drk_source_attr.build(&in, &b->attrv, &a) != 0)
+            r = a.rc != CUDA_SUCCESS ? a.rc : CUDA_ERROR_UNKNOWN, what = "cuFuncSetAttribute";
+    }
+    if (r == CUDA_SUCCESS && drv.func_load && (r = drv.func_load(fn)) != CUDA_SUCCESS) {
+        /* An older driver lacks it: the first launch loads the function. */
+        if (r == CUDA_ERROR_NOT_FOUND || r == CUDA_ERROR_NOT_SUPPORTED)
+            r = CUDA_SUCCESS;
+        else
+            what = "cuFuncLoad";
+    }
+    CUcontext popped;
+    drv.ctx_pop_current(&popped);
+    if (r != CUDA_SUCCESS) {
+        if (m)
+            bury(m);
+        return snprintf(why, len, "%s in the program's context failed (%d)", what, (int)r), NULL;
+    }
+    b->pmodule = m, b->pfn = fn;
+    double ms = ms_of(clock_ns() - t0);
+    served_loads++;
+    served_load_ms_max = ms > served_load_ms_max ? ms : served_load_ms_max;
+    drk_log(DRK_LOG_DEBUG, "evolve: %.80s: the served copy loaded into the program's context in %.1f ms",
+            t->rec->name, ms);
+    return fn;
 }
 
 /* ---- One search round on a captured launch ---- */
 
-static CUfunction original_of(struct target *t)
+/* The program's original kernel in drk's context (current), loaded again
+ * from its image: a library's kernel by the driver (which keeps its image),
+ * a module's from drk's copy of the image and its JIT options. Same image,
+ * same options, same driver: the same code the program runs. NULL with
+ * why. Kept per target. */
+static CUfunction original_of(struct target *t, char *why, size_t len)
 {
-    CUfunction fn = (CUfunction)t->rec->handle;
+    if (t->orig && t->orig_ctx == own_ctx)
+        return t->orig;
+    uintptr_t owner = atomic_load_explicit(&t->rec->owner, memory_order_acquire);
+    CUkernel k = t->rec->kind == DRK_HANDLE_KERNEL ? (CUkernel)t->rec->handle : NULL;
+    drk_images_again again = {0};
+    if (!k && drk_images_again_of(owner, &again) != 0)
+        return snprintf(why, len, "its image cannot be loaded again in drk's context: %.120s", again.why), NULL;
+    CUfunction fn = NULL;
+    CUresult r = CUDA_SUCCESS;
+    const char *what = "";
+    if (!k && !again.library) {
+        /* Outside the fence: a JIT of the PTX may take a while. */
+        CUmodule m = NULL;
+        r = drv.module_load_data_ex(&m, again.image, again.nopts, again.opts, again.vals);
+        drk_images_again_free(&again);
+        what = "cuModuleLoadDataEx (the program's image)";
+        if (r == CUDA_SUCCESS && (r = drv.module_get_function(&fn, m, t->rec->name)) != CUDA_SUCCESS) {
+            what = "cuModuleGetFunction";
+            drv.module_unload(m);
+        } /* else kept: drk's context goes with its modules */
+    }
     pthread_mutex_lock(&fence);
-    if (atomic_load(&t->gone) ||
-        (t->rec->kind == DRK_HANDLE_KERNEL &&
-         (!drv.kernel_get_function || drv.kernel_get_function(&fn, (CUkernel)t->rec->handle) != CUDA_SUCCESS)))
-        fn = NULL;
+    if (atomic_load(&t->gone)) {
+        pthread_mutex_unlock(&fence);
+        return snprintf(why, len, "its module was unloaded by the program"), NULL;
+    }
+    if (!k && again.library) {
+        what = "cuLibraryGetKernel";
+        r = drv.library_get_kernel ? drv.library_get_kernel(&k, (CUlibrary)owner, t->rec->name) : CUDA_ERROR_NOT_FOUND;
+    }
+    if (k && r == CUDA_SUCCESS) {
+        what = "cuKernelGetFunction (in drk's context)";
+        r = drv.kernel_get_function ? drv.kernel_get_function(&fn, k) : CUDA_ERROR_NOT_FOUND;
+    }
     pthread_mutex_unlock(&fence);
+    if (r != CUDA_SUCCESS || !fn)
+        return snprintf(why, len, "%s failed (%d)", what, (int)r), NULL;
+    t->orig = fn, t->orig_ctx = own_ctx;
     return fn;
 }
 
@@ -731,10 +955,11 @@ static void publish(struct target *t, const drk_evo_decision *d)
         struct built *b = built_of(t, id);
         /* Served only once proven on enough distinct launches; until then
          * the original runs, and the search keeps measuring it. */
+        char why[160];
         if (!b || b->proven < DRK_PROOF_LAUNCHES)
             fn = NULL;
-        else
-            fn = b->has_attr ? b->attr.fn : b->jit.fn;
+        else if (!(fn = serve_copy(t, b, why, sizeof why)))
+            drk_log(DRK_LOG_INFO, "evolve: %.80s: a proven variant cannot be served: %s", t->rec->name, why);
     }
     if (fn == t->served)
         return;
@@ -756,12 +981,26 @@ static void publish(struct target *t, const drk_evo_decision *d)
     t->served = fn;
 }
 
+/* The served variant's build (its trials' copy in drk's context), or NULL
+ * with the target ended: it was lost. */
+static struct built *served_built(struct target *t)
+{
+    struct built *b = built_of(t, drk_variant_id(&drk_space_ptx, &t->served_v));
+    if (b && is_served(t, b))
+        return b;
+    withdraw(t);
+    end_target(t, DRK_TARGET_FAILED, "the served variant's build was lost");
+    return NULL;
+}
+
 /* A served result from the cache, proven again on this launch. */
 static void verify_cached(struct target *t, drk_trial *tr, const drk_proof_ref *ref)
 {
     drk_proof_ops ops = drk_trial_ops(tr);
-    struct built *b = built_of(t, drk_variant_id(&drk_space_ptx, &t->served_v));
-    tr->variant = t->served;
+    struct built *b = served_built(t);
+    if (!b)
+        return;
+    tr->variant = trial_fn(b);
     drk_proof_result pr = drk_proof_variant(&ops, ref);
     char text[96];
     drk_variant_text(&drk_space_ptx, &t->served_v, text, sizeof text);
@@ -801,7 +1040,10 @@ static void remeasure(struct target *t, drk_trial *tr, const drk_proof_ref *ref)
     char text[96];
     drk_variant_text(&drk_space_ptx, &t->served_v, text, sizeof text);
     t->rechecking = 0;
-    tr->variant = t->served;
+    struct built *b = served_built(t);
+    if (!b)
+        return;
+    tr->variant = trial_fn(b);
     drk_proof_result pr = drk_proof_variant(&ops, ref);
     if (pr.verdict != DRK_PROOF_EQUAL) {
         withdraw(t);
@@ -890,10 +1132,18 @@ static int try_candidate(struct target *t, drk_trial *tr, const drk_proof_ref *r
     }
     if (!timed)
         return 0;
+    /* One pair screens: only a candidate that looks faster by the margin
+     * is timed in all its pairs. Most candidates win nothing (docs/evolve.md,
+     * the recorded spaces), so the budget goes three times as far; a served
+     * variant measured again is timed whole. */
     float s[PAIRS];
     double orig_ns = 0;
-    tr->full = t->served && fn == t->served;
-    int got = drk_trial_time(tr, PAIRS, s, &orig_ns);
+    tr->full = is_served(t, b);
+    int got = drk_trial_time(tr, tr->full ? PAIRS : 1, s, &orig_ns);
+    if (got == 1 && !tr->full && s[0] >= 1 + DRK_EVO_MARGIN) {
+        int more = drk_trial_time(tr, PAIRS - 1, s + 1, NULL);
+        got = more < 0 ? more : got + more;
+    }
     if (got < 0) {
         end_target(t, DRK_TARGET_FAILED, "a timed replay failed: %s", tr->why);
         return -1;
@@ -959,25 +1209,33 @@ static void search_round(struct target *t, drk_trial *tr, const drk_proof_ref *r
 
 /* Snapshot buffers for what a launch reaches, into the plan: 0; 1 when
  * device memory ran out (armed for bytes again: a later launch may fit);
- * -1 when the target ended. */
+ * -1 when the target ended. The buffers are drk's context's, the event
+ * (recorded on the program's stream) the program's; its context current. */
 static int make_snapshot(struct target *t, const drk_reach *reach)
 {
     free_snapshot(t);
-    for (unsigned i = 0; i < reach->n; i++) {
-        CUresult r = drk_trial_buf_get(&env, &t->plan.snap[i], reach->alloc[i].size);
+    if (push_own() != 0) {
+        end_target(t, DRK_TARGET_FAILED, "drk's context cannot be made current");
+        return -1;
+    }
+    CUresult r = CUDA_SUCCESS;
+    for (unsigned i = 0; i < reach->n && r == CUDA_SUCCESS; i++) {
+        r = drk_trial_buf_get(&env, &t->plan.snap[i], reach->alloc[i].size);
+        if (r != CUDA_SUCCESS)
+            t->plan.snap[i] = 0;
         t->plan.alloc[i] = reach->alloc[i];
         t->plan.n = i + 1;
-        if (r != CUDA_SUCCESS) {
-            t->plan.snap[i] = 0;
-            free_snapshot(t);
-            if (r == CUDA_ERROR_OUT_OF_MEMORY) {
-                snprintf(t->why, sizeof t->why, "device memory ran out for a snapshot: waiting");
-                arm(t);
-                return 1;
-            }
-            end_target(t, DRK_TARGET_FAILED, "cuMemAlloc for a snapshot failed (%d)", (int)r);
-            return -1;
+    }
+    pop_own();
+    if (r != CUDA_SUCCESS) {
+        free_snapshot(t);
+        if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+            snprintf(t->why, sizeof t->why, "device memory ran out for a snapshot: waiting");
+            arm(t);
+            return 1;
         }
+        end_target(t, DRK_TARGET_FAILED, "cuMemAlloc for a snapshot failed (%d)", (int)r);
+        return -1;
     }
     if (drv.event_create(&t->plan.done, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
         t->plan.done = NULL;
@@ -989,7 +1247,57 @@ static int make_snapshot(struct target *t, const drk_reach *reach)
     return 0;
 }
 
-/* A capture came back: bytes only (plan the snapshot) or with it (prove, search). */
+/* The trials of one capture, in drk's context (current): the snapshot
+ * `snap` is theirs. 1 when the search goes on to the next capture. */
+static int trials(struct target *t, const drk_capture_got *got, const drk_reach *reach, const CUdeviceptr *snap)
+{
+    const drk_image_facts *im = t->sk.facts;
+    static drk_trial tr; /* large; one at a time */
+    char why[192];
+    CUfunction orig = original_of(t, why, sizeof why);
+    /* The trial owns the snapshot whatever it returns, and frees it. */
+    int rc = drk_trial_open(&tr, &env, im->flow, reach, snap, got->params, got->len, t->shape.grid,
+                            t->shape.block, t->shape.shared_bytes, orig);
+    tr.fence = &fence, tr.gone = &t->gone;
+    if (!orig) {
+        drk_trial_close(&tr);
+        end_target(t, DRK_TARGET_FAILED, "%s", why);
+        return 0;
+    }
+    if (rc != DRK_TRIAL_OK) {
+        if (rc == DRK_TRIAL_NO_MEMORY) {
+            snprintf(t->why, sizeof t->why, "device memory ran out for a trial: waiting");
+            drk_trial_close(&tr);
+            arm(t);
+        } else {
+            end_target(t, DRK_TARGET_FAILED, "%s", tr.why);
+            drk_trial_close(&tr);
+        }
+        return 0;
+    }
+    drk_proof_ops ops = drk_trial_ops(&tr);
+    drk_proof_ref ref;
+    uint64_t w0 = clock_ns();
+    drk_proof_reference(&ops, &ref);
+    if (ref.state == DRK_PROOF_NONDETERMINISTIC)
+        end_target(t, DRK_TARGET_REFUSED, "%s", ref.why);
+    else if (ref.state != DRK_PROOF_EQUAL)
+        end_target(t, DRK_TARGET_FAILED, "%s", ref.why);
+    else {
+        t->state = DRK_TARGET_SEARCHING;
+        search_round(t, &tr, &ref);
+    }
+    drk_log(DRK_LOG_DEBUG, "evolve: %.80s: capture %u's trials took %.1f ms (GPU %.1f ms)", t->rec->name, t->captures,
+            ms_of(clock_ns() - w0), ms_of(tr.gpu_ns));
+    t->trial_ns += tr.gpu_ns;
+    t->ledger_ns -= (double)tr.gpu_ns;
+    trial_ns_all += tr.gpu_ns;
+    drk_trial_close(&tr);
+    return t->state == DRK_TARGET_SEARCHING && active == t;
+}
+
+/* A capture came back: bytes only (plan the snapshot) or with it (prove,
+ * search). The program's context is current. */
 static void captured(struct target *t, const drk_capture_got *got)
 {
     drk_log(DRK_LOG_DEBUG, "evolve: %.80s: a launch captured (%s)", t->rec->name,
@@ -1020,57 +1328,25 @@ static void captured(struct target *t, const drk_capture_got *got)
         end_target(t, DRK_TARGET_REFUSED, "%s", reach.why);
         return;
     }
-    CUfunction orig = original_of(t);
-    if (!orig) {
-        end_target(t, DRK_TARGET_FAILED, "cuKernelGetFunction failed");
-        return;
-    }
-    static drk_trial tr; /* large; one at a time */
-    /* The snapshot's buffers go to the trial, which frees them; the plan
-     * gets new ones for the next capture. */
-    int rc = drk_trial_open(&tr, &env, im->flow, &reach, t->plan.snap, got->params, got->len, t->shape.grid,
-                            t->shape.block, t->shape.shared_bytes, orig);
-    tr.fence = &fence, tr.gone = &t->gone;
-    for (unsigned i = 0; i < t->plan.n; i++)
-        t->plan.snap[i] = 0;
+    /* The snapshot's buffers go to the trials; the plan gets new ones for
+     * the next capture. */
+    CUdeviceptr snap[DRK_REACH_MAX];
+    memcpy(snap, t->plan.snap, sizeof snap);
+    memset(t->plan.snap, 0, sizeof t->plan.snap);
     drv.event_destroy(t->plan.done);
     t->plan.done = NULL;
     t->plan.n = 0;
-    if (rc != DRK_TRIAL_OK) {
-        /* The trial owns the snapshot whatever it returned. */
-        if (rc == DRK_TRIAL_NO_MEMORY) {
-            snprintf(t->why, sizeof t->why, "device memory ran out for a trial: waiting");
-            drk_trial_close(&tr);
-            arm(t);
-        } else {
-            end_target(t, DRK_TARGET_FAILED, "%s", tr.why);
-            drk_trial_close(&tr);
-        }
+    if (push_own() != 0) {
+        for (unsigned i = 0; i < reach.n; i++)
+            drk_trial_buf_put(&env, snap[i], reach.alloc[i].size);
+        end_target(t, DRK_TARGET_FAILED, "drk's context cannot be made current");
         return;
     }
-    drk_proof_ops ops = drk_trial_ops(&tr);
-    drk_proof_ref ref;
-    struct timespec w0, w1;
-    clock_gettime(CLOCK_MONOTONIC, &w0);
-    drk_proof_reference(&ops, &ref);
-    if (ref.state == DRK_PROOF_NONDETERMINISTIC)
-        end_target(t, DRK_TARGET_REFUSED, "%s", ref.why);
-    else if (ref.state != DRK_PROOF_EQUAL)
-        end_target(t, DRK_TARGET_FAILED, "%s", ref.why);
-    else {
-        t->state = DRK_TARGET_SEARCHING;
-        search_round(t, &tr, &ref);
-    }
-    clock_gettime(CLOCK_MONOTONIC, &w1);
-    drk_log(DRK_LOG_DEBUG, "evolve: %.80s: capture %u's trials took %.1f ms (GPU %.1f ms)", t->rec->name, t->captures,
-            (double)(w1.tv_sec - w0.tv_sec) * 1e3 + (double)(w1.tv_nsec - w0.tv_nsec) / 1e6, ms_of(tr.gpu_ns));
-    t->trial_ns += tr.gpu_ns;
-    t->ledger_ns -= (double)tr.gpu_ns;
-    trial_ns_all += tr.gpu_ns;
-    drk_trial_close(&tr);
+    int next = trials(t, got, &reach, snap);
+    pop_own();
     /* One search round a program round: the next launch (new inputs) is
      * captured once this round closes, with buffers for the same reach. */
-    if (t->state == DRK_TARGET_SEARCHING && active == t && make_snapshot(t, &reach) == 0)
+    if (next && make_snapshot(t, &reach) == 0)
         t->await_round = 1;
 }
 
@@ -1208,8 +1484,10 @@ void drk_engine_tick(void)
         return;
     }
     captured(t, &got);
-    if (!active)
+    if (!active && push_own() == 0) {
         drk_trial_env_trim(&env, KEEP_BYTES); /* the target ended: big buffers go */
+        pop_own();
+    }
     pop();
 }
 
@@ -1236,6 +1514,7 @@ void drk_engine_stop(void)
         unload_graves();
         pop();
     }
+    close_own();
     active = NULL;
     on = 0;
 }
@@ -1285,5 +1564,7 @@ drk_engine_totals drk_engine_totals_get(void)
     s.cache_hits = cache_hits, s.cache_stored = cache_stored;
     s.cubin_hits = cubin_hits, s.cubins_stored = cubins_stored;
     s.cubin_hit_ms_mean = cubin_hits ? cubin_hit_ms_sum / cubin_hits : 0, s.cubin_hit_ms_max = cubin_hit_ms_max;
+    s.own_ctx_bytes = own_ctx_bytes;
+    s.served_loads = served_loads, s.served_load_ms_max = served_load_ms_max;
     return s;
 }

@@ -106,7 +106,10 @@ typedef struct drk_engine_totals {
     double researched_share;
     unsigned cache_hits, cache_stored; /* results found in the cache; results written to it */
     unsigned cubin_hits, cubins_stored; /* variants' cubins loaded from the cache (no compile); written to it */
-    double cubin_hit_ms_mean, cubin_hit_ms_max; /* a cubin hit's time: the cache read and the module's load */    /* of the kernels launched in the rounds, those at a new shape class (mean) */
+    double cubin_hit_ms_mean, cubin_hit_ms_max; /* a cubin hit's time: the cache read and the module's load */
+    uint64_t own_ctx_bytes;     /* device memory drk's context took (trials run there); 0 if none was made */
+    unsigned served_loads;      /* served variants loaded into the program's context */
+    double served_load_ms_max;  /* the longest of those loads (it may wait for the program's queue) */
 } drk_engine_totals;
 
 size_t drk_engine_rows(drk_engine_row *out, size_t max);

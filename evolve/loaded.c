@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "evolve/loaded.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <link.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/log.h"
@@ -25,6 +27,8 @@ typedef struct loaded {
     const void *deferred;          /* not read yet: the image, in a loaded object */
     size_t deferred_size;
     const drk_ptx_text **ptx;      /* per kernel of img: its kept PTX, or NULL (NULL: none kept) */
+    drk_images_again again;        /* what loading it again takes; again.image counts against the cap */
+    int again_pending;             /* deferred: its image may be kept once read */
 } loaded;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -43,8 +47,11 @@ static uint64_t now_ns(void)
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
+static void drop_image(loaded *l);
+
 static void forget(loaded *l)
 {
+    drop_image(l);
     drk_image_free(&l->img);
     free(l->facts);
     free(l->ptx);
@@ -147,6 +154,13 @@ static size_t keep_cap(void)
     return c;
 }
 
+/* Whether `len` more bytes fit the cap, beside the texts and images kept.
+ * Caller holds the lock. */
+static int fits(size_t len)
+{
+    return len <= ptx_cap && stats.ptx_kept_bytes + stats.images_kept_bytes + len <= ptx_cap;
+}
+
 /* Whether drk may rebuild `k` from its PTX on a device of SM `sm`. */
 static int wants_ptx(const drk_image_kernel *k, unsigned sm)
 {
@@ -183,7 +197,7 @@ static const drk_ptx_text *keep_text(drk_image *img, uint32_t t, const unsigned 
     if (!img->ptx_texts[t])
         return NULL; /* over the cap for an earlier kernel of it */
     size_t len = img->ptx_lens[t];
-    if (len > ptx_cap || stats.ptx_kept_bytes + len > ptx_cap) {
+    if (!fits(len)) {
         stats.ptx_over_cap++;
         free(img->ptx_texts[t]);
         img->ptx_texts[t] = NULL;
@@ -253,11 +267,291 @@ const drk_ptx_text *drk_images_ptx(uintptr_t owner, const char *name)
     return p;
 }
 
+/* ---- Images kept for loading again (drk_images_again_of) ---- */
+
+#define WHY_OFF "its image was not kept: PTX keeping is off (drk_images_keep_ptx(0))"
+#define WHY_NO_PTX "its image was not kept: none of its kernels had PTX kept"
+static int image_cap_said;
+
+/* Whether JIT option `o` shapes the code a load makes (a scalar, repeated
+ * as passed): 1; one that only reports (logs, wall time): 0; any other: -1,
+ * drk does not repeat it. */
+static int option_kind(CUjit_option o)
+{
+    switch (o) {
+    case CU_JIT_MAX_REGISTERS:
+    case CU_JIT_THREADS_PER_BLOCK:
+    case CU_JIT_OPTIMIZATION_LEVEL:
+    case CU_JIT_TARGET_FROM_CUCONTEXT:
+    case CU_JIT_TARGET:
+    case CU_JIT_FALLBACK_STRATEGY:
+    case CU_JIT_GENERATE_DEBUG_INFO:
+    case CU_JIT_GENERATE_LINE_INFO:
+    case CU_JIT_CACHE_MODE:
+    case CU_JIT_POSITION_INDEPENDENT_CODE:
+    case CU_JIT_MIN_CTA_PER_SM:
+    case CU_JIT_MAX_THREADS_PER_BLOCK:
+    case CU_JIT_OVERRIDE_DIRECTIVE_VALUES: return 1;
+    case CU_JIT_WALL_TIME:
+    case CU_JIT_INFO_LOG_BUFFER:
+    case CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES:
+    case CU_JIT_ERROR_LOG_BUFFER:
+    case CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES:
+    case CU_JIT_LOG_VERBOSE: return 0;
+    default: return -1;
+    }
+}
+
+/* The code-shaping options of load `ld` into `a`; -1 with a->why for one
+ * drk does not repeat, or more than it holds. */
+static int take_options(drk_images_again *a, const drk_images_load *ld)
+{
+    if (!ld || ld->nopts == 0)
+        return 0;
+    if (ld->nopts > DRK_IMAGES_AGAIN_OPTS || !ld->opts || !ld->vals) {
+        snprintf(a->why, sizeof a->why, "its module was loaded with %u JIT options, more than drk repeats (%d)",
+                 ld->nopts, DRK_IMAGES_AGAIN_OPTS);
+        return -1;
+    }
+    for (unsigned i = 0; i < ld->nopts; i++) {
+        int k = option_kind(ld->opts[i]);
+        if (k < 0) {
+            snprintf(a->why, sizeof a->why, "its module was loaded with JIT option %d, which drk does not repeat",
+                     (int)ld->opts[i]);
+            a->nopts = 0;
+            return -1;
+        }
+        if (k > 0) {
+            a->opts[a->nopts] = ld->opts[i];
+            a->vals[a->nopts++] = ld->vals[i];
+        }
+    }
+    return 0;
+}
+
+static void why_over_cap(drk_images_again *a, uint64_t len, size_t cap)
+{
+    snprintf(a->why, sizeof a->why, "its image of %llu bytes was not kept: over the cap of %zu bytes for kept PTX",
+             (unsigned long long)len, cap);
+}
+
+/* The bytes to keep of the image at `data` (its extent `size`): a fatbin
+ * wrapper's one container (the wrapper only points at it), else the image
+ * itself. NULL with a->why for a wrapper of several containers. */
+static const void *image_span(const void *data, size_t size, size_t *len, drk_images_again *a)
+{
+    if (drk_image_classify(data, size) != DRK_IMAGE_WRAPPER) {
+        *len = size;
+        return data;
+    }
+    const void *c[2];
+    int n = drk_fatbin_wrapper_containers(data, c, 2);
+    if (n == 1 && drk_fatbin_container_size(c[0], SIZE_MAX, len) == 0)
+        return c[0];
+    if (n == 1 || n < 0)
+        snprintf(a->why, sizeof a->why, "its image was not kept: its fatbin wrapper could not be followed");
+    else
+        snprintf(a->why, sizeof a->why, "its image was not kept: a fatbin wrapper of %d containers (drk keeps one)",
+                 n);
+    return NULL;
+}
+
+/* A malloc'd copy of the `len` bytes at `p`, and a NUL after them (PTX is a
+ * string to the driver); NULL out of memory. */
+static void *copy_bytes(const void *p, size_t len)
+{
+    char *c = malloc(len + 1);
+    if (c) {
+        memcpy(c, p, len);
+        c[len] = 0;
+    }
+    return c;
+}
+
+/* The bytes of file `path` and a NUL, at most `cap` of them; NULL with
+ * a->why. */
+static void *read_whole(const char *path, size_t cap, size_t *len, drk_images_again *a)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        snprintf(a->why, sizeof a->why, "its file %.60s could not be read: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return NULL;
+    }
+    if ((uint64_t)st.st_size > cap) {
+        close(fd);
+        why_over_cap(a, (uint64_t)st.st_size, cap);
+        return NULL;
+    }
+    size_t n = (size_t)st.st_size, got = 0;
+    char *buf = malloc(n + 1);
+    while (buf && got < n) {
+        ssize_t r = pread(fd, buf + got, n - got, (off_t)got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    close(fd);
+    if (!buf || got != n) {
+        snprintf(a->why, sizeof a->why, "its file %.60s could not be read: %s", path,
+                 buf ? "shorter than it was" : "out of memory");
+        free(buf);
+        return NULL;
+    }
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+/* A copy of the image a module was loaded from (`data`, its extent `size`,
+ * or the file `path`), at most `cap` bytes; NULL with a->why. */
+static void *copy_image(const void *data, size_t size, const char *path, size_t cap, size_t *len,
+                        drk_images_again *a)
+{
+    if (path)
+        return read_whole(path, cap, len, a);
+    const void *p = image_span(data, size, len, a);
+    if (!p)
+        return NULL;
+    if (*len > cap) {
+        why_over_cap(a, *len, cap);
+        return NULL;
+    }
+    void *c = copy_bytes(p, *len);
+    if (!c)
+        snprintf(a->why, sizeof a->why, "its image of %zu bytes was not kept: out of memory", *len);
+    return c;
+}
+
+/* What loading a load's image again takes, made before the lock (a copy
+ * may be megabytes): its options, and a copy of its image when the module
+ * may be kept (keeping on, options drk repeats, `wants`: one of its kernels
+ * wants its PTX kept). NULL with a->why, or for a library; a deferred
+ * image is copied once read (*pending). */
+static void *again_at_load(drk_images_again *a, const drk_images_load *ld, size_t cap, int wants, int deferred,
+                           const void *data, size_t size, const char *path, size_t *len, int *pending)
+{
+    *a = (drk_images_again){.library = ld && ld->library};
+    *pending = 0;
+    if (a->library)
+        return NULL;
+    if (cap == 0) {
+        snprintf(a->why, sizeof a->why, WHY_OFF);
+        return NULL;
+    }
+    if (take_options(a, ld) != 0)
+        return NULL;
+    if (deferred) {
+        *pending = 1;
+        snprintf(a->why, sizeof a->why, "its image was not read yet");
+        return NULL;
+    }
+    if (!wants) {
+        snprintf(a->why, sizeof a->why, WHY_NO_PTX);
+        return NULL;
+    }
+    return copy_image(data, size, path, cap, len, a);
+}
+
+static int any_ptx_kept(const loaded *l)
+{
+    for (size_t i = 0; l->ptx && i < l->img.nkernels; i++)
+        if (l->ptx[i])
+            return 1;
+    return 0;
+}
+
+/* Keeps `copy` (`len` bytes, or NULL: a->why is said) as l's image if one
+ * of its kernels had PTX kept and it fits the cap; else frees it. Caller
+ * holds the lock. */
+static void keep_image(loaded *l, void *copy, size_t len)
+{
+    if (!copy)
+        return;
+    if (!any_ptx_kept(l)) {
+        snprintf(l->again.why, sizeof l->again.why, WHY_NO_PTX);
+        free(copy);
+        return;
+    }
+    if (!fits(len)) {
+        why_over_cap(&l->again, len, ptx_cap);
+        free(copy);
+        if (!image_cap_said) {
+            image_cap_said = 1;
+            drk_log(DRK_LOG_DEBUG, "%s: %s", l->label, l->again.why);
+        }
+        return;
+    }
+    l->again.image = copy;
+    l->again.size = len;
+    l->again.why[0] = 0;
+    stats.images_kept++;
+    stats.images_kept_bytes += len;
+}
+
+/* Frees l's kept image, its bytes back under the cap. Caller holds the lock. */
+static void drop_image(loaded *l)
+{
+    l->again_pending = 0;
+    if (!l->again.image)
+        return;
+    free(l->again.image);
+    stats.images_kept--;
+    stats.images_kept_bytes -= l->again.size;
+    l->again.image = NULL;
+    l->again.size = 0;
+}
+
+int drk_images_again_of(uintptr_t owner, drk_images_again *out)
+{
+    *out = (drk_images_again){0};
+    pthread_mutex_lock(&lock);
+    loaded *l = owner ? find_owner(owner) : NULL;
+    if (l && l->deferred && !l->again.library)
+        read_deferred(l);
+    int r = -1;
+    if (!l) {
+        snprintf(out->why, sizeof out->why, "drk has no image of owner %#jx: unknown, not read, or unloaded",
+                 (uintmax_t)owner);
+    } else if (l->again.library || l->again.image) {
+        *out = l->again;
+        out->image = NULL;
+        if (l->again.image && !(out->image = copy_bytes(l->again.image, l->again.size)))
+            snprintf(out->why, sizeof out->why, "no memory for a copy of its image of %zu bytes", l->again.size);
+        else
+            r = 0;
+    } else {
+        snprintf(out->why, sizeof out->why, "%s", l->again.why[0] ? l->again.why : "its image was not kept");
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
+void drk_images_again_free(drk_images_again *a)
+{
+    if (!a)
+        return;
+    free(a->image);
+    a->image = NULL;
+    a->size = 0;
+}
+
 unsigned drk_images_loaded(uintptr_t owner, const char *how, const void *data, const char *path)
+{
+    return drk_images_loaded_ex(owner, how, data, path, NULL);
+}
+
+unsigned drk_images_loaded_ex(uintptr_t owner, const char *how, const void *data, const char *path,
+                              const drk_images_load *how_loaded)
 {
     if (!owner || (!data && !path))
         return 0;
-    drk_image_options opt = {drk_images_sm(), keep_cap() != 0};
+    size_t keep = keep_cap();
+    drk_image_options opt = {drk_images_sm(), keep != 0};
     drk_image img = {0};
     char err[160] = "";
     uint64_t t0 = now_ns();
@@ -278,6 +572,12 @@ unsigned drk_images_loaded(uintptr_t owner, const char *how, const void *data, c
             r = drk_image_read(data, size, &opt, &img, err, sizeof err);
     }
     unsigned char(*digests)[DRK_SHA256_BYTES] = r == 0 && !deferred ? digest_texts(&img, opt.sm) : NULL;
+    drk_images_again again = {0};
+    size_t copy_len = 0;
+    int pending = 0;
+    void *copy = r == 0 ? again_at_load(&again, how_loaded, keep, digests != NULL, deferred != NULL, data, size,
+                                        path, &copy_len, &pending)
+                        : NULL;
     uint64_t dt = now_ns() - t0;
     pthread_mutex_lock(&lock);
     stats.loads++;
@@ -297,6 +597,7 @@ unsigned drk_images_loaded(uintptr_t owner, const char *how, const void *data, c
         pthread_mutex_unlock(&lock);
         drk_image_free(&img);
         free(digests);
+        free(copy);
         return jit;
     }
     loaded *l = &table[count];
@@ -305,10 +606,15 @@ unsigned drk_images_loaded(uintptr_t owner, const char *how, const void *data, c
         pthread_mutex_unlock(&lock);
         drk_image_free(&img);
         free(digests);
+        free(copy);
         return jit;
     }
+    snprintf(l->label, sizeof l->label, "%s #%u%s%.60s", how, stats.loads, path ? " " : "", path ? path : "");
     keep_texts(l, digests, opt.sm, how);
     free(digests);
+    l->again = again;
+    l->again_pending = pending;
+    keep_image(l, copy, copy_len);
     count++;
     if (deferred) {
         stats.deferred++;
@@ -316,7 +622,6 @@ unsigned drk_images_loaded(uintptr_t owner, const char *how, const void *data, c
         stats.read++;
         stats.kernels += (unsigned)img.nkernels;
     }
-    snprintf(l->label, sizeof l->label, "%s #%u%s%.60s", how, stats.loads, path ? " " : "", path ? path : "");
     pthread_mutex_unlock(&lock);
     if (deferred)
         drk_log(DRK_LOG_DEBUG, "%s: image of %zu bytes left for later (large, and in a loaded object)", how, size);
@@ -346,6 +651,9 @@ static void read_deferred(loaded *l)
         drk_image_free(&l->img);
         l->img = (drk_image){0};
         stats.failed++;
+        if (l->again_pending)
+            snprintf(l->again.why, sizeof l->again.why, "its image could not be read");
+        l->again_pending = 0;
         return;
     }
     stats.read++;
@@ -356,16 +664,28 @@ static void read_deferred(loaded *l)
     unsigned char(*digests)[DRK_SHA256_BYTES] = digest_texts(&l->img, opt.sm);
     keep_texts(l, digests, opt.sm, l->label);
     free(digests);
+    /* Its image, for loading it again, while its object still has it. */
+    if (l->again_pending) {
+        l->again_pending = 0;
+        size_t len = 0;
+        int any = any_ptx_kept(l);
+        void *copy = any ? copy_image(data, l->deferred_size, NULL, ptx_cap, &len, &l->again) : NULL;
+        if (!any)
+            snprintf(l->again.why, sizeof l->again.why, WHY_NO_PTX);
+        keep_image(l, copy, len);
+    }
 }
 
 void drk_images_unloaded(uintptr_t owner)
 {
     pthread_mutex_lock(&lock);
     loaded *l = find_owner(owner);
-    if (l && l->deferred)
+    if (l && l->deferred) {
         l->owner = 0; /* still in its object, for a report's names */
-    else if (l)
+        drop_image(l);
+    } else if (l) {
         forget(l);
+    }
     pthread_mutex_unlock(&lock);
 }
 

@@ -1,7 +1,8 @@
 /* Trials on the GPU: replays of a captured launch (evolve/capture.h) on
- * drk's own copies, in the program's context, on drk's own stream, for the
- * proof (evolve/proof.h) and for paired timing. Run on drk's thread only,
- * with the context current (pushed by the caller).
+ * drk's own copies, for the proof (evolve/proof.h) and for paired timing,
+ * in the context the environment was opened in (the engine's: a context of
+ * drk's own on the kernel's device) and on drk's own stream. Run on drk's
+ * thread only, with that context current (pushed by the caller).
  *
  * A trial holds, for the launch's allocations (evolve/reach.h), the three
  * buffer sets of the proof (set 0 the snapshot the capture filled; sets 1
@@ -77,13 +78,13 @@ typedef struct drk_trial_env {
     unsigned nkept;
 } drk_trial_env;
 
-/* Device buffers for snapshots and sets, kept between captures. cuMemFree
- * (and cuMemAlloc) while the program's legacy stream has a deep queue holds
- * the program's launch calls until the device drains (evolve_bench.py on
- * the H200: up to 1024 launches' time, 0.45 s for the n-body, at the end of
- * every capture's trials), so a buffer a trial is done with is kept for the
- * next capture of the same size instead, and only drk_trial_env_trim or
- * closing frees them. 0, or the driver's error. */
+/* Device buffers for snapshots and sets, kept between captures. In the
+ * program's context cuMemFree (and cuMemAlloc) while its legacy stream has
+ * a deep queue held the program's launch calls until the device drained
+ * (evolve_bench.py on the H200: up to 0.45 s for the n-body); in drk's own
+ * context a kept buffer still saves the allocation. A buffer a trial is
+ * done with is kept for the next capture of the same size, and only
+ * drk_trial_env_trim or closing frees them. 0, or the driver's error. */
 CUresult drk_trial_buf_get(drk_trial_env *env, CUdeviceptr *ptr, size_t size);
 void drk_trial_buf_put(drk_trial_env *env, CUdeviceptr ptr, size_t size);
 /* Frees kept buffers until at most `keep` bytes stay kept (the engine: at

@@ -52,12 +52,12 @@ uint64_t drk_modules_clock(void)
 }
 
 void drk_modules_loaded(int r, const void *const *owner, const char *how, const void *data, const char *path,
-                        uint64_t load_ns)
+                        const drk_images_load *how_loaded, uint64_t load_ns)
 {
     if (r != CUDA_SUCCESS || !owner || !*owner || !drk_opt_num(DRK_OPT_IMAGES))
         return;
     learn_sm();
-    unsigned jit = drk_images_loaded((uintptr_t)*owner, how, data, path);
+    unsigned jit = drk_images_loaded_ex((uintptr_t)*owner, how, data, path, how_loaded);
     /* The driver compiled PTX in this load: time lost to its JIT. */
     uint64_t at = jit ? drk_cupti_now() : 0;
     if (at)

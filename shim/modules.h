@@ -6,13 +6,15 @@
 
 #include <stdint.h>
 
+#include "evolve/loaded.h"
 #include "evolve/registry.h"
 
 /* A load returned owner `*owner` (a CUmodule* or CUlibrary*, read only when
- * r is CUDA_SUCCESS) for the image at `data` or the file `path`; the
- * driver's call took `load_ns`. */
+ * r is CUDA_SUCCESS) for the image at `data` or the file `path`, made as
+ * `how_loaded` says (NULL: a module, no JIT options); the driver's call
+ * took `load_ns`. */
 void drk_modules_loaded(int r, const void *const *owner, const char *how, const void *data, const char *path,
-                        uint64_t load_ns);
+                        const drk_images_load *how_loaded, uint64_t load_ns);
 
 /* A monotonic clock in ns, for timing loads (not launches). */
 uint64_t drk_modules_clock(void);

@@ -40,6 +40,9 @@ void drk_report_evolve(drk_json *j)
     drk_json_u64(j, "cubins_stored", t.cubins_stored);
     drk_json_f64(j, "cubin_hit_ms_mean", t.cubin_hit_ms_mean);
     drk_json_f64(j, "cubin_hit_ms_max", t.cubin_hit_ms_max);
+    drk_json_u64(j, "own_context_mib", t.own_ctx_bytes >> 20);
+    drk_json_u64(j, "served_loads", t.served_loads);
+    drk_json_f64(j, "served_load_ms_max", t.served_load_ms_max);
     drk_capture_stats c = drk_capture_stats_get();
     drk_json_open(j, "captures", '{');
     drk_json_u64(j, "captured", c.captured);

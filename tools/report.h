@@ -195,6 +195,7 @@ typedef struct rep_evolve {
     const char *off_reason; /* the first report's that asked and has one (else the first's) */
     double budget;      /* the first report's with evolve on (else the first's) */
     uint64_t rounds, trial_ns, program_kernel_ns;
+    uint64_t own_context_mib; /* device memory of drk's context for trials (the largest of the processes') */
     double trial_share, researched_share;
     uint64_t kernels, evolved, refused, failed;
     uint64_t captured, snapped, moved, busy, mismatched; /* evolve.captures */

@@ -625,6 +625,8 @@ static void print_evolve(FILE *f, const rep_evolve *e, size_t top, size_t nprocs
                 human_ns(e->program_kernel_ns, program, sizeof program));
     fprintf(f, ", budget %.3g%%; %.1f%% of kernels re-searched per round (%" PRIu64 " round%s)", 100 * e->budget,
             100 * e->researched_share, e->rounds, e->rounds == 1 ? "" : "s");
+    if (e->own_context_mib)
+        fprintf(f, "; trials in a context of drk's own (%" PRIu64 " MiB of device memory)", e->own_context_mib);
     if (nprocs && e->asked > e->processes)
         fprintf(f, "; off in %" PRIu64 " process%s (first reason: %s)", e->asked - e->processes,
                 e->asked - e->processes == 1 ? "" : "es", why);

@@ -38,7 +38,7 @@ records rested in (gpu_time.unsampled_rounds), the mean trial share.
 Writes everything to --out/evolve_bench.json.
 
 Usage: evolve_bench.py [--build DIR] [--kernels a,b] [--rounds R] [--launches L]
-                       [--budget PCT] [--out DIR]
+                       [--budget PCT] [--log LEVEL] [--out DIR]
 Takes about 2.5 minutes on an H200 with the defaults (16 rounds of 1500
 launches: 1500 x the twelve defaults' 1.45 ms = 2.2 s a round, twice).
 """
@@ -120,6 +120,7 @@ def main():
     ap.add_argument("--launches", type=int, default=1500, help="launches a round (the simulator's 1500)")
     ap.add_argument("--budget", default="", help="DRK_EVOLVE_BUDGET (default: drk's, 2%%)")
     ap.add_argument("--warm", type=int, default=1, help="1: a second drk run on the first's cache (0: none)")
+    ap.add_argument("--log", default="info", help="DRK_LOG_LEVEL of the drk runs (debug: every build and trial)")
     ap.add_argument("--out")
     args = ap.parse_args()
     out = args.out or tempfile.mkdtemp(prefix="drk-evolve-bench-")
@@ -147,7 +148,7 @@ def main():
         rep_dir = os.path.join(out, f"{name}.drk")
         cache = os.path.join(out, f"{name}.cache")
         extra = {"LD_PRELOAD": shim, "DRK_EVOLVE": "1", "DRK_ROUND_SECONDS": "0", "DRK_REPORT": rep_dir + "/",
-                 "DRK_LOG_LEVEL": "info", "DRK_CACHE_DIR": cache}
+                 "DRK_LOG_LEVEL": args.log, "DRK_CACHE_DIR": cache}
         if args.budget:
             extra["DRK_EVOLVE_BUDGET"] = args.budget
         drk = run(cmd, clean_env(extra), out, f"{name}.drk")

@@ -45,8 +45,23 @@ def launches(p):
     return tuple(int(g) for g in m.groups()) if m else None
 
 
+def contexts(p):
+    m = re.search(r"contexts: program (\d+) of (\d+) launches, other contexts (\d+); functions loaded ahead (\d+)",
+                  p.stdout)
+    return tuple(int(g) for g in m.groups()) if m else None
+
+
+def check_contexts(p, mode, served):
+    c = contexts(p)
+    check(c is not None and c[0] == c[1] and c[2] > 0 and "trials run in a context of drk's own" in p.stderr,
+          f"{mode}: every trial ran in drk's own context, none in the program's", (c, p.stderr[-1500:]))
+    if served:
+        check(c is not None and c[3] >= 1, f"{mode}: the served copy was loaded ahead of its first launch", c)
+
+
 def case_evolve(args):
     rep, p = run(args, "evolve", {"DRK_EVOLVE": "1"})
+    check_contexts(p, "evolve", True)
     ev = rep["evolve"]
     check(ev["enabled"] and ev["off_reason"] is None, "evolve: on", ev)
     rows = [r for r in ev["by_kernel"] if r["name"] == "axpy"]
@@ -76,6 +91,7 @@ def case_evolve(args):
 
 def case_plant(args):
     rep, p = run(args, "evolve", {"DRK_EVOLVE": "1", "DRK_EVOLVE_PLANT": "regs=32"})
+    check_contexts(p, "plant", False)
     rows = [r for r in rep["evolve"]["by_kernel"] if r["name"] == "axpy"]
     check(len(rows) == 1, "plant: axpy is a target", rep["evolve"]["by_kernel"])
     if not rows:
@@ -162,6 +178,7 @@ def case_off(args):
 
 def case_unload(args):
     rep, p = run(args, "unload", {"DRK_EVOLVE": "1"})
+    check_contexts(p, "unload", False)
     ev = rep["evolve"]
     rows = [r for r in ev["by_kernel"] if r["name"] == "axpy"]
     gone = [r for r in rows if r["why"].startswith("the program unloaded its module")]

@@ -183,5 +183,9 @@ int main(int argc, char **argv)
     }
     printf("engine: %d rounds, %d wrong; launches by registers: 64=%llu 32=%llu 40=%llu\n", rounds, wrong_rounds,
            by_regs[64], by_regs[32], by_regs[40]);
+    /* drk's trials run in a context of its own: the program's holds its
+     * own launches alone. */
+    printf("contexts: program %llu of %d launches, other contexts %llu; functions loaded ahead %llu\n",
+           fakecuda_launches_in(ctx), rounds * LAUNCHES, fakecuda_launches_in(NULL), fakecuda_func_loads());
     return wrong_rounds ? 2 : 0;
 }

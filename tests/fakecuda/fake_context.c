@@ -26,13 +26,15 @@
  *    the pointer attributes), so all of it goes;
  *  - streams and events of the primary context (later use:
  *    CUDA_ERROR_INVALID_HANDLE), and any capture status of the NULL,
- *    legacy and per-thread streams.
+ *    legacy and per-thread streams;
+ *  - its limits (cuCtxSetLimit): back to the defaults.
  * Kept (deviation: the driver unloads a context's modules): modules,
  * libraries and their functions and kernels. Caller holds the lock. */
 FC_HIDDEN void primary_teardown_locked(void)
 {
     CUcontext primary = (CUcontext)&g_primary;
     g_primary_active = 0;
+    ctx_limits_default(&g_primary);
 
     /* Allocations and mappings; survivors keep their order. */
     size_t kept = 0;

@@ -152,7 +152,9 @@ FC_HIDDEN void *h_get(const void *p, uint32_t magic)
 /* Contexts and streams                                                     */
 /* ------------------------------------------------------------------------ */
 
-FC_HIDDEN struct ctx g_primary = {MAGIC_CTX, 1};
+FC_HIDDEN struct ctx g_primary = {.magic = MAGIC_CTX, .primary = 1}; /* limits set by cuInit */
+FC_HIDDEN unsigned long long g_launches_other;
+static unsigned long long g_ctx_serial; /* the last serial handed out, under the lock */
 FC_HIDDEN unsigned int g_primary_refs;
 /* Active: retained (refs > 0) and not reset or released to 0 since the
  * last retain. The handle stays valid (and current where it was) while
@@ -218,6 +220,23 @@ FC_HIDDEN struct ctx *current_ctx(void)
     return c;
 }
 
+/* Same; caller holds the lock. */
+FC_HIDDEN struct ctx *current_ctx_locked(void)
+{
+    struct ctx *c = t_current;
+    return c == &g_primary || !c ? c : h_get(c, MAGIC_CTX);
+}
+
+/* The driver's defaults on sm_90 for the three that programs set; 0 for
+ * the others (deviation: the driver has its own for some). */
+FC_HIDDEN void ctx_limits_default(struct ctx *c)
+{
+    memset(c->limits, 0, sizeof c->limits);
+    c->limits[CU_LIMIT_STACK_SIZE] = 1024;
+    c->limits[CU_LIMIT_PRINTF_FIFO_SIZE] = 1048576;
+    c->limits[CU_LIMIT_MALLOC_HEAP_SIZE] = 8388608;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Init, device, context                                                    */
 /* ------------------------------------------------------------------------ */
@@ -233,6 +252,7 @@ FC_EXPORT CUresult cuInit(unsigned int Flags)
             UNLOCK();
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
+        ctx_limits_default(&g_primary);
         atomic_store_explicit(&g_inited, 1, memory_order_release);
     }
     UNLOCK();
@@ -391,12 +411,13 @@ FC_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateP
         return CUDA_ERROR_INVALID_VALUE;
     if (dev != 0)
         return CUDA_ERROR_INVALID_DEVICE;
-    struct ctx *c = malloc(sizeof *c);
+    struct ctx *c = calloc(1, sizeof *c);
     if (!c)
         return CUDA_ERROR_OUT_OF_MEMORY;
     c->magic = MAGIC_CTX;
-    c->primary = 0;
+    ctx_limits_default(c);
     LOCK();
+    c->serial = ++g_ctx_serial;
     int rc = h_add(c);
     UNLOCK();
     if (rc != 0) {
@@ -548,6 +569,44 @@ FC_EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Fla
     if (!peer || !current_ctx())
         return CUDA_ERROR_INVALID_CONTEXT;
     return CUDA_ERROR_INVALID_DEVICE;
+}
+
+/* Per context, every CUlimit (none is refused as unsupported; deviation:
+ * the driver refuses to set the query-only ones). Values are kept as given,
+ * not rounded. */
+FC_EXPORT CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit)
+{
+    ENTER_INIT(cuCtxGetLimit);
+    if (!pvalue || (unsigned int)limit >= CU_LIMIT_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    LOCK();
+    struct ctx *c = current_ctx_locked();
+    if (c)
+        *pvalue = c->limits[limit];
+    UNLOCK();
+    return c ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+FC_EXPORT CUresult cuCtxSetLimit(CUlimit limit, size_t value)
+{
+    ENTER_INIT(cuCtxSetLimit);
+    if ((unsigned int)limit >= CU_LIMIT_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    LOCK();
+    struct ctx *c = current_ctx_locked();
+    if (c)
+        c->limits[limit] = value;
+    UNLOCK();
+    return c ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+FC_EXPORT unsigned long long fakecuda_launches_in(CUcontext ctx)
+{
+    LOCK();
+    struct ctx *c = ctx ? h_get(ctx, MAGIC_CTX) : NULL;
+    unsigned long long n = ctx ? (c ? c->launches : 0) : g_launches_other;
+    UNLOCK();
+    return n;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -162,6 +162,11 @@ static const struct proc fc_procs[] = {
     P_(cuMemsetD8Async, cuMemsetD8Async, 3020, 0)
     P_(cuMemcpyDtoHAsync, cuMemcpyDtoHAsync_v2, 3020, 0)
     P_(cuMemcpyHtoDAsync, cuMemcpyHtoDAsync_v2, 3020, 0)
+    P_(cuMemcpyPeer, cuMemcpyPeer, 4000, 0)
+    P_(cuMemcpyPeerAsync, cuMemcpyPeerAsync, 4000, 0)
+    P_(cuCtxGetLimit, cuCtxGetLimit, 3010, 0)
+    P_(cuCtxSetLimit, cuCtxSetLimit, 3010, 0)
+    P_(cuFuncLoad, cuFuncLoad, 12040, 0)
 };
 #undef P_
 

@@ -100,7 +100,8 @@
     X(cuMemExportToShareableHandle) X(cuMemImportFromShareableHandle)           \
     X(cuEventCreate) X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize)     \
     X(cuEventDestroy_v2) X(cuEventElapsedTime_v2) X(cuStreamWaitEvent)          \
-    X(cuMemcpyDtoDAsync_v2) X(cuMemsetD8Async) X(cuMemcpyDtoHAsync_v2) X(cuMemcpyHtoDAsync_v2)
+    X(cuMemcpyDtoDAsync_v2) X(cuMemsetD8Async) X(cuMemcpyDtoHAsync_v2) X(cuMemcpyHtoDAsync_v2) \
+    X(cuMemcpyPeer) X(cuMemcpyPeerAsync) X(cuCtxGetLimit) X(cuCtxSetLimit) X(cuFuncLoad)
 
 enum {
 #define FC_ID_(name) FC_##name,
@@ -205,9 +206,18 @@ FC_HIDDEN void *h_get(const void *p, uint32_t magic);
 struct ctx {
     uint32_t magic;
     int primary;
+    /* Unique among the contexts of the process (the primary's is 0): what a
+     * function remembers of its context, so a context made later at a
+     * freed one's address does not own the freed one's functions. */
+    unsigned long long serial;
+    size_t limits[CU_LIMIT_MAX]; /* cuCtxGetLimit/cuCtxSetLimit */
+    unsigned long long launches; /* completed kernel launches in it, under the lock */
 };
 
 FC_HIDDEN extern struct ctx g_primary;
+/* Completed kernel launches in every context but the primary, destroyed
+ * ones included. Under the lock. */
+FC_HIDDEN extern unsigned long long g_launches_other;
 FC_HIDDEN extern unsigned int g_primary_refs;
 /* Active: retained (refs > 0) and not reset or released to 0 since the
  * last retain. The handle stays valid (and current where it was) while
@@ -233,6 +243,10 @@ FC_HIDDEN int stream_ok_locked(CUstream s);
 FC_HIDDEN int stream_ok(CUstream s);
 /* The context current on this thread if it is still alive, else NULL. */
 FC_HIDDEN struct ctx *current_ctx(void);
+/* Same; caller holds the lock. */
+FC_HIDDEN struct ctx *current_ctx_locked(void);
+/* A fresh context's limits (cuCtxGetLimit's defaults). */
+FC_HIDDEN void ctx_limits_default(struct ctx *c);
 
 /* ------------------------------------------------------------------------ */
 /* Kernel registry (fake_module.c)                                          */
@@ -272,6 +286,10 @@ FC_HIDDEN extern _Thread_local unsigned long long g_gpu_ns;
 FC_HIDDEN unsigned int handle_regs(const void *h, int kinds);
 /* Whether its module's PTX rounds float arithmetic toward zero. Caller holds the lock. */
 FC_HIDDEN int handle_rz(const void *h, int kinds);
+/* Whether live CUfunction or CUkernel h may be launched in context c (live):
+ * a CUkernel anywhere, a function only in the context it belongs to.
+ * Caller holds the lock. */
+FC_HIDDEN int handle_in_ctx(const void *h, const struct ctx *c);
 
 FC_HIDDEN extern struct kentry g_kernels[FC_MAX_KERNELS];
 

@@ -75,6 +75,16 @@ static CUresult do_launch(const struct launch *L)
         UNLOCK();
         return CUDA_ERROR_INVALID_HANDLE;
     }
+    /* It runs in the current context (none: the primary); a function of
+     * another context is not a handle there, as with the driver. */
+    struct ctx *cur = current_ctx_locked();
+    if (!cur)
+        cur = &g_primary;
+    unsigned long long serial = cur->serial;
+    if (!handle_in_ctx(L->f, cur)) {
+        UNLOCK();
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
     if (!stream_ok_locked(L->stream)) {
         UNLOCK();
         return CUDA_ERROR_INVALID_HANDLE;
@@ -140,6 +150,13 @@ static CUresult do_launch(const struct launch *L)
                             fn(&t);
     free(shared);
     atomic_fetch_add(&k->launches, 1);
+    LOCK();
+    /* Counted in its context unless that was destroyed meanwhile. */
+    if (cur == &g_primary || (h_get(cur, MAGIC_CTX) && cur->serial == serial))
+        cur->launches++;
+    if (cur != &g_primary)
+        g_launches_other++;
+    UNLOCK();
     g_gpu_ns += ns;
     return CUDA_SUCCESS;
 }

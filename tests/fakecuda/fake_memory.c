@@ -730,6 +730,43 @@ FC_EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dstDevice, CUdeviceptr srcDe
     return copy_dtod((uintptr_t)dstDevice, (uintptr_t)srcDevice, ByteCount);
 }
 
+/* Peer copies: one device, and device memory is one address space across
+ * its contexts (unified addressing, as on the driver), so they copy as
+ * cuMemcpyDtoD does once both contexts check out: live created contexts,
+ * or the primary while active (retained, not reset since). */
+static CUresult peer_ctxs_ok(CUcontext dst, CUcontext src)
+{
+    LOCK();
+    int live = 1;
+    CUcontext both[2] = {dst, src};
+    for (int i = 0; i < 2; i++) {
+        struct ctx *c = h_get(both[i], MAGIC_CTX);
+        live &= c && (!c->primary || (g_primary_refs > 0 && g_primary_active));
+    }
+    UNLOCK();
+    return live;
+}
+
+FC_EXPORT CUresult cuMemcpyPeer(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+                                CUcontext srcContext, size_t ByteCount)
+{
+    ENTER_INIT(cuMemcpyPeer);
+    if (!peer_ctxs_ok(dstContext, srcContext))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    return copy_dtod((uintptr_t)dstDevice, (uintptr_t)srcDevice, ByteCount);
+}
+
+FC_EXPORT CUresult cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext, CUdeviceptr srcDevice,
+                                     CUcontext srcContext, size_t ByteCount, CUstream hStream)
+{
+    ENTER_INIT(cuMemcpyPeerAsync);
+    if (!peer_ctxs_ok(dstContext, srcContext))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (!stream_ok(hStream))
+        return CUDA_ERROR_INVALID_HANDLE;
+    return copy_dtod((uintptr_t)dstDevice, (uintptr_t)srcDevice, ByteCount);
+}
+
 FC_EXPORT CUresult cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream)
 {
     ENTER_INIT(cuMemcpyDtoHAsync_v2);

@@ -199,6 +199,13 @@ struct func {
     uint32_t magic;
     unsigned int entry;
     struct module *mod; /* NULL for a kernel's function */
+    /* The context it belongs to and may be launched in: a module's, the one
+     * current at the load (else the primary); a kernel's, the one current
+     * at cuKernelGetFunction. Compared, never dereferenced: the serial
+     * tells a destroyed context from a later one at its address. */
+    const struct ctx *ctx;
+    unsigned long long ctx_serial;
+    struct func *next; /* a kernel's: its next function in another context */
     /* What it was built with, as its kernel's entry said at load (and a
      * register budget its load's JIT options gave). */
     unsigned int regs, static_shared, max_threads;
@@ -216,6 +223,9 @@ static void func_init(struct func *f, unsigned int e, struct module *mod, unsign
     f->magic = MAGIC_FUNC;
     f->entry = e;
     f->mod = mod;
+    f->ctx = &g_primary;
+    f->ctx_serial = 0;
+    f->next = NULL;
     f->carveout = -1;
     LOCK();
     f->regs = g_kernels[e].regs ? g_kernels[e].regs : FC_DEFAULT_REGS;
@@ -248,7 +258,8 @@ struct kern {
     uint32_t magic;
     unsigned int entry;
     struct library *lib;
-    struct func *fn; /* what cuKernelGetFunction returns */
+    struct func *fn;     /* what cuKernelGetFunction returns in the primary context */
+    struct func *others; /* and in other contexts: made on first ask, listed through next */
 };
 
 struct library {
@@ -405,6 +416,12 @@ static CUresult module_from_text_ex(CUmodule *module, const char *text, unsigned
     free(ids);
     ids = NULL;
     LOCK();
+    /* Its functions belong to the context current now, as the driver's do. */
+    const struct ctx *c = current_ctx_locked();
+    if (!c)
+        c = &g_primary;
+    for (unsigned int i = 0; i < m->n; i++)
+        m->funcs[i]->ctx = c, m->funcs[i]->ctx_serial = c->serial;
     int ok = h_add(m) == 0;
     for (unsigned int i = 0; ok && i < m->n; i++)
         ok = h_add(m->funcs[i]) == 0;
@@ -438,6 +455,10 @@ static CUresult module_from_text(CUmodule *module, const char *text)
 static void library_free(struct library *l)
 {
     for (unsigned int i = 0; i < l->n; i++) {
+        for (struct func *f = l->kerns[i]->others, *next; f; f = next) {
+            next = f->next;
+            free(f);
+        }
         free(l->kerns[i]->fn);
         free(l->kerns[i]);
     }
@@ -478,6 +499,7 @@ static CUresult library_from_text(CUlibrary *library, const char *text)
         k->entry = ids[l->n];
         k->lib = l;
         k->fn = f;
+        k->others = NULL;
         l->kerns[l->n] = k;
     }
     free(ids);
@@ -781,6 +803,8 @@ FC_EXPORT CUresult cuLibraryUnload(CUlibrary library)
         return CUDA_ERROR_INVALID_HANDLE;
     }
     for (unsigned int i = 0; i < l->n; i++) {
+        for (struct func *f = l->kerns[i]->others; f; f = f->next)
+            h_del(f);
         h_del(l->kerns[i]->fn);
         h_del(l->kerns[i]);
     }
@@ -790,6 +814,12 @@ FC_EXPORT CUresult cuLibraryUnload(CUlibrary library)
     return CUDA_SUCCESS;
 }
 
+/* The kernel's function in the current context (none current: the
+ * primary, deviation: the driver wants one current). In another context
+ * than the primary it is a function of its own, made on the first ask and
+ * given again after: the same code and resources, its own attributes
+ * (carveout), launchable only there. Those of a destroyed context stay,
+ * unused, until the library goes. */
 FC_EXPORT CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
 {
     ENTER_INIT(cuKernelGetFunction);
@@ -797,10 +827,33 @@ FC_EXPORT CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
         return CUDA_ERROR_INVALID_VALUE;
     LOCK();
     struct kern *k = h_get(kernel, MAGIC_KERN);
-    if (k)
-        *pFunc = (CUfunction)k->fn;
+    if (!k) {
+        UNLOCK();
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    const struct ctx *c = current_ctx_locked();
+    struct func *f = k->fn;
+    if (c && c != &g_primary) {
+        for (f = k->others; f && (f->ctx != c || f->ctx_serial != c->serial); f = f->next)
+            ;
+        if (!f && (f = malloc(sizeof *f)) != NULL) {
+            *f = *k->fn;
+            f->ctx = c;
+            f->ctx_serial = c->serial;
+            f->carveout = -1;
+            if (h_add(f) != 0) {
+                free(f);
+                f = NULL;
+            } else {
+                f->next = k->others;
+                k->others = f;
+            }
+        }
+    }
+    if (f)
+        *pFunc = (CUfunction)f;
     UNLOCK();
-    return k ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    return f ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 /* The registry entry behind a live CUfunction (kinds & 1) or CUkernel
@@ -836,6 +889,32 @@ FC_HIDDEN int handle_rz(const void *h, int kinds)
     struct func *f = handle_func(h, kinds);
     return f ? f->rz : 0;
 }
+
+FC_HIDDEN int handle_in_ctx(const void *h, const struct ctx *c)
+{
+    if (h_get(h, MAGIC_KERN))
+        return 1; /* a CUkernel runs in whatever context is current */
+    const struct func *f = h_get(h, MAGIC_FUNC);
+    return f && f->ctx == c && f->ctx_serial == c->serial;
+}
+
+/* A function of any context, or a CUkernel passed as one (as launches take
+ * it), is loaded already: nothing to do but count it. */
+static atomic_ullong g_func_loads;
+
+FC_EXPORT CUresult cuFuncLoad(CUfunction function)
+{
+    ENTER_INIT(cuFuncLoad);
+    LOCK();
+    int ok = handle_func(function, 3) != NULL;
+    UNLOCK();
+    if (!ok)
+        return CUDA_ERROR_INVALID_HANDLE;
+    atomic_fetch_add(&g_func_loads, 1);
+    return CUDA_SUCCESS;
+}
+
+FC_EXPORT unsigned long long fakecuda_func_loads(void) { return atomic_load(&g_func_loads); }
 
 static CUresult entry_name(const char **name, const void *h, int kinds)
 {

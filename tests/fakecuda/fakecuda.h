@@ -20,6 +20,38 @@
  *    it; cuCtxCreate_v4 replaces the top too (deviation: the driver pushes).
  *    cuCtxDestroy(_v2) ends the context handle only; what was made in it
  *    stays (deviation).
+ *  - Functions belong to a context, as the driver's do: a module's
+ *    (cuModuleGetFunction) to the context current when the module was
+ *    loaded (none current: the primary). cuKernelGetFunction gives the
+ *    kernel's function in the current context (none current: the primary's,
+ *    deviation): another context gets a function of its own, made on its
+ *    first ask and the same handle after (same code and resources, its own
+ *    attributes such as the carveout). cuLaunchKernel(Ex), their _ptsz and
+ *    cooperative forms run a function only in its own context: launched
+ *    with another one current (none current counts as the primary) they
+ *    return CUDA_ERROR_INVALID_HANDLE and run nothing. A CUkernel passed as
+ *    the CUfunction runs in whatever context is current. Attribute and
+ *    occupancy calls take a function of any context. A destroyed context's
+ *    functions are never launchable again, even by a context made later at
+ *    the same address.
+ *  - cuFuncLoad: CUDA_SUCCESS for a live function of any context (or a
+ *    CUkernel passed as one), else CUDA_ERROR_INVALID_HANDLE; successful
+ *    calls are counted (fakecuda_func_loads). To look like a driver older
+ *    than 12.4, which lacks it: fakecuda_inject_error("cuFuncLoad",
+ *    CUDA_ERROR_NOT_FOUND, UINT_MAX), or a NULL entry in a test's own table.
+ *  - cuCtxGetLimit/cuCtxSetLimit keep a value per context and CUlimit:
+ *    STACK_SIZE 1024, PRINTF_FIFO_SIZE 1048576, MALLOC_HEAP_SIZE 8388608,
+ *    the others 0 (deviation) until set; any value is taken as given, every
+ *    limit may be set (deviation). No live current context:
+ *    CUDA_ERROR_INVALID_CONTEXT; a NULL value pointer or a limit >=
+ *    CU_LIMIT_MAX: CUDA_ERROR_INVALID_VALUE. The primary context's go back to
+ *    the defaults when it is reset or released to 0.
+ *  - cuMemcpyPeer/cuMemcpyPeerAsync copy as cuMemcpyDtoD(Async) (one device,
+ *    one address space across its contexts; unknown or too short memory:
+ *    CUDA_ERROR_INVALID_VALUE) once both contexts are live (a created one
+ *    not destroyed, or the primary while active: retained and not reset or
+ *    released to 0 since), else CUDA_ERROR_INVALID_CONTEXT; the async form's
+ *    stream is validated as for other async calls (CUDA_ERROR_INVALID_HANDLE).
  *  - Primary context teardown: cuDevicePrimaryCtxReset(_v2), and the
  *    cuDevicePrimaryCtxRelease(_v2) that drops the retain count to 0,
  *    destroy what belongs to the primary context (allocations, streams and
@@ -236,6 +268,14 @@ unsigned long long fakecuda_live_modules(void);
 
 /* How many launches of kernel `name` completed (any launch API). */
 unsigned long long fakecuda_kernel_launches(const char *name);
+/* How many kernel launches completed in context `ctx` (a live handle; the
+ * primary's count lasts across its resets); NULL: in every context but the
+ * primary, destroyed ones included; 0 for another handle. So a test sees
+ * that drk's trials ran in a context of drk's own and not the program's. */
+unsigned long long fakecuda_launches_in(CUcontext ctx);
+/* Successful cuFuncLoad calls (fakecuda_calls("cuFuncLoad") counts every
+ * call, failed ones too). */
+unsigned long long fakecuda_func_loads(void);
 
 /* The GPU's clock: each completed launch advances it by its kernel's time
  * (1000 ns unless set), and cuEventRecord reads it, so cuEventElapsedTime
@@ -294,6 +334,8 @@ typedef int (*fakecuda_register_kernel_fn)(const char *, fakecuda_kernel_fn);
 typedef int (*fakecuda_register_kernel_params_fn)(const char *, fakecuda_kernel_fn, unsigned int, const size_t *);
 typedef int (*fakecuda_set_kernel_resources_fn)(const char *, unsigned int, unsigned int);
 typedef unsigned long long (*fakecuda_kernel_launches_fn)(const char *);
+typedef unsigned long long (*fakecuda_launches_in_fn)(CUcontext);
+typedef unsigned long long (*fakecuda_func_loads_fn)(void);
 typedef unsigned long long (*fakecuda_calls_fn)(const char *);
 typedef void (*fakecuda_reset_calls_fn)(void);
 typedef int (*fakecuda_inject_error_fn)(const char *, CUresult, unsigned int);

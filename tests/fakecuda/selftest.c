@@ -212,6 +212,11 @@ static CUipcMemHandle no_ipc;
     X(cuDevicePrimaryCtxReset_v2, CUDA_ERROR_INVALID_DEVICE, 1)                                          \
     X(cuDevicePrimaryCtxGetState, CUDA_ERROR_INVALID_VALUE, 0, NULL, NULL)                               \
     X(cuCtxSynchronize_v2, CUDA_ERROR_INVALID_CONTEXT, (CUcontext)&no_ipc)                               \
+    X(cuCtxGetLimit, CUDA_ERROR_INVALID_VALUE, NULL, CU_LIMIT_STACK_SIZE)                                \
+    X(cuCtxSetLimit, CUDA_ERROR_INVALID_VALUE, CU_LIMIT_MAX, 0)                                          \
+    X(cuFuncLoad, CUDA_ERROR_INVALID_HANDLE, NULL)                                                       \
+    X(cuMemcpyPeer, CUDA_ERROR_INVALID_CONTEXT, 0, NULL, 0, NULL, 0)                                     \
+    X(cuMemcpyPeerAsync, CUDA_ERROR_INVALID_CONTEXT, 0, NULL, 0, NULL, 0, NULL)                          \
     X(cuGetProcAddress, CUDA_ERROR_INVALID_VALUE, NULL, NULL, 0, 0)                                      \
     X(cuGetProcAddress_v2, CUDA_ERROR_INVALID_VALUE, NULL, NULL, 0, 0, NULL)
 
@@ -399,6 +404,15 @@ static const struct {
     {"cuStreamSynchronize", 12000, PT, "cuStreamSynchronize_ptsz", CU_GET_PROC_ADDRESS_SUCCESS},
     {"cuProfilerStart", 12000, 0, "cuProfilerStart", CU_GET_PROC_ADDRESS_SUCCESS},
     {"cuProfilerStop", 12000, 0, "cuProfilerStop", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuMemcpyPeer", 3020, 0, NULL, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT},
+    {"cuMemcpyPeer", 4000, 0, "cuMemcpyPeer", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuMemcpyPeerAsync", 3020, 0, NULL, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT},
+    {"cuMemcpyPeerAsync", 13000, 0, "cuMemcpyPeerAsync", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuCtxGetLimit", 3000, 0, NULL, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT},
+    {"cuCtxGetLimit", 3010, 0, "cuCtxGetLimit", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuCtxSetLimit", 12000, 0, "cuCtxSetLimit", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuFuncLoad", 12030, 0, NULL, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT},
+    {"cuFuncLoad", 12040, 0, "cuFuncLoad", CU_GET_PROC_ADDRESS_SUCCESS},
     {"cuMemAlloc_v2", 12000, 0, NULL, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND}, /* base names only */
     {"cuNoSuchFunction", 12000, 0, NULL, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND},
 };
@@ -1898,6 +1912,270 @@ static void test_occupancy(void)
     CHECK(pthread_create(&t, NULL, occupancy_thread, NULL) == 0 && pthread_join(t, NULL) == 0, "thread");
 }
 
+/* ------------------------------------------------------------------------ */
+
+/* fill(x, v, 64) on f in the current context, through each launch form. */
+static CUresult launch_fill(CUfunction f, CUdeviceptr x, float v, int form)
+{
+    int n = 64;
+    void *args[] = {&x, &v, &n};
+    CUlaunchConfig cfg = {.gridDimX = 1, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 64, .blockDimY = 1,
+                          .blockDimZ = 1};
+    switch (form) {
+    case 0: return cuLaunchKernel(f, 1, 1, 1, 64, 1, 1, 0, NULL, args, NULL);
+    case 1: return cuLaunchKernel_ptsz(f, 1, 1, 1, 64, 1, 1, 0, CU_STREAM_PER_THREAD, args, NULL);
+    case 2: return cuLaunchKernelEx(&cfg, f, args, NULL);
+    case 3: return cuLaunchKernelEx_ptsz(&cfg, f, args, NULL);
+    default: return cuLaunchCooperativeKernel(f, 1, 1, 1, 64, 1, 1, 0, NULL, args);
+    }
+}
+#define NFORMS 5
+
+/* Whether `fill` function f runs in the current context: every launch form
+ * either runs it or refuses it with CUDA_ERROR_INVALID_HANDLE having run
+ * nothing, all the same way. x: 64 floats. */
+static int runs_here(CUfunction f, CUdeviceptr x, int line)
+{
+    float *h = (float *)(uintptr_t)x;
+    int ran = -1;
+    for (int form = 0; form < NFORMS; form++) {
+        h[0] = h[63] = 0.0f;
+        float v = (float)(form + 1);
+        CUresult rc = launch_fill(f, x, v, form);
+        int ok = rc == CUDA_SUCCESS && h[0] == v && h[63] == v;
+        int refused = rc == CUDA_ERROR_INVALID_HANDLE && h[0] == 0.0f && h[63] == 0.0f;
+        if ((!ok && !refused) || (ran >= 0 && ran != ok)) {
+            fprintf(stderr, "FAIL %s:%d: launch form %d: rc %d, x[0] %g: %s\n", __FILE__, line, form, (int)rc,
+                    (double)h[0], ok || refused ? "forms disagree" : "neither ran nor refused cleanly");
+            failures++;
+        }
+        ran = ok;
+    }
+    return ran == 1;
+}
+#define RUNS(f) runs_here(f, x, __LINE__)
+
+/* Functions belong to contexts; limits are per context; peer copies.
+ * On a thread of its own: its context stack starts empty. */
+static void *contexts_thread(void *arg)
+{
+    (void)arg;
+    CUcontext primary = NULL, b = NULL, c = NULL, d = NULL, cur = (CUcontext)1;
+    CUdeviceptr x = 0, y = 0;
+    int v = 0;
+    const char *name = NULL;
+    OK(cuDevicePrimaryCtxRetain(&primary, 0));
+    OK(cuMemAlloc_v2(&x, 64 * sizeof(float)));
+
+    /* A module loaded with none current is the primary's; one loaded in B is B's. */
+    CUmodule mp, mb;
+    CUfunction fp, fb, f2;
+    OK(cuModuleLoadData(&mp, "DRKFAKE1\nfill\n"));
+    OK(cuModuleGetFunction(&fp, mp, "fill"));
+    OK(cuCtxCreate_v4(&b, NULL, 0, 0));
+    OK(cuModuleLoadData(&mb, "DRKFAKE1\nfill\n"));
+    OK(cuModuleGetFunction(&fb, mb, "fill"));
+    OK(cuModuleGetFunction(&f2, mb, "fill"));
+    CHECK(f2 == fb && fb != fp, "module functions");
+    unsigned long long in_p = fakecuda_launches_in(primary), in_b = fakecuda_launches_in(b),
+                       other = fakecuda_launches_in(NULL), fills = fakecuda_kernel_launches("fill");
+    CHECK(in_b == 0, "a new context has %llu launches", in_b);
+    CHECK(RUNS(fb), "B's function in B");
+    CHECK(!RUNS(fp), "the primary's function ran in B");
+    OK(cuCtxSetCurrent(primary));
+    CHECK(!RUNS(fb), "B's function ran in the primary context");
+    CHECK(RUNS(fp), "the primary's function in the primary context");
+    OK(cuCtxSetCurrent(NULL));
+    OK(cuCtxGetCurrent(&cur));
+    CHECK(cur == NULL, "none current");
+    CHECK(!RUNS(fb), "B's function ran with none current");
+    CHECK(RUNS(fp), "the primary's function with none current");
+    CHECK(fakecuda_launches_in(primary) == in_p + 2 * NFORMS && fakecuda_launches_in(b) == in_b + NFORMS &&
+              fakecuda_launches_in(NULL) == other + NFORMS && fakecuda_kernel_launches("fill") == fills + 3 * NFORMS,
+          "launches: primary %llu, B %llu, others %llu", fakecuda_launches_in(primary) - in_p,
+          fakecuda_launches_in(b) - in_b, fakecuda_launches_in(NULL) - other);
+    CHECK(fakecuda_launches_in((CUcontext)&v) == 0, "launches of a non-context");
+    /* Attribute calls take any context's function. */
+    OK(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, fb));
+    CHECK(v == 32, "B's function: %d registers", v);
+    OK(cuFuncSetAttribute(fb, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 25));
+    OK(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, fb));
+    CHECK(v == 25, "B's function carveout %d", v);
+    OK(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, fp));
+    CHECK(v == -1, "the primary's function carveout %d", v);
+    OK(cuFuncGetName(&name, fb));
+    CHECK(name && strcmp(name, "fill") == 0, "B's function name");
+
+    /* A kernel's function: one per context, each launchable only there; the
+     * CUkernel itself runs anywhere. */
+    CUlibrary lib;
+    CUkernel k;
+    CUfunction kp, kp2, kb, kb2, kc;
+    OK(cuLibraryLoadData(&lib, "DRKFAKE1\nfill\n", NULL, NULL, 0, NULL, NULL, 0));
+    OK(cuLibraryGetKernel(&k, lib, "fill"));
+    OK(cuKernelGetFunction(&kp, k)); /* none current: the primary's */
+    OK(cuCtxSetCurrent(primary));
+    OK(cuKernelGetFunction(&kp2, k));
+    CHECK(kp2 == kp, "the primary's function of the kernel, twice");
+    OK(cuCtxSetCurrent(b));
+    OK(cuKernelGetFunction(&kb, k));
+    OK(cuKernelGetFunction(&kb2, k));
+    CHECK(kb == kb2 && kb != kp && (void *)kb != (void *)k, "B's function of the kernel: %p %p, primary's %p",
+          (void *)kb, (void *)kb2, (void *)kp);
+    CHECK(RUNS(kb), "B's kernel function in B");
+    CHECK(!RUNS(kp), "the primary's kernel function ran in B");
+    CHECK(RUNS((CUfunction)k), "the CUkernel in B");
+    OK(cuCtxSetCurrent(primary));
+    CHECK(!RUNS(kb), "B's kernel function ran in the primary context");
+    CHECK(RUNS(kp), "the primary's kernel function in the primary context");
+    CHECK(RUNS((CUfunction)k), "the CUkernel in the primary context");
+    OK(cuFuncSetAttribute(kb, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 50));
+    OK(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, kb));
+    CHECK(v == 50, "B's kernel function carveout %d", v);
+    OK(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, kp));
+    CHECK(v == -1, "its own attributes: the primary's carveout %d", v);
+    OK(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_NUM_REGS, kb));
+    CHECK(v == 32, "B's kernel function: %d registers", v);
+    size_t off = 0, sz = 0;
+    OK(cuFuncGetParamInfo(kb, 2, &off, &sz));
+    CHECK(off == 12 && sz == 4, "B's kernel function param 2: %zu %zu", off, sz);
+    OK(cuFuncGetName(&name, kb));
+    CHECK(name && strcmp(name, "fill") == 0, "B's kernel function name");
+
+    /* cuFuncLoad: any context's function, or a CUkernel as one; counted. */
+    unsigned long long loads = fakecuda_func_loads();
+    OK(cuFuncLoad(fb));
+    OK(cuFuncLoad(fp));
+    OK(cuFuncLoad(kb));
+    OK(cuFuncLoad((CUfunction)k));
+    EXPECT(cuFuncLoad(NULL), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT(cuFuncLoad((CUfunction)mb), CUDA_ERROR_INVALID_HANDLE);
+    CHECK(fakecuda_func_loads() == loads + 4, "function loads %llu", fakecuda_func_loads() - loads);
+    CHECK(fakecuda_inject_error("cuFuncLoad", CUDA_ERROR_NOT_FOUND, 1) == 0, "inject into cuFuncLoad");
+    EXPECT(cuFuncLoad(fp), CUDA_ERROR_NOT_FOUND); /* as a driver without it */
+    OK(cuFuncLoad(fp));
+    CHECK(fakecuda_func_loads() == loads + 5, "function loads %llu", fakecuda_func_loads() - loads);
+
+    /* B destroyed: its functions never run again, not even in a context
+     * made next (perhaps at its address), which gets a function of its own. */
+    OK(cuCtxDestroy_v2(b));
+    OK(cuCtxCreate_v4(&c, NULL, 0, 0));
+    CHECK(!RUNS(fb), "a destroyed context's function ran");
+    CHECK(!RUNS(kb), "a destroyed context's kernel function ran");
+    CHECK(!RUNS(fp), "the primary's function ran in C");
+    OK(cuKernelGetFunction(&kc, k));
+    CHECK(kc != kb && kc != kp, "C's kernel function is its own");
+    CHECK(RUNS(kc), "C's kernel function in C");
+    CHECK(RUNS((CUfunction)k), "the CUkernel in C");
+    CHECK(fakecuda_launches_in(c) == 2 * NFORMS, "C's launches %llu", fakecuda_launches_in(c));
+    OK(cuFuncGetAttribute(&v, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, kc));
+    CHECK(v == -1, "C's kernel function carveout %d", v);
+
+    /* Limits: defaults, kept per context. */
+    static const struct {
+        CUlimit limit;
+        size_t value;
+    } defaults[] = {{CU_LIMIT_STACK_SIZE, 1024}, {CU_LIMIT_PRINTF_FIFO_SIZE, 1048576},
+                    {CU_LIMIT_MALLOC_HEAP_SIZE, 8388608}, {CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH, 0},
+                    {CU_LIMIT_PERSISTING_L2_CACHE_SIZE, 0}};
+    size_t lim = 0;
+    for (size_t i = 0; i < sizeof defaults / sizeof *defaults; i++) {
+        lim = 99;
+        OK(cuCtxGetLimit(&lim, defaults[i].limit));
+        CHECK(lim == defaults[i].value, "limit %d: %zu", (int)defaults[i].limit, lim);
+    }
+    OK(cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 4096));
+    OK(cuCtxGetLimit(&lim, CU_LIMIT_STACK_SIZE));
+    CHECK(lim == 4096, "stack size set: %zu", lim);
+    OK(cuCtxSetCurrent(primary));
+    OK(cuCtxGetLimit(&lim, CU_LIMIT_STACK_SIZE));
+    CHECK(lim == 1024, "another context's stack size: %zu", lim);
+    OK(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, (size_t)1 << 26));
+    OK(cuCtxSetCurrent(c));
+    OK(cuCtxGetLimit(&lim, CU_LIMIT_STACK_SIZE));
+    CHECK(lim == 4096, "stack size kept: %zu", lim);
+    OK(cuCtxGetLimit(&lim, CU_LIMIT_MALLOC_HEAP_SIZE));
+    CHECK(lim == 8388608, "another context's heap: %zu", lim);
+    EXPECT(cuCtxGetLimit(NULL, CU_LIMIT_STACK_SIZE), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuCtxGetLimit(&lim, CU_LIMIT_MAX), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuCtxSetLimit(CU_LIMIT_MAX, 1), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuCtxSetLimit((CUlimit)-1, 1), CUDA_ERROR_INVALID_VALUE);
+    OK(cuMemAlloc_v2(&y, 64 * sizeof(float))); /* C's memory */
+    OK(cuCtxSetCurrent(NULL));
+    EXPECT(cuCtxGetLimit(&lim, CU_LIMIT_STACK_SIZE), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT(cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 1), CUDA_ERROR_INVALID_CONTEXT);
+
+    /* Peer copies between the primary's memory and C's. */
+    OK(cuCtxCreate_v4(&d, NULL, 0, 0));
+    OK(cuCtxDestroy_v2(d)); /* a dead handle that is surely not C */
+    OK(cuCtxSetCurrent(primary));
+    float *hx = (float *)(uintptr_t)x, *hy = (float *)(uintptr_t)y;
+    for (int i = 0; i < 64; i++)
+        hx[i] = (float)i, hy[i] = -1.0f;
+    OK(cuMemcpyPeer(y, c, x, primary, 64 * sizeof(float)));
+    CHECK(hy[0] == 0.0f && hy[63] == 63.0f, "peer copy: %g %g", (double)hy[0], (double)hy[63]);
+    for (int i = 0; i < 64; i++)
+        hy[i] = -1.0f;
+    CUstream s;
+    OK(cuStreamCreate(&s, 0));
+    OK(cuMemcpyPeerAsync(y + 4, c, x, primary, 32 * sizeof(float), s));
+    CHECK(hy[0] == -1.0f && hy[1] == 0.0f && hy[32] == 31.0f && hy[33] == -1.0f, "async peer copy: %g %g %g %g",
+          (double)hy[0], (double)hy[1], (double)hy[32], (double)hy[33]);
+    OK(cuMemcpyPeerAsync(x, primary, y, c, sizeof(float), CU_STREAM_PER_THREAD));
+    CHECK(hx[0] == -1.0f, "peer copy back: %g", (double)hx[0]);
+    OK(cuMemcpyPeer(y, c, y + 4, c, sizeof(float))); /* within one context */
+    OK(cuMemcpyPeer(y, c, x, primary, 0));
+    EXPECT(cuMemcpyPeer(y, (CUcontext)&lim, x, primary, 4), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT(cuMemcpyPeer(y, c, x, NULL, 4), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT(cuMemcpyPeer(y, c, x, d, 4), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT(cuMemcpyPeerAsync(y, d, x, primary, 4, s), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT(cuMemcpyPeerAsync(y, c, x, (CUcontext)mp, 4, s), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT(cuMemcpyPeerAsync(y, c, x, primary, 4, (CUstream)&lim), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT(cuMemcpyPeer(y, c, 16, primary, 4), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuMemcpyPeer(16, c, x, primary, 4), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuMemcpyPeer(y, c, x, primary, 65 * sizeof(float)), CUDA_ERROR_INVALID_VALUE);
+    EXPECT(cuMemcpyPeerAsync(y, c, 16, primary, 4, s), CUDA_ERROR_INVALID_VALUE);
+    CHECK(hy[0] == 0.0f, "refused copies copied nothing: %g", (double)hy[0]);
+    OK(cuStreamDestroy_v2(s));
+
+    /* The primary while reset: not a live context for a copy; its limits
+     * go back to the defaults. */
+    OK(cuMemFree_v2(x));
+    OK(cuDevicePrimaryCtxReset(0));
+    EXPECT(cuMemcpyPeer(y, c, y + 4, primary, 4), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT(cuMemcpyPeerAsync(y, primary, y + 4, c, 4, NULL), CUDA_ERROR_INVALID_CONTEXT);
+    OK(cuMemcpyPeer(y, c, y + 4, c, 4));
+    OK(cuDevicePrimaryCtxRetain(&cur, 0));
+    CHECK(cur == primary, "the same primary handle");
+    OK(cuMemcpyPeer(y, c, y + 4, primary, 4));
+    OK(cuCtxGetLimit(&lim, CU_LIMIT_MALLOC_HEAP_SIZE));
+    CHECK(lim == 8388608, "the primary's heap after its reset: %zu", lim);
+
+    OK(cuMemFree_v2(y));
+    OK(cuLibraryUnload(lib));
+    EXPECT(cuLaunchKernel(kc, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT(cuFuncLoad(kb), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT(cuFuncGetName(&name, kc), CUDA_ERROR_INVALID_HANDLE);
+    OK(cuModuleUnload(mb));
+    OK(cuModuleUnload(mp));
+    OK(cuCtxDestroy_v2(c));
+    OK(cuCtxSetCurrent(NULL));
+    OK(cuDevicePrimaryCtxRelease_v2(0));
+    OK(cuDevicePrimaryCtxRelease_v2(0));
+    EXPECT_STATE(0);
+    return NULL;
+}
+#undef RUNS
+
+static void test_contexts(void)
+{
+    unsigned long long dev0 = fakecuda_live_device_allocations();
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, contexts_thread, NULL) == 0 && pthread_join(t, NULL) == 0, "thread");
+    CHECK(fakecuda_live_device_allocations() == dev0, "leaks after the contexts test");
+    CHECK(sym("fakecuda_launches_in") && sym("fakecuda_func_loads"), "helpers exported");
+}
+
 int main(void)
 {
     Dl_info info;
@@ -1921,6 +2199,7 @@ int main(void)
     test_capture();
     test_threads();
     test_occupancy();
+    test_contexts();
     if (failures) {
         fprintf(stderr, "fakecuda_selftest: %d check(s) failed\n", failures);
         return 1;

@@ -1526,6 +1526,24 @@ def case_report_evolve():
     check(p.returncode == 0 and len(lines) == 4 and cells(lines[2])[0] == "empty"
           and lines[3] == "  ... 2 more kernel-shapes", f"--top 1: one row and the rest counted: {lines}", p)
 
+    # drk's context for trials: its device memory on the totals' line (the largest of several processes').
+    with tempfile.TemporaryDirectory() as tmp:
+        d = json.load(open(evolve_fixture(41)))
+        d["evolve"]["own_context_mib"] = 539
+        path = os.path.join(tmp, "drk-train-41.json")
+        with open(path, "w") as f:
+            json.dump(d, f)
+        p = drk("report", path)
+        lines = evolve_lines(p.stdout)
+        check(p.returncode == 0 and lines and lines[0].endswith(
+            "re-searched per round (5 rounds); trials in a context of drk's own (539 MiB of device memory)"),
+            "own_context_mib: said on the totals' line", p)
+        d["evolve"]["own_context_mib"] = "539"
+        with open(path, "w") as f:
+            json.dump(d, f)
+        p = drk("report", path)
+        check(p.returncode != 0 and "own_context_mib" in p.stderr, "own_context_mib: a string is refused", p)
+
     # Rows without a why ("" as the engine writes it) show "-".
     p = drk("report", evolve_fixture(42))
     check(p.returncode == 0 and [cells(l) for l in evolve_lines(p.stdout)[2:]] == [

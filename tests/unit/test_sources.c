@@ -4,7 +4,8 @@
  * text; the cap), the PTX source's knobs and reasons, every PTX variant of
  * a kernel built with exactly its options (registers seen, unloads
  * balanced, never-passed options absent), a failing build with its log,
- * and the attribute source on a function. */
+ * the attribute source on a function, and what loading a module's image
+ * again takes (drk_images_again_of). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
@@ -312,6 +313,119 @@ static void test_attr(void)
     CHECK(cuModuleUnload(m) == CUDA_SUCCESS);
 }
 
+/* What loading a module again takes (drk_images_again_of): its image byte
+ * for byte and the options that shape its code, kept only with PTX kept
+ * for one of its kernels and within the cap; a library's is the driver's. */
+static void test_again(void)
+{
+    drk_images_keep_ptx(DRK_IMAGES_PTX_CAP);
+    drk_images_stats s0 = drk_images_stats_get();
+    char info[64], err[64];
+    CUjit_option o[] = {CU_JIT_MAX_REGISTERS,   CU_JIT_INFO_LOG_BUFFER, CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+                        CU_JIT_THREADS_PER_BLOCK, CU_JIT_WALL_TIME,     CU_JIT_ERROR_LOG_BUFFER,
+                        CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, CU_JIT_LOG_VERBOSE, CU_JIT_CACHE_MODE};
+    void *v[] = {(void *)(uintptr_t)64, info, (void *)(uintptr_t)sizeof info, (void *)(uintptr_t)128, NULL, err,
+                 (void *)(uintptr_t)sizeof err, (void *)(uintptr_t)1, (void *)(uintptr_t)CU_JIT_CACHE_OPTION_CG};
+    drk_images_load ld = {0, 9, o, v};
+    drk_images_loaded_ex(0x201, "cuModuleLoadDataEx", ptx_a, NULL, &ld);
+    drk_images_again a, b;
+    CHECK(drk_images_again_of(0x201, &a) == 0 && !a.library && a.why[0] == 0);
+    CHECK(a.image && a.size == strlen(ptx_a) && memcmp(a.image, ptx_a, a.size) == 0 &&
+          ((char *)a.image)[a.size] == 0);
+    /* The code-shaping ones, in order, as passed; no log, no wall time. */
+    CHECK(a.nopts == 3 && a.opts[0] == CU_JIT_MAX_REGISTERS && a.vals[0] == (void *)(uintptr_t)64 &&
+          a.opts[1] == CU_JIT_THREADS_PER_BLOCK && a.vals[1] == (void *)(uintptr_t)128 &&
+          a.opts[2] == CU_JIT_CACHE_MODE && a.vals[2] == (void *)(uintptr_t)CU_JIT_CACHE_OPTION_CG);
+    /* Each caller its own copy. */
+    CHECK(drk_images_again_of(0x201, &b) == 0 && b.image && b.image != a.image);
+    drk_images_again_free(&b);
+    CHECK(b.image == NULL);
+    drk_images_stats s = drk_images_stats_get();
+    CHECK(s.images_kept == s0.images_kept + 1 && s.images_kept_bytes == s0.images_kept_bytes + strlen(ptx_a));
+    /* A handle value reused after an unload drk missed: the old copy goes. */
+    drk_images_loaded(0x201, "cuModuleLoadData", ptx_a, NULL);
+    s = drk_images_stats_get();
+    CHECK(s.images_kept == s0.images_kept + 1 && s.images_kept_bytes == s0.images_kept_bytes + strlen(ptx_a));
+    CHECK(drk_images_again_of(0x201, &b) == 0 && b.nopts == 0 && b.size == strlen(ptx_a));
+    drk_images_again_free(&b);
+    /* Unloaded: none, and its bytes back under the cap; a copy handed out stays whole. */
+    drk_images_unloaded(0x201);
+    CHECK(drk_images_again_of(0x201, &b) == -1 && contains(b.why, "no image") && !b.image);
+    s = drk_images_stats_get();
+    CHECK(s.images_kept == s0.images_kept && s.images_kept_bytes == s0.images_kept_bytes);
+    CHECK(memcmp(a.image, ptx_a, a.size) == 0);
+    drk_images_again_free(&a);
+    CHECK(drk_images_again_of(0x2ff, &b) == -1 && contains(b.why, "no image"));
+    CHECK(drk_images_again_of(0, &b) == -1);
+
+    /* A library: the driver keeps its image; its options are not looked at. */
+    CUjit_option fast = CU_JIT_FAST_COMPILE;
+    void *one = (void *)(uintptr_t)1;
+    drk_images_load lib = {1, 1, &fast, &one};
+    drk_images_loaded_ex(0x202, "cuLibraryLoadData", ptx_a, NULL, &lib);
+    CHECK(drk_images_again_of(0x202, &b) == 0 && b.library == 1 && b.image == NULL && b.size == 0);
+    drk_images_unloaded(0x202);
+    CHECK(drk_images_again_of(0x202, &b) == -1);
+
+    /* An option drk does not repeat; more options than it holds. */
+    drk_images_load bad = {0, 1, &fast, &one};
+    drk_images_loaded_ex(0x203, "cuModuleLoadDataEx", ptx_a, NULL, &bad);
+    CHECK(drk_images_again_of(0x203, &b) == -1 && contains(b.why, "JIT option 16") &&
+          contains(b.why, "does not repeat") && !b.image);
+    CUjit_option many[DRK_IMAGES_AGAIN_OPTS + 1];
+    void *manyv[DRK_IMAGES_AGAIN_OPTS + 1];
+    for (unsigned i = 0; i <= DRK_IMAGES_AGAIN_OPTS; i++)
+        many[i] = CU_JIT_MAX_REGISTERS, manyv[i] = (void *)(uintptr_t)64;
+    drk_images_load lots = {0, DRK_IMAGES_AGAIN_OPTS + 1, many, manyv};
+    drk_images_loaded_ex(0x204, "cuModuleLoadDataEx", ptx_a, NULL, &lots);
+    CHECK(drk_images_again_of(0x204, &b) == -1 && contains(b.why, "more than drk repeats"));
+    /* No kernel with PTX kept (a module global); keeping off. */
+    drk_images_loaded(0x205, "cuModuleLoadData", ptx_global, NULL);
+    CHECK(drk_images_again_of(0x205, &b) == -1 && contains(b.why, "none of its kernels had PTX kept"));
+    drk_images_keep_ptx(0);
+    drk_images_loaded(0x206, "cuModuleLoadData", ptx_a, NULL);
+    CHECK(drk_images_again_of(0x206, &b) == -1 && contains(b.why, "keeping is off"));
+    /* Past the cap: not kept, and the cap is where it was. */
+    s = drk_images_stats_get();
+    drk_images_keep_ptx(s.ptx_kept_bytes + s.images_kept_bytes + strlen(ptx_a) - 1);
+    drk_images_loaded(0x207, "cuModuleLoadData", ptx_a, NULL);
+    CHECK(drk_images_again_of(0x207, &b) == -1 && contains(b.why, "cap"));
+    drk_images_keep_ptx(DRK_IMAGES_PTX_CAP);
+    CHECK(drk_images_stats_get().images_kept_bytes == s.images_kept_bytes);
+    for (uintptr_t o2 = 0x203; o2 <= 0x207; o2++)
+        drk_images_unloaded(o2);
+
+#ifdef DRK_UNIT_IMAGES
+    /* A file: its bytes; a fatbin, and one behind a wrapper: its container. */
+    size_t n;
+    unsigned char *ptx = check_load(DRK_UNIT_IMAGES, "c90.ptx", &n);
+    drk_images_loaded(0x208, "cuModuleLoad", NULL, DRK_UNIT_IMAGES "/c90.ptx");
+    CHECK(drk_images_ptx(0x208, "_Z4axpyPfPKffi") != NULL);
+    CHECK(drk_images_again_of(0x208, &b) == 0 && b.size == n && memcmp(b.image, ptx, n) == 0);
+    drk_images_again_free(&b);
+    free(ptx);
+    unsigned char *fat = check_load(DRK_UNIT_IMAGES, "two.fatbin", &n);
+    drk_images_loaded(0x209, "cuModuleLoadData", fat, NULL);
+    CHECK(drk_images_again_of(0x209, &b) == 0 && b.size == n && memcmp(b.image, fat, n) == 0);
+    drk_images_again_free(&b);
+    struct {
+        uint32_t magic, version;
+        const void *data, *extra;
+    } wrapper = {0x466243B1u, 1, fat, NULL};
+    drk_images_loaded(0x20a, "cuModuleLoadFatBinary", &wrapper, NULL);
+    CHECK(drk_images_again_of(0x20a, &b) == 0 && b.size == n && memcmp(b.image, fat, n) == 0);
+    drk_images_again_free(&b);
+    /* SASS only: no PTX kept, no image. */
+    drk_images_loaded(0x20b, "cuModuleLoad", NULL, DRK_UNIT_IMAGES "/sm90.cubin");
+    CHECK(drk_images_again_of(0x20b, &b) == -1 && contains(b.why, "none of its kernels had PTX kept"));
+    for (uintptr_t o2 = 0x208; o2 <= 0x20b; o2++)
+        drk_images_unloaded(o2);
+    free(fat);
+#endif
+    s = drk_images_stats_get();
+    CHECK(s.images_kept == s0.images_kept && s.images_kept_bytes == s0.images_kept_bytes);
+}
+
 int main(void)
 {
     fill();
@@ -326,6 +440,7 @@ int main(void)
     test_applies();
     test_build_ptx(ctx);
     test_attr();
+    test_again();
     CHECK(cuDevicePrimaryCtxRelease(dev) == CUDA_SUCCESS);
     return CHECK_DONE();
 }
