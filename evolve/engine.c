@@ -1132,16 +1132,21 @@ static int try_candidate(struct target *t, drk_trial *tr, const drk_proof_ref *r
     }
     if (!timed)
         return 0;
-    /* One pair screens: only a candidate that looks faster by the margin
-     * is timed in all its pairs. Most candidates win nothing (docs/evolve.md,
-     * the recorded spaces), so the budget goes three times as far; a served
-     * variant measured again is timed whole. */
+    /* Candidates are timed against the original's mean on this capture
+     * (timed once, PAIRS runs), one run first and the rest only for one
+     * that looks faster by the margin: most candidates win nothing
+     * (docs/evolve.md, the recorded spaces), and none pays for the
+     * original's runs. The served variant is timed whole, in pairs. */
     float s[PAIRS];
     double orig_ns = 0;
     tr->full = is_served(t, b);
-    int got = drk_trial_time(tr, tr->full ? PAIRS : 1, s, &orig_ns);
-    if (got == 1 && !tr->full && s[0] >= 1 + DRK_EVO_MARGIN) {
-        int more = drk_trial_time(tr, PAIRS - 1, s + 1, NULL);
+    int got;
+    if (tr->full)
+        got = drk_trial_time(tr, PAIRS, s, &orig_ns);
+    else if (tr->original_ns <= 0 && drk_trial_time_original(tr, PAIRS) != 0)
+        got = -1;
+    else if ((got = drk_trial_time_variant(tr, 1, s)) == 1 && s[0] >= 1 + DRK_EVO_MARGIN) {
+        int more = drk_trial_time_variant(tr, PAIRS - 1, s + 1);
         got = more < 0 ? more : got + more;
     }
     if (got < 0) {

@@ -110,6 +110,7 @@ typedef struct drk_trial {
     uint32_t grid[3], block[3], shared_bytes;
     CUfunction original, variant;   /* what run(.., 0) and run(.., 1) launch */
     uint64_t gpu_ns;                /* GPU time of its replays so far (the budget's) */
+    double original_ns;             /* drk_trial_time_original's mean; 0 before */
     int full;                       /* time every pair, however slow (a served variant measured again: a drop
                                      * wants its samples) */
     /* Set by the caller, or NULL: held around each replay, and the
@@ -146,5 +147,17 @@ drk_proof_ops drk_trial_ops(drk_trial *t);
  * *original_ns (may be NULL): the original's mean time over the samples.
  * Adds the replays' GPU time to t->gpu_ns. */
 int drk_trial_time(drk_trial *t, unsigned pairs, float *speedups, double *original_ns);
+
+/* Timing against the original once a capture, for the search's
+ * candidates: drk_trial_time_original replays the original `runs` times,
+ * each on set 2 freshly copied from the snapshot, and keeps their mean in
+ * t->original_ns (0, or -1 with why); drk_trial_time_variant then replays
+ * the variant `runs` times the same way, speedups[i] = t->original_ns / its
+ * time, a 2x slower one ending it (the number of samples, or -1 with why).
+ * A candidate costs its own runs alone, not the original's beside each
+ * (tests/evolve/sim.h: the search reaches the recorded best about twice as
+ * often within 10 rounds at a 2% budget). Both add to t->gpu_ns. */
+int drk_trial_time_original(drk_trial *t, unsigned runs);
+int drk_trial_time_variant(drk_trial *t, unsigned runs, float *speedups);
 
 #endif

@@ -141,6 +141,9 @@ void sim_run(sim_kernel *k, const sim_opts *o, sim_result *r)
     r->speedup[0] = 1;
     r->vs_best[0] = k->ms[0] / k->best_ms;
     unsigned last_bad = r->vs_best[0] > 1.02 ? 1 : 0;
+    static unsigned char proven[SIM_VARIANTS];
+    memset(proven, 0, sizeof proven);
+    double ledger = 0, credit = 0;
     for (unsigned round = 1; round <= rounds; round++) {
         if (round == o->swap_round && served) {
             double t = k->ms[served];
@@ -151,14 +154,58 @@ void sim_run(sim_kernel *k, const sim_opts *o, sim_result *r)
         }
         double gpu = SIM_ROUND_LAUNCHES * k->ms[served] * 1e6; /* ns */
         r->gpu_ns += gpu;
-        drk_evolution_begin_round(e, SIM_BUDGET * gpu, timed(k->ms[0], o->sigma) * 1e6, SIM_TRIAL_LAUNCHES);
+        ledger += SIM_BUDGET * gpu, credit += SIM_BUDGET * gpu;
+        if (o->engine && ledger < 0) {
+            /* No capture this round: the decision stands. */
+            r->served[round] = served;
+            r->trials_at[round] = e->trials;
+            r->speedup[round] = k->ms[0] / k->ms[served];
+            r->vs_best[round] = k->ms[served] / k->best_ms;
+            if (r->vs_best[round] > 1.02)
+                last_bad = round + 1;
+            continue;
+        }
+        double cost = o->engine ? 2 * k->ms[0] * 1e6 : 0; /* the reference */
+        /* SIM_ENGINE: the original timed SIM_ENGINE_PAIRS times once a
+         * capture, each candidate's runs against their mean. */
+        double orig_ms = 0;
+        if (o->engine == SIM_ENGINE) {
+            for (int i = 0; i < SIM_ENGINE_PAIRS; i++)
+                orig_ms += timed(k->ms[0], o->sigma) / SIM_ENGINE_PAIRS;
+            cost += SIM_ENGINE_PAIRS * k->ms[0] * 1e6;
+        }
+        drk_evolution_begin_round(e, o->engine ? credit : SIM_BUDGET * gpu, timed(k->ms[0], o->sigma) * 1e6,
+                                  o->engine ? SIM_ENGINE_PAIRS : SIM_TRIAL_LAUNCHES);
+        credit = 0;
         drk_variant cand[8];
         unsigned n;
         while ((n = drk_evolution_next(e, cand, 8)) > 0)
             for (unsigned i = 0; i < n; i++) {
                 uint32_t id = drk_variant_id(&drk_space_ptx, &cand[i]);
+                if (o->engine)
+                    cost += k->ms[id] * 1e6; /* its proof's run */
                 if (!k->ok[id]) {
                     drk_evolution_reject(e, &cand[i]);
+                    continue;
+                }
+                if (o->engine) {
+                    /* One sample screens (all of them for SIM_ENGINE_EVERY_PAIR);
+                     * a 2x slower one ends the timing. */
+                    proven[id] += proven[id] < 255;
+                    float s[SIM_ENGINE_PAIRS];
+                    unsigned m = 0;
+                    while (m < SIM_ENGINE_PAIRS &&
+                           !(m == 1 && (s[0] < 0.5f || (o->engine != SIM_ENGINE_EVERY_PAIR && s[0] < 1 + DRK_EVO_MARGIN)))) {
+                        if (o->engine == SIM_ENGINE) {
+                            s[m] = (float)(orig_ms / timed(k->ms[id], o->sigma));
+                            cost += k->ms[id] * 1e6;
+                        } else {
+                            s[m] = (float)(timed(k->ms[0], o->sigma) / timed(k->ms[id], o->sigma));
+                            cost += (k->ms[0] + k->ms[id]) * 1e6;
+                        }
+                        m++;
+                    }
+                    drk_evolution_record(e, &cand[i], s, m);
                     continue;
                 }
                 /* A trial whose first launch is 2x slower than the default's
@@ -181,6 +228,10 @@ void sim_run(sim_kernel *k, const sim_opts *o, sim_result *r)
             }
         drk_evo_decision d = drk_evolution_end_round(e);
         served = d.serve ? drk_variant_id(&drk_space_ptx, &d.variant) : 0;
+        if (o->engine && proven[served] < SIM_PROOF_CAPTURES)
+            served = 0; /* the original until proven on enough launches */
+        ledger -= cost;
+        r->engine_ns += cost;
         r->served[round] = served;
         r->trials_at[round] = e->trials;
         if (sim_trace) {

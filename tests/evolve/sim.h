@@ -50,7 +50,27 @@ typedef struct sim_opts {
     unsigned rounds;             /* <= SIM_MAX_ROUNDS */
     const drk_variant *start;    /* the predictor's candidate, or NULL */
     unsigned swap_round;         /* planted: at its start the served variant's and the default's times swap; 0 none */
+    int engine;                  /* 0: the search alone; else what evolve/engine.c pays and waits for (below) */
 } sim_opts;
+
+/* With engine set, a round is what evolve/engine.c does with one captured
+ * launch, and the budget pays all of its GPU time, as the engine's ledger
+ * does: the original run twice (the reference); per candidate one run of
+ * the variant (its proof) and its timing; a variant served only once
+ * proven on SIM_PROOF_CAPTURES rounds (the original until then); no
+ * capture while the ledger is below zero (that round is skipped). The
+ * search is granted the budget since its last round, and plans with
+ * SIM_ENGINE_PAIRS samples. The timing:
+ *  - SIM_ENGINE (the engine's): the original timed SIM_ENGINE_PAIRS times
+ *    once a capture; a candidate's runs each a sample against their mean,
+ *    one run first, the rest only if it shows the candidate faster by the
+ *    margin;
+ *  - SIM_ENGINE_PAIRED_SCREEN: pairs (the original and the variant), one
+ *    first, the rest only for a candidate faster by the margin;
+ *  - SIM_ENGINE_EVERY_PAIR: every pair for every candidate. */
+enum { SIM_ENGINE = 1, SIM_ENGINE_PAIRED_SCREEN = 2, SIM_ENGINE_EVERY_PAIR = 3 };
+#define SIM_PROOF_CAPTURES 3
+#define SIM_ENGINE_PAIRS 4
 
 typedef struct sim_result {
     uint32_t served[SIM_MAX_ROUNDS + 1];    /* id served after round r (0: the default); [0] before any */
@@ -65,6 +85,7 @@ typedef struct sim_result {
     int banned_served_again;     /* planted: the dropped variant was served again */
     uint64_t trials, mutations;
     double spent_ns, granted_ns, gpu_ns;
+    double engine_ns;            /* engine: the GPU time the rounds' trials took in all */
     drk_evo_state state;
     drk_evolution e;             /* the end state */
 } sim_result;

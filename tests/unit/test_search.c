@@ -425,7 +425,7 @@ static void test_recorded(void)
             memset(w, 0, sizeof *w);
             for (uint64_t seed = 1; seed <= SEEDS; seed++) {
                 sim_kernel k = kernels[ki];
-                sim_opts o = {sigma, seed, ROUNDS, NULL, 0};
+                sim_opts o = {sigma, seed, ROUNDS, NULL, 0, 0};
                 static sim_result r;
                 sim_run(&k, &o, &r);
                 row_add(w, seed, &r);
@@ -482,7 +482,7 @@ static void test_new_shape(void)
             for (uint64_t seed = 1; seed <= SEEDS; seed++) {
                 static sim_result r;
                 sim_kernel a = *k;
-                sim_opts o = {sigmas[si], seed, ROUNDS, NULL, 0};
+                sim_opts o = {sigmas[si], seed, ROUNDS, NULL, 0, 0};
                 sim_run(&a, &o, &r);
                 drk_predictor p;
                 drk_predictor_init(&p);
@@ -498,7 +498,7 @@ static void test_new_shape(void)
                     b.ms[v] *= 3.7 * (1 + 0.001 * ((double)(z >> 40) / (double)(1u << 24) - 0.5));
                 }
                 sim_best(&b);
-                sim_opts o2 = {sigmas[si], seed + 1000, ROUNDS, &start, 0};
+                sim_opts o2 = {sigmas[si], seed + 1000, ROUNDS, &start, 0, 0};
                 sim_run(&b, &o2, &r);
                 if (!drk_variant_is_default(&start)) {
                     started++;
@@ -563,7 +563,7 @@ static void test_predictor(void)
             for (uint64_t seed = 1; seed <= SEEDS; seed++) {
                 static sim_result r;
                 sim_kernel x = *k;
-                sim_opts o = {sigmas[si], seed, ROUNDS, &guess, 0};
+                sim_opts o = {sigmas[si], seed, ROUNDS, &guess, 0, 0};
                 sim_run(&x, &o, &r);
                 row_add(&w, seed, &r);
             }
@@ -620,7 +620,7 @@ static void test_planted_drop(void)
             for (uint64_t seed = 1; seed <= SEEDS; seed++) {
                 static sim_result r;
                 sim_kernel k = *k0;
-                sim_opts o = {sigmas[si], seed, 40, NULL, 16};
+                sim_opts o = {sigmas[si], seed, 40, NULL, 16, 0};
                 sim_run(&k, &o, &r);
                 CHECK(r.served[15] != 0); /* served before the swap */
                 CHECK(r.drop_round >= 16 && r.drop_round < 16 + DROP_ROUNDS);
@@ -646,7 +646,7 @@ static void test_nothing_to_win(void)
         for (uint64_t seed = 1; seed <= SEEDS; seed++) {
             static sim_result r;
             sim_kernel k = *k0;
-            sim_opts o = {sigmas[si], seed, ROUNDS, NULL, 0};
+            sim_opts o = {sigmas[si], seed, ROUNDS, NULL, 0, 0};
             sim_run(&k, &o, &r);
             CHECK(r.worst_speedup >= 0.99);
             CHECK(r.speedup[ROUNDS] >= 0.99 && r.speedup[ROUNDS] <= k.ms[0] / k.best_ms + 1e-9);
@@ -707,6 +707,57 @@ static void test_shapes(void)
     printf(" the other rounds none\n");
 }
 
+/* The search as the engine runs it (sim_opts.engine): every replay paid
+ * from the budget, serving after 3 proven captures, rounds skipped while
+ * the ledger is below zero; with the one-pair screen and without it. */
+static void test_engine_costs(void)
+{
+    printf("\nas the engine pays (reference, proofs, both sides of each pair; served after %d proven captures), %d "
+           "seeds of %d rounds: within 2%% of the best by round %d, median and worst round; GPU share (most)\n",
+           SIM_PROOF_CAPTURES, SEEDS, ROUNDS, WITHIN_ROUNDS);
+    printf("%-16s %7s | %-30s | %-30s | %-30s\n", "kernel", "best x", "  the engine's: shared original",
+           "  pairs, one first", "  every pair");
+    for (unsigned si = 0; si < 2; si++) {
+        printf("noise sigma %.0f%%\n", sigmas[si] * 100);
+        for (unsigned ki = 0; ki < nkernels; ki++) {
+            printf("%-16s %6.3fx", kernels[ki].name, kernels[ki].ms[0] / kernels[ki].best_ms);
+            unsigned on_time[SIM_ENGINE_EVERY_PAIR + 1] = {0};
+            for (int mode = SIM_ENGINE; mode <= SIM_ENGINE_EVERY_PAIR; mode++) {
+                row w;
+                memset(&w, 0, sizeof w);
+                double share = 0;
+                for (uint64_t seed = 1; seed <= SEEDS; seed++) {
+                    sim_kernel k = kernels[ki];
+                    sim_opts o = {sigmas[si], seed, ROUNDS, NULL, 0, mode};
+                    static sim_result r;
+                    sim_run(&k, &o, &r);
+                    row_add(&w, seed, &r);
+                    double s = r.engine_ns / r.gpu_ns;
+                    share = s > share ? s : share;
+                    /* Never a loss served, and the ledger holds the budget over the run (a round's overrun
+                     * waits for the next rounds' grants). */
+                    CHECK(r.worst_speedup >= 0.99);
+                    CHECK(s <= SIM_BUDGET * 1.25);
+                }
+                unsigned median, worst;
+                rounds_of(&w, &median, &worst);
+                printf(" | %5u/%-2d", w.on_time, SEEDS);
+                print_round(median);
+                print_round(worst);
+                printf(" %5.2f%%", 100 * share);
+                on_time[mode] = w.on_time;
+            }
+            printf("\n");
+            /* The engine's timing reaches the best on time at least as often as every pair did, and at 1%
+             * noise in most seeds (matmul_naive's 1.06x plateau against its 1.10x corner is the hardest:
+             * 16 of 20 when this was written). */
+            CHECK(on_time[SIM_ENGINE] >= on_time[SIM_ENGINE_EVERY_PAIR]);
+            if (si == 0)
+                CHECK(on_time[SIM_ENGINE] >= SEEDS * 3 / 4);
+        }
+    }
+}
+
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0); /* tables and failures in order */
@@ -725,5 +776,6 @@ int main(void)
     test_predictor();
     test_planted_drop();
     test_nothing_to_win();
+    test_engine_costs();
     return CHECK_DONE();
 }

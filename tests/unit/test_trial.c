@@ -346,6 +346,19 @@ static void test_proof(drk_trial_env *env, CUmodule other, CUmodule bad, CUmodul
     CHECK(drk_trial_time(&t, 2, sp, NULL) == -1 && strstr(t.why, "cuEventElapsedTime_v2 failed: CUresult 400"));
     CHECK(fakecuda_set_kernel_time("tadd", 32, 1000) == 0);
 
+    /* Against the original's mean on the capture: the variant's runs alone. */
+    CHECK(drk_trial_time_variant(&t, 1, sp) == -1 && strstr(t.why, "the original was not timed"));
+    before = t.gpu_ns;
+    norder = 0;
+    CHECK(drk_trial_time_original(&t, 4) == 0 && near(t.original_ns, 2000));
+    CHECK(drk_trial_time_variant(&t, 3, sp) == 3 && near(sp[0], 2.0) && near(sp[2], 2.0));
+    CHECK(t.gpu_ns - before == 4 * 2000 + 3 * 1000);
+    static const unsigned want_runs[7] = {64, 64, 64, 64, 32, 32, 32};
+    CHECK(norder == 7 && memcmp(order, want_runs, sizeof want_runs) == 0);
+    CHECK(fakecuda_set_kernel_time("tadd", 32, 5000) == 0); /* 2.5x slower: one run ends it */
+    CHECK(drk_trial_time_variant(&t, 3, sp) == 1 && near(sp[0], 0.4));
+    CHECK(fakecuda_set_kernel_time("tadd", 32, 1000) == 0);
+
     /* Nothing of the program's touched: c is still the program's. */
     static uint32_t now_c[N];
     CHECK(cuMemcpyDtoH(now_c, c, sizeof now_c) == CUDA_SUCCESS && memcmp(now_c, program_c, sizeof now_c) == 0);
