@@ -314,6 +314,9 @@ static int ensure_env(int dev)
 
 static void end_target(struct target *t, drk_target_state st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+static void target_round(struct target *t, uint64_t kernel_ns);
+static uint64_t last_kernel_ns; /* the latest timed round's kernel time: an untimed round is granted as much */
+static int want_choice;         /* a target ended since the latest timed round: the next is chosen from one */
 
 /* Served modules in the program's context are unloaded at exit, not when
  * dropped: on the H200 an unload there can wait for the device to drain,
@@ -405,6 +408,7 @@ static void end_target(struct target *t, drk_target_state st, const char *fmt, .
     if (active == t) {
         drk_capture_disarm();
         active = NULL;
+        want_choice = 1;
     }
     free_snapshot(t);
     for (unsigned i = 0; i < BUILT; i++)
@@ -425,6 +429,7 @@ static void rest(struct target *t, const char *why)
     if (active == t) {
         drk_capture_disarm();
         active = NULL;
+        want_choice = 1;
     }
     free_snapshot(t);
     drop_ptx(t);
@@ -1411,35 +1416,18 @@ void drk_engine_round(const drk_round *r)
                             drk_shape_class(r->top[i].key.grid, r->top[i].key.block, r->top[i].key.shared_bytes));
     }
     researched_sum += drk_shapes_round_end(&shapes).share;
+    last_kernel_ns = r->kernel_ns;
     if (active) {
-        /* The budget: this round's share of the program's kernel time,
-         * to the kernel being searched. */
-        active->credit_ns += cfg.budget * (double)r->kernel_ns;
-        active->ledger_ns += cfg.budget * (double)r->kernel_ns;
         for (unsigned i = 0; i < r->ntop; i++)
             if (r->top[i].key.name && strcmp(r->top[i].key.name, active->rec->name) == 0 &&
                 memcmp(r->top[i].key.grid, active->shape.grid, sizeof active->shape.grid) == 0 &&
                 memcmp(r->top[i].key.block, active->shape.block, sizeof active->shape.block) == 0)
                 active->default_ns = (double)r->top[i].stats.median_ns;
-        if (atomic_load(&active->gone)) {
-            end_target(active, DRK_TARGET_FAILED, "its module was unloaded by the program");
-        } else if (active->await_round && active->ledger_ns < 0) {
-            /* The budget is spent: the next capture waits for rounds to pay it back. */
-            snprintf(active->why, sizeof active->why, "the budget is spent: waiting %.1f ms of rounds' credit",
-                     -active->ledger_ns / 1e6);
-        } else if (active->await_round) {
-            active->await_round = 0;
-            arm(active); /* this round's search is done: the next launch */
-        } else if (++active->waited > PATIENCE) {
-            /* Waiting on a capture that does not come (the kernel ran out
-             * of use, or its pointers keep moving): let it go, keeping
-             * what it serves, so other kernels get their turn. */
-            end_target(active, active->served || active->rounds ? DRK_TARGET_SETTLED : DRK_TARGET_REFUSED,
-                       "not captured again at its shape within %d rounds", PATIENCE);
-        }
+        target_round(active, r->kernel_ns);
     }
     if (!active)
         choose(r);
+    want_choice = 0;
     /* Nothing new to search: a rested variant is measured again. */
     for (unsigned i = 0; i < ntargets && !active; i++) {
         struct target *t = &targets[i];
@@ -1456,13 +1444,52 @@ void drk_engine_round(const drk_round *r)
     idle_rounds = active ? 0 : idle_rounds + 1;
 }
 
+/* A round of the active target's, timed or not (`kernel_ns`: the round's,
+ * or the latest timed round's): its grant, and the next capture. */
+static void target_round(struct target *t, uint64_t kernel_ns)
+{
+    /* The budget: this round's share of the program's kernel time, to the
+     * kernel being searched. */
+    t->credit_ns += cfg.budget * (double)kernel_ns;
+    t->ledger_ns += cfg.budget * (double)kernel_ns;
+    if (atomic_load(&t->gone)) {
+        end_target(t, DRK_TARGET_FAILED, "its module was unloaded by the program");
+    } else if (t->await_round && t->ledger_ns < 0) {
+        /* The budget is spent: the next capture waits for rounds to pay it back. */
+        snprintf(t->why, sizeof t->why, "the budget is spent: waiting %.1f ms of rounds' credit", -t->ledger_ns / 1e6);
+    } else if (t->await_round) {
+        t->await_round = 0;
+        arm(t); /* this round's search is done: the next launch */
+    } else if (++t->waited > PATIENCE) {
+        /* Waiting on a capture that does not come (the kernel ran out of
+         * use, or its pointers keep moving): let it go, keeping what it
+         * serves, so other kernels get their turn. */
+        end_target(t, t->served || t->rounds ? DRK_TARGET_SETTLED : DRK_TARGET_REFUSED,
+                   "not captured again at its shape within %d rounds", PATIENCE);
+    }
+}
+
 unsigned drk_engine_idle_rounds(void) { return on ? idle_rounds : 0; }
+
+int drk_engine_searching(void)
+{
+    return on && active && !want_choice && active->default_ns > 0 && last_kernel_ns > 0;
+}
 
 int drk_engine_round_untimed(void)
 {
     if (!on)
         return 0;
     rounds_seen++;
+    if (active) {
+        /* A search goes on through untimed rounds, granted the latest
+         * timed round's kernel time. */
+        program_ns_all += last_kernel_ns;
+        target_round(active, last_kernel_ns);
+        return want_choice;
+    }
+    if (want_choice)
+        return 1; /* the next target is chosen from a timed round */
     for (unsigned i = 0; i < ntargets; i++) {
         const struct target *t = &targets[i];
         if (t->state == DRK_TARGET_SETTLED && t->served && !t->from_cache && !atomic_load(&t->gone) &&

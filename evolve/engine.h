@@ -54,8 +54,14 @@ void drk_engine_round(const drk_round *r);
  * measure again: while there are some, the caller may rest the kernel
  * records the engine reads its rounds from. */
 unsigned drk_engine_idle_rounds(void);
-/* A round passed untimed (kernel records resting): counted toward the
- * measuring again of served variants; 1 when one is due (records wanted). */
+/* 1 while a search runs that needs no round's records (its kernel's time
+ * is known): the caller may rest them but for a round now and then. */
+int drk_engine_searching(void);
+/* A round passed untimed (kernel records resting): the search in progress
+ * is granted the latest timed round's kernel time and goes on, and it
+ * counts toward measuring served variants again; 1 when records are wanted
+ * (a variant is due to be measured again, or a target ended and the next
+ * is to be chosen from a timed round). */
 int drk_engine_round_untimed(void);
 /* Each tick: captures taken are worked on. */
 void drk_engine_tick(void);

@@ -91,20 +91,27 @@ static int take_marks(void)
  * without them, for the engine to see what has become hot. */
 #define REST_AFTER 1 /* a round in which the engine chose nothing: nothing was hot enough or left */
 #define REST_SAMPLE 20
+/* While a search runs (its kernel's time known, its trials timed on drk's
+ * own stream), records rest too, and one round in about SEARCH_SAMPLE + 2
+ * is timed whole, for the rounds' kernel time the budget is a share of. */
+#define SEARCH_SAMPLE 4
 
 static void rest_records(uint64_t now)
 {
     static int resting;
+    static unsigned rest_for;
     static uint64_t unsampled_at, untimed_seen, kept_at;
     if (cfg.profile || !drk_engine_on())
         return;
-    if (!resting && drk_engine_idle_rounds() >= REST_AFTER && drk_gputime_rounds_closed() > kept_at) {
+    int searching = drk_engine_searching();
+    if (!resting && (searching || drk_engine_idle_rounds() >= REST_AFTER) && drk_gputime_rounds_closed() > kept_at) {
         if (drk_cupti_kernels(0) == 0) {
             drk_gputime_sampling(0, now);
             resting = 1;
+            rest_for = searching ? SEARCH_SAMPLE : REST_SAMPLE;
             unsampled_at = untimed_seen = drk_gputime_totals_get().unsampled;
-            drk_log(DRK_LOG_DEBUG, "GPU times: kernel records rest (evolution has nothing to search); one round "
-                                   "in %d is timed", REST_SAMPLE + 1);
+            drk_log(DRK_LOG_DEBUG, "GPU times: kernel records rest (%s); on again after %u rounds",
+                    searching ? "a search runs" : "evolution has nothing to search", rest_for);
         }
         return;
     }
@@ -115,7 +122,7 @@ static void rest_records(uint64_t now)
     int due = 0;
     for (; untimed_seen < untimed; untimed_seen++)
         due |= drk_engine_round_untimed();
-    if (due || untimed - unsampled_at >= REST_SAMPLE) {
+    if (due || untimed - unsampled_at >= rest_for) {
         if (drk_cupti_kernels(1) == 0) {
             drk_gputime_sampling(1, now);
             resting = 0;

@@ -60,7 +60,7 @@ def check_contexts(p, mode, served):
 
 
 def case_evolve(args):
-    rep, p = run(args, "evolve", {"DRK_EVOLVE": "1"})
+    rep, p = run(args, "evolve", {"DRK_EVOLVE": "1", "DRK_LOG_LEVEL": "debug"})
     check_contexts(p, "evolve", True)
     ev = rep["evolve"]
     check(ev["enabled"] and ev["off_reason"] is None, "evolve: on", ev)
@@ -87,6 +87,8 @@ def case_evolve(args):
     check(untimed >= 1 and untimed + closed >= 15,
           "kernel records rested once nothing was left to search (rounds untimed, not among the rounds)",
           {"unsampled_rounds": untimed, "rounds.closed": closed})
+    rest, serve = p.stderr.find("kernel records rest (a search runs)"), p.stderr.find("serving regs=32")
+    check(0 <= rest < serve, "kernel records rested while the search ran, and it went on to serve", p.stderr[-3000:])
 
 
 def case_plant(args):
