@@ -83,6 +83,8 @@ struct target {
     uint64_t trial_ns;
     double default_ns;          /* the original's median GPU time in the latest round */
     double credit_ns;           /* trial time granted and not yet used */
+    double saved_ns;            /* GPU time the served variant saved, estimated (the report's) */
+    uint64_t served_round_ns;   /* its kernel-shape's time in the latest timed round it served */
     /* The capture in flight. */
     drk_capture_plan plan;
     size_t snapshot_bytes;
@@ -315,6 +317,8 @@ static int ensure_env(int dev)
 static void end_target(struct target *t, drk_target_state st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void target_round(struct target *t, uint64_t kernel_ns);
+static const drk_time_row *row_of(const drk_round *r, const struct target *t);
+static void saved(struct target *t);
 static uint64_t last_kernel_ns; /* the latest timed round's kernel time: an untimed round is granted as much */
 static int want_choice;         /* a target ended since the latest timed round: the next is chosen from one */
 
@@ -1417,14 +1421,18 @@ void drk_engine_round(const drk_round *r)
     }
     researched_sum += drk_shapes_round_end(&shapes).share;
     last_kernel_ns = r->kernel_ns;
-    if (active) {
-        for (unsigned i = 0; i < r->ntop; i++)
-            if (r->top[i].key.name && strcmp(r->top[i].key.name, active->rec->name) == 0 &&
-                memcmp(r->top[i].key.grid, active->shape.grid, sizeof active->shape.grid) == 0 &&
-                memcmp(r->top[i].key.block, active->shape.block, sizeof active->shape.block) == 0)
-                active->default_ns = (double)r->top[i].stats.median_ns;
-        target_round(active, r->kernel_ns);
+    for (unsigned n = 0; n < ntargets; n++) {
+        struct target *t = &targets[n];
+        const drk_time_row *row = row_of(r, t);
+        if (t == active && row)
+            t->default_ns = (double)row->stats.median_ns;
+        /* What a served variant saved: its time in the round, had it
+         * taken the original's, less what it took. */
+        t->served_round_ns = t->served && row ? row->stats.total_ns : 0;
+        saved(t);
     }
+    if (active)
+        target_round(active, r->kernel_ns);
     if (!active)
         choose(r);
     want_choice = 0;
@@ -1442,6 +1450,25 @@ void drk_engine_round(const drk_round *r)
         }
     }
     idle_rounds = active ? 0 : idle_rounds + 1;
+}
+
+/* `t`'s kernel-shape among the round's hottest, or NULL. */
+static const drk_time_row *row_of(const drk_round *r, const struct target *t)
+{
+    for (unsigned i = 0; i < r->ntop; i++)
+        if (r->top[i].key.name && strcmp(r->top[i].key.name, t->rec->name) == 0 &&
+            memcmp(r->top[i].key.grid, t->shape.grid, sizeof t->shape.grid) == 0 &&
+            memcmp(r->top[i].key.block, t->shape.block, sizeof t->shape.block) == 0)
+            return &r->top[i];
+    return NULL;
+}
+
+/* A round's saving by `t`'s served variant (timed, or untimed: as the
+ * latest timed round it served). */
+static void saved(struct target *t)
+{
+    if (t->served && t->speedup > 1)
+        t->saved_ns += (double)t->served_round_ns * (t->speedup - 1);
 }
 
 /* A round of the active target's, timed or not (`kernel_ns`: the round's,
@@ -1481,6 +1508,8 @@ int drk_engine_round_untimed(void)
     if (!on)
         return 0;
     rounds_seen++;
+    for (unsigned n = 0; n < ntargets; n++)
+        saved(&targets[n]);
     if (active) {
         /* A search goes on through untimed rounds, granted the latest
          * timed round's kernel time. */
@@ -1575,6 +1604,7 @@ size_t drk_engine_rows(drk_engine_row *out, size_t max)
         o->speedup = t->served ? t->speedup : 1.0;
         o->build_ms = t->build_ms, o->builds = t->builds, o->build_ms_max = t->build_ms_max;
         o->trial_ns = t->trial_ns;
+        o->saved_ns = (uint64_t)(t->saved_ns + 0.5);
         o->snapshot_bytes = t->snapshot_bytes;
         o->from_cache = t->came_from_cache && t->served;
     }
@@ -1597,6 +1627,8 @@ drk_engine_totals drk_engine_totals_get(void)
     s.cubin_hits = cubin_hits, s.cubins_stored = cubins_stored;
     s.cubin_hit_ms_mean = cubin_hits ? cubin_hit_ms_sum / cubin_hits : 0, s.cubin_hit_ms_max = cubin_hit_ms_max;
     s.own_ctx_bytes = own_ctx_bytes;
+    for (unsigned i = 0; i < ntargets; i++)
+        s.saved_ns += (uint64_t)(targets[i].saved_ns + 0.5);
     s.served_loads = served_loads, s.served_load_ms_max = served_load_ms_max;
     return s;
 }

@@ -99,6 +99,8 @@ typedef struct drk_engine_row {
     double build_ms_max;
     int from_cache;             /* served from the first launch on a result an earlier run found */
     uint64_t trial_ns;          /* GPU time of its replays */
+    uint64_t saved_ns;          /* GPU time its served variant saved, estimated: the variant's time in each round
+                                 * it served x (speedup - 1); an untimed round counted as the latest timed one */
     size_t snapshot_bytes;
 } drk_engine_row;
 
@@ -114,6 +116,7 @@ typedef struct drk_engine_totals {
     unsigned cubin_hits, cubins_stored; /* variants' cubins loaded from the cache (no compile); written to it */
     double cubin_hit_ms_mean, cubin_hit_ms_max; /* a cubin hit's time: the cache read and the module's load */
     uint64_t own_ctx_bytes;     /* device memory drk's context took (trials run there); 0 if none was made */
+    uint64_t saved_ns;          /* the rows' saved_ns, summed */
     unsigned served_loads;      /* served variants loaded into the program's context */
     double served_load_ms_max;  /* the longest of those loads (it may wait for the program's queue) */
 } drk_engine_totals;

@@ -41,6 +41,7 @@ void drk_report_evolve(drk_json *j)
     drk_json_f64(j, "cubin_hit_ms_mean", t.cubin_hit_ms_mean);
     drk_json_f64(j, "cubin_hit_ms_max", t.cubin_hit_ms_max);
     drk_json_u64(j, "own_context_mib", t.own_ctx_bytes >> 20);
+    drk_json_u64(j, "saved_ns", t.saved_ns);
     drk_json_u64(j, "served_loads", t.served_loads);
     drk_json_f64(j, "served_load_ms_max", t.served_load_ms_max);
     drk_capture_stats c = drk_capture_stats_get();
@@ -75,6 +76,7 @@ void drk_report_evolve(drk_json *j)
         drk_json_f64(j, "build_ms", r->build_ms);
         drk_json_f64(j, "build_ms_max", r->build_ms_max);
         drk_json_u64(j, "trial_ns", r->trial_ns);
+        drk_json_u64(j, "saved_ns", r->saved_ns);
         drk_json_u64(j, "snapshot_bytes", r->snapshot_bytes);
         drk_json_bool(j, "from_cache", r->from_cache);
         drk_json_close(j, '}');

@@ -174,6 +174,7 @@ typedef struct rep_evolve_row {
     const char *why;     /* refused, failed, or the last rejection; NULL or "": none */
     const char *serving; /* the served variant, "default" if none */
     uint64_t captures, rounds, tried, proven, rejected, trusted, builds, trial_ns, snapshot_bytes;
+    uint64_t saved_ns; /* GPU time its served variant saved, estimated (0 in reports of an older drk) */
     double speedup, build_ms, build_ms_max; /* speedup: 1 serving the default */
     uint64_t pid;        /* its process's */
     size_t seq;          /* totals_merge's scratch: the row's place in its input */
@@ -196,6 +197,7 @@ typedef struct rep_evolve {
     double budget;      /* the first report's with evolve on (else the first's) */
     uint64_t rounds, trial_ns, program_kernel_ns;
     uint64_t own_context_mib; /* device memory of drk's context for trials (the largest of the processes') */
+    uint64_t saved_ns;        /* GPU time served variants saved, estimated (summed) */
     double trial_share, researched_share;
     uint64_t kernels, evolved, refused, failed;
     uint64_t captured, snapped, moved, busy, mismatched; /* evolve.captures */

@@ -627,6 +627,10 @@ static void print_evolve(FILE *f, const rep_evolve *e, size_t top, size_t nprocs
             100 * e->researched_share, e->rounds, e->rounds == 1 ? "" : "s");
     if (e->own_context_mib)
         fprintf(f, "; trials in a context of drk's own (%" PRIu64 " MiB of device memory)", e->own_context_mib);
+    if (e->saved_ns) {
+        char saved[32];
+        fprintf(f, "; GPU time saved by served variants ~%s (estimated)", human_ns(e->saved_ns, saved, sizeof saved));
+    }
     if (nprocs && e->asked > e->processes)
         fprintf(f, "; off in %" PRIu64 " process%s (first reason: %s)", e->asked - e->processes,
                 e->asked - e->processes == 1 ? "" : "es", why);
@@ -876,6 +880,8 @@ static void json_evolve(drk_json *j, FILE *f, const rep_evolve *e, size_t top)
     drk_json_u64(j, "rounds", e->rounds);
     drk_json_u64(j, "trial_ns", e->trial_ns);
     drk_json_u64(j, "program_kernel_ns", e->program_kernel_ns);
+    drk_json_u64(j, "own_context_mib", e->own_context_mib);
+    drk_json_u64(j, "saved_ns", e->saved_ns);
     drk_json_f64(j, "trial_share", e->trial_share);
     drk_json_f64(j, "researched_share", e->researched_share);
     drk_json_u64(j, "kernels", e->kernels);
@@ -911,6 +917,7 @@ static void json_evolve(drk_json *j, FILE *f, const rep_evolve *e, size_t top)
         drk_json_f64(j, "build_ms", r->build_ms);
         drk_json_f64(j, "build_ms_max", r->build_ms_max);
         drk_json_u64(j, "trial_ns", r->trial_ns);
+        drk_json_u64(j, "saved_ns", r->saved_ns);
         drk_json_u64(j, "snapshot_bytes", r->snapshot_bytes);
         drk_json_close(j, '}');
         drk_json_flush(j, f);

@@ -74,6 +74,9 @@ def case_evolve(args):
     check(r["serving"].startswith("regs=32") and r["trusted"] >= 1 and r["speedup"] > 1.5,
           "the 2x faster variant (regs=32) is served", r)
     check(r["captures"] >= 3, "served only after 3 captured launches or more were proven", r)
+    # Served at 2x from round ~5 of 16, 20 launches of 1 us a round: each timed round saves ~20 us.
+    check(r.get("saved_ns", 0) >= 20000 and ev.get("saved_ns") == r["saved_ns"],
+          "the GPU time the served variant saved, estimated, per kernel and in all", (r, ev.get("saved_ns")))
     got = launches(p)
     check(got is not None and got[1] > 0, "the program's launches ran the served variant", p.stdout)
     check(ev["trial_ns"] > 0 and ev["captures"]["snapped"] >= 3, "trials ran on snapshots", ev)

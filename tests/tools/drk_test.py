@@ -1530,14 +1530,25 @@ def case_report_evolve():
     with tempfile.TemporaryDirectory() as tmp:
         d = json.load(open(evolve_fixture(41)))
         d["evolve"]["own_context_mib"] = 539
+        d["evolve"]["saved_ns"] = 2500000
         path = os.path.join(tmp, "drk-train-41.json")
         with open(path, "w") as f:
             json.dump(d, f)
         p = drk("report", path)
         lines = evolve_lines(p.stdout)
         check(p.returncode == 0 and lines and lines[0].endswith(
-            "re-searched per round (5 rounds); trials in a context of drk's own (539 MiB of device memory)"),
-            "own_context_mib: said on the totals' line", p)
+            "re-searched per round (5 rounds); trials in a context of drk's own (539 MiB of device memory); "
+            "GPU time saved by served variants ~2.50 ms (estimated)"),
+            "own_context_mib and saved_ns: said on the totals' line", p)
+        # Two processes: the savings add up, the context's memory is the largest.
+        d["pid"] = 44
+        d["evolve"]["own_context_mib"], d["evolve"]["saved_ns"] = 524, 1500000
+        with open(os.path.join(tmp, "drk-train-44.json"), "w") as f:
+            json.dump(d, f)
+        p = drk("report", "--json", tmp)
+        got = json.loads(p.stdout)["evolve"] if p.returncode == 0 else {}
+        check(got.get("saved_ns") == 4000000 and got.get("own_context_mib") == 539,
+              "two processes: saved_ns summed, own_context_mib the largest", p)
         d["evolve"]["own_context_mib"] = "539"
         with open(path, "w") as f:
             json.dump(d, f)
@@ -1668,7 +1679,8 @@ def case_report_evolve():
     got = json.loads(p.stdout)["evolve"]
     check({k: v for k, v in got.items() if k != "by_kernel"} == {
         "enabled": True, "reports": 3, "processes": 2, "off_reason": "DRK_EVOLVE=0", "budget": 0.02, "rounds": 9,
-        "trial_ns": 9400, "program_kernel_ns": 720000, "trial_share": 0.0130556, "researched_share": 0.180556,
+        "trial_ns": 9400, "program_kernel_ns": 720000, "own_context_mib": 0, "saved_ns": 0,
+        "trial_share": 0.0130556, "researched_share": 0.180556,
         "kernels": 5, "evolved": 2, "refused": 1, "failed": 1,
         "captures": {"captured": 5, "snapped": 4, "moved": 1, "busy": 2, "mismatched": 0}, "distinct": 5},
           f"combined sums: {got}", p)
