@@ -913,6 +913,55 @@ static CUfunction serve_copy(struct target *t, struct built *b, char *why, size_
  * a module's from drk's copy of the image and its JIT options. Same image,
  * same options, same driver: the same code the program runs. NULL with
  * why. Kept per target. */
+/* The program's modules loaded again in drk's context, by owner: one load
+ * serves every kernel of a module. The program's unload marks its entry
+ * stale (drk_engine_unloading, under the fence); it is unloaded when next
+ * looked at. A load that an unload (of any module) overtook is not kept
+ * here: the owner's value may be a new module's by then. */
+#define ORIGS 32
+static struct {
+    uintptr_t owner;
+    CUmodule module;
+    int stale;
+} origs[ORIGS];
+static unsigned norigs;
+static uint64_t unloads; /* the program's unloads, under the fence */
+
+/* The owner's module in drk's context (current): CUDA_SUCCESS, or the
+ * failing call in *what. */
+static CUresult orig_module(uintptr_t owner, drk_images_again *again, CUmodule *out, const char **what)
+{
+    *out = NULL;
+    int slot = -1;
+    pthread_mutex_lock(&fence);
+    for (unsigned i = 0; i < norigs; i++) {
+        if (origs[i].module && origs[i].stale) {
+            drv.module_unload(origs[i].module); /* drk's context: waits for nothing */
+            origs[i].module = NULL;
+        }
+        if (origs[i].module && origs[i].owner == owner)
+            *out = origs[i].module;
+        if (!origs[i].module && slot < 0)
+            slot = (int)i;
+    }
+    uint64_t seen = unloads;
+    pthread_mutex_unlock(&fence);
+    if (*out)
+        return CUDA_SUCCESS;
+    /* Outside the fence: a JIT of the PTX may take a while. */
+    *what = "cuModuleLoadDataEx (the program's image)";
+    CUresult r = drv.module_load_data_ex(out, again->image, again->nopts, again->opts, again->vals);
+    if (r != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&fence);
+    if (slot < 0 && norigs < ORIGS)
+        slot = (int)norigs++;
+    if (slot >= 0 && unloads == seen)
+        origs[slot].owner = owner, origs[slot].module = *out, origs[slot].stale = 0;
+    pthread_mutex_unlock(&fence);
+    return CUDA_SUCCESS; /* not kept: drk's context goes with its modules */
+}
+
 static CUfunction original_of(struct target *t, char *why, size_t len)
 {
     if (t->orig && t->orig_ctx == own_ctx)
@@ -926,15 +975,11 @@ static CUfunction original_of(struct target *t, char *why, size_t len)
     CUresult r = CUDA_SUCCESS;
     const char *what = "";
     if (!k && !again.library) {
-        /* Outside the fence: a JIT of the PTX may take a while. */
         CUmodule m = NULL;
-        r = drv.module_load_data_ex(&m, again.image, again.nopts, again.opts, again.vals);
+        r = orig_module(owner, &again, &m, &what);
         drk_images_again_free(&again);
-        what = "cuModuleLoadDataEx (the program's image)";
-        if (r == CUDA_SUCCESS && (r = drv.module_get_function(&fn, m, t->rec->name)) != CUDA_SUCCESS) {
+        if (r == CUDA_SUCCESS && (r = drv.module_get_function(&fn, m, t->rec->name)) != CUDA_SUCCESS)
             what = "cuModuleGetFunction";
-            drv.module_unload(m);
-        } /* else kept: drk's context goes with its modules */
     }
     pthread_mutex_lock(&fence);
     if (atomic_load(&t->gone)) {
@@ -1561,6 +1606,10 @@ void drk_engine_unloading(uintptr_t owner)
     for (unsigned i = 0; i < n; i++)
         if (targets[i].rec && atomic_load_explicit(&targets[i].rec->owner, memory_order_acquire) == owner)
             atomic_store(&targets[i].gone, 1);
+    for (unsigned i = 0; i < norigs; i++)
+        if (origs[i].owner == owner)
+            origs[i].stale = 1;
+    unloads++;
     pthread_mutex_unlock(&fence);
 }
 

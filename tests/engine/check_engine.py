@@ -181,6 +181,17 @@ def case_off(args):
           p.stdout)
 
 
+def case_noctx(args):
+    rep, p = run(args, "noctx", {"DRK_EVOLVE": "1"})
+    ev = rep["evolve"]
+    c, got = contexts(p), launches(p)
+    check(ev["enabled"] and ev["trial_ns"] == 0 and ev["evolved"] == 0 and c is not None and c[2] == 0
+          and got is not None and got[1] == 0 and got[2] == 0,
+          "noctx: without drk's context nothing is tried or served, the program's own build runs", (ev, c, got))
+    says = p.stderr.count("no trials for now: cuCtxCreate on device 0 failed (2)")
+    check(says == 1, "noctx: said once, in one line", p.stderr[-2000:])
+
+
 def case_unload(args):
     rep, p = run(args, "unload", {"DRK_EVOLVE": "1"})
     check_contexts(p, "unload", False)
@@ -198,10 +209,10 @@ def main():
     ap.add_argument("--program", required=True)
     ap.add_argument("--preload", required=True)
     ap.add_argument("--nvjitlink", required=True, help="the stand-in's nvJitLink (the fake driver's library)")
-    ap.add_argument("--mode", required=True, choices=["evolve", "plant", "cache", "regress", "nondet", "off", "unload"])
+    ap.add_argument("--mode", required=True, choices=["evolve", "plant", "cache", "regress", "nondet", "off", "noctx", "unload"])
     args = ap.parse_args()
     {"evolve": case_evolve, "plant": case_plant, "cache": case_cache, "regress": case_regress, "nondet": case_nondet, "off": case_off,
-     "unload": case_unload}[args.mode](args)
+     "noctx": case_noctx, "unload": case_unload}[args.mode](args)
     print(f"{'FAILED' if failures else 'passed'}: {failures} failures")
     sys.exit(1 if failures else 0)
 

@@ -23,6 +23,9 @@
  *                         launches' blocks seen so far to one element (as a
  *                         float atomic's order would): it differs from
  *                         itself, so drk must refuse it.
+ *   engine_route noctx    the evolve rounds, with every cuCtxCreate_v4
+ *                         failing: drk cannot make its context for trials,
+ *                         so nothing is tried and nothing served, said once.
  *   engine_route unload   the evolve rounds, but after round 2 (drk is
  *                         searching) the program unloads its module and
  *                         loads it again: drk's work on the old module ends
@@ -112,6 +115,8 @@ int main(int argc, char **argv)
     nondet = strcmp(mode, "nondet") == 0;
     int regress = strcmp(mode, "regress") == 0, rounds = regress ? 28 : ROUNDS;
     int reload = strcmp(mode, "unload") == 0;
+    if (strcmp(mode, "noctx") == 0 && fakecuda_inject_error("cuCtxCreate_v4", CUDA_ERROR_OUT_OF_MEMORY, 1000000) != 0)
+        return 1;
     uint64_t base = 1000000000ull;
     fakecupti_set_time(base - 1000);
     /* drk's own stream, as CUPTI names it: records on it are drk's trials
