@@ -113,6 +113,7 @@ static uint64_t trial_ns_all, program_ns_all;
 static unsigned rounds_seen;
 static double researched_sum;
 static unsigned cache_hits, cache_stored;
+static unsigned partial_hits, partial_stored; /* searches an earlier run ended, gone on from; ended by this one */
 static unsigned cubin_hits, cubins_stored; /* cubins loaded from the cache; written to it */
 static double cubin_hit_ms_sum, cubin_hit_ms_max;
 static unsigned served_loads;
@@ -517,8 +518,9 @@ static void result_key(struct target *t, int dev)
 }
 
 /* An earlier run's result for `t`: 1 and the variant (the default: nothing
- * won), 0 if none. */
-static int result_get(struct target *t, drk_variant *v, double *speedup)
+ * won), 0 if none; *partial: a search the run ended before it settled,
+ * and the variant its best so far (a start, not a result). */
+static int result_get(struct target *t, drk_variant *v, double *speedup, int *partial)
 {
     drk_cache_blob b;
     if (!t->keyed || drk_cache_get(cfg.cache, &t->key, RESULT_KIND, &b) != 0)
@@ -531,15 +533,17 @@ static int result_get(struct target *t, drk_variant *v, double *speedup)
     unsigned id;
     if (sscanf(text, "variant %u speedup %lf", &id, speedup) != 2 || drk_variant_from_id(&drk_space_ptx, id, v) != 0)
         return 0;
+    *partial = strstr(text, " partial\n") != NULL;
     return 1;
 }
 
-static void result_put(struct target *t, const drk_variant *v, double speedup)
+static void result_put(struct target *t, const drk_variant *v, double speedup, int partial)
 {
     if (!t->keyed)
         return;
     char text[128];
-    int n = snprintf(text, sizeof text, "variant %u speedup %.4f\n", drk_variant_id(&drk_space_ptx, v), speedup);
+    int n = snprintf(text, sizeof text, "variant %u speedup %.4f%s\n", drk_variant_id(&drk_space_ptx, v), speedup,
+                     partial ? " partial" : "");
     if (n > 0 && drk_cache_put(cfg.cache, &t->key, RESULT_KIND, text, (size_t)n, t->rec->name) == 0)
         cache_stored++;
 }
@@ -639,8 +643,18 @@ static struct target *make_target(const drk_kernel_record *r, int slot, const dr
     result_key(t, df ? df->device : 0);
     drk_variant cached;
     double speedup;
-    if (result_get(t, &cached, &speedup))
+    int partial = 0, got = result_get(t, &cached, &speedup, &partial);
+    if (got && partial) {
+        /* An earlier run ended this search: it goes on from its best. */
+        char text[96];
+        drk_evolution_init(&t->evo, &drk_space_ptx, (uint64_t)(uintptr_t)r ^ t->cls, &cached);
+        partial_hits++;
+        drk_log(DRK_LOG_INFO, "evolve: %.80s: an earlier run's search ended at %s (%.3fx, not yet proven here): "
+                              "searching on from it", r->name,
+                drk_variant_text(&drk_space_ptx, &cached, text, sizeof text), speedup);
+    } else if (got) {
         from_cache(t, &cached, speedup);
+    }
     return t;
 }
 
@@ -1254,7 +1268,7 @@ static void search_round(struct target *t, drk_trial *tr, const drk_proof_ref *r
             drk_predictor_learn(&predictor, (uint64_t)(uintptr_t)t->rec, t->cls, &f, d.serve ? &d.variant : NULL,
                                 d.serve ? d.stats.median : 1.0);
             drk_variant none = {{0}};
-            result_put(t, d.serve && t->served ? &d.variant : &none, d.serve && t->served ? d.stats.median : 1.0);
+            result_put(t, d.serve && t->served ? &d.variant : &none, d.serve && t->served ? d.stats.median : 1.0, 0);
             t->stored = 1;
         }
         char why[96];
@@ -1618,6 +1632,21 @@ void drk_engine_stop(void)
     if (!on)
         return;
     drk_capture_disarm();
+    /* Searches the exit ends: their best so far, for the next run to go
+     * on from (a start: proven and measured again there). */
+    for (unsigned i = 0; i < ntargets; i++) {
+        struct target *t = &targets[i];
+        drk_variant best;
+        if (t->stored || t->from_cache || !t->rounds || atomic_load(&t->gone) ||
+            drk_variant_from_id(&drk_space_ptx, t->evo.center, &best) != 0 || drk_variant_is_default(&best))
+            continue;
+        drk_ratio_stats st = drk_evolution_stats(&t->evo, &best);
+        if (st.n && st.median >= 1 + DRK_EVO_MARGIN) {
+            result_put(t, &best, st.median, 1);
+            t->stored = 1;
+            partial_stored++;
+        }
+    }
     if ((active || ngraves) && push(env_device)) {
         if (active)
             free_snapshot(active);
@@ -1673,6 +1702,7 @@ drk_engine_totals drk_engine_totals_get(void)
     s.rounds = rounds_seen;
     s.researched_share = rounds_seen ? researched_sum / rounds_seen : 0;
     s.cache_hits = cache_hits, s.cache_stored = cache_stored;
+    s.partial_hits = partial_hits, s.partial_stored = partial_stored;
     s.cubin_hits = cubin_hits, s.cubins_stored = cubins_stored;
     s.cubin_hit_ms_mean = cubin_hits ? cubin_hit_ms_sum / cubin_hits : 0, s.cubin_hit_ms_max = cubin_hit_ms_max;
     s.own_ctx_bytes = own_ctx_bytes;

@@ -113,6 +113,8 @@ typedef struct drk_engine_totals {
     unsigned rounds;
     double researched_share;
     unsigned cache_hits, cache_stored; /* results found in the cache; results written to it */
+    unsigned partial_hits, partial_stored; /* searches an earlier run ended, gone on from; ended by this run's exit
+                                            * and written (their best so far) */
     unsigned cubin_hits, cubins_stored; /* variants' cubins loaded from the cache (no compile); written to it */
     double cubin_hit_ms_mean, cubin_hit_ms_max; /* a cubin hit's time: the cache read and the module's load */
     uint64_t own_ctx_bytes;     /* device memory drk's context took (trials run there); 0 if none was made */

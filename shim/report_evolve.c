@@ -42,6 +42,8 @@ void drk_report_evolve(drk_json *j)
     drk_json_f64(j, "cubin_hit_ms_max", t.cubin_hit_ms_max);
     drk_json_u64(j, "own_context_mib", t.own_ctx_bytes >> 20);
     drk_json_u64(j, "saved_ns", t.saved_ns);
+    drk_json_u64(j, "partial_hits", t.partial_hits);
+    drk_json_u64(j, "partial_stored", t.partial_stored);
     drk_json_u64(j, "served_loads", t.served_loads);
     drk_json_f64(j, "served_load_ms_max", t.served_load_ms_max);
     drk_capture_stats c = drk_capture_stats_get();

@@ -24,14 +24,15 @@ def check(cond, what, detail=""):
     failures += not cond
 
 
-def run(args, mode, extra, cache=None):
+def run(args, mode, extra, cache=None, rounds=None):
     out = tempfile.mkdtemp(prefix="drk-engine-")
     env = {k: v for k, v in os.environ.items() if not k.startswith("DRK_")}
     env.update(LD_PRELOAD=args.preload, DRK_ROUND_SECONDS="0", DRK_REPORT=out + "/", DRK_LOG_LEVEL="info",
                DRK_EVOLVE_BUDGET="100%", DRK_CACHE_DIR=cache or os.path.join(out, "cache"),
                DRK_NVJITLINK=args.nvjitlink)
     env.update(extra)
-    p = subprocess.run([args.program, mode], env=env, capture_output=True, text=True, timeout=120)
+    p = subprocess.run([args.program, mode] + ([str(rounds)] if rounds else []), env=env, capture_output=True,
+                       text=True, timeout=120)
     check(p.returncode == 0, f"{mode}: the program runs to its end, every result bit for bit", p.stdout + p.stderr)
     reports = glob.glob(os.path.join(out, "*.json"))
     check(len(reports) == 1, f"{mode}: one report", reports)
@@ -148,6 +149,24 @@ def case_cache(args):
     ev4 = rep4["evolve"]
     check(ev4["cache_hits"] == 0 and any(r["serving"].startswith("regs=32") and not r["from_cache"] for r in ev4["by_kernel"]),
           "a corrupt entry: ignored, the search finds the winner again", ev4)
+    # A run that exits mid-search (4 rounds: 2 searched, nothing proven on 3 launches yet) leaves its best so far;
+    # the next run goes on from it, and its settled result then replaces it.
+    cache = tempfile.mkdtemp(prefix="drk-engine-cache-")
+    rep5, p5 = run(args, "evolve", {"DRK_EVOLVE": "1"}, cache, rounds=4)
+    ev5 = rep5["evolve"]
+    rows5 = [r for r in ev5["by_kernel"] if r["name"] == "axpy"]
+    check(ev5["partial_stored"] == 1 and rows5 and rows5[0]["state"] == "searching" and rows5[0]["serving"] == "default",
+          "exit mid-search: the search's best so far stored, nothing served", ev5)
+    rep6, p6 = run(args, "evolve", {"DRK_EVOLVE": "1"}, cache)
+    ev6 = rep6["evolve"]
+    rows6 = [r for r in ev6["by_kernel"] if r["name"] == "axpy"]
+    check(ev6["partial_hits"] == 1 and ev6["cache_hits"] == 0 and "an earlier run's search ended at regs=32" in p6.stderr
+          and rows6 and rows6[0]["serving"].startswith("regs=32") and rows6[0]["state"] == "settled"
+          and not rows6[0]["from_cache"],
+          "the next run searches on from it, proves and serves the winner itself", (ev6, p6.stderr[-1500:]))
+    rep7, p7 = run(args, "evolve", {"DRK_EVOLVE": "1"}, cache)
+    check(rep7["evolve"]["cache_hits"] == 1 and rep7["evolve"]["partial_hits"] == 0,
+          "then its settled result replaced the partial one: served from the cache", rep7["evolve"])
 
 
 def case_regress(args):

@@ -114,6 +114,8 @@ int main(int argc, char **argv)
     const char *mode = argc > 1 ? argv[1] : "evolve";
     nondet = strcmp(mode, "nondet") == 0;
     int regress = strcmp(mode, "regress") == 0, rounds = regress ? 28 : ROUNDS;
+    if (argc > 2)
+        rounds = atoi(argv[2]); /* fewer: the program exits mid-search */
     int reload = strcmp(mode, "unload") == 0;
     if (strcmp(mode, "noctx") == 0 && fakecuda_inject_error("cuCtxCreate_v4", CUDA_ERROR_OUT_OF_MEMORY, 1000000) != 0)
         return 1;
