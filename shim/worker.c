@@ -89,7 +89,7 @@ static int take_marks(void)
  * H200), so once the engine has had nothing to search for REST_AFTER
  * rounds they rest, and come back for one round after REST_SAMPLE rounds
  * without them, for the engine to see what has become hot. */
-#define REST_AFTER 1 /* a round in which the engine chose nothing: nothing was hot enough or left */
+#define REST_AFTER 3 /* rounds in which the engine chose nothing (the first rounds may lack a kernel's facts) */
 #define REST_SAMPLE 20
 /* While a search runs (its kernel's time known, its trials timed on drk's
  * own stream), records rest too, and one round in about SEARCH_SAMPLE + 2

@@ -162,12 +162,14 @@ int main(int argc, char **argv)
             return 1;
         float a = 0.5f + (float)r * 0.125f; /* new inputs each round */
         for (int l = 0; l < LAUNCHES; l++) {
-            uint64_t s = t0 + 1000 + (uint64_t)l * 10000;
+            /* 2 ms a launch on the fake clock: a round's kernel time (40 ms)
+             * pays for the trials' wall time on this machine's CPU. */
+            uint64_t s = t0 + 1000 + (uint64_t)l * 5000000;
             fakecupti_set_time(s);
             void *params[] = {&dx, &dy, &a, &n};
             if (!check(cuLaunchKernel(fn, N / BLOCK, 1, 1, BLOCK, 1, 1, 0, NULL, params, NULL), "launch"))
                 return 1;
-            fakecupti_kernel("axpy", N / BLOCK, 1, 1, BLOCK, 1, 1, 0, s, s + 2000, 7);
+            fakecupti_kernel("axpy", N / BLOCK, 1, 1, BLOCK, 1, 1, 0, s, s + 2000000, 7);
             if (l == 0 && r >= 6) { /* by when drk's trials have begun */
                 fakecupti_kernel("drk_compare", 4, 1, 1, 256, 1, 1, 0, s + 3000, s + 3500, OWN_STREAM);
                 fakecupti_memcpy(4096, s + 3600, s + 3700, OWN_STREAM);
