@@ -18,6 +18,7 @@
 #include "base/log.h"
 #include "base/sha256.h"
 #include "evolve/image/fatbin.h"
+#include "evolve/image/hostelf.h"
 
 typedef struct loaded {
     uintptr_t owner;               /* 0 once unloaded (a deferred image stays) */
@@ -385,18 +386,14 @@ static void *read_whole(const char *path, size_t cap, size_t *len, drk_images_ag
         why_over_cap(a, (uint64_t)st.st_size, cap);
         return NULL;
     }
-    size_t n = (size_t)st.st_size, got = 0;
+    size_t n = (size_t)st.st_size;
     char *buf = malloc(n + 1);
-    while (buf && got < n) {
-        ssize_t r = pread(fd, buf + got, n - got, (off_t)got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        got += (size_t)r;
-    }
+    drk_src src;
+    drk_src_file(&src, fd, n);
+    int short_read = buf && drk_src_read(&src, 0, buf, n) != 0;
+    drk_src_close(&src);
     close(fd);
-    if (!buf || got != n) {
+    if (!buf || short_read) {
         snprintf(a->why, sizeof a->why, "its file %.60s could not be read: %s", path,
                  buf ? "shorter than it was" : "out of memory");
         free(buf);
