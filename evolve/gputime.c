@@ -730,6 +730,14 @@ unsigned drk_gputime_close(uint64_t through_ns)
     return n;
 }
 
+int drk_gputime_closable(uint64_t through_ns)
+{
+    pthread_mutex_lock(&lock);
+    int yes = nopen > 1 && open[0].r.end_ns <= through_ns;
+    pthread_mutex_unlock(&lock);
+    return yes;
+}
+
 int drk_gputime_round_end(uint64_t end_ns, const char *why, const drk_round_memory *mem)
 {
     if (!drk_gputime_mark(end_ns, why, mem))

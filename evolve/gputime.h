@@ -107,6 +107,8 @@ int drk_gputime_mark(uint64_t end_ns, const char *why, const drk_round_memory *m
  * records in (the caller flushed the source after their marks); the number
  * closed and kept (not unsampled). UINT64_MAX closes every ended round. */
 unsigned drk_gputime_close(uint64_t through_ns);
+/* Whether drk_gputime_close(through_ns) would close a round. */
+int drk_gputime_closable(uint64_t through_ns);
 
 /* drk_gputime_mark and drk_gputime_close at once. */
 int drk_gputime_round_end(uint64_t end_ns, const char *why, const drk_round_memory *mem);

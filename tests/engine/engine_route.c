@@ -119,6 +119,9 @@ int main(int argc, char **argv)
     int reload = strcmp(mode, "unload") == 0;
     if (strcmp(mode, "noctx") == 0 && fakecuda_inject_error("cuCtxCreate_v4", CUDA_ERROR_OUT_OF_MEMORY, 1000000) != 0)
         return 1;
+    /* As CUDA 13's CUPTI: a flush that is not forced hands over no partly
+     * filled buffer, so a round's records come in only when drk forces one. */
+    fakecupti_hold_unforced(1);
     uint64_t base = 1000000000ull;
     fakecupti_set_time(base - 1000);
     /* drk's own stream, as CUPTI names it: records on it are drk's trials

@@ -310,16 +310,22 @@ CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind)
     return CUPTI_SUCCESS;
 }
 
+static atomic_int g_hold_unforced;
+
+void fakecupti_hold_unforced(int on) { atomic_store(&g_hold_unforced, on); }
+
 CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag)
 {
     ENTER(cuptiActivityFlushAll);
-    (void)flag; /* every record is complete when queued: forced or not is the same */
     LOCK();
     int registered = g_request && g_complete;
     UNLOCK();
     if (!registered)
         return CUPTI_ERROR_INVALID_OPERATION;
-    deliver_all();
+    /* Every record is complete when queued: forced or not differs only in
+     * whether a partly filled buffer is handed over. */
+    if ((flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) || !atomic_load(&g_hold_unforced))
+        deliver_all();
     return CUPTI_SUCCESS;
 }
 

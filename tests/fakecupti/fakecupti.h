@@ -152,6 +152,11 @@ void fakecupti_set_ranges(size_t n);
 /* Real time cuptiRangeProfilerStop takes, as the H200's replay passes do
  * inside the sampled launch (0 by default). */
 void fakecupti_set_stop_delay(unsigned ms);
+/* 1: cuptiActivityFlushAll without CUPTI_ACTIVITY_FLAG_FLUSH_FORCED hands
+ * over nothing (records wait for a forced flush or the auto-delivery of a
+ * full buffer), as CUDA 13's CUPTI does with its partly filled buffers on
+ * the H200. 0 (the default): every flush delivers everything. */
+void fakecupti_hold_unforced(int on);
 /* Start..Stop windows so far. */
 unsigned long long fakecupti_profiler_windows(void);
 
