@@ -30,6 +30,13 @@
 #define TARGETS 64          /* kernel-shapes evolved (or refused) at most */
 #define BUILT 8             /* variants kept built per target */
 #define PAIRS 4             /* paired timings a variant a round */
+#define BATCH 6             /* candidates proven and timed a wait (each holds a build slot: < BUILT - 1) */
+/* What a wait of drk's trials, or a build's load, costs the program,
+ * charged to the budget beside their GPU time: the GPU's switch to drk's
+ * context and back. On the H200 (evolve_bench.py, docs/evolve.md) rounds
+ * of saxpy whose one capture waited 3-4 times, with 0.6 ms of trial GPU
+ * time and no builds, ran 4-5 ms slower: about 1 ms a wait. */
+#define SWITCH_NS 1000000.0
 #define HOT_SHARE 0.01      /* a kernel-shape below this share of a round's kernel time is not worth it */
 #define PATIENCE 3          /* rounds an armed capture may wait before the next target is tried */
 #define RECHECK 8           /* rounds a served variant rests before it is measured against the original again */
@@ -53,6 +60,7 @@ struct built {
     CUfunction pfn;             /* its function there (the carveout set), or NULL */
     unsigned proven;            /* captured launches it was proven equal on */
     uint64_t proven_on;         /* the capture it was last proven on */
+    int busy;                   /* in the batch being tried: not evicted by its builds */
 };
 
 struct target {
@@ -117,6 +125,7 @@ static unsigned partial_hits, partial_stored; /* searches an earlier run ended, 
 static unsigned cubin_hits, cubins_stored; /* cubins loaded from the cache; written to it */
 static double cubin_hit_ms_sum, cubin_hit_ms_max;
 static uint64_t build_wall_ns; /* builds' wall time (nvJitLink on the CPU, the load): not the GPU's */
+static unsigned builds_made;    /* modules loaded in drk's context by builds (each a switch of the GPU) */
 static unsigned served_loads;
 static double served_load_ms_max;
 
@@ -719,7 +728,7 @@ static struct built *slot_for(struct target *t)
         struct built *b = &t->b[i];
         if (b->id == DRK_VARIANT_NONE)
             return b;
-        if (!is_served(t, b) && (!best || b->proven < best->proven))
+        if (!is_served(t, b) && !b->busy && (!best || b->proven < best->proven))
             best = b;
     }
     if (best)
@@ -853,6 +862,7 @@ static CUfunction build(struct target *t, const drk_variant *v, char *why, size_
     }
     b->id = id;
     t->builds++;
+    builds_made++;
     build_wall_ns += b->jit.build_ns;
     double ms = ms_of(b->jit.build_ns);
     drk_log(DRK_LOG_DEBUG, "evolve: %.80s: %s built in %.1f ms (compile %.1f ms%s, load %.2f ms)", t->rec->name, text,
@@ -1150,82 +1160,161 @@ static void remeasure(struct target *t, drk_trial *tr, const drk_proof_ref *ref)
     rest(t, why);
 }
 
-/* Builds, proves and (`timed`) times one candidate on this capture: 0, or
- * -1 when the target ended. */
-static int try_candidate(struct target *t, drk_trial *tr, const drk_proof_ref *ref, const drk_variant *v, int timed)
+/* A candidate of a batch: built, then its proof and timed runs queued. */
+struct queued {
+    drk_variant v;
+    struct built *b;
+    int served;                 /* timed whole, in pairs (a drop wants its samples) */
+    int first, more;            /* its first timed run's ticket, and the further runs'; -1: none */
+    drk_proof_result pr;
+    float s[PAIRS];
+    int got;
+};
+
+/* The proofs and timings of built candidates, queued and waited for once
+ * (and once more for the runs of those that look faster by the margin):
+ * in drk's context every wait is a switch of the GPU between contexts,
+ * which the program's kernels pay for (docs/evolve.md, "Trials in
+ * batches"). Candidates are timed against the original's mean on this
+ * capture (timed once, PAIRS runs), one run first and the rest only for
+ * one that looks faster by the margin: most candidates win nothing
+ * (docs/evolve.md, the recorded spaces), and none pays for the original's
+ * runs. The served variant is timed whole, in pairs. 0, or -1 when the
+ * target ended. */
+static int run_batch(struct target *t, drk_trial *tr, const drk_proof_ref *ref, struct queued *q, unsigned nq,
+                     int timed)
 {
     drk_proof_ops ops = drk_trial_ops(tr);
-    char why[256];
-    if (drk_variant_is_default(v))
-        return 0;
-    uint32_t id = drk_variant_id(&drk_space_ptx, v);
-    struct built *b = built_of(t, id);
-    int fresh = !b;
-    CUfunction fn = build(t, v, why, sizeof why);
-    if (!fn && drk_jitlink_closed()) {
-        end_target(t, t->served ? DRK_TARGET_SETTLED : DRK_TARGET_REFUSED,
-                   "the program exited before the search ended (%u rounds)", t->rounds);
-        return -1;
+    int orig[PAIRS], norig = 0, need_orig = 0, more = 0;
+    for (unsigned k = 0; k < nq; k++)
+        need_orig |= timed && !q[k].served && tr->original_ns <= 0;
+    /* After a wait the GPU has just switched to drk's context, and the
+     * first runs there are not like the rest: one untimed run of the
+     * original first, and the original's timed runs spread among the
+     * candidates', so that neither side has the batch's start to itself. */
+    if (timed && drk_trial_queue_timed(tr, tr->original) < 0)
+        goto failed;
+    for (unsigned k = 0; k < nq; k++) {
+        if (need_orig && norig < PAIRS && (orig[norig++] = drk_trial_queue_timed(tr, tr->original)) < 0)
+            goto failed;
+        tr->variant = trial_fn(q[k].b);
+        if (drk_proof_variant_queue(&ops, ref, k * ops.n, &q[k].pr) != 0) {
+            end_target(t, DRK_TARGET_FAILED, "a replay failed: %s (%s)", q[k].pr.why, tr->why);
+            return -1;
+        }
+        /* The proof's run, prepared as every timed run is (tr->ref), is the
+         * candidate's first sample; the served one is timed in pairs. */
+        if (timed && (q[k].first = q[k].served ? drk_trial_queue_pairs(tr, PAIRS) : drk_trial_last_ticket(tr)) < 0)
+            goto failed;
     }
-    if (!fn) {
-        drk_evolution_reject(&t->evo, v);
-        t->rejected++;
-        snprintf(t->why, sizeof t->why, "%.190s", why);
-        return 0;
-    }
-    t->tried += fresh;
-    b = built_of(t, id);
-    tr->variant = fn;
-    drk_proof_result pr = drk_proof_variant(&ops, ref);
-    if (pr.verdict == DRK_PROOF_ERROR) {
-        end_target(t, DRK_TARGET_FAILED, "a replay failed: %s", pr.why);
-        return -1;
-    }
-    if (pr.verdict != DRK_PROOF_EQUAL) {
+    while (need_orig && norig < PAIRS)
+        if ((orig[norig++] = drk_trial_queue_timed(tr, tr->original)) < 0)
+            goto failed;
+    static drk_diff diffs[DRK_PROOF_SLOTS];
+    if (ops.wait(ops.self, diffs, nq * ops.n) != 0 || (need_orig && drk_trial_read_original_at(tr, orig, PAIRS) != 0))
+        goto failed;
+    for (unsigned k = 0; k < nq; k++) {
+        struct queued *c = &q[k];
         char text[96];
-        snprintf(t->why, sizeof t->why, "%s rejected: %s", drk_variant_text(&drk_space_ptx, v, text,
-                                                                            sizeof text), pr.why);
-        drk_log(DRK_LOG_INFO, "evolve: %.80s: %s", t->rec->name, t->why);
-        drk_evolution_reject(&t->evo, v);
-        t->rejected++;
-        free_built(b);
-        return 0;
-    }
-    if (DRK_LOG_DEBUG <= atomic_load_explicit(&drk_log_level, memory_order_relaxed)) {
-        char text[96];
+        drk_variant_text(&drk_space_ptx, &c->v, text, sizeof text);
+        c->pr = drk_proof_variant_check(&ops, ref, diffs + k * ops.n);
+        if (c->pr.verdict == DRK_PROOF_ERROR) {
+            end_target(t, DRK_TARGET_FAILED, "a replay failed: %s", c->pr.why);
+            return -1;
+        }
+        if (c->pr.verdict != DRK_PROOF_EQUAL) {
+            snprintf(t->why, sizeof t->why, "%s rejected: %s", text, c->pr.why);
+            drk_log(DRK_LOG_INFO, "evolve: %.80s: %s", t->rec->name, t->why);
+            drk_evolution_reject(&t->evo, &c->v);
+            t->rejected++;
+            continue;
+        }
         drk_log(DRK_LOG_DEBUG, "evolve: %.80s: %s proven bit for bit on capture %u (%u allocations compared)",
-                t->rec->name, drk_variant_text(&drk_space_ptx, v, text, sizeof text), t->captures, ops.n);
+                t->rec->name, text, t->captures, ops.n);
+        if (c->b->proven_on != t->captures) {
+            c->b->proven++, c->b->proven_on = t->captures;
+            t->proven += c->b->proven == 1;
+        }
+        if (!timed)
+            continue;
+        tr->full = c->served;
+        c->got = c->served ? drk_trial_read_pairs(tr, c->first, PAIRS, c->s, NULL)
+                           : drk_trial_read_runs(tr, c->first, 1, c->s);
+        if (c->got < 0)
+            goto failed_timing;
+        if (!c->served && c->got == 1 && c->s[0] >= 1 + DRK_EVO_MARGIN) {
+            if ((!more && drk_trial_queue_timed(tr, tr->original) < 0) || /* after the wait, untimed */
+                (c->more = drk_trial_queue_runs(tr, trial_fn(c->b), PAIRS - 1)) < 0)
+                goto failed_timing;
+            more = 1;
+        }
     }
-    if (b->proven_on != t->captures) {
-        b->proven++, b->proven_on = t->captures;
-        t->proven += b->proven == 1;
+    if (more && drk_trial_wait(tr) != 0)
+        goto failed_timing;
+    for (unsigned k = 0; k < nq; k++) {
+        struct queued *c = &q[k];
+        if (c->pr.verdict != DRK_PROOF_EQUAL)
+            continue;
+        int m = c->more >= 0 ? drk_trial_read_runs(tr, c->more, PAIRS - 1, c->s + 1) : 0;
+        if (m < 0)
+            goto failed_timing;
+        if (c->got + m > 0)
+            drk_evolution_record(&t->evo, &c->v, c->s, (unsigned)(c->got + m));
     }
-    if (!timed)
-        return 0;
-    /* Candidates are timed against the original's mean on this capture
-     * (timed once, PAIRS runs), one run first and the rest only for one
-     * that looks faster by the margin: most candidates win nothing
-     * (docs/evolve.md, the recorded spaces), and none pays for the
-     * original's runs. The served variant is timed whole, in pairs. */
-    float s[PAIRS];
-    double orig_ns = 0;
-    tr->full = is_served(t, b);
-    int got;
-    if (tr->full)
-        got = drk_trial_time(tr, PAIRS, s, &orig_ns);
-    else if (tr->original_ns <= 0 && drk_trial_time_original(tr, PAIRS) != 0)
-        got = -1;
-    else if ((got = drk_trial_time_variant(tr, 1, s)) == 1 && s[0] >= 1 + DRK_EVO_MARGIN) {
-        int more = drk_trial_time_variant(tr, PAIRS - 1, s + 1);
-        got = more < 0 ? more : got + more;
-    }
-    if (got < 0) {
-        end_target(t, DRK_TARGET_FAILED, "a timed replay failed: %s", tr->why);
-        return -1;
-    }
-    if (got > 0)
-        drk_evolution_record(&t->evo, v, s, (unsigned)got);
     return 0;
+failed:
+    end_target(t, DRK_TARGET_FAILED, "a replay failed: %s", tr->why);
+    return -1;
+failed_timing:
+    end_target(t, DRK_TARGET_FAILED, "a timed replay failed: %s", tr->why);
+    return -1;
+}
+
+/* Builds up to BATCH candidates (on the CPU, before anything is queued:
+ * the fence is held from the first replay queued to the wait), then
+ * proves and (`timed`) times them in one batch: 0, or -1 when the target
+ * ended. */
+static int try_batch(struct target *t, drk_trial *tr, const drk_proof_ref *ref, const drk_variant *cand, unsigned n,
+                     int timed)
+{
+    struct queued q[BATCH];
+    unsigned nq = 0;
+    char why[256];
+    int rc = 0;
+    for (unsigned i = 0; i < n && nq < BATCH && rc == 0; i++) {
+        const drk_variant *v = &cand[i];
+        if (drk_variant_is_default(v))
+            continue;
+        uint32_t id = drk_variant_id(&drk_space_ptx, v);
+        int fresh = !built_of(t, id);
+        CUfunction fn = build(t, v, why, sizeof why);
+        if (!fn && drk_jitlink_closed()) {
+            end_target(t, t->served ? DRK_TARGET_SETTLED : DRK_TARGET_REFUSED,
+                       "the program exited before the search ended (%u rounds)", t->rounds);
+            rc = -1;
+        } else if (!fn) {
+            drk_evolution_reject(&t->evo, v);
+            t->rejected++;
+            snprintf(t->why, sizeof t->why, "%.190s", why);
+        } else {
+            t->tried += fresh;
+            struct built *b = built_of(t, id);
+            b->busy = 1;
+            q[nq++] = (struct queued){.v = *v, .b = b, .served = timed && is_served(t, b), .first = -1, .more = -1};
+        }
+    }
+    if (rc == 0 && nq)
+        rc = run_batch(t, tr, ref, q, nq, timed);
+    /* Dropped after the wait: nothing queued uses them any more. */
+    for (unsigned k = 0; k < nq; k++) {
+        q[k].b->busy = 0;
+        if (rc == 0 && q[k].pr.verdict == DRK_PROOF_DIFFERS) {
+            if (is_served(t, q[k].b))
+                withdraw(t);
+            free_built(q[k].b);
+        }
+    }
+    return rc;
 }
 
 static void search_round(struct target *t, drk_trial *tr, const drk_proof_ref *ref)
@@ -1240,7 +1329,7 @@ static void search_round(struct target *t, drk_trial *tr, const drk_proof_ref *r
     }
     drk_evolution_begin_round(&t->evo, t->credit_ns, t->default_ns > 0 ? t->default_ns : 1000.0, PAIRS);
     t->credit_ns = 0;
-    drk_variant cand[8];
+    drk_variant cand[BATCH];
     unsigned n;
     if (*cfg.plant && !t->plant_tried) {
         /* Testing: the planted variant is tried first, whatever the search
@@ -1251,15 +1340,14 @@ static void search_round(struct target *t, drk_trial *tr, const drk_proof_ref *r
         for (uint32_t id = 0; id < drk_space_size(&drk_space_ptx); id++)
             if (drk_variant_from_id(&drk_space_ptx, id, &pv) == 0 &&
                 strcmp(drk_variant_text(&drk_space_ptx, &pv, text, sizeof text), cfg.plant) == 0) {
-                if (try_candidate(t, tr, ref, &pv, 0) != 0)
+                if (try_batch(t, tr, ref, &pv, 1, 0) != 0)
                     return;
                 break;
             }
     }
-    while ((n = drk_evolution_next(&t->evo, cand, 8)) > 0)
-        for (unsigned i = 0; i < n; i++)
-            if (try_candidate(t, tr, ref, &cand[i], 1) != 0)
-                return;
+    while ((n = drk_evolution_next(&t->evo, cand, BATCH)) > 0)
+        if (try_batch(t, tr, ref, cand, n, 1) != 0)
+            return;
     drk_evo_decision d = drk_evolution_end_round(&t->evo);
     t->rounds++;
     publish(t, &d);
@@ -1353,6 +1441,7 @@ static int trials(struct target *t, const drk_capture_got *got, const drk_reach 
     drk_proof_ops ops = drk_trial_ops(&tr);
     drk_proof_ref ref;
     uint64_t w0 = clock_ns(), b0 = build_wall_ns;
+    unsigned b_made = builds_made;
     drk_proof_reference(&ops, &ref);
     if (ref.state == DRK_PROOF_NONDETERMINISTIC)
         end_target(t, DRK_TARGET_REFUSED, "%s", ref.why);
@@ -1360,19 +1449,22 @@ static int trials(struct target *t, const drk_capture_got *got, const drk_reach 
         end_target(t, DRK_TARGET_FAILED, "%s", ref.why);
     else {
         t->state = DRK_TARGET_SEARCHING;
+        tr.ref = &ref;
         search_round(t, &tr, &ref);
     }
     uint64_t wall = clock_ns() - w0, built = build_wall_ns - b0;
     wall = wall > built ? wall - built : 0;
-    drk_log(DRK_LOG_DEBUG, "evolve: %.80s: capture %u's trials took %.1f ms besides %.1f ms of builds (GPU %.1f ms)",
-            t->rec->name, t->captures, ms_of(wall), ms_of(built), ms_of(tr.gpu_ns));
+    /* The budget pays what the program loses: the trials' GPU time and, for
+     * each wait, a switch of the GPU to drk's context and back (the
+     * program's kernels wait for both). Not the wall time: while drk
+     * waits, the GPU runs the program's kernels in their time slices. */
+    double charge = (double)tr.gpu_ns + (double)(tr.waits + builds_made - b_made) * SWITCH_NS;
+    drk_log(DRK_LOG_DEBUG,
+            "evolve: %.80s: capture %u's trials took %.1f ms besides %.1f ms of builds (GPU %.1f ms, %u waits: "
+            "%.1f ms charged)",
+            t->rec->name, t->captures, ms_of(wall), ms_of(built), ms_of(tr.gpu_ns), tr.waits, charge / 1e6);
     t->trial_ns += tr.gpu_ns;
-    /* The budget pays the trials' wall time (builds aside: the CPU's), not
-     * their GPU time alone: in a context of drk's own every synchronized
-     * step switches the GPU between the contexts, and the program's kernels
-     * wait meanwhile (on the H200, 18 us kernels ran 16% slower while
-     * trials of 0.1 ms of GPU time spread over 31 ms of wall time a round). */
-    t->ledger_ns -= (double)(wall > tr.gpu_ns ? wall : tr.gpu_ns);
+    t->ledger_ns -= charge;
     trial_ns_all += tr.gpu_ns;
     drk_trial_close(&tr);
     return t->state == DRK_TARGET_SEARCHING && active == t;

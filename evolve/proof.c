@@ -42,15 +42,32 @@ static void where(char *out, size_t cap, unsigned alloc, const drk_diff *d)
 
 /* A compare's answer, checked before it is believed: a span outside the
  * allocation would send the poison past drk's own buffer. */
-static int compare(const drk_proof_ops *ops, unsigned a, unsigned b, unsigned alloc, drk_diff *d)
+static int believable(const drk_proof_ops *ops, unsigned alloc, const drk_diff *d)
 {
-    *d = (drk_diff){0, NONE, NONE};
-    if (ops->compare(ops->self, a, b, alloc, d) != 0)
-        return -1;
     if (d->ndiff == 0)
-        return d->first == NONE && d->last == NONE ? 0 : -1;
+        return d->first == NONE && d->last == NONE;
     size_t size = ops->size(ops->self, alloc);
-    return d->first <= d->last && d->last < size && d->ndiff <= d->last - d->first + 1 ? 0 : -1;
+    return d->first <= d->last && d->last < size && d->ndiff <= d->last - d->first + 1;
+}
+
+/* Queues allocation i of a against b into slot base + i, every i. */
+static int compare_all(const drk_proof_ops *ops, unsigned a, unsigned b, unsigned base)
+{
+    for (unsigned i = 0; i < ops->n; i++)
+        if (ops->compare(ops->self, a, b, i, base + i) != 0)
+            return -1;
+    return 0;
+}
+
+/* Waits for `nslots` results, each believable (slot k is allocation k % n). */
+static int wait_all(const drk_proof_ops *ops, drk_diff *out, unsigned nslots)
+{
+    if (ops->wait(ops->self, out, nslots) != 0)
+        return -1;
+    for (unsigned k = 0; k < nslots; k++)
+        if (!believable(ops, k % ops->n, &out[k]))
+            return -1;
+    return 0;
 }
 
 /* Set `set` := S, with W poisoned when `poison`. */
@@ -81,7 +98,10 @@ void drk_proof_reference(const drk_proof_ops *ops, drk_proof_ref *ref)
         ref_error(ref, "more allocations than a proof holds");
         return;
     }
-    /* 1. O1 in set 1, O2 in set 2: every byte the same, or no variants. */
+    unsigned n = ops->n;
+    drk_diff d[2 * DRK_REACH_MAX];
+    /* 1-2, one wait: O1 in set 1, O2 in set 2; O1 against O2 (slots
+     * 0..n-1) and against S (slots n..2n-1, W; read only if O1 == O2). */
     if (fresh(ops, ref, DRK_SET_REFERENCE, 0) != 0 || fresh(ops, ref, DRK_SET_WORK, 0) != 0) {
         ref_error(ref, "copying the snapshot failed");
         return;
@@ -93,33 +113,26 @@ void drk_proof_reference(const drk_proof_ops *ops, drk_proof_ref *ref)
         }
         ref->runs++;
     }
-    drk_diff d;
-    for (unsigned i = 0; i < ops->n; i++) {
-        if (compare(ops, DRK_SET_REFERENCE, DRK_SET_WORK, i, &d) != 0) {
-            ref_error(ref, "comparing the original's two runs failed");
-            return;
-        }
-        if (d.ndiff) {
+    if (compare_all(ops, DRK_SET_REFERENCE, DRK_SET_WORK, 0) != 0 ||
+        compare_all(ops, DRK_SET_REFERENCE, DRK_SET_SNAPSHOT, n) != 0 || wait_all(ops, d, 2 * n) != 0) {
+        ref_error(ref, "comparing the original's runs failed");
+        return;
+    }
+    for (unsigned i = 0; i < n; i++)
+        if (d[i].ndiff) {
             char at[96];
-            where(at, sizeof at, i, &d);
+            where(at, sizeof at, i, &d[i]);
             ref->state = DRK_PROOF_NONDETERMINISTIC;
             say(ref->why, sizeof ref->why, "the original differs from itself in %s: nondeterministic", at);
             return;
         }
-    }
-    /* 2. W: where O1 differs from S. */
-    for (unsigned i = 0; i < ops->n; i++) {
-        if (compare(ops, DRK_SET_REFERENCE, DRK_SET_SNAPSHOT, i, &d) != 0) {
-            ref_error(ref, "comparing the original's output with the snapshot failed");
-            return;
-        }
-        if (d.ndiff) {
-            ref->first[i] = d.first, ref->last[i] = d.last;
+    for (unsigned i = 0; i < n; i++)
+        if (d[n + i].ndiff) {
+            ref->first[i] = d[n + i].first, ref->last[i] = d[n + i].last;
             ref->written++;
         }
-    }
-    /* 3. O3 on S with W poisoned. Nothing written: nothing to poison, and
-     * S unpoisoned is what the variant runs on anyway. */
+    /* 3. O3 on S with W poisoned, one wait. Nothing written: nothing to
+     * poison, and S unpoisoned is what the variant runs on anyway. */
     if (ref->written) {
         if (fresh(ops, ref, DRK_SET_WORK, 1) != 0) {
             ref_error(ref, "poisoning the written bytes failed");
@@ -130,14 +143,13 @@ void drk_proof_reference(const drk_proof_ops *ops, drk_proof_ref *ref)
             return;
         }
         ref->runs++;
-        int same = 1;
-        for (unsigned i = 0; i < ops->n && same; i++) {
-            if (compare(ops, DRK_SET_WORK, DRK_SET_REFERENCE, i, &d) != 0) {
-                ref_error(ref, "comparing the original's run on poisoned memory failed");
-                return;
-            }
-            same = d.ndiff == 0;
+        if (compare_all(ops, DRK_SET_WORK, DRK_SET_REFERENCE, 0) != 0 || wait_all(ops, d, n) != 0) {
+            ref_error(ref, "comparing the original's run on poisoned memory failed");
+            return;
         }
+        int same = 1;
+        for (unsigned i = 0; i < n; i++)
+            same = same && d[i].ndiff == 0;
         /* O3 == O1: W's old contents are never read, so poison may stand
          * in for them and shows any write a variant skips. */
         ref->poisoned = same;
@@ -152,37 +164,64 @@ static drk_proof_result result_error(const char *why)
     return r;
 }
 
-drk_proof_result drk_proof_variant(const drk_proof_ops *ops, const drk_proof_ref *ref)
+int drk_proof_variant_queue(const drk_proof_ops *ops, const drk_proof_ref *ref, unsigned base,
+                            drk_proof_result *r)
 {
     if (ref->state != DRK_PROOF_EQUAL) {
         /* No reference, no verdict but the reference's own. */
-        drk_proof_result r = {.verdict = ref->state == DRK_PROOF_NONDETERMINISTIC ? DRK_PROOF_NONDETERMINISTIC
-                                                                                  : DRK_PROOF_ERROR,
-                              .diff = {0, NONE, NONE}};
-        snprintf(r.why, sizeof r.why, "%s", ref->why[0] ? ref->why : "no reference for the proof");
-        return r;
+        *r = (drk_proof_result){.verdict = ref->state == DRK_PROOF_NONDETERMINISTIC ? DRK_PROOF_NONDETERMINISTIC
+                                                                                    : DRK_PROOF_ERROR,
+                                .diff = {0, NONE, NONE}};
+        snprintf(r->why, sizeof r->why, "%s", ref->why[0] ? ref->why : "no reference for the proof");
+        return -1;
     }
-    if (ops->n > DRK_REACH_MAX)
-        return result_error("more allocations than a proof holds");
-    if (fresh(ops, ref, DRK_SET_WORK, ref->poisoned) != 0)
-        return result_error(ref->poisoned ? "poisoning the written bytes failed" : "copying the snapshot failed");
-    if (ops->run(ops->self, DRK_SET_WORK, 1) != 0)
-        return result_error("the variant's run failed");
+    if (ops->n > DRK_REACH_MAX || base > DRK_PROOF_SLOTS - ops->n) {
+        *r = result_error("more allocations than a proof holds");
+        return -1;
+    }
+    if (fresh(ops, ref, DRK_SET_WORK, ref->poisoned) != 0) {
+        *r = result_error(ref->poisoned ? "poisoning the written bytes failed" : "copying the snapshot failed");
+        return -1;
+    }
+    if (ops->run(ops->self, DRK_SET_WORK, 1) != 0) {
+        *r = result_error("the variant's run failed");
+        return -1;
+    }
+    if (compare_all(ops, DRK_SET_WORK, DRK_SET_REFERENCE, base) != 0) {
+        *r = result_error("comparing the variant's output with the original's failed");
+        return -1;
+    }
+    return 0;
+}
+
+drk_proof_result drk_proof_variant_check(const drk_proof_ops *ops, const drk_proof_ref *ref, const drk_diff *diffs)
+{
     for (unsigned i = 0; i < ops->n; i++) {
-        drk_diff d;
-        if (compare(ops, DRK_SET_WORK, DRK_SET_REFERENCE, i, &d) != 0)
+        const drk_diff *d = &diffs[i];
+        if (!believable(ops, i, d))
             return result_error("comparing the variant's output with the original's failed");
-        if (!d.ndiff)
+        if (!d->ndiff)
             continue;
-        drk_proof_result r = {.verdict = DRK_PROOF_DIFFERS, .alloc = i, .diff = d};
+        drk_proof_result r = {.verdict = DRK_PROOF_DIFFERS, .alloc = i, .diff = *d};
         char at[96];
-        where(at, sizeof at, i, &d);
+        where(at, sizeof at, i, d);
         /* Whether the variant touched bytes the original leaves alone, or
          * got the original's own writes wrong (or skipped them). */
-        int inside = ref->first[i] != NONE && d.first >= ref->first[i] && d.last <= ref->last[i];
+        int inside = ref->first[i] != NONE && d->first >= ref->first[i] && d->last <= ref->last[i];
         say(r.why, sizeof r.why, "the variant differs from the original in %s, %s", at,
-                 inside ? "within the span of bytes the original changed" : "beyond the span of bytes the original changed");
+            inside ? "within the span of bytes the original changed" : "beyond the span of bytes the original changed");
         return r;
     }
     return (drk_proof_result){.verdict = DRK_PROOF_EQUAL, .diff = {0, NONE, NONE}};
+}
+
+drk_proof_result drk_proof_variant(const drk_proof_ops *ops, const drk_proof_ref *ref)
+{
+    drk_proof_result r;
+    if (drk_proof_variant_queue(ops, ref, 0, &r) != 0)
+        return r;
+    drk_diff d[DRK_REACH_MAX];
+    if (ops->wait(ops->self, d, ops->n) != 0)
+        return result_error("comparing the variant's output with the original's failed");
+    return drk_proof_variant_check(ops, ref, d);
 }

@@ -40,8 +40,17 @@ typedef struct drk_diff {
     uint64_t first, last;                    /* offsets of the lowest and highest; UINT64_MAX when none */
 } drk_diff;
 
-/* What the protocol needs of the buffers; each returns 0, or -1 when the
- * device or driver failed (the proof then ends: DRK_PROOF_ERROR). */
+/* Compare results one wait reads at most: a batch of 8 variants' proofs
+ * of DRK_REACH_MAX allocations each (the engine's candidates a batch). */
+#define DRK_PROOF_SLOTS (8 * DRK_REACH_MAX)
+
+/* What the protocol needs of the buffers. The operations are queued, in
+ * order (each sees what the ones before it did), and only `wait` waits:
+ * on the GPU every wait is a switch between drk's context and the
+ * program's (docs/evolve.md, "Trials in batches"), so the protocol waits
+ * twice for a reference and once for a variant, whatever n is. Each
+ * returns 0, or -1 when the device or driver failed (the proof then ends:
+ * DRK_PROOF_ERROR). */
 typedef struct drk_proof_ops {
     void *self;
     unsigned n;                              /* allocations in a set */
@@ -51,11 +60,14 @@ typedef struct drk_proof_ops {
     /* Bytes [off, off + len) of allocation `alloc` of `set` := the pattern
      * (byte i of the span is byte i % 8 of the little-endian pattern). */
     int (*poison)(void *self, unsigned set, unsigned alloc, size_t off, size_t len, uint64_t pattern);
-    /* Runs the original (variant 0) or the variant under proof (1) on
-     * `set`, to completion. */
+    /* Runs the original (variant 0) or the variant under proof (1) on `set`. */
     int (*run)(void *self, unsigned set, int variant);
-    /* Allocation `alloc` of set a against set b, every byte. */
-    int (*compare)(void *self, unsigned a, unsigned b, unsigned alloc, drk_diff *out);
+    /* Allocation `alloc` of set a against set b, every byte, into result
+     * slot `slot` (< DRK_PROOF_SLOTS), read by the next wait. */
+    int (*compare)(void *self, unsigned a, unsigned b, unsigned alloc, unsigned slot);
+    /* Waits for everything queued: out[i] := slot i's result for i <
+     * nslots, each of which was compared since the last wait (-1 if not). */
+    int (*wait)(void *self, drk_diff *out, unsigned nslots);
 } drk_proof_ops;
 
 typedef enum drk_proof_verdict {
@@ -87,8 +99,16 @@ typedef struct drk_proof_result {
 void drk_proof_reference(const drk_proof_ops *ops, drk_proof_ref *ref);
 
 /* Step 4 for the variant behind ops->run(.., 1), against a ready `ref`
- * (set 1 still O1). Uses set 2. */
+ * (set 1 still O1), waited for. Uses set 2. */
 drk_proof_result drk_proof_variant(const drk_proof_ops *ops, const drk_proof_ref *ref);
+
+/* Step 4 in two halves, so that several variants (and their timed runs)
+ * share one wait: _queue queues it on slots [base, base + n) (0; or -1
+ * with *r the verdict: an error, or the reference's own state), and after
+ * the wait _check reads those slots' results (`diffs`: slot base's first). */
+int drk_proof_variant_queue(const drk_proof_ops *ops, const drk_proof_ref *ref, unsigned base,
+                            drk_proof_result *r);
+drk_proof_result drk_proof_variant_check(const drk_proof_ops *ops, const drk_proof_ref *ref, const drk_diff *diffs);
 
 const char *drk_proof_verdict_name(drk_proof_verdict v); /* "equal", "differs", ... */
 

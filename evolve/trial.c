@@ -95,10 +95,14 @@ int drk_trial_env_open(drk_trial_env *env, const drk_driver *drv, CUcontext ctx,
         env->sms = 1;
     /* Non-blocking: drk's replays never wait on the program's legacy
      * stream, nor it on them. Default events: they time. */
-    if (ENV_CALL(env, d->stream_create(&env->stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate") ||
-        ENV_CALL(env, d->event_create(&env->ev[0], CU_EVENT_DEFAULT), "cuEventCreate") ||
-        ENV_CALL(env, d->event_create(&env->ev[1], CU_EVENT_DEFAULT), "cuEventCreate") ||
-        ENV_CALL(env, d->mem_alloc(&env->result, sizeof(drk_trial_compare_result)), "cuMemAlloc_v2"))
+    if (ENV_CALL(env, d->stream_create(&env->stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate"))
+        goto fail;
+    for (unsigned i = 0; i < 2 * DRK_TRIAL_EVENTS; i++)
+        if (ENV_CALL(env, d->event_create(&env->ev[i], CU_EVENT_DEFAULT), "cuEventCreate"))
+            goto fail;
+    size_t results = DRK_PROOF_SLOTS * sizeof(drk_trial_compare_result);
+    if (ENV_CALL(env, d->mem_alloc(&env->result, results), "cuMemAlloc_v2") ||
+        ENV_CALL(env, d->mem_host_alloc((void **)&env->host_result, results, 0), "cuMemHostAlloc"))
         goto fail;
     load_kernels(env, fatbin);
     if (!env->kernels) {
@@ -195,7 +199,9 @@ void drk_trial_env_close(drk_trial_env *env)
         d->mem_free(env->result);
     if (env->staging)
         d->mem_free_host(env->staging);
-    for (int i = 0; i < 2; i++)
+    if (env->host_result)
+        d->mem_free_host(env->host_result);
+    for (unsigned i = 0; i < 2 * DRK_TRIAL_EVENTS; i++)
         if (env->ev[i])
             d->event_destroy(env->ev[i]);
     if (env->stream)
@@ -273,6 +279,9 @@ void drk_trial_close(drk_trial *t)
             t->env->drv.stream_synchronize(t->env->stream);
         free_sets(t, DRK_SET_SNAPSHOT, DRK_SET_WORK, 0);
     }
+    if (t->fenced)
+        pthread_mutex_unlock(t->fence);
+    t->fenced = 0;
     t->env = NULL;
 }
 
@@ -370,42 +379,38 @@ static void diff_bytes(const uint8_t *a, const uint8_t *b, size_t n, uint64_t ba
         }
 }
 
-static int compare_fn(void *self, unsigned a, unsigned b, unsigned alloc, drk_diff *out)
+static int compare_fn(void *self, unsigned a, unsigned b, unsigned alloc, unsigned slot)
 {
     drk_trial *t = self;
     const drk_trial_env *env = t->env;
     const drk_driver *d = &env->drv;
-    *out = (drk_diff){0, UINT64_MAX, UINT64_MAX};
     if (set_ok(t, a, 0) || set_ok(t, b, 0))
         return -1;
-    if (alloc >= t->reach.n) {
-        snprintf(t->why, sizeof t->why, "no allocation %u", alloc);
+    if (alloc >= t->reach.n || slot >= DRK_PROOF_SLOTS) {
+        snprintf(t->why, sizeof t->why, "no allocation %u or slot %u", alloc, slot);
         return -1;
     }
     CUdeviceptr pa = t->set[a][alloc], pb = t->set[b][alloc];
     size_t n = t->reach.alloc[alloc].size;
+    t->slots = slot + 1 > t->slots ? slot + 1 : t->slots;
+    t->slot_grid[slot] = 0;
     if (env->kernels) {
-        drk_trial_compare_params p = {pa, pb, n, env->result};
+        CUdeviceptr res = env->result + slot * sizeof(drk_trial_compare_result);
+        drk_trial_compare_params p = {pa, pb, n, res};
         void *kp[4] = {&p.a, &p.b, &p.n, &p.result};
         unsigned grid = kernel_grid(env, n);
-        drk_trial_compare_result r;
-        if (CALL(t, d->memset_d8_async(env->result, 0, sizeof r, env->stream), "cuMemsetD8Async") ||
+        if (CALL(t, d->memset_d8_async(res, 0, sizeof(drk_trial_compare_result), env->stream), "cuMemsetD8Async") ||
             CALL(t,
                  d->launch_kernel(env->compare, grid, 1, 1, DRK_TRIAL_KERNEL_BLOCK, 1, 1, 0, env->stream, kp, NULL),
-                 "cuLaunchKernel (drk_compare)") ||
-            CALL(t, d->memcpy_dtoh_async(&r, env->result, sizeof r, env->stream), "cuMemcpyDtoHAsync_v2") ||
-            CALL(t, d->stream_synchronize(env->stream), "cuStreamSynchronize"))
+                 "cuLaunchKernel (drk_compare)"))
             return -1;
-        if (r.done != 1 || r.blocks != grid) {
-            snprintf(t->why, sizeof t->why, "drk_compare did not finish (done %u, %llu of %u blocks)", r.done,
-                     (unsigned long long)r.blocks, grid);
-            return -1;
-        }
-        *out = (drk_diff){r.ndiff, r.first, r.last};
+        t->slot_grid[slot] = grid;
         return 0;
     }
     /* Host path: both sides through the staging buffer's halves, copied
-     * in order on drk's stream. */
+     * in order on drk's stream (after what is queued), compared now. */
+    drk_diff *out = &t->slot_diff[slot];
+    *out = (drk_diff){0, UINT64_MAX, UINT64_MAX};
     size_t half = DRK_TRIAL_STAGING / 2;
     uint8_t *ha = env->staging, *hb = ha + half;
     for (size_t off = 0; off < n; off += half) {
@@ -417,11 +422,72 @@ static int compare_fn(void *self, unsigned a, unsigned b, unsigned alloc, drk_di
         if (memcmp(ha, hb, c) != 0)
             diff_bytes(ha, hb, c, off, out);
     }
+    t->slot_grid[slot] = 1;
     return 0;
 }
 
-/* One replay of `fn` on `set`, to completion, timed between the events. */
-static int replay(drk_trial *t, unsigned set, CUfunction fn, double *ns)
+/* Waits for what is queued and reads the replays' times: ticket k's
+ * events are pair k % DRK_TRIAL_EVENTS. Releases the fence. */
+static int harvest(drk_trial *t)
+{
+    const drk_trial_env *env = t->env;
+    const drk_driver *d = &env->drv;
+    int bad = CALL(t, d->stream_synchronize(env->stream), "cuStreamSynchronize");
+    t->waits++;
+    if (t->fenced)
+        pthread_mutex_unlock(t->fence);
+    t->fenced = 0;
+    for (; t->harvested < t->tickets; t->harvested++) {
+        unsigned e = 2 * (t->harvested % DRK_TRIAL_EVENTS);
+        float ms = 0;
+        double *ns = &t->ns[t->harvested % DRK_TRIAL_TICKETS];
+        *ns = -1;
+        if (bad || (bad = CALL(t, d->event_elapsed_time(&ms, env->ev[e], env->ev[e + 1]), "cuEventElapsedTime_v2")))
+            continue; /* lost with the batch */
+        *ns = ms > 0 ? (double)ms * 1e6 : 0;
+        t->gpu_ns += (uint64_t)(*ns + 0.5);
+    }
+    return bad ? -1 : 0;
+}
+
+static int wait_fn(void *self, drk_diff *out, unsigned nslots)
+{
+    drk_trial *t = self;
+    const drk_trial_env *env = t->env;
+    int bad = 0;
+    if (env->kernels && t->slots)
+        bad = CALL(t,
+                   env->drv.memcpy_dtoh_async(env->host_result, env->result,
+                                              t->slots * sizeof(drk_trial_compare_result), env->stream),
+                   "cuMemcpyDtoHAsync_v2");
+    if (harvest(t) != 0)
+        bad = 1;
+    for (unsigned i = 0; i < nslots && !bad; i++) {
+        uint32_t grid = i < t->slots ? t->slot_grid[i] : 0;
+        if (!grid) {
+            snprintf(t->why, sizeof t->why, "compare slot %u was not queued", i);
+            bad = 1;
+        } else if (!env->kernels) {
+            out[i] = t->slot_diff[i];
+        } else {
+            const drk_trial_compare_result *r = &env->host_result[i];
+            if (r->done != 1 || r->blocks != grid) {
+                snprintf(t->why, sizeof t->why, "drk_compare did not finish (done %u, %llu of %u blocks)", r->done,
+                         (unsigned long long)r->blocks, grid);
+                bad = 1;
+            }
+            out[i] = (drk_diff){r->ndiff, r->first, r->last};
+        }
+    }
+    memset(t->slot_grid, 0, t->slots * sizeof *t->slot_grid);
+    t->slots = 0;
+    return bad ? -1 : 0;
+}
+
+/* Queues one replay of `fn` on `set` between a pair of events: its
+ * ticket, or -1. With DRK_TRIAL_EVENTS in flight, the oldest are waited
+ * for first. */
+static int replay(drk_trial *t, unsigned set, CUfunction fn)
 {
     const drk_trial_env *env = t->env;
     const drk_driver *d = &env->drv;
@@ -431,101 +497,100 @@ static int replay(drk_trial *t, unsigned set, CUfunction fn, double *ns)
         snprintf(t->why, sizeof t->why, "no function to replay");
         return -1;
     }
+    if (t->tickets - t->harvested >= DRK_TRIAL_EVENTS && harvest(t) != 0)
+        return -1;
+    if (t->fence && !t->fenced) {
+        pthread_mutex_lock(t->fence);
+        t->fenced = 1;
+    }
+    if (t->gone && atomic_load(t->gone)) {
+        t->unloaded = 1;
+        snprintf(t->why, sizeof t->why, "its module was unloaded by the program");
+        return -1;
+    }
     size_t len = t->len;
     void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, t->params[set], CU_LAUNCH_PARAM_BUFFER_SIZE, &len,
                      CU_LAUNCH_PARAM_END};
-    float ms = 0;
-    if (t->fence)
-        pthread_mutex_lock(t->fence);
-    int bad = t->gone && atomic_load(t->gone);
-    if (bad) {
-        t->unloaded = 1;
-        snprintf(t->why, sizeof t->why, "its module was unloaded by the program");
-    }
-    bad = bad || CALL(t, d->event_record(env->ev[0], env->stream), "cuEventRecord") ||
-             CALL(t,
-                  d->launch_kernel(fn, t->grid[0], t->grid[1], t->grid[2], t->block[0], t->block[1], t->block[2],
-                                   t->shared_bytes, env->stream, NULL, extra),
-                  "cuLaunchKernel") ||
-             CALL(t, d->event_record(env->ev[1], env->stream), "cuEventRecord") ||
-             CALL(t, d->stream_synchronize(env->stream), "cuStreamSynchronize");
-    if (t->fence)
-        pthread_mutex_unlock(t->fence);
-    if (bad || CALL(t, d->event_elapsed_time(&ms, env->ev[0], env->ev[1]), "cuEventElapsedTime_v2"))
+    unsigned e = 2 * (t->tickets % DRK_TRIAL_EVENTS);
+    if (CALL(t, d->event_record(env->ev[e], env->stream), "cuEventRecord") ||
+        CALL(t,
+             d->launch_kernel(fn, t->grid[0], t->grid[1], t->grid[2], t->block[0], t->block[1], t->block[2],
+                              t->shared_bytes, env->stream, NULL, extra),
+             "cuLaunchKernel") ||
+        CALL(t, d->event_record(env->ev[e + 1], env->stream), "cuEventRecord"))
         return -1;
-    *ns = ms > 0 ? (double)ms * 1e6 : 0;
-    t->gpu_ns += (uint64_t)(*ns + 0.5);
-    return 0;
+    return (int)t->tickets++;
 }
 
 static int run_fn(void *self, unsigned set, int variant)
 {
     drk_trial *t = self;
-    double ns;
-    return replay(t, set, variant ? t->variant : t->original, &ns);
+    return replay(t, set, variant ? t->variant : t->original) < 0 ? -1 : 0;
 }
 
 drk_proof_ops drk_trial_ops(drk_trial *t)
 {
-    return (drk_proof_ops){t, t->reach.n, size_fn, copy_fn, poison_fn, run_fn, compare_fn};
+    return (drk_proof_ops){t, t->reach.n, size_fn, copy_fn, poison_fn, run_fn, compare_fn, wait_fn};
 }
 
-/* One timed replay of `fn` on set 2 freshly copied from the snapshot. */
-static int timed_run(drk_trial *t, CUfunction fn, double *ns)
+int drk_trial_queue_timed(drk_trial *t, CUfunction fn)
 {
-    if (op_copy(t, DRK_SET_WORK, DRK_SET_SNAPSHOT) != 0 || replay(t, DRK_SET_WORK, fn, ns) != 0)
+    if (op_copy(t, DRK_SET_WORK, DRK_SET_SNAPSHOT) != 0)
         return -1;
-    if (*ns <= 0) {
+    for (unsigned i = 0; t->ref && t->ref->poisoned && i < t->reach.n; i++)
+        if (t->ref->first[i] != UINT64_MAX &&
+            poison_fn(t, DRK_SET_WORK, i, (size_t)t->ref->first[i], (size_t)(t->ref->last[i] - t->ref->first[i] + 1),
+                      DRK_PROOF_POISON) != 0)
+            return -1;
+    return replay(t, DRK_SET_WORK, fn);
+}
+
+int drk_trial_last_ticket(const drk_trial *t) { return t->tickets ? (int)t->tickets - 1 : -1; }
+
+int drk_trial_wait(drk_trial *t) { return wait_fn(t, NULL, 0); }
+
+double drk_trial_ticket_ns(drk_trial *t, int ticket)
+{
+    unsigned k = (unsigned)ticket;
+    if (ticket < 0 || k >= t->harvested || t->tickets - k > DRK_TRIAL_TICKETS) {
+        snprintf(t->why, sizeof t->why, "no time for replay %d", ticket);
+        return -1;
+    }
+    double ns = t->ns[k % DRK_TRIAL_TICKETS];
+    if (ns < 0)
+        return -1; /* lost with a failed wait: why says how */
+    if (ns == 0) {
         snprintf(t->why, sizeof t->why, "a replay timed 0 ns (below the events' resolution)");
         return -1;
     }
-    return 0;
+    return ns;
 }
 
-int drk_trial_time_original(drk_trial *t, unsigned runs)
+int drk_trial_queue_pairs(drk_trial *t, unsigned pairs)
 {
-    double sum = 0, ns;
-    t->original_ns = 0;
-    for (unsigned i = 0; i < runs; i++) {
-        if (timed_run(t, t->original, &ns) != 0)
-            return -1;
-        sum += ns;
-    }
-    t->original_ns = runs ? sum / runs : 0;
-    return 0;
+    int first = -1;
+    for (unsigned p = 0; p < pairs; p++)
+        for (int j = 0; j < 2; j++) {
+            int v = p % 2 ? 1 - j : j; /* AB, then BA: neither always runs on a warm cache */
+            int k = drk_trial_queue_timed(t, v ? t->variant : t->original);
+            if (k < 0)
+                return -1;
+            first = first < 0 ? k : first;
+        }
+    return first;
 }
 
-int drk_trial_time_variant(drk_trial *t, unsigned runs, float *speedups)
-{
-    if (t->original_ns <= 0) {
-        snprintf(t->why, sizeof t->why, "the original was not timed on this capture");
-        return -1;
-    }
-    int got = 0;
-    for (unsigned i = 0; i < runs; i++) {
-        double ns;
-        if (timed_run(t, t->variant, &ns) != 0)
-            return -1;
-        speedups[got++] = (float)(t->original_ns / ns);
-        if (ns >= 2 * t->original_ns)
-            break; /* 2x slower: one sample says enough */
-    }
-    return got;
-}
-
-int drk_trial_time(drk_trial *t, unsigned pairs, float *speedups, double *original_ns)
+int drk_trial_read_pairs(drk_trial *t, int first, unsigned pairs, float *speedups, double *original_ns)
 {
     double sum = 0;
     int got = 0;
     if (original_ns)
         *original_ns = 0;
     for (unsigned p = 0; p < pairs; p++) {
-        double ns[2] = {0, 0}; /* [0] the original's, [1] the variant's */
-        for (int j = 0; j < 2; j++) {
-            int v = p % 2 ? 1 - j : j; /* AB, then BA: neither always runs on a warm cache */
-            if (timed_run(t, v ? t->variant : t->original, &ns[v]) != 0)
+        double ns[2]; /* [0] the original's, [1] the variant's */
+        for (int j = 0; j < 2; j++)
+            if ((ns[p % 2 ? 1 - j : j] = drk_trial_ticket_ns(t, first + 2 * (int)p + j)) < 0)
                 return -1;
-        }
         speedups[got++] = (float)(ns[0] / ns[1]);
         sum += ns[0];
         if (ns[1] >= 2 * ns[0] && !t->full)
@@ -534,4 +599,94 @@ int drk_trial_time(drk_trial *t, unsigned pairs, float *speedups, double *origin
     if (original_ns && got)
         *original_ns = sum / got;
     return got;
+}
+
+int drk_trial_read_runs(drk_trial *t, int first, unsigned runs, float *speedups)
+{
+    if (t->original_ns <= 0) {
+        snprintf(t->why, sizeof t->why, "the original was not timed on this capture");
+        return -1;
+    }
+    int got = 0;
+    for (unsigned i = 0; i < runs; i++) {
+        double ns = drk_trial_ticket_ns(t, first + (int)i);
+        if (ns < 0)
+            return -1;
+        speedups[got++] = (float)(t->original_ns / ns);
+        if (ns >= 2 * t->original_ns)
+            break; /* 2x slower: one sample says enough */
+    }
+    return got;
+}
+
+int drk_trial_queue_runs(drk_trial *t, CUfunction fn, unsigned runs)
+{
+    int first = -1;
+    for (unsigned i = 0; i < runs; i++) {
+        int k = drk_trial_queue_timed(t, fn);
+        if (k < 0)
+            return -1;
+        first = first < 0 ? k : first;
+    }
+    return first;
+}
+
+int drk_trial_read_original_at(drk_trial *t, const int *tickets, unsigned runs)
+{
+    /* The median, not the mean: one run held up by a switch of contexts
+     * (on the H200, 468 ms of wall time for a capture of 37 ms of GPU
+     * time) made the n-body's variant measure 5.8x instead of 2.0x. */
+    double ns[DRK_TRIAL_EVENTS];
+    t->original_ns = 0;
+    if (runs > DRK_TRIAL_EVENTS) {
+        snprintf(t->why, sizeof t->why, "more runs than a wait holds");
+        return -1;
+    }
+    for (unsigned i = 0; i < runs; i++) {
+        if ((ns[i] = drk_trial_ticket_ns(t, tickets[i])) < 0)
+            return -1;
+        for (unsigned j = i; j > 0 && ns[j] < ns[j - 1]; j--) {
+            double x = ns[j];
+            ns[j] = ns[j - 1], ns[j - 1] = x;
+        }
+    }
+    t->original_ns = !runs ? 0 : runs % 2 ? ns[runs / 2] : (ns[runs / 2 - 1] + ns[runs / 2]) / 2;
+    return 0;
+}
+
+int drk_trial_read_original(drk_trial *t, int first, unsigned runs)
+{
+    int k[DRK_TRIAL_EVENTS];
+    for (unsigned i = 0; i < runs && i < DRK_TRIAL_EVENTS; i++)
+        k[i] = first + (int)i;
+    return drk_trial_read_original_at(t, k, runs);
+}
+
+int drk_trial_time_original(drk_trial *t, unsigned runs)
+{
+    t->original_ns = 0;
+    int first = drk_trial_queue_runs(t, t->original, runs);
+    if ((runs && first < 0) || drk_trial_wait(t) != 0)
+        return -1;
+    return drk_trial_read_original(t, first, runs);
+}
+
+int drk_trial_time_variant(drk_trial *t, unsigned runs, float *speedups)
+{
+    if (t->original_ns <= 0) {
+        snprintf(t->why, sizeof t->why, "the original was not timed on this capture");
+        return -1;
+    }
+    int first = drk_trial_queue_runs(t, t->variant, runs);
+    if ((runs && first < 0) || drk_trial_wait(t) != 0)
+        return -1;
+    return drk_trial_read_runs(t, first, runs, speedups);
+}
+
+int drk_trial_time(drk_trial *t, unsigned pairs, float *speedups, double *original_ns)
+{
+    int first = drk_trial_queue_pairs(t, pairs);
+    if ((pairs && first < 0) || drk_trial_wait(t) != 0)
+        return -1;
+    return drk_trial_read_pairs(t, first, pairs, speedups, original_ns);
 }

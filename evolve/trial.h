@@ -9,7 +9,11 @@
  * and 2 allocated here with cuMemAlloc, drk's own, never the pool's), the
  * packed parameters rewritten onto each set, and the two functions it
  * replays (the program's, and the variant under trial). Launches go through
- * CU_LAUNCH_PARAM_BUFFER_POINTER with the rewritten bytes. Compares use
+ * CU_LAUNCH_PARAM_BUFFER_POINTER with the rewritten bytes. Everything is
+ * queued on drk's stream and waited for at drk_proof_ops.wait or
+ * drk_trial_wait: each wait costs the program a switch of the GPU between
+ * contexts, so a capture's trials wait a few times, not once a step
+ * (docs/evolve.md, "Trials in batches"). Compares use
  * drk_compare from drk's embedded kernels (kernels/) when they load, else
  * copy both sides to the host (the stand-in driver, or a device the fatbin
  * has no code for; said once); poison is drk_poison, or on the host path
@@ -58,6 +62,9 @@ typedef struct drk_trial_poison_params {
 
 /* drk's per-context means: its stream, its kernels, a result buffer. */
 enum { DRK_TRIAL_KEPT = 3 * DRK_REACH_MAX };
+/* Replays in flight between waits (their event pairs; one more waits for
+ * the oldest first), and replay times kept for reading after a wait. */
+enum { DRK_TRIAL_EVENTS = 64, DRK_TRIAL_TICKETS = 256 };
 
 typedef struct drk_trial_env {
     drk_driver drv;
@@ -65,8 +72,9 @@ typedef struct drk_trial_env {
     CUstream stream;                /* non-blocking, drk's own */
     CUmodule kernels;               /* drk's kernels, or NULL (host compares) */
     CUfunction compare, poison;
-    CUdeviceptr result;             /* a drk_compare_result */
-    CUevent ev[2];                  /* timing */
+    CUdeviceptr result;             /* DRK_PROOF_SLOTS drk_compare_results */
+    drk_trial_compare_result *host_result; /* pinned: the slots read back at a wait */
+    CUevent ev[2 * DRK_TRIAL_EVENTS]; /* a pair around each replay in flight */
     int sm;                         /* the device's SM (major * 10 + minor), for the report */
     int sms;                        /* its multiprocessors, for the kernels' grid */
     void *staging;                  /* pinned, DRK_TRIAL_STAGING bytes, when kernels is NULL */
@@ -110,7 +118,7 @@ typedef struct drk_trial {
     uint32_t grid[3], block[3], shared_bytes;
     CUfunction original, variant;   /* what run(.., 0) and run(.., 1) launch */
     uint64_t gpu_ns;                /* GPU time of its replays so far (the budget's) */
-    double original_ns;             /* drk_trial_time_original's mean; 0 before */
+    double original_ns;             /* drk_trial_time_original's median; 0 before */
     int full;                       /* time every pair, however slow (a served variant measured again: a drop
                                      * wants its samples) */
     /* Set by the caller, or NULL: held around each replay, and the
@@ -120,6 +128,20 @@ typedef struct drk_trial {
     const atomic_int *gone;
     int unloaded;                   /* a replay was refused: the module went */
     char why[192];
+    /* Queued since the last wait. The fence is held from the first replay
+     * queued to the wait, so an unload waits for drk's replays in flight
+     * (a batch is queued with nothing slow in between: builds come first). */
+    int fenced;
+    unsigned slots;                 /* 1 + the highest compare slot queued */
+    uint32_t slot_grid[DRK_PROOF_SLOTS]; /* a compare queued there: its grid (host path: 1); 0: none */
+    drk_diff slot_diff[DRK_PROOF_SLOTS]; /* host path: its result */
+    unsigned tickets, harvested;    /* replays queued; those whose times were read */
+    unsigned waits;                 /* waits for the GPU so far (the budget charges each a context switch) */
+    /* Set by the caller after the reference, or NULL: timed runs are
+     * prepared as a variant's proof run is (W poisoned when ref->poisoned),
+     * so that run's time is a sample like theirs. */
+    const drk_proof_ref *ref;
+    double ns[DRK_TRIAL_TICKETS];   /* replay k's time at [k % DRK_TRIAL_TICKETS]; -1: lost with a failed wait */
 } drk_trial;
 
 /* Makes a trial of a captured launch: `bytes` (len) as captured, reaching
@@ -138,25 +160,46 @@ void drk_trial_close(drk_trial *t);
 /* The proof's operations on `t` (self = t); run(.., 1) launches t->variant. */
 drk_proof_ops drk_trial_ops(drk_trial *t);
 
-/* Paired timing: `pairs` times, the original then the variant (order
- * alternating pair by pair), each on set 2 freshly copied from the
- * snapshot, timed with events on drk's stream; speedups[i] = original's
- * time / variant's. A pair whose variant is 2x slower than the original
- * ends the timing (one sample says enough). The number of samples, or -1
- * (why; also for a replay timed at 0, below the events' resolution).
- * *original_ns (may be NULL): the original's mean time over the samples.
- * Adds the replays' GPU time to t->gpu_ns. */
-int drk_trial_time(drk_trial *t, unsigned pairs, float *speedups, double *original_ns);
+/* Timed replays, queued: each of `fn` on set 2 freshly copied from the
+ * snapshot (and poisoned as t->ref says), between a pair of events on
+ * drk's stream. _queue_timed returns
+ * the replay's ticket (or -1 with why); after drk_trial_wait its time is
+ * drk_trial_ticket_ns (-1 with why for a ticket not waited for or too old,
+ * or a time of 0, below the events' resolution). Consecutive queues get
+ * consecutive tickets. Replays' GPU time is added to t->gpu_ns at waits. */
+int drk_trial_queue_timed(drk_trial *t, CUfunction fn);
+/* The ticket of the last replay queued (a proof's run, right after
+ * drk_proof_variant_queue), or -1. */
+int drk_trial_last_ticket(const drk_trial *t);
+/* `runs` of them: the first ticket, or -1. */
+int drk_trial_queue_runs(drk_trial *t, CUfunction fn, unsigned runs);
+int drk_trial_wait(drk_trial *t);
+double drk_trial_ticket_ns(drk_trial *t, int ticket);
 
-/* Timing against the original once a capture, for the search's
- * candidates: drk_trial_time_original replays the original `runs` times,
- * each on set 2 freshly copied from the snapshot, and keeps their mean in
- * t->original_ns (0, or -1 with why); drk_trial_time_variant then replays
- * the variant `runs` times the same way, speedups[i] = t->original_ns / its
- * time, a 2x slower one ending it (the number of samples, or -1 with why).
- * A candidate costs its own runs alone, not the original's beside each
- * (tests/evolve/sim.h: the search reaches the recorded best about twice as
- * often within 10 rounds at a 2% budget). Both add to t->gpu_ns. */
+/* Paired timing, queued: `pairs` pairs, the original then the variant
+ * (order alternating pair by pair); the first ticket, or -1. After a wait,
+ * _read_pairs: speedups[i] = the original's time / the variant's; a pair
+ * whose variant is 2x slower ends the samples (one says enough), unless
+ * t->full. The number of samples, or -1 (why). *original_ns (may be NULL):
+ * the original's mean over them. */
+int drk_trial_queue_pairs(drk_trial *t, unsigned pairs);
+int drk_trial_read_pairs(drk_trial *t, int first, unsigned pairs, float *speedups, double *original_ns);
+/* `runs` consecutive tickets of one function against the original's median
+ * on the capture (t->original_ns): speedups[i] = that median / run i's
+ * time, a 2x slower run ending them. The number of samples, or -1 (why). */
+int drk_trial_read_runs(drk_trial *t, int first, unsigned runs, float *speedups);
+/* `runs` consecutive tickets of the original: their median into
+ * t->original_ns (0, or -1 with why). _at: tickets anywhere. */
+int drk_trial_read_original(drk_trial *t, int first, unsigned runs);
+int drk_trial_read_original_at(drk_trial *t, const int *tickets, unsigned runs);
+
+/* Queued and waited for at once (one wait each). drk_trial_time: paired
+ * timing. drk_trial_time_original: the original `runs` times, their median
+ * into t->original_ns (0, or -1 with why). drk_trial_time_variant: the
+ * variant `runs` times against it. A candidate costs its own runs alone,
+ * not the original's beside each (tests/evolve/sim.h: the search reaches
+ * the recorded best about twice as often within 10 rounds at a 2% budget). */
+int drk_trial_time(drk_trial *t, unsigned pairs, float *speedups, double *original_ns);
 int drk_trial_time_original(drk_trial *t, unsigned runs);
 int drk_trial_time_variant(drk_trial *t, unsigned runs, float *speedups);
 

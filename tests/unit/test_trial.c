@@ -13,6 +13,8 @@
  * and through kernels standing for drk_compare/drk_poison. Buffers pass 2
  * MiB, so the host path's staging is gone through in several pieces. */
 #include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -252,6 +254,44 @@ static uint64_t poison_ndiff(uint64_t *last)
     return nd;
 }
 
+/* Three variants' proofs and a timed run of each, queued together and
+ * waited for once: each verdict from its own slots, each time its own;
+ * the fence held from the first replay queued to the wait. */
+static void test_batch(drk_trial *t, const drk_proof_ref *ref, CUfunction same, CUfunction wrong, CUfunction f32)
+{
+    static pthread_mutex_t fence = PTHREAD_MUTEX_INITIALIZER;
+    static const atomic_int gone = 0;
+    t->fence = &fence, t->gone = &gone;
+    drk_proof_ops ops = drk_trial_ops(t);
+    CUfunction fns[3] = {same, wrong, f32};
+    drk_proof_result r[3];
+    int ticket[3];
+    unsigned long long syncs = fakecuda_calls("cuStreamSynchronize");
+    uint64_t before = t->gpu_ns;
+    for (unsigned k = 0; k < 3; k++) {
+        t->variant = fns[k];
+        CHECK(drk_proof_variant_queue(&ops, ref, k * ops.n, &r[k]) == 0);
+        CHECK((ticket[k] = drk_trial_queue_timed(t, fns[k])) >= 0);
+    }
+    CHECK(pthread_mutex_trylock(&fence) == EBUSY);
+    CHECK(drk_trial_ticket_ns(t, ticket[0]) < 0 && strstr(t->why, "no time for replay"));
+    static drk_diff d[3 * 3];
+    CHECK(ops.wait(ops.self, d, 3 * ops.n) == 0);
+    CHECK(!t->env->kernels || fakecuda_calls("cuStreamSynchronize") - syncs == 1);
+    CHECK(pthread_mutex_trylock(&fence) == 0 && pthread_mutex_unlock(&fence) == 0);
+    for (unsigned k = 0; k < 3; k++)
+        r[k] = drk_proof_variant_check(&ops, ref, d + k * ops.n);
+    CHECK(r[0].verdict == DRK_PROOF_EQUAL);
+    CHECK(r[1].verdict == DRK_PROOF_DIFFERS && r[1].alloc == 2 && r[1].diff.first == 28);
+    CHECK(r[2].verdict == DRK_PROOF_DIFFERS && r[2].alloc == 2 && r[2].diff.first == 20);
+    CHECK(near(drk_trial_ticket_ns(t, ticket[0]), 2000) && near(drk_trial_ticket_ns(t, ticket[2]), 1000));
+    double ns_wrong = drk_trial_ticket_ns(t, ticket[1]);
+    CHECK(ns_wrong > 0 && t->gpu_ns - before == 2 * (2000 + 1000) + 2 * (uint64_t)ns_wrong); /* two runs each */
+    /* A slot read that nothing was compared into is refused. */
+    CHECK(ops.wait(ops.self, d, 1) == -1 && strstr(t->why, "compare slot 0 was not queued"));
+    t->fence = NULL, t->gone = NULL;
+}
+
 static void test_proof(drk_trial_env *env, CUmodule other, CUmodule bad, CUmodule budget)
 {
     CUfunction same, skip, wrong, f32;
@@ -276,9 +316,12 @@ static void test_proof(drk_trial_env *env, CUmodule other, CUmodule bad, CUmodul
     CHECK(w == t.set[DRK_SET_WORK][2] && w != c);
 
     unsigned long long compares = fakecuda_kernel_launches("drk_compare");
+    unsigned long long syncs = fakecuda_calls("cuStreamSynchronize");
     drk_proof_ref ref;
     reference(&t, &ref);
     CHECK(ref.state == DRK_PROOF_EQUAL && ref.poisoned == 1 && ref.runs == 3 && ref.written == 1);
+    /* Queued, and waited for twice (the host path's compares wait too). */
+    CHECK(!env->kernels || fakecuda_calls("cuStreamSynchronize") - syncs == 2);
     CHECK(ref.first[0] == UINT64_MAX && ref.first[1] == UINT64_MAX && ref.first[2] == 0 &&
           ref.last[2] == 4ull * N - 1);
     CHECK(t.gpu_ns == 3 * 2000); /* three replays of the 64-register original */
@@ -309,6 +352,8 @@ static void test_proof(drk_trial_env *env, CUmodule other, CUmodule bad, CUmodul
     } else {
         CHECK(fakecuda_kernel_launches("drk_compare") == compares);
     }
+
+    test_batch(&t, &ref, same, wrong, f32);
 
     /* Launch failures: the reference's, a variant's. Never "equal". */
     CHECK(fakecuda_inject_error("cuLaunchKernel", CUDA_ERROR_LAUNCH_FAILED, 1) == 0);
@@ -358,6 +403,15 @@ static void test_proof(drk_trial_env *env, CUmodule other, CUmodule bad, CUmodul
     CHECK(fakecuda_set_kernel_time("tadd", 32, 5000) == 0); /* 2.5x slower: one run ends it */
     CHECK(drk_trial_time_variant(&t, 3, sp) == 1 && near(sp[0], 0.4));
     CHECK(fakecuda_set_kernel_time("tadd", 32, 1000) == 0);
+    /* The original's median: one run held up does not move it. */
+    int runs[4];
+    for (int i = 0; i < 4; i++) {
+        CHECK(fakecuda_set_kernel_time("tadd", 64, i == 2 ? 20000 : 2000) == 0);
+        CHECK((runs[i] = drk_trial_queue_timed(&t, f_tadd)) >= 0);
+    }
+    CHECK(fakecuda_set_kernel_time("tadd", 64, 2000) == 0);
+    CHECK(drk_trial_wait(&t) == 0 && drk_trial_read_original_at(&t, runs, 4) == 0 && near(t.original_ns, 2000));
+    CHECK(drk_trial_read_original_at(&t, runs, 3) == 0 && near(t.original_ns, 2000)); /* odd: the middle one */
 
     /* Nothing of the program's touched: c is still the program's. */
     static uint32_t now_c[N];
