@@ -1175,7 +1175,7 @@ struct queued {
  * (and once more for the runs of those that look faster by the margin):
  * in drk's context every wait is a switch of the GPU between contexts,
  * which the program's kernels pay for (docs/evolve.md, "Trials in
- * batches"). Candidates are timed against the original's mean on this
+ * batches"). Candidates are timed against the original's median on this
  * capture (timed once, PAIRS runs), one run first and the rest only for
  * one that looks faster by the margin: most candidates win nothing
  * (docs/evolve.md, the recorded spaces), and none pays for the original's

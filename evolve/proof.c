@@ -70,8 +70,7 @@ static int wait_all(const drk_proof_ops *ops, drk_diff *out, unsigned nslots)
     return 0;
 }
 
-/* Set `set` := S, with W poisoned when `poison`. */
-static int fresh(const drk_proof_ops *ops, const drk_proof_ref *ref, unsigned set, int poison)
+int drk_proof_fresh(const drk_proof_ops *ops, const drk_proof_ref *ref, unsigned set, int poison)
 {
     if (ops->copy(ops->self, set, DRK_SET_SNAPSHOT) != 0)
         return -1;
@@ -102,7 +101,7 @@ void drk_proof_reference(const drk_proof_ops *ops, drk_proof_ref *ref)
     drk_diff d[2 * DRK_REACH_MAX];
     /* 1-2, one wait: O1 in set 1, O2 in set 2; O1 against O2 (slots
      * 0..n-1) and against S (slots n..2n-1, W; read only if O1 == O2). */
-    if (fresh(ops, ref, DRK_SET_REFERENCE, 0) != 0 || fresh(ops, ref, DRK_SET_WORK, 0) != 0) {
+    if (drk_proof_fresh(ops, ref, DRK_SET_REFERENCE, 0) != 0 || drk_proof_fresh(ops, ref, DRK_SET_WORK, 0) != 0) {
         ref_error(ref, "copying the snapshot failed");
         return;
     }
@@ -134,7 +133,7 @@ void drk_proof_reference(const drk_proof_ops *ops, drk_proof_ref *ref)
     /* 3. O3 on S with W poisoned, one wait. Nothing written: nothing to
      * poison, and S unpoisoned is what the variant runs on anyway. */
     if (ref->written) {
-        if (fresh(ops, ref, DRK_SET_WORK, 1) != 0) {
+        if (drk_proof_fresh(ops, ref, DRK_SET_WORK, 1) != 0) {
             ref_error(ref, "poisoning the written bytes failed");
             return;
         }
@@ -179,7 +178,7 @@ int drk_proof_variant_queue(const drk_proof_ops *ops, const drk_proof_ref *ref, 
         *r = result_error("more allocations than a proof holds");
         return -1;
     }
-    if (fresh(ops, ref, DRK_SET_WORK, ref->poisoned) != 0) {
+    if (drk_proof_fresh(ops, ref, DRK_SET_WORK, ref->poisoned) != 0) {
         *r = result_error(ref->poisoned ? "poisoning the written bytes failed" : "copying the snapshot failed");
         return -1;
     }

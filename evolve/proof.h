@@ -110,6 +110,10 @@ int drk_proof_variant_queue(const drk_proof_ops *ops, const drk_proof_ref *ref, 
                             drk_proof_result *r);
 drk_proof_result drk_proof_variant_check(const drk_proof_ops *ops, const drk_proof_ref *ref, const drk_diff *diffs);
 
+/* Queues set `set` := S, with W (ref's spans) poisoned when `poison`:
+ * how a variant's run is prepared, and (evolve/trial.h) every timed run. */
+int drk_proof_fresh(const drk_proof_ops *ops, const drk_proof_ref *ref, unsigned set, int poison);
+
 const char *drk_proof_verdict_name(drk_proof_verdict v); /* "equal", "differs", ... */
 
 #endif

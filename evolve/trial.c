@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "evolve/robust.h"
 
 /* A driver call's failure into `why`: the call by its exported name and
  * the CUresult, so a report line can be looked up. -1; 0 on success. */
@@ -535,13 +536,9 @@ drk_proof_ops drk_trial_ops(drk_trial *t)
 
 int drk_trial_queue_timed(drk_trial *t, CUfunction fn)
 {
-    if (op_copy(t, DRK_SET_WORK, DRK_SET_SNAPSHOT) != 0)
+    drk_proof_ops ops = drk_trial_ops(t);
+    if (drk_proof_fresh(&ops, t->ref, DRK_SET_WORK, t->ref && t->ref->poisoned) != 0)
         return -1;
-    for (unsigned i = 0; t->ref && t->ref->poisoned && i < t->reach.n; i++)
-        if (t->ref->first[i] != UINT64_MAX &&
-            poison_fn(t, DRK_SET_WORK, i, (size_t)t->ref->first[i], (size_t)(t->ref->last[i] - t->ref->first[i] + 1),
-                      DRK_PROOF_POISON) != 0)
-            return -1;
     return replay(t, DRK_SET_WORK, fn);
 }
 
@@ -636,21 +633,22 @@ int drk_trial_read_original_at(drk_trial *t, const int *tickets, unsigned runs)
     /* The median, not the mean: one run held up by a switch of contexts
      * (on the H200, 468 ms of wall time for a capture of 37 ms of GPU
      * time) made the n-body's variant measure 5.8x instead of 2.0x. */
-    double ns[DRK_TRIAL_EVENTS];
+    float ns[DRK_TRIAL_EVENTS];
     t->original_ns = 0;
     if (runs > DRK_TRIAL_EVENTS) {
         snprintf(t->why, sizeof t->why, "more runs than a wait holds");
         return -1;
     }
     for (unsigned i = 0; i < runs; i++) {
-        if ((ns[i] = drk_trial_ticket_ns(t, tickets[i])) < 0)
+        double x = drk_trial_ticket_ns(t, tickets[i]);
+        if (x < 0)
             return -1;
-        for (unsigned j = i; j > 0 && ns[j] < ns[j - 1]; j--) {
-            double x = ns[j];
-            ns[j] = ns[j - 1], ns[j - 1] = x;
-        }
+        ns[i] = (float)x;
     }
-    t->original_ns = !runs ? 0 : runs % 2 ? ns[runs / 2] : (ns[runs / 2 - 1] + ns[runs / 2]) / 2;
+    if (runs) {
+        drk_sort_floats(ns, runs);
+        t->original_ns = drk_median_sorted(ns, runs);
+    }
     return 0;
 }
 
