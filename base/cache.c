@@ -27,6 +27,10 @@
  * one more futimens), so a hot entry is touched once, not on every hit. */
 #define TOUCHED 256
 
+/* How long a put that owes a walk waits for another process's pass: puts
+ * run on drk's own thread, and a holder that hangs must not hang it. */
+#define LOCK_WAIT_MS 2000
+
 struct drk_cache {
     char root[PATH_MAX];
     char vdir[PATH_MAX]; /* root/v1 */
@@ -280,17 +284,23 @@ static int put_failed(drk_cache *c, const char *what, const char *path, int err)
 /* After a put of `size` bytes: walk the directory (and evict) the first
  * time, when the estimate passes the cap, or when this handle alone has
  * written a sixteenth of the cap since the last walk, so the other
- * processes' writes are learnt in time. */
+ * processes' writes are learnt in time. Another process's pass may have
+ * walked before this handle's writes landed, so past that sixteenth the
+ * put waits for the lock (a while, not for ever) rather than skip its
+ * pass: skipping, six processes on two busy cores left three times the
+ * cap behind them. */
 static void account(drk_cache *c, uint64_t size, const char *name)
 {
     pthread_mutex_lock(&c->mu);
     c->bytes += size;
     c->since_walk += size;
-    if (!c->walked || c->bytes > c->cap || c->since_walk > c->cap / 16) {
+    int owed = c->since_walk > c->cap / 16;
+    if (!c->walked || c->bytes > c->cap || owed) {
         uint64_t total = c->bytes;
         drk_cache_removed r = {0};
         /* Down to 90% at once: the walk is paid for a batch of evictions. */
-        int rc = drk_cache_evict_pass(c->vdir, c->cap, c->cap - c->cap / 10, name, &total, &r);
+        int rc = drk_cache_evict_pass(c->vdir, c->cap, c->cap - c->cap / 10, name, owed ? LOCK_WAIT_MS : 0, &total,
+                                      &r);
         if (rc == 0) {
             c->walked = 1;
             c->bytes = total;

@@ -254,7 +254,11 @@ int drk_cache_read_info(const char *dir, const char *name, int verify, drk_cache
 /* v1/lock, held (flock) while a walk decides what to remove. -2: another
  * process holds it (and nowait). -1: no lock to be had (a read-only
  * directory, a file system without flock): go on without it. */
-static int lock_take(const char *vdir, int nowait)
+/* v1/lock, flock'd: wait_ms 0 tries once (-2 when another process holds
+ * it), -1 waits as long as it takes, more tries every millisecond for that
+ * long, so a holder that hangs (stopped, on a stuck network file system)
+ * cannot hang the caller. */
+static int lock_take(const char *vdir, int wait_ms)
 {
     char path[PATH_MAX];
     if (drk_cache_join(path, sizeof path, vdir, "lock") != 0)
@@ -262,9 +266,16 @@ static int lock_take(const char *vdir, int nowait)
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0)
         return -1;
-    while (flock(fd, LOCK_EX | (nowait ? LOCK_NB : 0)) != 0) {
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (flock(fd, LOCK_EX | (wait_ms >= 0 ? LOCK_NB : 0)) != 0) {
         if (errno == EINTR)
             continue;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if (errno == EWOULDBLOCK && (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < wait_ms) {
+            nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+            continue;
+        }
         int busy = errno == EWOULDBLOCK;
         close(fd);
         return busy ? -2 : -1;
@@ -311,10 +322,10 @@ static int evict(const char *vdir, walk *w, uint64_t target, const char *keep, d
     return failed ? (errno = failed, -1) : 0;
 }
 
-int drk_cache_evict_pass(const char *vdir, uint64_t cap, uint64_t target, const char *keep, uint64_t *total,
-                         drk_cache_removed *removed)
+int drk_cache_evict_pass(const char *vdir, uint64_t cap, uint64_t target, const char *keep, int wait_ms,
+                         uint64_t *total, drk_cache_removed *removed)
 {
-    int lock = lock_take(vdir, 1);
+    int lock = lock_take(vdir, wait_ms);
     if (lock == -2)
         return 1;
     walk w;
@@ -337,7 +348,7 @@ int drk_cache_prune(const char *dir, uint64_t target, drk_cache_removed *out, ch
     memset(out, 0, sizeof *out);
     if (vdir_of(dir, vdir, sizeof vdir) != 0)
         FAIL("%s: path too long", dir);
-    int lock = lock_take(vdir, 0);
+    int lock = lock_take(vdir, -1);
     walk w;
     if (walk_dir(vdir, &w, why, whylen) != 0) {
         lock_drop(lock);
@@ -371,7 +382,7 @@ int drk_cache_clear(const char *dir, drk_cache_removed *out, char *why, size_t w
     memset(out, 0, sizeof *out);
     if (vdir_of(dir, vdir, sizeof vdir) != 0)
         FAIL("%s: path too long", dir);
-    int lock = lock_take(vdir, 0);
+    int lock = lock_take(vdir, -1);
     walk w;
     if (walk_dir(vdir, &w, why, whylen) != 0) {
         lock_drop(lock);
@@ -471,7 +482,7 @@ void drk_cache_shared_add(const char *vdir, const drk_cache_counters *add)
         return;
     /* Without the lock two closes could each add to the old sum and lose
      * one; with none to be had, a lost addition is all it costs. */
-    int lock = lock_take(vdir, 0);
+    int lock = lock_take(vdir, -1);
     drk_cache_counters sum;
     read_counters(path, &sum);
     drk_cache_counters a = *add;

@@ -10,11 +10,11 @@
 /* An eviction pass over `vdir` (DIR/v1): when its entries total more than
  * `cap` bytes, the least recently used go, never `keep` (the entry just
  * written), until they total `target` or less. One process at a time, by
- * v1/lock: 1 and no pass when another process holds it. *total gets the
- * entries' total after the pass. 0, 1, or -1 when the directory cannot be
- * read. */
-int drk_cache_evict_pass(const char *vdir, uint64_t cap, uint64_t target, const char *keep, uint64_t *total,
-                         drk_cache_removed *removed);
+ * v1/lock, waited for up to `wait_ms` milliseconds: 1 and no pass when
+ * another process holds it that long. *total gets the entries' total
+ * after the pass. 0, 1, or -1 when the directory cannot be read. */
+int drk_cache_evict_pass(const char *vdir, uint64_t cap, uint64_t target, const char *keep, int wait_ms,
+                         uint64_t *total, drk_cache_removed *removed);
 
 /* Adds `add` to the counters in vdir/stats, under v1/lock; quietly
  * nothing when the directory cannot be written. */

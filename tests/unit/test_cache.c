@@ -2,8 +2,9 @@
  * by digests Python computed from docs/cache.md), put and get, every
  * truncation and byte flip of an entry rejected with one log line, another
  * key's or kind's file refused, LRU eviction order and the cap, the
- * failures (no directory, read-only, full disk, the file-size limit), the
- * counters shared at close, prune and clear beside foreign files, and the
+ * failures (no directory, read-only, full disk, the file-size limit), a put
+ * that owes a walk waiting out another process's lock (and not for ever),
+ * the counters shared at close, prune and clear beside foreign files, and the
  * time of a hit, printed. The concurrent processes: test_cache_concurrent.c. */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -14,6 +15,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -442,6 +444,87 @@ static void test_lru(void)
     free(data);
 }
 
+static int64_t elapsed(const struct timespec *t0)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (int64_t)(t1.tv_sec - t0->tv_sec) * 1000000000 + (t1.tv_nsec - t0->tv_nsec);
+}
+
+/* Another process holds v1/lock (its pass walked before these puts
+ * landed): a put that owes a walk waits for it and then evicts, so the cap
+ * holds once the puts return; a holder that never lets go costs a put two
+ * seconds (LOCK_WAIT_MS), not a hang. */
+static pid_t hold_lock(const char *dir, int ms)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/v1/lock", dir);
+    int ready[2];
+    CHECK(pipe(ready) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(path, O_RDWR | O_CREAT, 0644);
+        if (fd < 0 || flock(fd, LOCK_EX) != 0)
+            _exit(1);
+        (void)!write(ready[1], "x", 1);
+        if (ms < 0)
+            pause();
+        else
+            nanosleep(&(struct timespec){.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000}, NULL);
+        _exit(0);
+    }
+    char x;
+    CHECK(pid > 0 && read(ready[0], &x, 1) == 1);
+    close(ready[0]);
+    close(ready[1]);
+    return pid;
+}
+
+static void test_lock_wait(void)
+{
+    char dir[300], why[256];
+    subdir(dir, sizeof dir, "lockwait");
+    const size_t len = 4000, entry = DRK_CACHE_HEADER + 16 + 4000;
+    const uint64_t cap = 10 * entry; /* every put is past a sixteenth of it */
+    drk_cache *c;
+    CHECK(drk_cache_open(&c, dir, cap, 0, why, sizeof why) == 0);
+    if (!c)
+        return;
+    unsigned char *data = payload_of(1, len);
+    for (int i = 0; i < 10; i++) {
+        drk_cache_key k = key_of(200 + i);
+        CHECK(drk_cache_put(c, &k, "cubin", data, len, NULL) == 0);
+    }
+    CHECK(dir_bytes(dir, NULL) == cap);
+    int st;
+    struct timespec t0;
+    pid_t holder = hold_lock(dir, 300);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int i = 10; i < 13; i++) {
+        drk_cache_key k = key_of(200 + i);
+        CHECK(drk_cache_put(c, &k, "cubin", data, len, NULL) == 0);
+    }
+    int64_t waited = elapsed(&t0);
+    CHECK(waitpid(holder, &st, 0) == holder && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    printf("lock wait: puts waited %.0f ms for a lock held 300 ms; %llu bytes of a %llu cap\n", waited / 1e6,
+           (unsigned long long)dir_bytes(dir, NULL), (unsigned long long)cap);
+    CHECK(waited >= 250 * 1000000ll && dir_bytes(dir, NULL) <= cap);
+    holder = hold_lock(dir, -1);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    drk_cache_key k = key_of(213);
+    CHECK(drk_cache_put(c, &k, "cubin", data, len, NULL) == 0); /* stored, the pass given up */
+    waited = elapsed(&t0);
+    kill(holder, SIGKILL);
+    CHECK(waitpid(holder, &st, 0) == holder);
+    printf("lock wait: a put gave up after %.0f ms on a lock never let go\n", waited / 1e6);
+    CHECK(waited >= 1900 * 1000000ll && waited < 10000 * 1000000ll);
+    k = key_of(214);
+    CHECK(drk_cache_put(c, &k, "cubin", data, len, NULL) == 0);
+    CHECK(dir_bytes(dir, NULL) <= cap);
+    drk_cache_close(c);
+    free(data);
+}
+
 /* In a child: returns its exit status (0 when its checks passed). */
 static int in_child(void (*fn)(const char *), const char *dir)
 {
@@ -694,13 +777,6 @@ static int cmp_ns(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static int64_t elapsed(const struct timespec *t0)
-{
-    struct timespec t1;
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    return (int64_t)(t1.tv_sec - t0->tv_sec) * 1000000000 + (t1.tv_nsec - t0->tv_nsec);
-}
-
 static void test_timing(void)
 {
     char dir[300], why[256];
@@ -775,6 +851,7 @@ int main(void)
     test_roundtrip();
     test_corrupt();
     test_lru();
+    test_lock_wait();
     test_failures();
     test_shared_counters();
     test_prune_clear();
