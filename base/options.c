@@ -85,6 +85,9 @@ const drk_option_desc drk_option_table[DRK_OPT_COUNT] = {
                              "comma-separated fnmatch patterns (empty: all)"},
     [DRK_OPT_EVOLVE_SKIP] = {"DRK_EVOLVE_SKIP", DRK_OPTION_PATH, "",
                              "with DRK_EVOLVE, never evolve kernels whose name matches one of these patterns"},
+    [DRK_OPT_EVOLVE_TURN] = {"DRK_EVOLVE_TURN", DRK_OPTION_COUNT, "10",
+                             "with DRK_EVOLVE, the search rounds a kernel takes in a row while a hot kernel "
+                             "that never had a turn waits; its search goes on once each has had one"},
     [DRK_OPT_EVOLVE_PLANT] = {"DRK_EVOLVE_PLANT", DRK_OPTION_PATH, "",
                               "testing only: builds of the variant named so (e.g. 'regs=32') get their PTX's "
                               "float arithmetic rounded toward zero, wrong code the proof must reject"},
@@ -250,6 +253,17 @@ int drk_option_parse(drk_option_id id, const char *text, drk_option_value *out, 
         else
             snprintf(out->text, sizeof out->text, "%ldms", num);
         break;
+    case DRK_OPTION_COUNT: {
+        char *end;
+        errno = 0;
+        num = strtol(text, &end, 10);
+        if (end == text || *end || errno || num < 1 || num > 1000000) {
+            snprintf(why, whylen, "not a whole number from 1 to 1000000");
+            return -1;
+        }
+        snprintf(out->text, sizeof out->text, "%ld", num);
+        break;
+    }
     case DRK_OPTION_PERCENT:
         if (parse_amount(text, &num, 1) != 0) {
             snprintf(why, whylen, "not a percentage from 0 to 100");

@@ -32,6 +32,7 @@ typedef enum drk_option_id {
     DRK_OPT_EVOLVE_COPY_MAX,
     DRK_OPT_EVOLVE_ONLY,
     DRK_OPT_EVOLVE_SKIP,
+    DRK_OPT_EVOLVE_TURN,
     DRK_OPT_EVOLVE_PLANT,
     DRK_OPT_NVJITLINK,
     DRK_OPT_COUNT
@@ -45,6 +46,7 @@ typedef enum drk_option_type {
     DRK_OPTION_PERCENT, /* N or N%, 0 to 100 */
     DRK_OPTION_SECONDS, /* a duration: N, N.N, with an optional s, ms or min; kept in milliseconds */
     DRK_OPTION_PROFILE, /* a boolean (0, 1: as BOOL), or counters (2) */
+    DRK_OPTION_COUNT,   /* a whole number from 1 to 1000000 */
 } drk_option_type;
 
 /* DRK_PROFILE's values. */

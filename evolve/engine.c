@@ -40,6 +40,7 @@
 #define HOT_SHARE 0.01      /* a kernel-shape below this share of a round's kernel time is not worth it */
 #define PATIENCE 3          /* rounds an armed capture may wait before the next target is tried */
 #define RECHECK 8           /* rounds a served variant rests before it is measured against the original again */
+#define TURN_DEFAULT 10     /* DRK_EVOLVE_TURN's, for settings that leave it 0 */
 #define KEEP_BYTES (64u << 20) /* trial buffers kept between targets (a free can hold the program's launches) */
 
 static drk_driver drv;
@@ -102,6 +103,8 @@ struct target {
     int from_cache;             /* serving an earlier run's result, proven again before it settles */
     int plant_tried;            /* DRK_EVOLVE_PLANT's variant was tried on it */
     int came_from_cache;        /* what it serves was an earlier run's result (the report's) */
+    unsigned turn_rounds;       /* search rounds since its turn began */
+    int yielded;                /* its turn passed mid-search: it goes on when it is chosen again */
 };
 
 static struct target targets[TARGETS];
@@ -332,6 +335,7 @@ static const drk_time_row *row_of(const drk_round *r, const struct target *t);
 static void saved(struct target *t);
 static uint64_t last_kernel_ns; /* the latest timed round's kernel time: an untimed round is granted as much */
 static int want_choice;         /* a target ended since the latest timed round: the next is chosen from one */
+static unsigned never_chosen;   /* hot kernel-shapes of the latest timed round that are no target yet */
 
 /* Served modules in the program's context are unloaded at exit, not when
  * dropped: on the H200 an unload there can wait for the device to drain,
@@ -453,6 +457,24 @@ static void rest(struct target *t, const char *why)
             free_built(&t->b[i]);
     t->await_round = 0;
     t->rested_at = rounds_seen;
+}
+
+/* Its turn passes mid-search: a kernel-shape that never had one goes
+ * first (searched one after another, the hottest's 20-40 rounds left a
+ * program's fifth kernel no turn in 60 rounds on the H200). Its search
+ * keeps its memory, center, builds (with the launches they were proven
+ * on) and what it serves; only the snapshot buffers go. */
+static void yield_turn(struct target *t)
+{
+    snprintf(t->why, sizeof t->why, "its turn passed after %u rounds of search: another kernel has its first",
+             t->turn_rounds);
+    drk_log(DRK_LOG_DEBUG, "evolve: %.80s: %s (round %u)", t->rec->name, t->why, rounds_seen);
+    drk_capture_disarm();
+    active = NULL;
+    want_choice = 1;
+    free_snapshot(t);
+    t->await_round = 0;
+    t->yielded = 1;
 }
 
 static struct target *find_target(const drk_kernel_record *r, int slot)
@@ -1350,6 +1372,7 @@ static void search_round(struct target *t, drk_trial *tr, const drk_proof_ref *r
             return;
     drk_evo_decision d = drk_evolution_end_round(&t->evo);
     t->rounds++;
+    t->turn_rounds++;
     publish(t, &d);
     if (d.state == DRK_EVO_SETTLED && (!d.serve || t->served)) {
         if (!t->stored) {
@@ -1526,39 +1549,74 @@ static void captured(struct target *t, const drk_capture_got *got)
 
 /* ---- Driving ---- */
 
-/* The next target: the hottest kernel-shape of the round worth a search. */
+/* The round's row `i` if it is worth a search: its record (and slot). */
+static const drk_kernel_record *hot_row(const drk_round *r, unsigned i, int *slot)
+{
+    const drk_time_row *row = &r->top[i];
+    if (!row->key.name || !r->kernel_ns || (double)row->stats.total_ns < HOT_SHARE * (double)r->kernel_ns)
+        return NULL;
+    return drk_registry_find_shape(row->key.name, row->key.grid, row->key.block, row->key.shared_bytes, slot);
+}
+
+/* The next target: the hottest kernel-shape of the round worth a search
+ * that never had a turn; else the hottest whose turn passed mid-search. */
 static void choose(const drk_round *r)
 {
-    for (unsigned i = 0; i < r->ntop && !active; i++) {
-        const drk_time_row *row = &r->top[i];
-        if (!row->key.name || !r->kernel_ns || (double)row->stats.total_ns < HOT_SHARE * (double)r->kernel_ns)
-            continue;
+    for (int again = 0; again < 2 && !active; again++)
+        for (unsigned i = 0; i < r->ntop && !active; i++) {
+            int slot;
+            const drk_kernel_record *rec = hot_row(r, i, &slot);
+            struct target *had = rec ? find_target(rec, slot) : NULL;
+            if (!rec || (again ? !had || !had->yielded || atomic_load(&had->gone) : had != NULL))
+                continue;
+            const drk_driver_facts *f = atomic_load_explicit(&rec->driver, memory_order_acquire);
+            if (!f || f->device < 0)
+                continue;
+            if (!push(f->device)) {
+                drk_log(DRK_LOG_DEBUG, "evolve: %.80s: device %d's primary context is not active", rec->name,
+                        (int)f->device);
+                continue;
+            }
+            if (!ensure_env(f->device)) {
+                pop();
+                continue;
+            }
+            struct target *t = had ? had : make_target(rec, slot, &r->top[i]);
+            if (!t || (!had && t->state != DRK_TARGET_CAPTURING)) {
+                pop();
+                continue;
+            }
+            if (had) {
+                had->yielded = 0;
+                snprintf(had->why, sizeof had->why, "its search goes on: waiting for a launch");
+                drk_log(DRK_LOG_DEBUG, "evolve: %.80s: its turn again after %u rounds of search (round %u)",
+                        rec->name, had->rounds, rounds_seen);
+            }
+            t->turn_rounds = 0;
+            active = t;
+            arm(t);
+            pop();
+        }
+}
+
+/* Hot kernel-shapes of the round that are no target yet. */
+static unsigned count_never_chosen(const drk_round *r)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < r->ntop; i++) {
         int slot;
-        const drk_kernel_record *rec = drk_registry_find_shape(row->key.name, row->key.grid, row->key.block,
-                                                               row->key.shared_bytes, &slot);
-        if (!rec || find_target(rec, slot))
-            continue;
-        const drk_driver_facts *f = atomic_load_explicit(&rec->driver, memory_order_acquire);
-        if (!f || f->device < 0)
-            continue;
-        if (!push(f->device)) {
-            drk_log(DRK_LOG_DEBUG, "evolve: %.80s: device %d's primary context is not active", rec->name,
-                    (int)f->device);
-            continue;
-        }
-        if (!ensure_env(f->device)) {
-            pop();
-            continue;
-        }
-        struct target *t = make_target(rec, slot, row);
-        if (!t || t->state != DRK_TARGET_CAPTURING) {
-            pop();
-            continue;
-        }
-        active = t;
-        arm(t);
-        pop();
+        const drk_kernel_record *rec = hot_row(r, i, &slot);
+        n += rec && !find_target(rec, slot);
     }
+    return n;
+}
+
+/* The active target's turn is over: it has searched DRK_EVOLVE_TURN rounds
+ * in a row and a hot kernel-shape never had a turn. */
+static int turn_over(const struct target *t)
+{
+    return never_chosen && t->state == DRK_TARGET_SEARCHING && !t->rechecking && !t->from_cache &&
+           t->turn_rounds >= (cfg.turn ? cfg.turn : TURN_DEFAULT);
 }
 
 void drk_engine_round(const drk_round *r)
@@ -1590,11 +1648,19 @@ void drk_engine_round(const drk_round *r)
          * taken the original's, less what it took. */
         t->served_round_ns = t->served && row ? row->stats.total_ns : 0;
         saved(t);
+        if (t->yielded && atomic_load(&t->gone)) {
+            t->yielded = 0;
+            end_target(t, DRK_TARGET_FAILED, "its module was unloaded by the program");
+        }
     }
     if (active)
         target_round(active, r->kernel_ns);
+    never_chosen = count_never_chosen(r);
+    if (active && turn_over(active))
+        yield_turn(active);
     if (!active)
         choose(r);
+    never_chosen = count_never_chosen(r); /* for the untimed rounds to come */
     want_choice = 0;
     /* Nothing new to search: a rested variant is measured again. */
     for (unsigned i = 0; i < ntargets && !active; i++) {
@@ -1675,7 +1741,9 @@ int drk_engine_round_untimed(void)
          * timed round's kernel time. */
         program_ns_all += last_kernel_ns;
         target_round(active, last_kernel_ns);
-        return want_choice;
+        /* Its turn over: the turn passes in a timed round, which says
+         * which kernel-shapes wait. */
+        return want_choice || (active && turn_over(active));
     }
     if (want_choice)
         return 1; /* the next target is chosen from a timed round */

@@ -40,6 +40,7 @@ typedef struct drk_engine_settings {
     drk_extent_fn resolve;      /* where an address lies */
     uint32_t cooperative_entries; /* bit e: launch shapes of entry label e are cooperative launches */
     const char *plant;          /* DRK_EVOLVE_PLANT: the variant (its text) built wrong on purpose ("" none) */
+    unsigned turn;              /* DRK_EVOLVE_TURN: search rounds in a row while a kernel-shape awaits its first */
     struct drk_cache *cache;    /* where search results are kept between runs; NULL: none */
 } drk_engine_settings;
 

@@ -91,6 +91,7 @@ void drk_evolve_wiring_start(void)
         .only = drk_opt_str(DRK_OPT_EVOLVE_ONLY),
         .skip = drk_opt_str(DRK_OPT_EVOLVE_SKIP),
         .plant = drk_opt_str(DRK_OPT_EVOLVE_PLANT),
+        .turn = (unsigned)drk_opt_num(DRK_OPT_EVOLVE_TURN),
         .cache = cache,
         .fatbin = drk_kernels_fatbin,
         .resolve = resolve,

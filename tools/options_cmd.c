@@ -32,6 +32,7 @@ static const char *type_name(drk_option_type t)
     case DRK_OPTION_PERCENT: return "percent";
     case DRK_OPTION_SECONDS: return "seconds";
     case DRK_OPTION_PROFILE: return "profile";
+    case DRK_OPTION_COUNT: return "count";
     }
     return "?";
 }

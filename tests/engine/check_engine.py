@@ -4,7 +4,7 @@
 planted bad variant rejected, the faster one proven and served, no wrong
 result ever; a nondeterministic kernel refused; DRK_EVOLVE=0 does nothing.
 
-Usage: check_engine.py --program PATH --preload LIBS --mode evolve|nondet|off
+Usage: check_engine.py --program PATH --preload LIBS --mode evolve|plant|cache|regress|nondet|off|noctx|unload|turns
 """
 import argparse
 import glob
@@ -211,6 +211,23 @@ def case_noctx(args):
     check(says == 1, "noctx: said once, in one line", p.stderr[-2000:])
 
 
+def case_turns(args):
+    rep, p = run(args, "turns", {"DRK_EVOLVE": "1", "DRK_EVOLVE_TURN": "1", "DRK_LOG_LEVEL": "debug"})
+    rows = {r["name"]: r for r in rep["evolve"]["by_kernel"]}
+    passed = p.stderr.find("evolve: axpy: its turn passed after")
+    first_b = p.stderr.find("evolve: axpyb: a launch captured")
+    again = p.stderr.find("evolve: axpy: its turn again")
+    check(0 <= passed < first_b < again, "turns: axpy's search passes its turn to axpyb (never searched), and goes on "
+          "after axpyb had its turn", p.stderr[-3000:])
+    check(all(n in rows and rows[n]["serving"].startswith("regs=32") and rows[n]["state"] == "settled"
+              for n in ("axpy", "axpyb")), "turns: both searches reach the 2x faster variant and serve it",
+          list(rows.values()))
+    # Without turns (the default, 10 rounds) axpy settles first: axpyb is chosen only after it.
+    rep, p = run(args, "turns", {"DRK_EVOLVE": "1", "DRK_LOG_LEVEL": "debug"})
+    check("its turn passed" not in p.stderr, "turns: with DRK_EVOLVE_TURN's 10 rounds, axpy settles before it "
+          "would pass its turn", p.stderr[-2000:])
+
+
 def case_unload(args):
     rep, p = run(args, "unload", {"DRK_EVOLVE": "1"})
     check_contexts(p, "unload", False)
@@ -228,10 +245,11 @@ def main():
     ap.add_argument("--program", required=True)
     ap.add_argument("--preload", required=True)
     ap.add_argument("--nvjitlink", required=True, help="the stand-in's nvJitLink (the fake driver's library)")
-    ap.add_argument("--mode", required=True, choices=["evolve", "plant", "cache", "regress", "nondet", "off", "noctx", "unload"])
+    ap.add_argument("--mode", required=True, choices=["evolve", "plant", "cache", "regress", "nondet", "off", "noctx", "unload",
+                                                          "turns"])
     args = ap.parse_args()
     {"evolve": case_evolve, "plant": case_plant, "cache": case_cache, "regress": case_regress, "nondet": case_nondet, "off": case_off,
-     "noctx": case_noctx, "unload": case_unload}[args.mode](args)
+     "noctx": case_noctx, "unload": case_unload, "turns": case_turns}[args.mode](args)
     print(f"{'FAILED' if failures else 'passed'}: {failures} failures")
     sys.exit(1 if failures else 0)
 

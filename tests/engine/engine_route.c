@@ -26,6 +26,11 @@
  *   engine_route noctx    the evolve rounds, with every cuCtxCreate_v4
  *                         failing: drk cannot make its context for trials,
  *                         so nothing is tried and nothing served, said once.
+ *   engine_route turns    24 rounds of axpy and of `axpyb` (the same
+ *                         kernel in a module of its own, on z = a x + z,
+ *                         its launches half as long): run with
+ *                         DRK_EVOLVE_TURN=2, axpy's search passes its turn
+ *                         to axpyb after 2 rounds and goes on after it.
  *   engine_route unload   the evolve rounds, but after round 2 (drk is
  *                         searching) the program unloads its module and
  *                         loads it again: drk's work on the old module ends
@@ -116,7 +121,9 @@ int main(int argc, char **argv)
     int regress = strcmp(mode, "regress") == 0, rounds = regress ? 28 : ROUNDS;
     if (argc > 2)
         rounds = atoi(argv[2]); /* fewer: the program exits mid-search */
-    int reload = strcmp(mode, "unload") == 0;
+    int reload = strcmp(mode, "unload") == 0, turns = strcmp(mode, "turns") == 0;
+    if (turns)
+        rounds = 24;
     if (strcmp(mode, "noctx") == 0 && fakecuda_inject_error("cuCtxCreate_v4", CUDA_ERROR_OUT_OF_MEMORY, 1000000) != 0)
         return 1;
     /* As CUDA 13's CUPTI: a flush that is not forced hands over no partly
@@ -131,28 +138,47 @@ int main(int argc, char **argv)
     static const size_t sizes[] = {8, 8, 4, 4};
     if (fakecuda_register_kernel_params("axpy", axpy, 4, sizes) != 0 ||
         fakecuda_set_kernel_resources("axpy", 64, 0) != 0 || fakecuda_set_kernel_time("axpy", 0, 2000) != 0 ||
-        fakecuda_set_kernel_time("axpy", 32, 1000) != 0)
+        fakecuda_set_kernel_time("axpy", 32, 1000) != 0 || fakecuda_register_kernel_params("axpyb", axpy, 4, sizes) != 0 ||
+        fakecuda_set_kernel_resources("axpyb", 64, 0) != 0 || fakecuda_set_kernel_time("axpyb", 0, 2000) != 0 ||
+        fakecuda_set_kernel_time("axpyb", 32, 1000) != 0)
         return 1;
+    /* axpyb's module: axpy's PTX with every "axpy" named "axpyb". */
+    static char ptxb[sizeof ptx + 64];
+    for (const char *p = ptx; *p;) {
+        size_t len = strlen(ptxb);
+        ptxb[len] = *p;
+        if (strncmp(p, "axpy", 4) == 0) {
+            memcpy(ptxb + len, "axpyb", 5);
+            p += 4;
+        } else {
+            p++;
+        }
+    }
     CUdevice dev;
     CUcontext ctx;
-    CUmodule mod;
-    CUfunction fn;
-    CUdeviceptr dx, dy;
+    CUmodule mod, modb = NULL;
+    CUfunction fn, fnb = NULL;
+    CUdeviceptr dx, dy, dz = 0;
     if (!check(cuInit(0), "cuInit") || !check(cuDeviceGet(&dev, 0), "cuDeviceGet") ||
         !check(cuDevicePrimaryCtxRetain(&ctx, dev), "retain") || !check(cuCtxSetCurrent(ctx), "set") ||
         !check(cuModuleLoadData(&mod, ptx), "load") || !check(cuModuleGetFunction(&fn, mod, "axpy"), "get") ||
         !check(cuMemAlloc(&dx, N * sizeof(float)), "alloc x") || !check(cuMemAlloc(&dy, N * sizeof(float)), "alloc y"))
         return 1;
+    if (turns && (!check(cuModuleLoadData(&modb, ptxb), "load b") || !check(cuModuleGetFunction(&fnb, modb, "axpyb"), "get b") ||
+                  !check(cuMemAlloc(&dz, N * sizeof(float)), "alloc z")))
+        return 1;
     if (!cupti_on()) {
         fprintf(stderr, "engine_route: drk never enabled CUPTI's records\n");
         return 1;
     }
-    static float x[N], y[N], want[N];
+    static float x[N], y[N], want[N], z[N], wantz[N];
     for (int i = 0; i < N; i++) {
         x[i] = (float)(i % 97) * 0.25f - 3.0f;
         y[i] = want[i] = (float)(i % 13) * 0.5f;
+        z[i] = wantz[i] = (float)(i % 7) * 0.75f;
     }
-    if (!check(cuMemcpyHtoD(dx, x, sizeof x), "copy x") || !check(cuMemcpyHtoD(dy, y, sizeof y), "copy y"))
+    if (!check(cuMemcpyHtoD(dx, x, sizeof x), "copy x") || !check(cuMemcpyHtoD(dy, y, sizeof y), "copy y") ||
+        (turns && !check(cuMemcpyHtoD(dz, z, sizeof z), "copy z")))
         return 1;
     int n = N, wrong_rounds = 0;
     for (int r = 0; r < rounds; r++) {
@@ -179,10 +205,19 @@ int main(int argc, char **argv)
             }
             for (int i = 0; i < N; i++)
                 want[i] = __builtin_fmaf(x[i], a, want[i]);
+            if (!turns)
+                continue;
+            void *paramsb[] = {&dx, &dz, &a, &n};
+            if (!check(cuLaunchKernel(fnb, N / BLOCK, 1, 1, BLOCK, 1, 1, 0, NULL, paramsb, NULL), "launch b"))
+                return 1;
+            fakecupti_kernel("axpyb", N / BLOCK, 1, 1, BLOCK, 1, 1, 0, s + 2500000, s + 3500000, 7);
+            for (int i = 0; i < N; i++)
+                wantz[i] = __builtin_fmaf(x[i], a, wantz[i]);
         }
-        if (!check(cuMemcpyDtoH(y, dy, sizeof y), "copy back"))
+        if (!check(cuMemcpyDtoH(y, dy, sizeof y), "copy back") ||
+            (turns && !check(cuMemcpyDtoH(z, dz, sizeof z), "copy z back")))
             return 1;
-        if (!nondet && memcmp(y, want, sizeof y) != 0)
+        if (!nondet && (memcmp(y, want, sizeof y) != 0 || (turns && memcmp(z, wantz, sizeof z) != 0)))
             wrong_rounds++;
         if (nondet)
             memcpy(want, y, sizeof y); /* its own drift is not a wrong result */

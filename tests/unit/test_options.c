@@ -77,6 +77,14 @@ int main(void)
     CHECK(!parses(DRK_OPT_ROUND_SECONDS, "-1", NULL, NULL));
     CHECK(!parses(DRK_OPT_ROUND_SECONDS, "10h", NULL, NULL));
     CHECK(!parses(DRK_OPT_ROUND_SECONDS, "soon", NULL, NULL));
+    /* Counts: whole numbers, 1 to a million. */
+    CHECK(parses(DRK_OPT_EVOLVE_TURN, "10", &n, t) && n == 10 && strcmp(t, "10") == 0);
+    CHECK(parses(DRK_OPT_EVOLVE_TURN, "1", &n, NULL) && n == 1);
+    CHECK(!parses(DRK_OPT_EVOLVE_TURN, "0", NULL, NULL));
+    CHECK(!parses(DRK_OPT_EVOLVE_TURN, "2.5", NULL, NULL));
+    CHECK(!parses(DRK_OPT_EVOLVE_TURN, "-3", NULL, NULL));
+    CHECK(!parses(DRK_OPT_EVOLVE_TURN, "1000001", NULL, NULL));
+    CHECK(!parses(DRK_OPT_EVOLVE_TURN, "ten", NULL, NULL));
 
     /* Every default parses, and every option has a name and a doc. */
     for (int i = 0; i < DRK_OPT_COUNT; i++) {
