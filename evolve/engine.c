@@ -104,6 +104,7 @@ struct target {
     int plant_tried;            /* DRK_EVOLVE_PLANT's variant was tried on it */
     int came_from_cache;        /* what it serves was an earlier run's result (the report's) */
     unsigned turn_rounds;       /* search rounds since its turn began */
+    drk_proof_ref prev;         /* the latest capture's settled reference (prev.state EQUAL): the next is queued */
     int yielded;                /* its turn passed mid-search: it goes on when it is chosen again */
 };
 
@@ -1182,6 +1183,10 @@ static void remeasure(struct target *t, drk_trial *tr, const drk_proof_ref *ref)
     rest(t, why);
 }
 
+/* The capture before's reference, while this capture's is still to be
+ * queued (by its first batch); NULL otherwise. */
+static const drk_proof_ref *ref_prev;
+
 /* A candidate of a batch: built, then its proof and timed runs queued. */
 struct queued {
     drk_variant v;
@@ -1203,10 +1208,23 @@ struct queued {
  * (docs/evolve.md, the recorded spaces), and none pays for the original's
  * runs. The served variant is timed whole, in pairs. 0, or -1 when the
  * target ended. */
-static int run_batch(struct target *t, drk_trial *tr, const drk_proof_ref *ref, struct queued *q, unsigned nq,
-                     int timed)
+static int run_batch(struct target *t, drk_trial *tr, drk_proof_ref *ref, struct queued *q, unsigned nq, int timed)
 {
     drk_proof_ops ops = drk_trial_ops(tr);
+    if (ref_prev) {
+        /* The capture's reference, queued first: its compares take the
+         * first slots, and the batch's verdicts wait for it to settle. */
+        int rc = drk_proof_reference_queue(&ops, ref_prev, ref);
+        ref_prev = NULL;
+        if (rc != 0)
+            drk_proof_reference(&ops, ref); /* the capture before does not fit this one */
+        if (ref->state != DRK_PROOF_EQUAL) {
+            end_target(t, ref->state == DRK_PROOF_NONDETERMINISTIC ? DRK_TARGET_REFUSED : DRK_TARGET_FAILED, "%s",
+                       ref->why);
+            return -1;
+        }
+    }
+    unsigned base = ref->queued; /* a queued reference's compares come first */
     int orig[PAIRS], norig = 0, need_orig = 0, more = 0;
     for (unsigned k = 0; k < nq; k++)
         need_orig |= timed && !q[k].served && tr->original_ns <= 0;
@@ -1220,7 +1238,7 @@ static int run_batch(struct target *t, drk_trial *tr, const drk_proof_ref *ref, 
         if (need_orig && norig < PAIRS && (orig[norig++] = drk_trial_queue_timed(tr, tr->original)) < 0)
             goto failed;
         tr->variant = trial_fn(q[k].b);
-        if (drk_proof_variant_queue(&ops, ref, k * ops.n, &q[k].pr) != 0) {
+        if (drk_proof_variant_queue(&ops, ref, base + k * ops.n, &q[k].pr) != 0) {
             end_target(t, DRK_TARGET_FAILED, "a replay failed: %s (%s)", q[k].pr.why, tr->why);
             return -1;
         }
@@ -1233,13 +1251,30 @@ static int run_batch(struct target *t, drk_trial *tr, const drk_proof_ref *ref, 
         if ((orig[norig++] = drk_trial_queue_timed(tr, tr->original)) < 0)
             goto failed;
     static drk_diff diffs[DRK_PROOF_SLOTS];
-    if (ops.wait(ops.self, diffs, nq * ops.n) != 0 || (need_orig && drk_trial_read_original_at(tr, orig, PAIRS) != 0))
+    if (ops.wait(ops.self, diffs, base + nq * ops.n) != 0 ||
+        (need_orig && drk_trial_read_original_at(tr, orig, PAIRS) != 0))
         goto failed;
+    if (base) {
+        int stands = drk_proof_reference_settle(&ops, ref, diffs);
+        if (stands < 0) {
+            end_target(t, ref->state == DRK_PROOF_NONDETERMINISTIC ? DRK_TARGET_REFUSED : DRK_TARGET_FAILED, "%s",
+                       ref->why);
+            return -1;
+        }
+        if (!stands) {
+            /* Poison did not stand in on this launch: every proof and time
+             * of the batch is made again, unpoisoned. */
+            drk_log(DRK_LOG_DEBUG, "evolve: %.80s: the original reads what it writes on capture %u: proofs again, "
+                                   "unpoisoned", t->rec->name, t->captures);
+            tr->original_ns = 0;
+            return 1;
+        }
+    }
     for (unsigned k = 0; k < nq; k++) {
         struct queued *c = &q[k];
         char text[96];
         drk_variant_text(&drk_space_ptx, &c->v, text, sizeof text);
-        c->pr = drk_proof_variant_check(&ops, ref, diffs + k * ops.n);
+        c->pr = drk_proof_variant_check(&ops, ref, diffs + base + k * ops.n);
         if (c->pr.verdict == DRK_PROOF_ERROR) {
             end_target(t, DRK_TARGET_FAILED, "a replay failed: %s", c->pr.why);
             return -1;
@@ -1296,7 +1331,7 @@ failed_timing:
  * the fence is held from the first replay queued to the wait), then
  * proves and (`timed`) times them in one batch: 0, or -1 when the target
  * ended. */
-static int try_batch(struct target *t, drk_trial *tr, const drk_proof_ref *ref, const drk_variant *cand, unsigned n,
+static int try_batch(struct target *t, drk_trial *tr, drk_proof_ref *ref, const drk_variant *cand, unsigned n,
                      int timed)
 {
     struct queued q[BATCH];
@@ -1325,8 +1360,8 @@ static int try_batch(struct target *t, drk_trial *tr, const drk_proof_ref *ref, 
             q[nq++] = (struct queued){.v = *v, .b = b, .served = timed && is_served(t, b), .first = -1, .more = -1};
         }
     }
-    if (rc == 0 && nq)
-        rc = run_batch(t, tr, ref, q, nq, timed);
+    while (rc == 0 && nq && (rc = run_batch(t, tr, ref, q, nq, timed)) == 1)
+        rc = 0; /* made again, unpoisoned */
     /* Dropped after the wait: nothing queued uses them any more. */
     for (unsigned k = 0; k < nq; k++) {
         q[k].b->busy = 0;
@@ -1339,7 +1374,7 @@ static int try_batch(struct target *t, drk_trial *tr, const drk_proof_ref *ref, 
     return rc;
 }
 
-static void search_round(struct target *t, drk_trial *tr, const drk_proof_ref *ref)
+static void search_round(struct target *t, drk_trial *tr, drk_proof_ref *ref)
 {
     if (t->rechecking) {
         remeasure(t, tr, ref);
@@ -1465,7 +1500,16 @@ static int trials(struct target *t, const drk_capture_got *got, const drk_reach 
     drk_proof_ref ref;
     uint64_t w0 = clock_ns(), b0 = build_wall_ns;
     unsigned b_made = builds_made;
-    drk_proof_reference(&ops, &ref);
+    /* A search round's reference is queued with its first batch (after
+     * its builds: the fence is never held across a compile), for one wait,
+     * once an earlier capture said what the original writes; the first
+     * capture's, and a served variant's proofs again, wait for their own. */
+    memset(&ref, 0, sizeof ref); /* deferred: EQUAL until its batch queues it */
+    ref_prev = !t->rechecking && !t->from_cache && t->prev.state == DRK_PROOF_EQUAL && t->prev.n == reach->n
+                   ? &t->prev
+                   : NULL;
+    if (!ref_prev)
+        drk_proof_reference(&ops, &ref);
     if (ref.state == DRK_PROOF_NONDETERMINISTIC)
         end_target(t, DRK_TARGET_REFUSED, "%s", ref.why);
     else if (ref.state != DRK_PROOF_EQUAL)
@@ -1475,6 +1519,11 @@ static int trials(struct target *t, const drk_capture_got *got, const drk_reach 
         tr.ref = &ref;
         search_round(t, &tr, &ref);
     }
+    /* Settled, for the next capture; still deferred (no batch was tried):
+     * nothing rests on it, and nothing was queued. */
+    if (!ref_prev && ref.state == DRK_PROOF_EQUAL && !ref.queued)
+        t->prev = ref;
+    ref_prev = NULL;
     uint64_t wall = clock_ns() - w0, built = build_wall_ns - b0;
     wall = wall > built ? wall - built : 0;
     /* The budget pays what the program loses: the trials' GPU time and, for

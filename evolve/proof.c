@@ -88,72 +88,171 @@ static void ref_error(drk_proof_ref *ref, const char *why)
     snprintf(ref->why, sizeof ref->why, "%s", why);
 }
 
-void drk_proof_reference(const drk_proof_ops *ops, drk_proof_ref *ref)
+static void ref_init(drk_proof_ref *ref, unsigned n)
 {
     memset(ref, 0, sizeof *ref);
     for (unsigned i = 0; i < DRK_REACH_MAX; i++)
-        ref->first[i] = ref->last[i] = NONE;
-    if (ops->n > DRK_REACH_MAX) {
-        ref_error(ref, "more allocations than a proof holds");
-        return;
-    }
-    unsigned n = ops->n;
-    drk_diff d[2 * DRK_REACH_MAX];
-    /* 1-2, one wait: O1 in set 1, O2 in set 2; O1 against O2 (slots
-     * 0..n-1) and against S (slots n..2n-1, W; read only if O1 == O2). */
+        ref->first[i] = ref->last[i] = ref->seen_first[i] = ref->seen_last[i] = NONE;
+    ref->n = n;
+}
+
+/* 1-2 queued: O1 in set 1, O2 in set 2; O1 against O2 (slots 0..n-1) and
+ * against S (slots n..2n-1, W; read only if O1 == O2). */
+static int queue_twice(const drk_proof_ops *ops, drk_proof_ref *ref)
+{
     if (drk_proof_fresh(ops, ref, DRK_SET_REFERENCE, 0) != 0 || drk_proof_fresh(ops, ref, DRK_SET_WORK, 0) != 0) {
         ref_error(ref, "copying the snapshot failed");
-        return;
+        return -1;
     }
     for (unsigned s = DRK_SET_REFERENCE; s <= DRK_SET_WORK; s++) {
         if (ops->run(ops->self, s, 0) != 0) {
             ref_error(ref, "the original's run failed");
-            return;
+            return -1;
         }
         ref->runs++;
     }
     if (compare_all(ops, DRK_SET_REFERENCE, DRK_SET_WORK, 0) != 0 ||
-        compare_all(ops, DRK_SET_REFERENCE, DRK_SET_SNAPSHOT, n) != 0 || wait_all(ops, d, 2 * n) != 0) {
+        compare_all(ops, DRK_SET_REFERENCE, DRK_SET_SNAPSHOT, ops->n) != 0) {
         ref_error(ref, "comparing the original's runs failed");
-        return;
+        return -1;
     }
+    return 0;
+}
+
+/* 1-2's results: -1 and NONDETERMINISTIC when O1 != O2; else W, as seen. */
+static int read_twice(const drk_proof_ops *ops, drk_proof_ref *ref, const drk_diff *d)
+{
+    unsigned n = ops->n;
     for (unsigned i = 0; i < n; i++)
         if (d[i].ndiff) {
             char at[96];
             where(at, sizeof at, i, &d[i]);
             ref->state = DRK_PROOF_NONDETERMINISTIC;
             say(ref->why, sizeof ref->why, "the original differs from itself in %s: nondeterministic", at);
-            return;
+            return -1;
         }
     for (unsigned i = 0; i < n; i++)
         if (d[n + i].ndiff) {
-            ref->first[i] = d[n + i].first, ref->last[i] = d[n + i].last;
-            ref->written++;
+            ref->seen_first[i] = d[n + i].first, ref->seen_last[i] = d[n + i].last;
+            ref->seen_written++;
         }
+    return 0;
+}
+
+/* 3 queued: O3 on S with W (ref's spans) poisoned, against O1 into slots
+ * base..base+n-1. */
+static int queue_poisoned(const drk_proof_ops *ops, drk_proof_ref *ref, unsigned base)
+{
+    if (drk_proof_fresh(ops, ref, DRK_SET_WORK, 1) != 0) {
+        ref_error(ref, "poisoning the written bytes failed");
+        return -1;
+    }
+    if (ops->run(ops->self, DRK_SET_WORK, 0) != 0) {
+        ref_error(ref, "the original's run on poisoned memory failed");
+        return -1;
+    }
+    ref->runs++;
+    if (compare_all(ops, DRK_SET_WORK, DRK_SET_REFERENCE, base) != 0) {
+        ref_error(ref, "comparing the original's run on poisoned memory failed");
+        return -1;
+    }
+    return 0;
+}
+
+static int all_equal(const drk_diff *d, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (d[i].ndiff)
+            return 0;
+    return 1;
+}
+
+void drk_proof_reference(const drk_proof_ops *ops, drk_proof_ref *ref)
+{
+    ref_init(ref, ops->n);
+    if (ops->n > DRK_REACH_MAX) {
+        ref_error(ref, "more allocations than a proof holds");
+        return;
+    }
+    unsigned n = ops->n;
+    drk_diff d[2 * DRK_REACH_MAX];
+    /* 1-2, one wait. */
+    if (queue_twice(ops, ref) != 0)
+        return;
+    if (wait_all(ops, d, 2 * n) != 0) {
+        ref_error(ref, "comparing the original's runs failed");
+        return;
+    }
+    if (read_twice(ops, ref, d) != 0)
+        return;
+    memcpy(ref->first, ref->seen_first, sizeof ref->first);
+    memcpy(ref->last, ref->seen_last, sizeof ref->last);
+    ref->written = ref->seen_written;
     /* 3. O3 on S with W poisoned, one wait. Nothing written: nothing to
      * poison, and S unpoisoned is what the variant runs on anyway. */
     if (ref->written) {
-        if (drk_proof_fresh(ops, ref, DRK_SET_WORK, 1) != 0) {
-            ref_error(ref, "poisoning the written bytes failed");
+        if (queue_poisoned(ops, ref, 0) != 0)
             return;
-        }
-        if (ops->run(ops->self, DRK_SET_WORK, 0) != 0) {
-            ref_error(ref, "the original's run on poisoned memory failed");
-            return;
-        }
-        ref->runs++;
-        if (compare_all(ops, DRK_SET_WORK, DRK_SET_REFERENCE, 0) != 0 || wait_all(ops, d, n) != 0) {
+        if (wait_all(ops, d, n) != 0) {
             ref_error(ref, "comparing the original's run on poisoned memory failed");
             return;
         }
-        int same = 1;
-        for (unsigned i = 0; i < n; i++)
-            same = same && d[i].ndiff == 0;
         /* O3 == O1: W's old contents are never read, so poison may stand
          * in for them and shows any write a variant skips. */
-        ref->poisoned = same;
+        ref->poisoned = all_equal(d, n);
+        ref->reads_written = !ref->poisoned;
     }
     ref->state = DRK_PROOF_EQUAL;
+}
+
+int drk_proof_reference_queue(const drk_proof_ops *ops, const drk_proof_ref *prev, drk_proof_ref *ref)
+{
+    unsigned n = ops->n;
+    if (prev->state != DRK_PROOF_EQUAL || prev->queued || prev->n != n || n > DRK_REACH_MAX)
+        return -1;
+    for (unsigned i = 0; i < n; i++)
+        if (prev->seen_first[i] != NONE && prev->seen_last[i] >= ops->size(ops->self, i))
+            return -1;
+    ref_init(ref, n);
+    ref->reads_written = prev->reads_written;
+    /* The launch before's W, poisoned (and step 3 queued to confirm it)
+     * unless the original read W then: whether it reads W is the code's,
+     * rarely the data's. */
+    memcpy(ref->first, prev->seen_first, sizeof ref->first);
+    memcpy(ref->last, prev->seen_last, sizeof ref->last);
+    ref->written = prev->seen_written;
+    ref->poisoned = ref->written && !ref->reads_written;
+    ref->state = DRK_PROOF_EQUAL; /* until settled: no verdict on it stands before */
+    if (queue_twice(ops, ref) != 0 || (ref->poisoned && queue_poisoned(ops, ref, 2 * n) != 0))
+        return 0;
+    ref->queued = (ref->poisoned ? 3 : 2) * n;
+    return 0;
+}
+
+int drk_proof_reference_settle(const drk_proof_ops *ops, drk_proof_ref *ref, const drk_diff *diffs)
+{
+    unsigned n = ops->n, q = ref->queued;
+    ref->queued = 0;
+    if (ref->state != DRK_PROOF_EQUAL || !q)
+        return ref->state == DRK_PROOF_EQUAL ? 1 : -1;
+    for (unsigned k = 0; k < q; k++)
+        if (!believable(ops, k % n, &diffs[k])) {
+            ref_error(ref, "comparing the original's runs failed");
+            return -1;
+        }
+    if (read_twice(ops, ref, diffs) != 0)
+        return -1;
+    if (q == 3 * n && all_equal(diffs + 2 * n, n))
+        return 1; /* poisoned as the launch before saw W, and that stood */
+    /* Unpoisoned: W as seen, for the messages; O3 != O1 means the
+     * original reads W, and poison never stands in for it again. */
+    int redo = ref->poisoned;
+    ref->reads_written |= redo;
+    ref->poisoned = 0;
+    memcpy(ref->first, ref->seen_first, sizeof ref->first);
+    memcpy(ref->last, ref->seen_last, sizeof ref->last);
+    ref->written = ref->seen_written;
+    return redo ? 0 : 1;
 }
 
 static drk_proof_result result_error(const char *why)

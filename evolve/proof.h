@@ -17,7 +17,11 @@
  *   4. A variant: on a fresh copy of S (poisoned or not, by step 3), then
  *      every byte of every allocation compared with O1.
  * Steps 1-3 are done once per launch (drk_proof_reference) and serve every
- * variant tried on it (drk_proof_variant). Poisoning a span wider than the
+ * variant tried on it (drk_proof_variant); on a later launch of the same
+ * kernel they can be queued with the variants' proofs, for one wait, with
+ * W and the poisoning taken from the launch before (drk_proof_reference_
+ * queue): no verdict stands until step 3 has confirmed that poisoning on
+ * this launch. Poisoning a span wider than the
  * bytes written is safe: at worst step 3 finds O3 != O1 and variants run
  * unpoisoned. Bytes the original wrote with the value they had are
  * invisible to W; the engine trusts a variant only after distinct launches
@@ -40,9 +44,10 @@ typedef struct drk_diff {
     uint64_t first, last;                    /* offsets of the lowest and highest; UINT64_MAX when none */
 } drk_diff;
 
-/* Compare results one wait reads at most: a batch of 8 variants' proofs
- * of DRK_REACH_MAX allocations each (the engine's candidates a batch). */
-#define DRK_PROOF_SLOTS (8 * DRK_REACH_MAX)
+/* Compare results one wait reads at most: a queued reference's (3 per
+ * allocation) and a batch of 8 variants' proofs, of DRK_REACH_MAX
+ * allocations each (the engine's candidates a batch). */
+#define DRK_PROOF_SLOTS (11 * DRK_REACH_MAX)
 
 /* What the protocol needs of the buffers. The operations are queued, in
  * order (each sees what the ones before it did), and only `wait` waits:
@@ -85,6 +90,11 @@ typedef struct drk_proof_ref {
     uint64_t first[DRK_REACH_MAX], last[DRK_REACH_MAX]; /* W per allocation; UINT64_MAX: unwritten */
     unsigned runs;                           /* runs of the original it took */
     char why[160];                           /* NONDETERMINISTIC or ERROR, in words */
+    unsigned n;                              /* allocations it covers */
+    unsigned queued;                         /* queued, not yet settled: its compares are slots [0, queued) */
+    int reads_written;                       /* O3 != O1 seen, on this launch or one before: never poisoned */
+    unsigned seen_written;                   /* W as this launch's O1 showed it (first/last may be the */
+    uint64_t seen_first[DRK_REACH_MAX], seen_last[DRK_REACH_MAX]; /* launch before's, poisoned) */
 } drk_proof_ref;
 
 /* What a variant's proof found. */
@@ -97,6 +107,22 @@ typedef struct drk_proof_result {
 
 /* Steps 1-3 on `ops` (n <= DRK_REACH_MAX): set 1 holds O1 after it. */
 void drk_proof_reference(const drk_proof_ops *ops, drk_proof_ref *ref);
+
+/* Steps 1-3 queued, not waited for, for a later launch of a kernel whose
+ * reference `prev` (EQUAL, on as many allocations) an earlier launch
+ * made: W is poisoned as prev saw it, unless the original was seen
+ * reading W (then nothing is). Its compares take slots [0, ref->queued);
+ * variants queued after it (drk_proof_variant_queue, from that slot on)
+ * share its wait. 0; -1 (nothing queued) when prev does not fit `ops`;
+ * ref->state ERROR when an operation failed. */
+int drk_proof_reference_queue(const drk_proof_ops *ops, const drk_proof_ref *prev, drk_proof_ref *ref);
+
+/* After that wait (`diffs`: slot 0's first): 1, the reference stands
+ * (EQUAL) and so do the verdicts of variants queued on it; 0, it stands
+ * but poisoning did not (O3 != O1): ref->poisoned is now 0 and those
+ * variants must be proven again; -1, it is NONDETERMINISTIC or ERROR
+ * (ref->why), and no verdict on it stands. */
+int drk_proof_reference_settle(const drk_proof_ops *ops, drk_proof_ref *ref, const drk_diff *diffs);
 
 /* Step 4 for the variant behind ops->run(.., 1), against a ready `ref`
  * (set 1 still O1), waited for. Uses set 2. */

@@ -4,7 +4,7 @@
 planted bad variant rejected, the faster one proven and served, no wrong
 result ever; a nondeterministic kernel refused; DRK_EVOLVE=0 does nothing.
 
-Usage: check_engine.py --program PATH --preload LIBS --mode evolve|plant|cache|regress|nondet|off|noctx|unload|turns
+Usage: check_engine.py --program PATH --preload LIBS --mode evolve|plant|cache|regress|nondet|off|noctx|unload|turns|late
 """
 import argparse
 import glob
@@ -188,6 +188,17 @@ def case_nondet(args):
     check(got is not None and got[1] == 0 and got[2] == 0, "no variant ran in the program", p.stdout)
 
 
+def case_late(args):
+    # Nondeterministic from round 3: found on a capture whose reference was queued with its variants' proofs.
+    rep, p = run(args, "late", {"DRK_EVOLVE": "1", "DRK_LOG_LEVEL": "debug"})
+    rows = [r for r in rep["evolve"]["by_kernel"] if r["name"] == "axpy"]
+    check(len(rows) == 1 and rows[0]["state"] == "refused" and "differs from itself" in rows[0]["why"] and
+          rows[0]["captures"] >= 2 and rows[0]["serving"] == "default",
+          "late: an original that turns nondeterministic after the first capture is refused on a later one", rows)
+    waits = [int(w) for w in re.findall(r"capture (?:[2-9]|\d\d+)'s trials took .*?, (\d+) waits", p.stderr)]
+    check(waits and min(waits) == 1, "late: that capture's reference and proofs shared one wait", p.stderr[-2000:])
+
+
 def case_off(args):
     rep, p = run(args, "evolve", {"DRK_EVOLVE": "0", "DRK_PROFILE": "1"})
     ev = rep["evolve"]
@@ -246,10 +257,10 @@ def main():
     ap.add_argument("--preload", required=True)
     ap.add_argument("--nvjitlink", required=True, help="the stand-in's nvJitLink (the fake driver's library)")
     ap.add_argument("--mode", required=True, choices=["evolve", "plant", "cache", "regress", "nondet", "off", "noctx", "unload",
-                                                          "turns"])
+                                                          "turns", "late"])
     args = ap.parse_args()
     {"evolve": case_evolve, "plant": case_plant, "cache": case_cache, "regress": case_regress, "nondet": case_nondet, "off": case_off,
-     "noctx": case_noctx, "unload": case_unload, "turns": case_turns}[args.mode](args)
+     "noctx": case_noctx, "unload": case_unload, "turns": case_turns, "late": case_late}[args.mode](args)
     print(f"{'FAILED' if failures else 'passed'}: {failures} failures")
     sys.exit(1 if failures else 0)
 

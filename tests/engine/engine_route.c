@@ -23,6 +23,10 @@
  *                         launches' blocks seen so far to one element (as a
  *                         float atomic's order would): it differs from
  *                         itself, so drk must refuse it.
+ *   engine_route late     the evolve rounds, the kernel nondeterministic as
+ *                         in nondet from round 3 on, when drk's reference
+ *                         of a capture is queued with its variants' proofs
+ *                         (after the first capture's): still refused.
  *   engine_route noctx    the evolve rounds, with every cuCtxCreate_v4
  *                         failing: drk cannot make its context for trials,
  *                         so nothing is tried and nothing served, said once.
@@ -118,6 +122,7 @@ int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "evolve";
     nondet = strcmp(mode, "nondet") == 0;
+    int late = strcmp(mode, "late") == 0;
     int regress = strcmp(mode, "regress") == 0, rounds = regress ? 28 : ROUNDS;
     if (argc > 2)
         rounds = atoi(argv[2]); /* fewer: the program exits mid-search */
@@ -189,6 +194,8 @@ int main(int argc, char **argv)
             (!check(cuModuleUnload(mod), "unload") || !check(cuModuleLoadData(&mod, ptx), "load again") ||
              !check(cuModuleGetFunction(&fn, mod, "axpy"), "get again")))
             return 1;
+        if (late && r == 3)
+            nondet = 1;
         float a = 0.5f + (float)r * 0.125f; /* new inputs each round */
         for (int l = 0; l < LAUNCHES; l++) {
             /* 2 ms a launch on the fake clock: a round's kernel time (40 ms)

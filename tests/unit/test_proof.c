@@ -5,8 +5,12 @@
  * outside what the original writes); an in-place and an accumulating
  * kernel (W read: unpoisoned); a nondeterministic original; an original
  * that writes what was there; one that writes nothing; disjoint partial
- * writes; three allocations of which one differs; and every failure of the
- * operations, at every call, ending in an error and never in "equal". */
+ * writes; three allocations of which one differs; the reference queued
+ * with the variants for one wait, from the launch before's (poison
+ * confirmed, or found not to stand and the proofs made again, a
+ * nondeterministic original, a launch before that does not fit); and
+ * every failure of the operations, at every call, ending in an error and
+ * never in "equal". */
 #include "evolve/proof.h"
 
 #include <stdio.h>
@@ -428,6 +432,119 @@ static void test_three(void)
           r.diff.last == 37 && strstr(r.why, "allocation 2"));
 }
 
+/* ---- the reference queued with the variants' proofs, one wait ---- */
+
+/* Proves `variants` on a queued reference from `prev`, in one wait:
+ * settle's answer, the verdicts in r[] (when it stood). */
+static int queued(host *h, const drk_proof_ref *prev, drk_proof_ref *ref, kernel *variants, unsigned nv,
+                  drk_proof_result *r)
+{
+    drk_proof_ops ops = ops_of(h);
+    unsigned waits = h->calls[OP_WAIT];
+    if (drk_proof_reference_queue(&ops, prev, ref) != 0)
+        return -2;
+    unsigned base = ref->queued;
+    for (unsigned k = 0; k < nv; k++) {
+        h->variant = variants[k];
+        CHECK(drk_proof_variant_queue(&ops, ref, base + k * h->n, &r[k]) == 0);
+    }
+    static drk_diff d[DRK_PROOF_SLOTS];
+    CHECK(ops.wait(ops.self, d, base + nv * h->n) == 0);
+    CHECK(h->calls[OP_WAIT] == waits + 1);
+    int stands = drk_proof_reference_settle(&ops, ref, d);
+    for (unsigned k = 0; stands == 1 && k < nv; k++)
+        r[k] = drk_proof_variant_check(&ops, ref, d + base + k * h->n);
+    return stands;
+}
+
+static uint32_t init_pure2(unsigned a, unsigned i) { return a == 0 ? 2 * i + 7 : i == 5 ? f(17) : 0xeeeeeeeeu; }
+
+static void test_queued(void)
+{
+    host h;
+    drk_proof_ref prev, ref;
+    drk_proof_result r[4];
+    /* The pure kernel: a launch's reference, then the next launch's (new
+     * inputs, word 5 again already the answer) queued with four variants:
+     * poison confirmed there, the right one equal, the skips caught. */
+    host_init(&h, 2, pure, init_pure);
+    reference(&h, &prev);
+    CHECK(prev.state == DRK_PROOF_EQUAL && prev.poisoned && !prev.reads_written && prev.seen_first[1] == 0 &&
+          prev.seen_last[1] == 63);
+    host_init(&h, 2, pure, init_pure2);
+    kernel v[4] = {pure, pure_skip_5, pure_skip_tail, pure_wrong_7};
+    CHECK(queued(&h, &prev, &ref, v, 4, r) == 1);
+    CHECK(ref.state == DRK_PROOF_EQUAL && ref.poisoned && ref.queued == 0 && ref.runs == 3);
+    CHECK(r[0].verdict == DRK_PROOF_EQUAL && r[1].verdict == DRK_PROOF_DIFFERS && r[1].diff.first == 20 &&
+          r[1].diff.last == 23 && r[2].verdict == DRK_PROOF_DIFFERS && r[3].verdict == DRK_PROOF_DIFFERS);
+    /* What this launch showed, for the next. */
+    CHECK(ref.seen_written == 1 && ref.seen_first[1] == 0 && ref.seen_last[1] == 63);
+    /* A variant proven after the settled reference (a later batch): as ever. */
+    CHECK(prove(&h, &ref, pure).verdict == DRK_PROOF_EQUAL && prove(&h, &ref, pure_skip_5).verdict == DRK_PROOF_DIFFERS);
+
+    /* In place: the launch before found O3 != O1, so nothing is poisoned
+     * and no O3 queued (2 compares an allocation); a skipped half caught. */
+    host_init(&h, 1, inplace, init_x);
+    reference(&h, &prev);
+    CHECK(prev.reads_written && !prev.poisoned);
+    kernel vi[2] = {inplace, inplace_half};
+    CHECK(queued(&h, &prev, &ref, vi, 2, r) == 1);
+    CHECK(ref.runs == 2 && !ref.poisoned && ref.reads_written && r[0].verdict == DRK_PROOF_EQUAL &&
+          r[1].verdict == DRK_PROOF_DIFFERS && r[1].diff.first == 32);
+
+    /* Poison from the launch before that does not stand on this one (the
+     * kernel now reads what it writes): nothing of the batch stands, the
+     * reference is unpoisoned from now on, and proofs made again agree. */
+    host_init(&h, 2, pure, init_pure);
+    reference(&h, &prev);
+    host_init(&h, 2, accumulate, init_acc);
+    kernel va[2] = {accumulate, assign};
+    CHECK(queued(&h, &prev, &ref, va, 2, r) == 0);
+    CHECK(ref.state == DRK_PROOF_EQUAL && !ref.poisoned && ref.reads_written && ref.written == 1 &&
+          ref.first[1] == 0);
+    CHECK(prove(&h, &ref, accumulate).verdict == DRK_PROOF_EQUAL && prove(&h, &ref, assign).verdict == DRK_PROOF_DIFFERS);
+    drk_proof_ref next;
+    CHECK(queued(&h, &ref, &next, va, 2, r) == 1 && next.runs == 2 && !next.poisoned); /* never poisoned again */
+
+    /* A nondeterministic original on the queued launch: no verdict stands. */
+    host_init(&h, 2, pure, init_pure);
+    reference(&h, &prev);
+    host_init(&h, 2, racy, init_pure);
+    kernel vr[1] = {pure};
+    CHECK(queued(&h, &prev, &ref, vr, 1, r) == -1);
+    CHECK(ref.state == DRK_PROOF_NONDETERMINISTIC && strstr(ref.why, "differs from itself"));
+
+    /* A launch before that does not fit: nothing queued. */
+    host_init(&h, 2, pure, init_pure);
+    reference(&h, &prev);
+    drk_proof_ref bad = prev;
+    bad.n = 3;
+    memset(h.calls, 0, sizeof h.calls);
+    CHECK(queued(&h, &bad, &ref, vr, 1, r) == -2 && h.calls[OP_COPY] == 0 && h.calls[OP_RUN] == 0);
+    bad = prev;
+    bad.seen_last[1] = 64; /* past the allocation */
+    CHECK(queued(&h, &bad, &ref, vr, 1, r) == -2);
+    bad = prev;
+    bad.state = DRK_PROOF_NONDETERMINISTIC;
+    CHECK(queued(&h, &bad, &ref, vr, 1, r) == -2);
+
+    /* A compare's span past the allocation: not believed, an error. */
+    host_init(&h, 2, pure, init_pure);
+    reference(&h, &prev);
+    h.compare_lies = 1;
+    CHECK(queued(&h, &prev, &ref, vr, 1, r) == -1 && ref.state == DRK_PROOF_ERROR);
+    /* A failed operation while queuing: an error, never equal. */
+    for (int op = OP_COPY; op <= OP_COMPARE; op++) {
+        host_init(&h, 2, pure, init_pure);
+        reference(&h, &prev);
+        memset(h.calls, 0, sizeof h.calls);
+        h.fail_op = op, h.fail_at = 1;
+        drk_proof_ops ops = ops_of(&h);
+        CHECK(drk_proof_reference_queue(&ops, &prev, &ref) == 0 && ref.state == DRK_PROOF_ERROR && !ref.queued);
+        CHECK(drk_proof_variant_queue(&ops, &ref, 0, &r[0]) == -1 && r[0].verdict == DRK_PROOF_ERROR);
+    }
+}
+
 /* ---- failures: every call of every operation, in turn ---- */
 
 static void test_failures(void)
@@ -493,6 +610,7 @@ int main(void)
     test_nondeterministic();
     test_nothing();
     test_three();
+    test_queued();
     test_failures();
     return CHECK_DONE();
 }
