@@ -27,10 +27,6 @@
  * one more futimens), so a hot entry is touched once, not on every hit. */
 #define TOUCHED 256
 
-/* How long a put that owes a walk waits for another process's pass: puts
- * run on drk's own thread, and a holder that hangs must not hang it. */
-#define LOCK_WAIT_MS 2000
-
 struct drk_cache {
     char root[PATH_MAX];
     char vdir[PATH_MAX]; /* root/v1 */
@@ -299,8 +295,8 @@ static void account(drk_cache *c, uint64_t size, const char *name)
         uint64_t total = c->bytes;
         drk_cache_removed r = {0};
         /* Down to 90% at once: the walk is paid for a batch of evictions. */
-        int rc = drk_cache_evict_pass(c->vdir, c->cap, c->cap - c->cap / 10, name, owed ? LOCK_WAIT_MS : 0, &total,
-                                      &r);
+        int wait_ms = owed ? DRK_CACHE_LOCK_WAIT_MS : 0;
+        int rc = drk_cache_evict_pass(c->vdir, c->cap, c->cap - c->cap / 10, name, wait_ms, &total, &r);
         if (rc == 0) {
             c->walked = 1;
             c->bytes = total;

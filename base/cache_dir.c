@@ -481,8 +481,12 @@ void drk_cache_shared_add(const char *vdir, const drk_cache_counters *add)
     if (drk_cache_join(path, sizeof path, vdir, "stats") != 0 || drk_cache_join(tmp, sizeof tmp, vdir, name) != 0)
         return;
     /* Without the lock two closes could each add to the old sum and lose
-     * one; with none to be had, a lost addition is all it costs. */
-    int lock = lock_take(vdir, -1);
+     * one; with none to be had, a lost addition is all it costs. A holder
+     * that never lets go costs this close (the program's exit) two seconds,
+     * and the addition. */
+    int lock = lock_take(vdir, DRK_CACHE_LOCK_WAIT_MS);
+    if (lock == -2)
+        return;
     drk_cache_counters sum;
     read_counters(path, &sum);
     drk_cache_counters a = *add;

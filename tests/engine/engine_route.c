@@ -143,7 +143,8 @@ int main(int argc, char **argv)
     static const size_t sizes[] = {8, 8, 4, 4};
     if (fakecuda_register_kernel_params("axpy", axpy, 4, sizes) != 0 ||
         fakecuda_set_kernel_resources("axpy", 64, 0) != 0 || fakecuda_set_kernel_time("axpy", 0, 2000) != 0 ||
-        fakecuda_set_kernel_time("axpy", 32, 1000) != 0 || fakecuda_register_kernel_params("axpyb", axpy, 4, sizes) != 0 ||
+        fakecuda_set_kernel_time("axpy", 32, 1000) != 0 ||
+        fakecuda_register_kernel_params("axpyb", axpy, 4, sizes) != 0 ||
         fakecuda_set_kernel_resources("axpyb", 64, 0) != 0 || fakecuda_set_kernel_time("axpyb", 0, 2000) != 0 ||
         fakecuda_set_kernel_time("axpyb", 32, 1000) != 0)
         return 1;
@@ -169,7 +170,8 @@ int main(int argc, char **argv)
         !check(cuModuleLoadData(&mod, ptx), "load") || !check(cuModuleGetFunction(&fn, mod, "axpy"), "get") ||
         !check(cuMemAlloc(&dx, N * sizeof(float)), "alloc x") || !check(cuMemAlloc(&dy, N * sizeof(float)), "alloc y"))
         return 1;
-    if (turns && (!check(cuModuleLoadData(&modb, ptxb), "load b") || !check(cuModuleGetFunction(&fnb, modb, "axpyb"), "get b") ||
+    if (turns && (!check(cuModuleLoadData(&modb, ptxb), "load b") ||
+                  !check(cuModuleGetFunction(&fnb, modb, "axpyb"), "get b") ||
                   !check(cuMemAlloc(&dz, N * sizeof(float)), "alloc z")))
         return 1;
     if (!cupti_on()) {
