@@ -1206,8 +1206,10 @@ struct queued {
  * capture (timed once, PAIRS runs), one run first and the rest only for
  * one that looks faster by the margin: most candidates win nothing
  * (docs/evolve.md, the recorded spaces), and none pays for the original's
- * runs. The served variant is timed whole, in pairs. 0, or -1 when the
- * target ended. */
+ * runs; unless the kernel is so short that all their runs cost less than
+ * that second wait. The served variant is timed whole, in pairs. 0; 1 when
+ * the batch is to be made again (poison did not stand); -1 when the target
+ * ended. */
 static int run_batch(struct target *t, drk_trial *tr, drk_proof_ref *ref, struct queued *q, unsigned nq, int timed)
 {
     drk_proof_ops ops = drk_trial_ops(tr);
@@ -1226,6 +1228,12 @@ static int run_batch(struct target *t, drk_trial *tr, drk_proof_ref *ref, struct
     }
     unsigned base = ref->queued; /* a queued reference's compares come first */
     int orig[PAIRS], norig = 0, need_orig = 0, more = 0;
+    /* A short kernel's further runs cost less than the wait for them
+     * (SWITCH_NS): every candidate gets all its runs in this batch. */
+    int eager = timed && t->default_ns > 0 && t->default_ns * (PAIRS - 1) * nq < SWITCH_NS;
+    if (eager)
+        drk_log(DRK_LOG_DEBUG, "evolve: %.80s: capture %u: %u candidates timed in full in one wait (%.1f us a run)",
+                t->rec->name, t->captures, nq, t->default_ns / 1e3);
     for (unsigned k = 0; k < nq; k++)
         need_orig |= timed && !q[k].served && tr->original_ns <= 0;
     /* After a wait the GPU has just switched to drk's context, and the
@@ -1245,6 +1253,8 @@ static int run_batch(struct target *t, drk_trial *tr, drk_proof_ref *ref, struct
         /* The proof's run, prepared as every timed run is (tr->ref), is the
          * candidate's first sample; the served one is timed in pairs. */
         if (timed && (q[k].first = q[k].served ? drk_trial_queue_pairs(tr, PAIRS) : drk_trial_last_ticket(tr)) < 0)
+            goto failed;
+        if (eager && !q[k].served && (q[k].more = drk_trial_queue_runs(tr, trial_fn(q[k].b), PAIRS - 1)) < 0)
             goto failed;
     }
     while (need_orig && norig < PAIRS)
@@ -1299,7 +1309,7 @@ static int run_batch(struct target *t, drk_trial *tr, drk_proof_ref *ref, struct
                            : drk_trial_read_runs(tr, c->first, 1, c->s);
         if (c->got < 0)
             goto failed_timing;
-        if (!c->served && c->got == 1 && c->s[0] >= 1 + DRK_EVO_MARGIN) {
+        if (!eager && !c->served && c->got == 1 && c->s[0] >= 1 + DRK_EVO_MARGIN) {
             if ((!more && drk_trial_queue_timed(tr, tr->original) < 0) || /* after the wait, untimed */
                 (c->more = drk_trial_queue_runs(tr, trial_fn(c->b), PAIRS - 1)) < 0)
                 goto failed_timing;

@@ -4,7 +4,7 @@
 planted bad variant rejected, the faster one proven and served, no wrong
 result ever; a nondeterministic kernel refused; DRK_EVOLVE=0 does nothing.
 
-Usage: check_engine.py --program PATH --preload LIBS --mode evolve|plant|cache|regress|nondet|off|noctx|unload|turns|late
+Usage: check_engine.py --program PATH --preload LIBS --mode evolve|plant|cache|regress|nondet|off|noctx|unload|turns|late|short
 """
 import argparse
 import glob
@@ -199,6 +199,22 @@ def case_late(args):
     check(waits and min(waits) == 1, "late: that capture's reference and proofs shared one wait", p.stderr[-2000:])
 
 
+def case_short(args):
+    # 20 us launches: each candidate's four runs cost less than a wait, so a batch waits once.
+    rep, p = run(args, "short", {"DRK_EVOLVE": "1", "DRK_LOG_LEVEL": "debug"})
+    rows = [r for r in rep["evolve"]["by_kernel"] if r["name"] == "axpy"]
+    check(rows and rows[0]["serving"].startswith("regs=32"), "short: the 2x faster variant is served", rows)
+    batches, waits = {}, {}
+    for m in re.finditer(r"axpy: capture (\d+): \d+ candidates timed in full in one wait", p.stderr):
+        batches[int(m.group(1))] = batches.get(int(m.group(1)), 0) + 1
+    for m in re.finditer(r"axpy: capture (\d+)'s trials took .*?, (\d+) waits", p.stderr):
+        waits[int(m.group(1))] = int(m.group(2))
+    # The first capture's reference waits twice of its own (axpy reads what it writes); later ones are queued.
+    want = {c: batches.get(c, 0) + (2 if c == 1 else 0) for c in waits}
+    check(len(waits) >= 3 and waits == want and batches,
+          "short: one wait a batch, the reference's own two on the first capture only", (waits, batches))
+
+
 def case_off(args):
     rep, p = run(args, "evolve", {"DRK_EVOLVE": "0", "DRK_PROFILE": "1"})
     ev = rep["evolve"]
@@ -257,10 +273,10 @@ def main():
     ap.add_argument("--preload", required=True)
     ap.add_argument("--nvjitlink", required=True, help="the stand-in's nvJitLink (the fake driver's library)")
     ap.add_argument("--mode", required=True, choices=["evolve", "plant", "cache", "regress", "nondet", "off", "noctx", "unload",
-                                                          "turns", "late"])
+                                                          "turns", "late", "short"])
     args = ap.parse_args()
     {"evolve": case_evolve, "plant": case_plant, "cache": case_cache, "regress": case_regress, "nondet": case_nondet, "off": case_off,
-     "noctx": case_noctx, "unload": case_unload, "turns": case_turns, "late": case_late}[args.mode](args)
+     "noctx": case_noctx, "unload": case_unload, "turns": case_turns, "late": case_late, "short": case_short}[args.mode](args)
     print(f"{'FAILED' if failures else 'passed'}: {failures} failures")
     sys.exit(1 if failures else 0)
 

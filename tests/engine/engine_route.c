@@ -27,6 +27,10 @@
  *                         in nondet from round 3 on, when drk's reference
  *                         of a capture is queued with its variants' proofs
  *                         (after the first capture's): still refused.
+ *   engine_route short    the evolve rounds with 200 launches of 20 us each
+ *                         (on the fake CUPTI's clock) a round: a kernel so
+ *                         short that each candidate's four timed runs cost
+ *                         less than a second wait for them.
  *   engine_route noctx    the evolve rounds, with every cuCtxCreate_v4
  *                         failing: drk cannot make its context for trials,
  *                         so nothing is tried and nothing served, said once.
@@ -122,7 +126,11 @@ int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "evolve";
     nondet = strcmp(mode, "nondet") == 0;
-    int late = strcmp(mode, "late") == 0;
+    int late = strcmp(mode, "late") == 0, shorter = strcmp(mode, "short") == 0;
+    /* 2 ms a launch on the fake clock: a round's kernel time (40 ms) pays
+     * for the trials' wall time on this machine's CPU; short: 4 ms. */
+    int launches = shorter ? 200 : LAUNCHES;
+    uint64_t spacing = shorter ? 100000 : 5000000, length = shorter ? 20000 : 2000000;
     int regress = strcmp(mode, "regress") == 0, rounds = regress ? 28 : ROUNDS;
     if (argc > 2)
         rounds = atoi(argv[2]); /* fewer: the program exits mid-search */
@@ -199,15 +207,13 @@ int main(int argc, char **argv)
         if (late && r == 3)
             nondet = 1;
         float a = 0.5f + (float)r * 0.125f; /* new inputs each round */
-        for (int l = 0; l < LAUNCHES; l++) {
-            /* 2 ms a launch on the fake clock: a round's kernel time (40 ms)
-             * pays for the trials' wall time on this machine's CPU. */
-            uint64_t s = t0 + 1000 + (uint64_t)l * 5000000;
+        for (int l = 0; l < launches; l++) {
+            uint64_t s = t0 + 1000 + (uint64_t)l * spacing;
             fakecupti_set_time(s);
             void *params[] = {&dx, &dy, &a, &n};
             if (!check(cuLaunchKernel(fn, N / BLOCK, 1, 1, BLOCK, 1, 1, 0, NULL, params, NULL), "launch"))
                 return 1;
-            fakecupti_kernel("axpy", N / BLOCK, 1, 1, BLOCK, 1, 1, 0, s, s + 2000000, 7);
+            fakecupti_kernel("axpy", N / BLOCK, 1, 1, BLOCK, 1, 1, 0, s, s + length, 7);
             if (l == 0 && r >= 6) { /* by when drk's trials have begun */
                 fakecupti_kernel("drk_compare", 4, 1, 1, 256, 1, 1, 0, s + 3000, s + 3500, OWN_STREAM);
                 fakecupti_memcpy(4096, s + 3600, s + 3700, OWN_STREAM);
@@ -242,6 +248,6 @@ int main(int argc, char **argv)
     /* drk's trials run in a context of its own: the program's holds its
      * own launches alone. */
     printf("contexts: program %llu of %d launches, other contexts %llu; functions loaded ahead %llu\n",
-           fakecuda_launches_in(ctx), rounds * LAUNCHES, fakecuda_launches_in(NULL), fakecuda_func_loads());
+           fakecuda_launches_in(ctx), rounds * launches, fakecuda_launches_in(NULL), fakecuda_func_loads());
     return wrong_rounds ? 2 : 0;
 }
