@@ -74,7 +74,8 @@ static drk_driver drv_copy;
 static const drk_driver *drv = &drv_copy;
 static drk_dpool_settings cfg;
 static atomic_int configured;
-static _Atomic uint64_t driver_allocs;
+static _Atomic uint64_t driver_allocs, switched_off_allocs;
+static atomic_int switched_on = 1;
 static atomic_int warned_alloc, warned_free; /* drk's own failures: said once */
 /* Per device: the devices given peer access to its memory. */
 static _Atomic uint64_t peer_grants[MAX_DEVICES];
@@ -485,11 +486,26 @@ static int take_from_others(dpool *d, shard *self)
 
 /* ---- Allocation ---- */
 
+int drk_dpool_switch(int on)
+{
+    if (on < 0)
+        return atomic_load(&switched_on);
+    int was = atomic_exchange(&switched_on, on ? 1 : 0);
+    if (was != (on ? 1 : 0))
+        drk_log(DRK_LOG_INFO, "device pool: switched %s by the program (drk_alloc_switch)%s", on ? "on" : "off",
+                on ? "" : ": new allocations go to the driver");
+    return was;
+}
+
 int drk_dpool_alloc(CUdeviceptr *ptr, size_t size, CUstream stream, int has_stream, CUresult *r)
 {
     /* The driver answers its own errors: no pointer, size 0, absurd sizes. */
     if (!ptr || !size || size > ((size_t)1 << 48))
         return 0;
+    if (__builtin_expect(!atomic_load_explicit(&switched_on, memory_order_relaxed), 0)) {
+        atomic_fetch_add_explicit(&switched_off_allocs, 1, memory_order_relaxed);
+        return 0;
+    }
     CUcontext ctx;
     dpool *d = current_pool(&ctx);
     if (!d)
@@ -911,6 +927,7 @@ void drk_dpool_get_report(drk_dpool_report *o)
     memset(o, 0, sizeof *o);
     o->enabled = atomic_load(&configured);
     o->driver_allocs = atomic_load(&driver_allocs);
+    o->switched_off_allocs = atomic_load(&switched_off_allocs);
     for (int i = 0; i < MAX_DEVICES; i++)
         o->started += atomic_load_explicit(&pools[i].state, memory_order_acquire) == 1;
     each_shard(PATIENT, report_shard, o);
@@ -1032,4 +1049,6 @@ void drk_dpool_after_fork_child(void)
     nstreams = 0;
     tl_ctx = NULL, tl_pool = NULL, tl_shard = NULL, tl_stream = 0;
     atomic_store(&driver_allocs, 0);
+    atomic_store(&switched_off_allocs, 0);
+    atomic_store(&switched_on, 1);
 }

@@ -28,6 +28,12 @@ typedef struct drk_dpool_settings {
 /* Called once, before any other call, with the driver table to use. */
 void drk_dpool_configure(const drk_driver *drv, const drk_dpool_settings *s);
 
+/* The pool's switch for an A/B inside one program (drk_alloc_switch,
+ * docs/memory.md): off, new allocations go to the driver; blocks the pool
+ * served stay its own, and their frees and queries are its. on: 1, 0 or
+ * -1 (only asks). Returns the state before. */
+int drk_dpool_switch(int on);
+
 /* has_stream: cuMemAllocAsync on `stream` (already normalized: NULL is
  * CU_STREAM_LEGACY; a per-thread stream counts as no stream). */
 int drk_dpool_alloc(CUdeviceptr *ptr, size_t size, CUstream stream, int has_stream, CUresult *r);
@@ -89,6 +95,7 @@ typedef struct drk_dpool_report {
     int enabled, started;
     uint64_t page_bytes;
     uint64_t allocs, frees, failed_allocs, bad_frees, driver_allocs, out_of_memory, steals;
+    uint64_t switched_off_allocs; /* handed to the driver while the program had the pool switched off */
     uint64_t live_bytes, peak_live_bytes, live_blocks;   /* peaks: of the device, all shards together */
     uint64_t reserved_bytes, peak_reserved_bytes, va_bytes;
     uint64_t pages_created, pages_released, pages_moved, idle_pages, spare_pages, map_calls, unmap_calls;

@@ -21,6 +21,8 @@ DRK_NO_SANITIZE void *drk_dlsym_answer(void *handle, const char *name)
 {
     drk_dlsym_fn real = drk_real_dlsym();
     atomic_store_explicit(&drk_dlsym_forward, real, memory_order_relaxed);
+    if (handle != RTLD_NEXT && name && name[0] == 'd' && strncmp(name, "drk_", 4) == 0 && !drk_guarded())
+        return drk_routes_active() ? drk_routes_own(name) : NULL;
     if (handle == RTLD_NEXT || name == NULL || name[0] != 'c' || name[1] != 'u')
         return NULL;
     if (drk_guarded())

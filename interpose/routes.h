@@ -14,4 +14,9 @@ int drk_routes_active(void);
  * dlsym, so it will use CUPTI itself. */
 void drk_routes_cupti_seen(const char *name);
 
+/* Provided by shim/: drk's own function of that name (`drk_...`, which a
+ * program under drk finds with dlsym, as drk exports nothing but hooks),
+ * or NULL. */
+void *drk_routes_own(const char *name);
+
 #endif

@@ -32,6 +32,7 @@ void drk_report_device_pool(drk_json *j)
     drk_json_u64(j, "out_of_memory", r.out_of_memory);
     drk_json_u64(j, "bad_frees", r.bad_frees);
     drk_json_u64(j, "driver_allocs", r.driver_allocs);
+    drk_json_u64(j, "switched_off_allocs", r.switched_off_allocs);
     drk_json_u64(j, "live_bytes", r.live_bytes);
     drk_json_u64(j, "live_blocks", r.live_blocks);
     drk_json_u64(j, "peak_live_bytes", r.peak_live_bytes);

@@ -5,10 +5,12 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "alloc/alloc.h"
+#include "alloc/device.h"
 #include "base/log.h"
 #include "base/once.h"
 #include "base/options.h"
@@ -142,6 +144,23 @@ void drk_routes_cupti_seen(const char *name)
 {
     (void)name;
     drk_uses_cupti("the program looked CUPTI up itself (dlsym of cupti*)");
+}
+
+/* drk_alloc_switch(on), which a program under drk finds with dlsym: the
+ * device pool off (0) or on (1) for new allocations, or -1 to ask; the
+ * state before, or -1 when the pool is off for the run (DRK_ALLOC=0). For
+ * an A/B of drk's pool against the driver's allocator inside one process
+ * (tests/bench/torch_ab.py). */
+static int alloc_switch(int on)
+{
+    if (!atomic_load_explicit(&drk_pool_on, memory_order_acquire))
+        return -1;
+    return drk_dpool_switch(on);
+}
+
+void *drk_routes_own(const char *name)
+{
+    return strcmp(name, "drk_alloc_switch") == 0 ? (void *)alloc_switch : NULL;
 }
 
 void drk_interpose_settings_get(drk_interpose_settings *out)

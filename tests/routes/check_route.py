@@ -364,6 +364,21 @@ def mode_pool(r):
     if rep:
         p = rep["device_pool"]
         check(p["out_of_memory"] == 1 and p["pages_moved"] == 0, f"frag, DRK_DEFRAG=0: {p}")
+    # drk_alloc_switch, found with dlsym: off, new allocations are the driver's and the pool's stay its own.
+    r.args = ["switch"]
+    w0, _, _, _ = r.run(False)
+    check(w0 == "no drk_alloc_switch\n", f"switch natively: {w0!r}")
+    w1, werr1, _, wrep = r.run(True)
+    want = ("on: pool (switch was 1)\noff: switch was 1\noff: driver, async driver; the pool's block still pool\n"
+            "on: switch was 0\non: pool, async pool\nswitch ok\n")
+    check(w1 == want, f"switch under drk: {w1!r}\n{werr1}")
+    rep = one_report(r, wrep, "switch")
+    if rep:
+        p = rep["device_pool"]
+        check(p["switched_off_allocs"] == 2 and p["bad_frees"] == 1 and p["live_bytes"] == 0,
+              f"switch: device_pool {p}")
+    w2, werr2, _, _ = r.run(True, {"DRK_ALLOC": "0"})
+    check(w2.startswith("on: driver (switch was -1)"), f"switch with DRK_ALLOC=0: {w2!r}\n{werr2}")
     # Contexts ending under the pools: the same answers, and both pools
     # followed (the host pool's chunk was pinned in the created context).
     r.args = ["reset"]

@@ -12,9 +12,15 @@
  *                      then in the primary context, which is reset with
  *                      memory still allocated, then anew: prints the
  *                      answers to freeing what the reset ended, and
- *                      "reset ok" when every later allocation works */
+ *                      "reset ok" when every later allocation works
+ *   route_pool switch  drk_alloc_switch found with dlsym (natively: not
+ *                      found): allocations with the pool switched off are
+ *                      the driver's, the pool's own blocks stay its own,
+ *                      every free and query answered; prints one line per
+ *                      step */
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -307,6 +313,54 @@ static int reset(CUdevice dev)
     return 0;
 }
 
+/* "pool" for a block drk's pool served (its buffer ids start at 2^62),
+ * "driver" otherwise. */
+static const char *whose(CUdeviceptr p)
+{
+    unsigned long long id = 0;
+    CHECK(cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, p));
+    return id >> 62 ? "pool" : "driver";
+}
+
+static void switched(void)
+{
+    int (*sw)(int) = (int (*)(int))dlsym(RTLD_DEFAULT, "drk_alloc_switch");
+    if (!sw) {
+        printf("no drk_alloc_switch\n");
+        return;
+    }
+    CUdeviceptr a, b, c, d, e;
+    CUstream s;
+    CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CHECK(cuMemAlloc_v2(&a, 1 << 20));
+    printf("on: %s (switch was %d)\n", whose(a), sw(-1));
+    printf("off: switch was %d\n", sw(0));
+    CHECK(cuMemAlloc_v2(&b, 1 << 20));
+    CHECK(cuMemAllocAsync(&c, 4096, s));
+    CHECK(cuStreamSynchronize(s));
+    printf("off: %s, async %s; the pool's block still %s\n", whose(b), whose(c), whose(a));
+    fill_check(a, 1 << 20, 0x5a);
+    fill_check(b, 1 << 20, 0xa5);
+    size_t sz = 0;
+    CUdeviceptr base = 0;
+    CHECK(cuMemGetAddressRange_v2(&base, &sz, a + 100));
+    EXPECT(base == a && sz == 1 << 20);
+    CHECK(cuMemFree_v2(a)); /* the pool's, freed while off */
+    EXPECT(cuMemFree_v2(a) == CUDA_ERROR_INVALID_VALUE);
+    CHECK(cuMemFreeAsync(c, s));
+    printf("on: switch was %d\n", sw(1));
+    CHECK(cuMemAlloc_v2(&d, 1 << 20));
+    CHECK(cuMemAllocAsync(&e, 4096, s));
+    CHECK(cuStreamSynchronize(s));
+    printf("on: %s, async %s\n", whose(d), whose(e));
+    CHECK(cuMemFree_v2(b)); /* the driver's, freed while on */
+    CHECK(cuMemFree_v2(d));
+    CHECK(cuMemFreeAsync(e, s));
+    CHECK(cuStreamSynchronize(s));
+    CHECK(cuStreamDestroy_v2(s));
+    printf("switch ok\n");
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "basic";
@@ -319,6 +373,8 @@ int main(int argc, char **argv)
         frag();
     } else if (strcmp(mode, "reset") == 0) {
         reset(dev);
+    } else if (strcmp(mode, "switch") == 0) {
+        switched();
     } else {
         sizes();
         queries();
