@@ -1658,14 +1658,16 @@ static void choose(const drk_round *r)
         }
 }
 
-/* Hot kernel-shapes of the round that are no target yet. */
+/* Hot kernel-shapes of the round that are no target yet (and could be:
+ * on the device drk's trials are on, while a target's works there). */
 static unsigned count_never_chosen(const drk_round *r)
 {
     unsigned n = 0;
     for (unsigned i = 0; i < r->ntop; i++) {
         int slot;
         const drk_kernel_record *rec = hot_row(r, i, &slot);
-        n += rec && !find_target(rec, slot);
+        const drk_driver_facts *f = rec ? atomic_load_explicit(&rec->driver, memory_order_acquire) : NULL;
+        n += f && f->device >= 0 && (env_device < 0 || f->device == env_device) && !find_target(rec, slot);
     }
     return n;
 }
