@@ -54,7 +54,7 @@ def child(a):
     """One config's phases, in this process (under drk): prints one JSON line."""
     import torch
     sys.path.insert(0, os.path.join(here, "..", "gpu", "workloads"))
-    from gpt_model import GPT, train_step
+    from gpt_model import bench_trainer
     try:
         sw = ctypes.CDLL(None).drk_alloc_switch
     except AttributeError:
@@ -64,18 +64,7 @@ def child(a):
         sys.exit("torch_ab.py: drk's device pool is off (DRK_ALLOC=0?)")
     if not torch.cuda.is_available():
         sys.exit("torch_ab.py: no CUDA device")
-    dev = torch.device("cuda")
-    torch.manual_seed(a.seed)
-    model = GPT(a.dim, a.layers).to(dev)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
-    gen = torch.Generator(device="cpu").manual_seed(a.seed + 1)
-
-    def step():
-        return train_step(model, opt, gen, a.batch, dev)[0]
-
-    for _ in range(a.warmup):
-        step()
-    torch.cuda.synchronize()
+    step = bench_trainer(a.dim, a.layers, a.batch, a.seed, a.warmup)
     phases = []
     for i in range(a.phases):
         drk = i % 4 in (0, 3)

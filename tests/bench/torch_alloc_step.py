@@ -23,7 +23,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "gpu", "workloads"))
-from gpt_model import GPT, train_step  # noqa: E402
+from gpt_model import bench_trainer  # noqa: E402
 
 
 def main():
@@ -39,18 +39,7 @@ def main():
         sys.exit("torch_alloc_step.py: --steps must be >= 1 and --warmup >= 0")
     if not torch.cuda.is_available():
         sys.exit("torch_alloc_step.py: no CUDA device")
-    dev = torch.device("cuda")
-    torch.manual_seed(a.seed)
-    model = GPT(a.dim, a.layers).to(dev)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
-    gen = torch.Generator(device="cpu").manual_seed(a.seed + 1)
-
-    def step():
-        return train_step(model, opt, gen, a.batch, dev)[0]
-
-    for _ in range(a.warmup):
-        step()
-    torch.cuda.synchronize()
+    step = bench_trainer(a.dim, a.layers, a.batch, a.seed, a.warmup)
     times, loss = [], None
     for _ in range(a.steps):
         t0 = time.perf_counter()

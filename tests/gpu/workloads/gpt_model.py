@@ -1,6 +1,6 @@
 """The small GPT-style model and training step that the GPU suite's trainer
-(gpt_train.py) and the allocation benchmark (tests/bench/torch_alloc_step.py)
-share: token and position embeddings, transformer blocks, AdamW, and a
+(gpt_train.py) and the allocation benchmarks (tests/bench/torch_alloc_step.py,
+torch_ab.py) share: token and position embeddings, transformer blocks, AdamW, and a
 sequence length drawn anew every step (32 to 512, in steps of 32) from a
 seeded CPU generator -- the allocation pattern that fragments a caching pool.
 Importing it sets nothing in the environment."""
@@ -51,3 +51,22 @@ def train_step(model, opt, gen, batch, dev):
     loss.backward()
     opt.step()
     return loss, t
+
+
+def bench_trainer(dim, layers, batch, seed, warmup):
+    """The benchmarks' trainer on the GPU (seeded model, AdamW, token
+    generator), after `warmup` untimed steps: a function of no arguments
+    that runs one step and returns its loss."""
+    dev = torch.device("cuda")
+    torch.manual_seed(seed)
+    model = GPT(dim, layers).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    gen = torch.Generator(device="cpu").manual_seed(seed + 1)
+
+    def step():
+        return train_step(model, opt, gen, batch, dev)[0]
+
+    for _ in range(warmup):
+        step()
+    torch.cuda.synchronize()
+    return step
