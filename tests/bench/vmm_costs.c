@@ -4,8 +4,11 @@
  * as the pool makes them (pinned, POSIX-fd exportable, GPUDirect RDMA where
  * supported); for each size, `--total` bytes of handles are created, mapped
  * into one reserved range, made accessible in one call, unmapped and
- * released, and each step is timed. Prints one line per size and per call,
- * and exits non-zero if any driver call fails.
+ * released, and each step is timed; half the handles are unmapped one
+ * call each, the other half in runs of UNMAP_RUN handles a call (whether
+ * the pool's moves would gain by unmapping runs of idle pages together).
+ * Prints one line per size and per call, and exits non-zero if any driver
+ * call fails.
  *
  *   vmm_costs [--total MiB] [--sizes 2,8,32,...]                           */
 #include <cuda.h>
@@ -23,6 +26,8 @@ static double now_us(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
+
+#define UNMAP_RUN 16
 
 static void one_size(CUdevice dev, const CUmemAllocationProp *prop, size_t gran, size_t mib, size_t total_mib)
 {
@@ -52,19 +57,26 @@ static void one_size(CUdevice dev, const CUmemAllocationProp *prop, size_t gran,
     CHECK(cuMemsetD8(va, 1, n * size));
     CHECK(cuCtxSynchronize());
     double t5 = now_us();
-    for (size_t i = 0; i < n; i++)
+    size_t half = n / 2;
+    for (size_t i = 0; i < half; i++)
         CHECK(cuMemUnmap(va + i * size, size));
+    double t5b = now_us();
+    for (size_t i = half; i < n; i += UNMAP_RUN)
+        CHECK(cuMemUnmap(va + i * size, (n - i < UNMAP_RUN ? n - i : UNMAP_RUN) * size));
     double t6 = now_us();
     for (size_t i = 0; i < n; i++)
         CHECK(cuMemRelease(h[i]));
     double t7 = now_us();
     CHECK(cuMemAddressFree(va, n * size));
-    double per2 = (double)(n * size) / (2u << 20);
+    double per2 = (double)(n * size) / (2u << 20), pages = (double)size / (2u << 20);
+    size_t rest = n - half;
+    double unmap_each = half ? (t5b - t5) / half : 0, unmap_runs = rest ? (t6 - t5b) / rest : 0;
     printf("handle %4zu MiB x %4zu: create %8.1f us (%6.2f per 2 MiB)  map %7.1f (%6.2f)  access-once %8.1f (%6.2f)  "
-           "access-each %8.1f (%6.2f)  unmap %8.1f (%6.2f)  release %8.1f (%6.2f)  total-new %6.2f us per 2 MiB\n",
+           "access-each %8.1f (%6.2f)  unmap %8.1f (%6.2f)  unmap-in-runs-of-%d %8.1f (%6.2f)  release %8.1f (%6.2f)  "
+           "total-new %6.2f us per 2 MiB\n",
            mib, n, (t1 - t0) / n, (t1 - t0) / per2, (t2 - t1) / n, (t2 - t1) / per2, t3 - t2, (t3 - t2) / per2,
-           (t4 - t3) / n, (t4 - t3) / per2, (t6 - t5) / n, (t6 - t5) / per2, (t7 - t6) / n, (t7 - t6) / per2,
-           (t3 - t0) / per2);
+           (t4 - t3) / n, (t4 - t3) / per2, unmap_each, unmap_each / pages, UNMAP_RUN, unmap_runs,
+           unmap_runs / pages, (t7 - t6) / n, (t7 - t6) / per2, (t3 - t0) / per2);
     free(h);
 }
 
