@@ -467,8 +467,8 @@ static void rest(struct target *t, const char *why)
  * on) and what it serves; only the snapshot buffers go. */
 static void yield_turn(struct target *t)
 {
-    snprintf(t->why, sizeof t->why, "its turn passed after %u rounds of search: another kernel has its first",
-             t->turn_rounds);
+    snprintf(t->why, sizeof t->why, "its turn passed after %u round%s of search: another kernel has its first",
+             t->turn_rounds, t->turn_rounds == 1 ? "" : "s");
     drk_log(DRK_LOG_DEBUG, "evolve: %.80s: %s (round %u)", t->rec->name, t->why, rounds_seen);
     drk_capture_disarm();
     active = NULL;
@@ -1648,8 +1648,8 @@ static void choose(const drk_round *r)
             if (had) {
                 had->yielded = 0;
                 snprintf(had->why, sizeof had->why, "its search goes on: waiting for a launch");
-                drk_log(DRK_LOG_DEBUG, "evolve: %.80s: its turn again after %u rounds of search (round %u)",
-                        rec->name, had->rounds, rounds_seen);
+                drk_log(DRK_LOG_DEBUG, "evolve: %.80s: its turn again after %u round%s of search (round %u)",
+                        rec->name, had->rounds, had->rounds == 1 ? "" : "s", rounds_seen);
             }
             t->turn_rounds = 0;
             active = t;
@@ -1714,11 +1714,11 @@ void drk_engine_round(const drk_round *r)
             end_target(t, DRK_TARGET_FAILED, "its module was unloaded by the program");
         }
     }
-    if (active)
-        target_round(active, r->kernel_ns);
     never_chosen = count_never_chosen(r);
     if (active && turn_over(active))
-        yield_turn(active);
+        yield_turn(active); /* before another capture is armed */
+    if (active)
+        target_round(active, r->kernel_ns);
     if (!active)
         choose(r);
     never_chosen = count_never_chosen(r); /* for the untimed rounds to come */
@@ -1797,14 +1797,20 @@ int drk_engine_round_untimed(void)
     rounds_seen++;
     for (unsigned n = 0; n < ntargets; n++)
         saved(&targets[n]);
+    if (active && turn_over(active)) {
+        /* Its turn is over (by the latest timed round's count of those
+         * waiting): it passes now, before another capture is armed, and
+         * the next is chosen from a timed round. */
+        program_ns_all += last_kernel_ns;
+        yield_turn(active);
+        return 1;
+    }
     if (active) {
         /* A search goes on through untimed rounds, granted the latest
          * timed round's kernel time. */
         program_ns_all += last_kernel_ns;
         target_round(active, last_kernel_ns);
-        /* Its turn over: the turn passes in a timed round, which says
-         * which kernel-shapes wait. */
-        return want_choice || (active && turn_over(active));
+        return want_choice;
     }
     if (want_choice)
         return 1; /* the next target is chosen from a timed round */

@@ -241,11 +241,11 @@ def case_noctx(args):
 def case_turns(args):
     rep, p = run(args, "turns", {"DRK_EVOLVE": "1", "DRK_EVOLVE_TURN": "1", "DRK_LOG_LEVEL": "debug"})
     rows = {r["name"]: r for r in rep["evolve"]["by_kernel"]}
-    passed = p.stderr.find("evolve: axpy: its turn passed after")
+    passed = p.stderr.find("evolve: axpy: its turn passed after 1 round of search")
     first_b = p.stderr.find("evolve: axpyb: a launch captured")
     again = p.stderr.find("evolve: axpy: its turn again")
-    check(0 <= passed < first_b < again, "turns: axpy's search passes its turn to axpyb (never searched), and goes on "
-          "after axpyb had its turn", p.stderr[-3000:])
+    check(0 <= passed < first_b < again, "turns: axpy's search passes its turn to axpyb (never searched) after its "
+          "1 round (DRK_EVOLVE_TURN=1), and goes on after axpyb had its turn", p.stderr[-3000:])
     check(all(n in rows and rows[n]["serving"].startswith("regs=32") and rows[n]["state"] == "settled"
               for n in ("axpy", "axpyb")), "turns: both searches reach the 2x faster variant and serve it",
           list(rows.values()))
