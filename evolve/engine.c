@@ -1290,7 +1290,7 @@ static int run_batch(struct target *t, drk_trial *tr, drk_proof_ref *ref, struct
             return -1;
         }
         if (c->pr.verdict != DRK_PROOF_EQUAL) {
-            snprintf(t->why, sizeof t->why, "%s rejected: %s", text, c->pr.why);
+            snprintf(t->why, sizeof t->why, "%.60s rejected: %.120s", text, c->pr.why);
             drk_log(DRK_LOG_INFO, "evolve: %.80s: %s", t->rec->name, t->why);
             drk_evolution_reject(&t->evo, &c->v);
             t->rejected++;
