@@ -408,6 +408,27 @@ static void drop_ptx(struct target *t)
     t->sk.ptx = NULL;
 }
 
+/* `t` is worked on no more for now: not captured, its snapshot buffers
+ * back; the next target is chosen from a timed round. */
+static void let_go(struct target *t)
+{
+    if (active == t) {
+        drk_capture_disarm();
+        active = NULL;
+        want_choice = 1;
+    }
+    free_snapshot(t);
+    t->await_round = 0;
+}
+
+/* Its builds but the served one's. */
+static void free_unserved(struct target *t)
+{
+    for (unsigned i = 0; i < BUILT; i++)
+        if (t->b[i].id != DRK_VARIANT_NONE && !is_served(t, &t->b[i]))
+            free_built(&t->b[i]);
+}
+
 static void end_target(struct target *t, drk_target_state st, const char *fmt, ...)
 {
     va_list ap;
@@ -425,15 +446,8 @@ static void end_target(struct target *t, drk_target_state st, const char *fmt, .
         /* An earlier run's result not yet proven again here: withdrawn. */
         withdraw(t);
     }
-    if (active == t) {
-        drk_capture_disarm();
-        active = NULL;
-        want_choice = 1;
-    }
-    free_snapshot(t);
-    for (unsigned i = 0; i < BUILT; i++)
-        if (t->b[i].id != DRK_VARIANT_NONE && !is_served(t, &t->b[i]))
-            free_built(&t->b[i]);
+    let_go(t);
+    free_unserved(t);
     if (st != DRK_TARGET_SETTLED && st != DRK_TARGET_SEARCHING)
         drk_log(st == DRK_TARGET_FAILED ? DRK_LOG_INFO : DRK_LOG_DEBUG, "evolve: %.80s: %s", t->rec->name,
                 t->why);
@@ -446,18 +460,17 @@ static void rest(struct target *t, const char *why)
 {
     snprintf(t->why, sizeof t->why, "%s", why);
     t->state = DRK_TARGET_SETTLED;
-    if (active == t) {
-        drk_capture_disarm();
-        active = NULL;
-        want_choice = 1;
-    }
-    free_snapshot(t);
+    let_go(t);
     drop_ptx(t);
-    for (unsigned i = 0; i < BUILT; i++)
-        if (t->b[i].id != DRK_VARIANT_NONE && !is_served(t, &t->b[i]))
-            free_built(&t->b[i]);
-    t->await_round = 0;
+    free_unserved(t);
     t->rested_at = rounds_seen;
+}
+
+/* A reference that is not EQUAL ends `t`: an original that differs from
+ * itself refuses it; a failure fails it. */
+static void end_by_ref(struct target *t, const drk_proof_ref *ref)
+{
+    end_target(t, ref->state == DRK_PROOF_NONDETERMINISTIC ? DRK_TARGET_REFUSED : DRK_TARGET_FAILED, "%s", ref->why);
 }
 
 /* Its turn passes mid-search: a kernel-shape that never had one goes
@@ -470,11 +483,7 @@ static void yield_turn(struct target *t)
     snprintf(t->why, sizeof t->why, "its turn passed after %u round%s of search: another kernel has its first",
              t->turn_rounds, t->turn_rounds == 1 ? "" : "s");
     drk_log(DRK_LOG_DEBUG, "evolve: %.80s: %s (round %u)", t->rec->name, t->why, rounds_seen);
-    drk_capture_disarm();
-    active = NULL;
-    want_choice = 1;
-    free_snapshot(t);
-    t->await_round = 0;
+    let_go(t);
     t->yielded = 1;
 }
 
@@ -1221,8 +1230,7 @@ static int run_batch(struct target *t, drk_trial *tr, drk_proof_ref *ref, struct
         if (rc != 0)
             drk_proof_reference(&ops, ref); /* the capture before does not fit this one */
         if (ref->state != DRK_PROOF_EQUAL) {
-            end_target(t, ref->state == DRK_PROOF_NONDETERMINISTIC ? DRK_TARGET_REFUSED : DRK_TARGET_FAILED, "%s",
-                       ref->why);
+            end_by_ref(t, ref);
             return -1;
         }
     }
@@ -1267,8 +1275,7 @@ static int run_batch(struct target *t, drk_trial *tr, drk_proof_ref *ref, struct
     if (base) {
         int stands = drk_proof_reference_settle(&ops, ref, diffs);
         if (stands < 0) {
-            end_target(t, ref->state == DRK_PROOF_NONDETERMINISTIC ? DRK_TARGET_REFUSED : DRK_TARGET_FAILED, "%s",
-                       ref->why);
+            end_by_ref(t, ref);
             return -1;
         }
         if (!stands) {
@@ -1520,10 +1527,8 @@ static int trials(struct target *t, const drk_capture_got *got, const drk_reach 
                    : NULL;
     if (!ref_prev)
         drk_proof_reference(&ops, &ref);
-    if (ref.state == DRK_PROOF_NONDETERMINISTIC)
-        end_target(t, DRK_TARGET_REFUSED, "%s", ref.why);
-    else if (ref.state != DRK_PROOF_EQUAL)
-        end_target(t, DRK_TARGET_FAILED, "%s", ref.why);
+    if (ref.state != DRK_PROOF_EQUAL)
+        end_by_ref(t, &ref);
     else {
         t->state = DRK_TARGET_SEARCHING;
         tr.ref = &ref;
