@@ -21,7 +21,13 @@ for d in "$@"; do [ -d "$d" ] && seeds+=("$d"); done
 # 1 MiB inputs (the fixture executables are about that), 3 GiB of memory
 # (the reader may decompress up to 1 GiB for one entry, by design; see
 # fuzz_image.c), 20 s per input.
-ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1} \
+# intercept_tls_get_addr=0: up to LLVM 16 the runtime's __tls_get_addr
+# interceptor takes a malloc'd block that happens to sit 16 bytes into a page
+# for a pre-2.25 glibc TLS header and reads two words before it; LSan's
+# tracer then dies at exit ("Tracer caught signal 11") with no leak found.
+# That failed one CI run after a clean 33,000-input fuzz. The target has no
+# dynamic TLS of its own, so leak checking loses nothing by it.
+ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1:intercept_tls_get_addr=0} \
 UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
 "$bin" -max_total_time="$seconds" -max_len=1048576 -rss_limit_mb=3072 -timeout=20 \
     -print_final_stats=1 -artifact_prefix="$artifacts/" "$work" "${seeds[@]}"
