@@ -3,7 +3,11 @@
  * (heap.c) behind its own mutex: shard 0 serves cuMemAlloc and the default
  * streams; every created stream that allocates gets a shard of its own (up
  * to MAX_SHARDS), so threads on their own streams never wait for each
- * other. A free goes to the shard whose virtual range holds the pointer,
+ * other; and a thread that keeps finding shard 0's lock held gets a shard
+ * of its own for its cuMemAlloc and default-stream allocations (a thread
+ * shard, up to MAX_THREAD_SHARDS), so threads allocating at once scale
+ * while a program that allocates from one thread keeps one shared shard.
+ * A free goes to the shard whose virtual range holds the pointer,
  * found without a lock in a table of the ranges the shards reserved (only
  * ever appended to). Idle pages stay in their shard up to its share of the
  * reserve; under pressure a shard takes the others' idle pages by having
@@ -25,6 +29,12 @@
 
 #define MAX_DEVICES 64
 #define MAX_SHARDS 64
+/* Thread shards at most; past them, threads share shard 0. */
+#define MAX_THREAD_SHARDS 16
+/* Allocations of one thread that found shard 0's lock held, before that
+ * thread gets a shard of its own: a thread that meets another now and then
+ * stays on the shared shard (memory in one heap serves every thread). */
+#define SPLIT_AFTER 8
 #define MAX_RANGES 8192
 #define VA_CHUNK_MAX ((size_t)64 << 30)
 #define VA_CHUNK_STREAM ((size_t)8 << 30)
@@ -34,8 +44,10 @@
 
 typedef struct shard {
     pthread_mutex_t lock;
-    uintptr_t stream; /* 0 for shard 0 */
+    uintptr_t stream; /* 0 for shard 0 and thread shards */
     int index;
+    int thread;              /* a thread shard */
+    atomic_uintptr_t owner;  /* a thread shard's thread (its token), 0 once that thread ended */
     drk_page_backend *pages; /* the device's pages, seen through this shard's range notes */
     drk_heap *heap;
     drk_cuda_events *events;
@@ -62,6 +74,7 @@ typedef struct dpool {
     pthread_mutex_t grow_lock; /* adding shards, granting peers */
     shard *shards[MAX_SHARDS];
     atomic_int nshards;
+    int nthread_shards; /* under grow_lock */
     /* All shards together, and their peaks. */
     _Atomic uint64_t live, peak_live, pages, peak_pages;
     /* What shards of pools whose context ended had counted; under start_lock. */
@@ -77,6 +90,9 @@ static atomic_int configured;
 static _Atomic uint64_t driver_allocs, switched_off_allocs;
 static atomic_int switched_on = 1;
 static atomic_int warned_alloc, warned_free; /* drk's own failures: said once */
+/* Ends a thread's claim on its thread shard when the thread exits. */
+static pthread_key_t thread_key;
+static int have_thread_key;
 /* Per device: the devices given peer access to its memory. */
 static _Atomic uint64_t peer_grants[MAX_DEVICES];
 
@@ -99,10 +115,20 @@ static struct known_stream {
 } *streams;
 static size_t nstreams, streams_cap;
 
+/* A thread that held a thread shard has ended: another thread may take it
+ * (its blocks stay where they are; their frees find them by address).
+ * Shards are never freed, so the pointer is good even after its pool ended. */
+static void thread_ends(void *arg)
+{
+    shard *s = arg;
+    atomic_store_explicit(&s->owner, 0, memory_order_release);
+}
+
 void drk_dpool_configure(const drk_driver *d, const drk_dpool_settings *s)
 {
     drv_copy = *d; /* the table handed in may be a thread's own copy */
     cfg = *s;
+    have_thread_key = pthread_key_create(&thread_key, thread_ends) == 0;
     for (int i = 0; i < MAX_DEVICES; i++)
         pthread_mutex_init(&pools[i].grow_lock, NULL);
     atomic_store(&configured, 1);
@@ -297,6 +323,13 @@ static __thread dpool *tl_pool;
 static __thread unsigned tl_gen;
 static __thread uintptr_t tl_stream;
 static __thread shard *tl_shard;
+/* This thread's thread shard, for pool tl_own_pool while its gen is
+ * tl_own_gen; and how many of its allocations found shard 0's lock held.
+ * tl_held's address is the thread's token in a shard's owner. */
+static __thread shard *tl_own;
+static __thread dpool *tl_own_pool;
+static __thread unsigned tl_own_gen;
+static __thread unsigned tl_held;
 
 /* The pool of the current context's device, started on first use; NULL
  * when there is no current context or the pool cannot run there. */
@@ -330,11 +363,14 @@ static dpool *current_pool(CUcontext *current)
     return d;
 }
 
-/* The shard serving allocations on `stream` (0: shard 0). */
+/* The shard serving allocations on `stream` (0: cuMemAlloc and the
+ * default streams: the thread's own shard if it has one, else shard 0). */
 static shard *shard_for(dpool *d, uintptr_t stream)
 {
     if (!stream)
-        return d->shards[0];
+        return tl_own && tl_own_pool == d && tl_own_gen == atomic_load_explicit(&d->gen, memory_order_relaxed)
+                   ? tl_own
+                   : d->shards[0];
     if (tl_shard && tl_stream == stream && tl_pool == d)
         return tl_shard;
     int n = atomic_load_explicit(&d->nshards, memory_order_acquire);
@@ -362,13 +398,22 @@ static shard *shard_for(dpool *d, uintptr_t stream)
 }
 
 /* Pool calls run in the pool's context: its events belong there. `cur`
- * is the caller's current context. */
-static CUcontext enter_from(dpool *d, shard *s, CUcontext cur)
+ * is the caller's current context; *held says whether another thread held
+ * the lock (a try first costs nothing more when it is free). */
+static CUcontext enter_noting(dpool *d, shard *s, CUcontext cur, int *held)
 {
-    pthread_mutex_lock(&s->lock);
+    *held = pthread_mutex_trylock(&s->lock) != 0;
+    if (*held)
+        pthread_mutex_lock(&s->lock);
     if (cur != d->ctx && drv->ctx_set_current(d->ctx) != CUDA_SUCCESS)
         cur = d->ctx;
     return cur;
+}
+
+static CUcontext enter_from(dpool *d, shard *s, CUcontext cur)
+{
+    int held;
+    return enter_noting(d, s, cur, &held);
 }
 
 static CUcontext enter(dpool *d, shard *s)
@@ -377,6 +422,48 @@ static CUcontext enter(dpool *d, shard *s)
     if (drv->ctx_get_current(&cur) != CUDA_SUCCESS)
         cur = d->ctx;
     return enter_from(d, s, cur);
+}
+
+/* This thread keeps meeting others on shard 0: it takes a thread shard
+ * that no live thread holds, or a new one (under grow_lock, with the
+ * reserve shared anew), for its later allocations without a stream. Past
+ * MAX_THREAD_SHARDS it stays on shard 0. Blocks it allocated before stay in
+ * shard 0; frees find every block's shard by address. */
+static void take_thread_shard(dpool *d)
+{
+    uintptr_t me = (uintptr_t)&tl_held;
+    unsigned gen = atomic_load_explicit(&d->gen, memory_order_acquire);
+    shard *got = NULL;
+    tl_held = 0;
+    int n = atomic_load_explicit(&d->nshards, memory_order_acquire);
+    for (int i = 1; i < n && !got; i++) {
+        uintptr_t none = 0;
+        if (d->shards[i]->thread && atomic_compare_exchange_strong(&d->shards[i]->owner, &none, me))
+            got = d->shards[i];
+    }
+    if (!got) {
+        pthread_mutex_lock(&d->grow_lock);
+        n = atomic_load(&d->nshards);
+        if (atomic_load(&d->state) == 1 && d->nthread_shards < MAX_THREAD_SHARDS && n < MAX_SHARDS &&
+            (got = shard_new(d, 0, n)) != NULL) {
+            got->thread = 1;
+            atomic_store(&got->owner, me);
+            d->shards[n] = got;
+            d->nthread_shards++;
+            atomic_store_explicit(&d->nshards, n + 1, memory_order_release);
+            share_reserve(d, n + 1);
+        }
+        pthread_mutex_unlock(&d->grow_lock);
+    }
+    if (!got)
+        return;
+    if (tl_own)
+        atomic_store_explicit(&tl_own->owner, 0, memory_order_release); /* an ended pool's */
+    tl_own = got, tl_own_pool = d, tl_own_gen = gen;
+    if (have_thread_key)
+        pthread_setspecific(thread_key, got);
+    drk_log(DRK_LOG_DEBUG, "device %d: a thread allocating alongside others takes shard %d of its own", d->ordinal,
+            got->index);
 }
 
 static void leave(dpool *d, shard *s, CUcontext cur)
@@ -517,12 +604,15 @@ int drk_dpool_alloc(CUdeviceptr *ptr, size_t size, CUstream stream, int has_stre
     }
     /* A stream's own shard when it has one; cuMemAlloc's blocks, usable by
      * any stream, come from shard 0. */
-    shard *s = shard_for(d, has_stream && stream != CU_STREAM_LEGACY ? (uintptr_t)stream : 0);
+    uintptr_t keyed = has_stream && stream != CU_STREAM_LEGACY ? (uintptr_t)stream : 0;
+    shard *s = shard_for(d, keyed);
     uintptr_t p = 0;
-    int rc, stitched = 0, took = 0;
+    int rc, stitched = 0, took = 0, held = 0;
     uint64_t moves = 0;
     for (;;) {
-        CUcontext cur = enter_from(d, s, ctx);
+        int h;
+        CUcontext cur = enter_noting(d, s, ctx, &h);
+        held |= h && !took;
         if (__builtin_expect(s->retired, 0)) {
             leave(d, s, cur); /* its context ended as this thread came in */
             return 0;
@@ -560,6 +650,8 @@ int drk_dpool_alloc(CUdeviceptr *ptr, size_t size, CUstream stream, int has_stre
             break;
         }
     }
+    if (held && !keyed && cfg.thread_shards && s == d->shards[0] && ++tl_held >= SPLIT_AFTER)
+        take_thread_shard(d);
     if (stitched)
         drk_log(DRK_LOG_INFO, "device %d: stitched free pages into a new range for %zu bytes (%llu pages moved "
                               "so far on this stream)", d->ordinal, size, (unsigned long long)moves);
@@ -906,10 +998,12 @@ static void report_shard(dpool *d, shard *s, void *arg)
     for (int b = 0; b < 32; b++)
         o->alloc_ns[b] += s->alloc_ns[b], o->free_ns[b] += s->free_ns[b];
     o->latency_samples += s->samples;
+    o->thread_shards += s->thread;
     if (o->nshards < DRK_DPOOL_REPORT_SHARDS)
         o->shards[o->nshards++] = (drk_dpool_shard_report){
             .device = d->ordinal,
             .stream = s->stream,
+            .thread = s->thread,
             .allocs = s->allocs,
             .frees = s->frees,
             .live_bytes = ps.live_bytes,
@@ -997,6 +1091,7 @@ static void end_pool(dpool *d, int alive)
         d->vmm->destroy(d->vmm);
     d->vmm = NULL;
     atomic_store(&d->nshards, 0);
+    d->nthread_shards = 0;
     atomic_store(&d->live, 0);
     atomic_store(&d->pages, 0);
     d->ended.contexts_ended++;
@@ -1038,7 +1133,7 @@ void drk_dpool_after_fork_child(void)
         atomic_store(&pools[i].live, 0), atomic_store(&pools[i].peak_live, 0);
         atomic_store(&pools[i].pages, 0), atomic_store(&pools[i].peak_pages, 0);
         atomic_fetch_add(&pools[i].gen, 1);
-        pools[i].page_bytes = 0, pools[i].holds_primary = 0;
+        pools[i].page_bytes = 0, pools[i].holds_primary = 0, pools[i].nthread_shards = 0;
         memset(&pools[i].ended, 0, sizeof pools[i].ended);
         pthread_mutex_init(&pools[i].grow_lock, NULL);
     }
@@ -1048,6 +1143,7 @@ void drk_dpool_after_fork_child(void)
     pthread_mutex_init(&start_lock, NULL);
     nstreams = 0;
     tl_ctx = NULL, tl_pool = NULL, tl_shard = NULL, tl_stream = 0;
+    tl_own = NULL, tl_own_pool = NULL, tl_held = 0;
     atomic_store(&driver_allocs, 0);
     atomic_store(&switched_off_allocs, 0);
     atomic_store(&switched_on, 1);

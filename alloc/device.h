@@ -23,6 +23,7 @@ typedef struct drk_dpool_settings {
     int defrag;                 /* idle pages may move (stitching) */
     long reserve;               /* DRK_STREAM_RESERVE: bytes, or -(basis points) of device memory */
     unsigned defrag_threshold;  /* basis points of pages idle past which a quiet moment trims */
+    int thread_shards;          /* threads meeting on shard 0 may get shards of their own */
 } drk_dpool_settings;
 
 /* Called once, before any other call, with the driver table to use. */
@@ -81,10 +82,12 @@ struct drk_page_backend;
 int drk_dpool_block_pages(CUdeviceptr ptr, uint64_t *handles, size_t max, size_t *n, uintptr_t *first_va,
                           size_t *size, struct drk_page_backend **pages);
 
-/* One shard: the device's shared one (stream 0) or a stream's own. */
+/* One shard: the device's shared one (stream 0), a thread's own (stream 0,
+ * thread 1) or a stream's own. */
 typedef struct drk_dpool_shard_report {
     int device;
     uintptr_t stream;
+    int thread;
     uint64_t allocs, frees, live_bytes, peak_live_bytes, reserved_bytes, peak_reserved_bytes, idle_bytes;
     uint64_t same_stream_reuses, pages_moved;
 } drk_dpool_shard_report;
@@ -103,6 +106,7 @@ typedef struct drk_dpool_report {
     uint64_t free_total, free_largest; /* holes of the virtual space */
     uint64_t streams;                  /* created streams alive */
     uint64_t contexts_ended;           /* pools ended with their context (reset, destroyed) */
+    uint64_t thread_shards;            /* threads' own shards (allocating alongside others) */
     uint64_t alloc_ns[32], free_ns[32]; /* sampled latency, bucket b: [2^b, 2^(b+1)) ns */
     uint64_t latency_samples;
     int nshards;

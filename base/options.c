@@ -43,6 +43,10 @@ const drk_option_desc drk_option_table[DRK_OPT_COUNT] = {
     [DRK_OPT_DEFRAG_THRESHOLD] = {"DRK_DEFRAG_THRESHOLD", DRK_OPTION_PERCENT, "10%",
                                   "share of the pool's pages idle (mapped under no live block) past which a "
                                   "quiet moment releases the excess"},
+    [DRK_OPT_ALLOC_THREAD_SHARDS] = {"DRK_ALLOC_THREAD_SHARDS", DRK_OPTION_BOOL, "1",
+                                     "a thread whose cuMemAlloc calls keep finding another thread in the pool's "
+                                     "shared shard gets a shard of its own, so threads allocating at once scale "
+                                     "(0: every thread shares one)"},
     [DRK_OPT_HOST_ALLOC] = {"DRK_HOST_ALLOC", DRK_OPTION_BOOL, "1",
                             "serve cuMemHostAlloc and cuMemAllocHost from drk's pinned host pool (0: the driver "
                             "pins every allocation)"},

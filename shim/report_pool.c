@@ -55,6 +55,7 @@ void drk_report_device_pool(drk_json *j)
     drk_json_u64(j, "pressure_steals", r.steals);
     drk_json_u64(j, "streams_alive", r.streams);
     drk_json_u64(j, "contexts_ended", r.contexts_ended);
+    drk_json_u64(j, "thread_shards", r.thread_shards);
     /* GMLake's measure (peak live against peak reserved) and the free
      * space's: how much of it the largest hole is. */
     drk_json_open(j, "fragmentation", '{');
@@ -62,7 +63,8 @@ void drk_report_device_pool(drk_json *j)
                                                   : 0.0);
     drk_json_f64(j, "free", r.free_total ? 1.0 - (double)r.free_largest / (double)r.free_total : 0.0);
     drk_json_close(j, '}');
-    /* Per shard: the device's shared one (stream null) and each stream's own. */
+    /* Per shard: the device's shared one (stream null), threads' own (stream
+     * null, thread true) and each stream's own. */
     drk_json_open(j, "streams", '[');
     for (int i = 0; i < r.nshards; i++) {
         const drk_dpool_shard_report *s = &r.shards[i];
@@ -74,6 +76,7 @@ void drk_report_device_pool(drk_json *j)
             drk_json_str(j, "stream", h);
         else
             drk_json_null(j, "stream");
+        drk_json_bool(j, "thread", s->thread);
         drk_json_u64(j, "allocs", s->allocs);
         drk_json_u64(j, "frees", s->frees);
         drk_json_u64(j, "live_bytes", s->live_bytes);

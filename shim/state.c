@@ -85,7 +85,8 @@ static void configure(drk_mode m)
         .dpool = {.sync_free = (int)drk_opt_num(DRK_OPT_ALLOC_SYNC_FREE),
                   .defrag = (int)drk_opt_num(DRK_OPT_DEFRAG),
                   .reserve = drk_opt_num(DRK_OPT_STREAM_RESERVE),
-                  .defrag_threshold = (unsigned)drk_opt_num(DRK_OPT_DEFRAG_THRESHOLD)},
+                  .defrag_threshold = (unsigned)drk_opt_num(DRK_OPT_DEFRAG_THRESHOLD),
+                  .thread_shards = (int)drk_opt_num(DRK_OPT_ALLOC_THREAD_SHARDS)},
         .host = {.on = (int)drk_opt_num(DRK_OPT_HOST_ALLOC), .sync_free = (int)drk_opt_num(DRK_OPT_ALLOC_SYNC_FREE)},
         .trace = m == DRK_MODE_OBSERVE ? drk_opt_str(DRK_OPT_ALLOC_TRACE) : NULL,
     };

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------------------ */
@@ -30,6 +31,59 @@ FC_HIDDEN int g_vmm_init;
 FC_HIDDEN struct resv *g_resv;
 FC_HIDDEN size_t g_resv_n;
 static size_t g_resv_cap;
+
+/* ---- What the calls cost on a GPU, modelled (FAKECUDA_VMM_COSTS) ---- */
+
+/* On a GPU every VMM call costs tens of microseconds of CPU time in the
+ * driver, which is what drk's pool works to keep off the program's
+ * allocations. FAKECUDA_VMM_COSTS=h200 makes each call here take what it
+ * took on an H200 with 2 MiB handles (docs/memory.md, tests/bench/vmm_costs):
+ * cuMemCreate 13 us, cuMemMap 8.5 us, cuMemSetAccess 31 us per handle it
+ * covers, cuMemUnmap 26 us and cuMemRelease 14 us per handle; or
+ * "C,M,A,U,R" in microseconds. The time is spent spinning, outside the
+ * stand-in's lock but one call at a time, as a driver that serializes them
+ * would. Unset: no cost. */
+enum { COST_CREATE, COST_MAP, COST_ACCESS, COST_UNMAP, COST_RELEASE, NCOSTS };
+static double vmm_costs_us[NCOSTS];
+static pthread_once_t vmm_costs_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t vmm_cost_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void vmm_costs_load(void)
+{
+    const char *v = getenv("FAKECUDA_VMM_COSTS");
+    static const double h200[NCOSTS] = {13, 8.5, 31, 26, 14};
+    if (!v || !*v)
+        return;
+    if (!strcmp(v, "h200")) {
+        memcpy(vmm_costs_us, h200, sizeof h200);
+        return;
+    }
+    double c[NCOSTS];
+    if (sscanf(v, "%lf,%lf,%lf,%lf,%lf", &c[0], &c[1], &c[2], &c[3], &c[4]) == NCOSTS)
+        memcpy(vmm_costs_us, c, sizeof c);
+    else
+        fprintf(stderr, "fakecuda: FAKECUDA_VMM_COSTS=%s: not \"h200\" or five numbers; no costs modelled\n", v);
+}
+
+static double now_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+/* Spends what `handles` handles of call `kind` cost. */
+static void vmm_cost(int kind, size_t handles)
+{
+    pthread_once(&vmm_costs_once, vmm_costs_load);
+    double us = vmm_costs_us[kind] * (double)handles;
+    if (us <= 0)
+        return;
+    pthread_mutex_lock(&vmm_cost_lock);
+    for (double end = now_us() + us; now_us() < end;) {
+    }
+    pthread_mutex_unlock(&vmm_cost_lock);
+}
 
 /* Handles are slot + 1 with a tag, so 0 and stray values are refused. */
 #define VMM_TAG 0x5a5a000000000000ull
@@ -172,6 +226,7 @@ FC_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
     /* Only file descriptors can be shared here (no Win32, no fabric). */
     if (prop->requestedHandleTypes & ~(unsigned int)CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
         return CUDA_ERROR_NOT_SUPPORTED;
+    vmm_cost(COST_CREATE, 1);
     LOCK();
     int slot = vmm_free_slot();
     CUresult rc = CUDA_SUCCESS;
@@ -198,6 +253,7 @@ FC_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size
 FC_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
     ENTER_INIT(cuMemRelease);
+    vmm_cost(COST_RELEASE, 1);
     LOCK();
     vmm_alloc *a = vmm_of(handle);
     if (a) {
@@ -217,6 +273,7 @@ FC_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGe
 {
     ENTER_INIT(cuMemMap);
     uintptr_t at = (uintptr_t)ptr;
+    vmm_cost(COST_MAP, 1);
     LOCK();
     vmm_alloc *a = vmm_of(handle);
     CUresult rc = CUDA_ERROR_INVALID_VALUE;
@@ -252,6 +309,7 @@ FC_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
     if (!ptr || !size || ptr % FC_VMM_GRANULARITY || size % FC_VMM_GRANULARITY)
         return CUDA_ERROR_INVALID_VALUE;
     CUresult rc = CUDA_ERROR_INVALID_VALUE;
+    vmm_cost(COST_UNMAP, size / FC_VMM_GRANULARITY);
     LOCK();
     size_t n;
     long i = vmm_tiles((uintptr_t)ptr, size, &n);
@@ -282,6 +340,7 @@ FC_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAcces
     default: return CUDA_ERROR_INVALID_VALUE;
     }
     CUresult rc = CUDA_ERROR_INVALID_VALUE;
+    vmm_cost(COST_ACCESS, size / FC_VMM_GRANULARITY);
     LOCK();
     size_t n;
     long i = vmm_tiles((uintptr_t)ptr, size, &n);

@@ -379,6 +379,23 @@ def mode_pool(r):
               f"switch: device_pool {p}")
     w2, werr2, _, _ = r.run(True, {"DRK_ALLOC": "0"})
     check(w2.startswith("on: driver (switch was -1)"), f"switch with DRK_ALLOC=0: {w2!r}\n{werr2}")
+    # Threads on cuMemAlloc alone: with a page taking 2 ms to create, the
+    # threads' first allocations (a new page each) queue on the shared
+    # shard's lock, so some threads get shards of their own; every block
+    # keeps its bytes and every free is served, neighbours' frees included.
+    r.args = ["tsplit"]
+    t0, _, _, _ = r.run(False)
+    check(t0 == "tsplit ok\n", f"tsplit natively: {t0!r}")
+    t1, terr1, _, trep = r.run(True, {"FAKECUDA_VMM_COSTS": "2000,0,0,0,0"})
+    check(t1 == t0, f"tsplit under drk: {t1!r}\n{terr1}")
+    rep = one_report(r, trep, "tsplit")
+    if rep:
+        p = rep["device_pool"]
+        own = [s for s in p["streams"] if s.get("thread")]
+        check(p["thread_shards"] >= 1 and len(own) == p["thread_shards"] and all(s["allocs"] > 0 for s in own),
+              f"tsplit: no thread took a shard of its own: thread_shards {p['thread_shards']}, shards {p['streams']}")
+        check(p["live_bytes"] == 0 and p["frees"] == p["allocs"] == 8 * 400 and p["bad_frees"] == 0,
+              f"tsplit: device_pool {p}")
     # Contexts ending under the pools: the same answers, and both pools
     # followed (the host pool's chunk was pinned in the created context).
     r.args = ["reset"]

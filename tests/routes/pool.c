@@ -13,6 +13,11 @@
  *                      memory still allocated, then anew: prints the
  *                      answers to freeing what the reset ended, and
  *                      "reset ok" when every later allocation works
+ *   route_pool tsplit  8 threads on cuMemAlloc and cuMemFree alone, each
+ *                      writing its id into its blocks and finding it there,
+ *                      12 new pages each at once first; at the end each
+ *                      frees the blocks its neighbour left (frees from
+ *                      another thread): prints "tsplit ok"
  *   route_pool switch  drk_alloc_switch found with dlsym (natively: not
  *                      found): allocations with the pool switched off are
  *                      the driver's, the pool's own blocks stay its own,
@@ -225,6 +230,66 @@ static void threads(void)
     printf("threads ok\n");
 }
 
+/* Threads sharing cuMemAlloc (no streams): under drk, those that keep
+ * meeting each other get shards of their own; blocks stay theirs, and a
+ * block freed by another thread than its allocator's is freed all the same.
+ * Each thread first takes TS_BIG blocks of 2 MiB at once with the others
+ * (every one needs a new page: with page creation made slow, the threads
+ * queue on the shared shard), then frees and allocates at random. */
+enum { TS_THREADS = 8, TS_BIG = 12, TS_LIVE = 24 + TS_BIG, TS_ROUNDS = 400 };
+static CUdeviceptr ts_left[TS_THREADS][TS_LIVE];
+static size_t ts_len[TS_THREADS][TS_LIVE];
+
+static void *tsplit_worker(void *arg)
+{
+    int me = (int)(uintptr_t)arg;
+    unsigned char id = (unsigned char)(me + 1);
+    CUdeviceptr *live = ts_left[me];
+    size_t *len = ts_len[me];
+    unsigned seed = (unsigned)me * 104729u + 7;
+    CHECK(cuCtxSetCurrent(ctx));
+    pthread_barrier_wait(&go);
+    for (int k = 0; k < TS_BIG; k++) {
+        len[k] = (size_t)2 << 20;
+        CHECK(cuMemAlloc_v2(&live[k], len[k]));
+        CHECK(cuMemsetD8_v2(live[k], id, len[k]));
+    }
+    for (int i = 0; i < TS_ROUNDS - TS_BIG; i++) {
+        int k = TS_BIG + (int)(rand_r(&seed) % (TS_LIVE - TS_BIG));
+        if (live[k]) {
+            unsigned char b = 0;
+            CHECK(cuMemcpyDtoH_v2(&b, live[k] + len[k] - 1, 1));
+            EXPECT(b == id);
+            CHECK(cuMemFree_v2(live[k]));
+        }
+        len[k] = 1 + rand_r(&seed) % (rand_r(&seed) % 8 ? (64u << 10) : (6u << 20));
+        CHECK(cuMemAlloc_v2(&live[k], len[k]));
+        CHECK(cuMemsetD8_v2(live[k], id, len[k]));
+    }
+    pthread_barrier_wait(&go);
+    /* The neighbour's blocks: still its bytes, freed from here. */
+    int nb = (me + 1) % TS_THREADS;
+    for (int k = 0; k < TS_LIVE; k++)
+        if (ts_left[nb][k]) {
+            unsigned char b = 0;
+            CHECK(cuMemcpyDtoH_v2(&b, ts_left[nb][k] + ts_len[nb][k] - 1, 1));
+            EXPECT(b == (unsigned char)(nb + 1));
+            CHECK(cuMemFree_v2(ts_left[nb][k]));
+        }
+    return NULL;
+}
+
+static void tsplit(void)
+{
+    pthread_t t[TS_THREADS];
+    pthread_barrier_init(&go, NULL, TS_THREADS);
+    for (int i = 0; i < TS_THREADS; i++)
+        pthread_create(&t[i], NULL, tsplit_worker, (void *)(uintptr_t)i);
+    for (int i = 0; i < TS_THREADS; i++)
+        pthread_join(t[i], NULL);
+    printf("tsplit ok\n");
+}
+
 /* 96 MiB of 2 MiB blocks, every other one freed (48 MiB free in 2 MiB
  * holes), then 8 MiB blocks up to 40 MiB more: the live set never passes
  * 96 MiB of a 128 MiB device, but only a pool that can map free pages
@@ -375,6 +440,8 @@ int main(int argc, char **argv)
         reset(dev);
     } else if (strcmp(mode, "switch") == 0) {
         switched();
+    } else if (strcmp(mode, "tsplit") == 0) {
+        tsplit();
     } else {
         sizes();
         queries();
