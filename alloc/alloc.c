@@ -35,6 +35,7 @@ void drk_alloc_after_fork_child(void)
 
 void drk_alloc_at_exit(void)
 {
+    drk_dpool_at_exit();
     if (drk_recorder_write() != 0)
         drk_log(DRK_LOG_WARN, "cannot write the allocation trace (DRK_ALLOC_TRACE=%s): %s", trace_path,
                 strerror(errno));

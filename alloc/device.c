@@ -15,12 +15,16 @@
 #define _GNU_SOURCE
 #include "alloc/device.h"
 
+#include <errno.h>
 #include <pthread.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "alloc/growth.h"
 #include "alloc/heap.h"
 #include "alloc/pages_vmm.h"
 #include "alloc/pool.h"
@@ -58,6 +62,13 @@ typedef struct shard {
     size_t keep_pages; /* its share of the reserve */
     uint64_t seen_live, seen_pages; /* what the device's totals last heard from it */
     int retired; /* its context ended: nothing of it may be used (under the lock) */
+    /* Growth ahead of demand (under the lock): the heap's grown count the
+     * allocations last saw, the grower's watermarks, when it may try again
+     * after the driver had no memory, and allocations that waited. */
+    uint64_t seen_grown, grow_after_ns, busy_waits;
+    drk_growth growth;
+    atomic_uint claims_done; /* claims the grower ended: what a waiting allocation watches */
+    struct shard *forgotten; /* in a fork child: the next of the parent's shards, kept (see below) */
 } shard;
 
 typedef struct dpool {
@@ -72,6 +83,7 @@ typedef struct dpool {
     size_t total, keep_pages;
     size_t page_bytes; /* once a pool started here */
     pthread_mutex_t grow_lock; /* adding shards, granting peers */
+    pthread_mutex_t grower_lock; /* held by the grower while it maps pages here: the pool ends only outside it */
     shard *shards[MAX_SHARDS];
     atomic_int nshards;
     int nthread_shards; /* under grow_lock */
@@ -129,8 +141,10 @@ void drk_dpool_configure(const drk_driver *d, const drk_dpool_settings *s)
     drv_copy = *d; /* the table handed in may be a thread's own copy */
     cfg = *s;
     have_thread_key = pthread_key_create(&thread_key, thread_ends) == 0;
-    for (int i = 0; i < MAX_DEVICES; i++)
+    for (int i = 0; i < MAX_DEVICES; i++) {
         pthread_mutex_init(&pools[i].grow_lock, NULL);
+        pthread_mutex_init(&pools[i].grower_lock, NULL);
+    }
     atomic_store(&configured, 1);
 }
 
@@ -267,6 +281,8 @@ static void share_reserve(dpool *d, int n)
     }
 }
 
+static void grower_start(void);
+
 /* Under start_lock, with `ctx` current. */
 static void start(dpool *d, CUcontext ctx, CUdevice dev)
 {
@@ -316,6 +332,7 @@ static void start(dpool *d, CUcontext ctx, CUdevice dev)
                           "free for reuse, stitching %s)", d->ordinal, page >> 10, (d->keep_pages * page) >> 20,
             cfg.defrag ? "on" : "off");
     atomic_store_explicit(&d->state, 1, memory_order_release);
+    grower_start();
 }
 
 static __thread CUcontext tl_ctx;
@@ -571,6 +588,193 @@ static int take_from_others(dpool *d, shard *self)
     return got;
 }
 
+/* ---- Growth ahead of demand ----
+ *
+ * Making a page costs tens of microseconds in the driver (create, map, set
+ * access: ~55 us on an H200), which a growing program paid inside its
+ * allocation calls. drk's grower thread maps pages at each shard's frontier
+ * (heap.h) before they are asked for: woken when an allocation grew its
+ * heap, it sets the shard's watermarks from the growth of the last ~100 ms
+ * (growth.h) and, while fewer than the low one are ready, claims up to
+ * CLAIM_PAGES pages at a time, makes them outside the shard's lock, and
+ * hands them to the heap as idle pages. It never holds more than the
+ * shard's share of the reserve idle. An allocation that needs a page the
+ * grower is making waits for that claim to end (BUSY_WAIT_NS at most, then
+ * the driver serves it); one that finds none ready makes its own, as
+ * before. DRK_ALLOC_GROW=0: no thread, no pages ahead. */
+
+/* Pages a claim makes at most: what an allocation may wait for (~0.4 ms). */
+#define CLAIM_PAGES 8
+#define BUSY_WAIT_NS 200000000ull
+/* After the driver had no memory for a page, the grower leaves the shard be
+ * this long (the allocations' own pressure handling takes over). */
+#define GROW_BACKOFF_NS 1000000000ull
+
+static pthread_mutex_t grow_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t grow_cv = PTHREAD_COND_INITIALIZER;
+static pthread_t grower;
+static atomic_int grower_state; /* 0 not started, 1 running, 2 stopped (or could not start) */
+static atomic_int grow_asked;   /* an allocation grew a heap since the grower last looked */
+static atomic_int grow_stop;
+static atomic_int warned_grow, warned_busy;
+
+/* An allocation grew its heap: the grower looks, once however many ask
+ * before it wakes. */
+static void grow_ask(void)
+{
+    if (atomic_load_explicit(&grower_state, memory_order_relaxed) != 1 || atomic_exchange(&grow_asked, 1))
+        return;
+    pthread_mutex_lock(&grow_mu);
+    pthread_cond_signal(&grow_cv);
+    pthread_mutex_unlock(&grow_mu);
+}
+
+/* Maps pages ahead in one shard until its low watermark is met. Under the
+ * pool's grower_lock (so the pool cannot end meanwhile) with the pool's
+ * context pushed, without the shard's lock on entry. */
+static void grow_shard(dpool *d, shard *s)
+{
+    pthread_mutex_lock(&s->lock);
+    while (!s->retired && !atomic_load_explicit(&grow_stop, memory_order_relaxed)) {
+        uint64_t now = now_ns();
+        if (now < s->grow_after_ns)
+            break;
+        drk_heap_stats hs = drk_heap_get_stats(s->heap);
+        uint64_t held = hs.idle_pages + hs.spare_pages;
+        size_t room = s->keep_pages > held ? s->keep_pages - (size_t)held : 0;
+        size_t ready = drk_heap_ahead_ready(s->heap);
+        drk_growth_observe(&s->growth, now, drk_heap_grown(s->heap), (size_t)(hs.pages - held), room + ready);
+        if (ready >= s->growth.low)
+            break;
+        size_t want = s->growth.high - ready;
+        uintptr_t va;
+        size_t n = drk_heap_claim_ahead(s->heap, want < CLAIM_PAGES ? want : CLAIM_PAGES, &va);
+        if (!n)
+            break;
+        pthread_mutex_unlock(&s->lock);
+        /* The driver's slow part, with the shard free for its allocations. */
+        drk_page_handle pages[CLAIM_PAGES];
+        size_t made = 0;
+        int rc = 0;
+        while (made < n && (rc = s->pages->create(s->pages, &pages[made])) == 0)
+            made++;
+        if (made && s->pages->map(s->pages, va, pages, made) != 0) {
+            for (size_t i = 0; i < made; i++)
+                s->pages->release(s->pages, pages[i]);
+            made = 0;
+            rc = rc ? rc : DRK_PAGES_FAILED;
+        }
+        pthread_mutex_lock(&s->lock);
+        drk_heap_claim_done(s->heap, pages, made);
+        atomic_fetch_add_explicit(&s->claims_done, 1, memory_order_release);
+        account(d, s);
+        if (rc) {
+            s->grow_after_ns = now_ns() + GROW_BACKOFF_NS;
+            if (rc != DRK_PAGES_OOM && !atomic_exchange(&warned_grow, 1))
+                drk_log(DRK_LOG_INFO, "device %d: drk could not make a page ahead of demand (error %d); "
+                                      "allocations make their own when it fails", d->ordinal, rc);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+static void grow_all(void)
+{
+    for (int i = 0; i < MAX_DEVICES && !atomic_load(&grow_stop); i++) {
+        dpool *d = &pools[i];
+        if (atomic_load_explicit(&d->state, memory_order_acquire) != 1)
+            continue;
+        pthread_mutex_lock(&d->grower_lock);
+        /* Pushed, not set: the grower's thread is drk's own, and the
+         * program's context calls stay the program's. */
+        int n = atomic_load_explicit(&d->state, memory_order_acquire) == 1 ? atomic_load(&d->nshards) : 0;
+        CUcontext popped;
+        if (n && drv->ctx_push_current && drv->ctx_push_current(d->ctx) == CUDA_SUCCESS) {
+            for (int k = 0; k < n && !atomic_load(&grow_stop); k++)
+                grow_shard(d, d->shards[k]);
+            drv->ctx_pop_current(&popped);
+        }
+        pthread_mutex_unlock(&d->grower_lock);
+    }
+}
+
+static void *grow_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&grow_mu);
+    while (!atomic_load(&grow_stop)) {
+        if (!atomic_load(&grow_asked)) {
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_sec += 1;
+            pthread_cond_timedwait(&grow_cv, &grow_mu, &until);
+            continue;
+        }
+        atomic_store(&grow_asked, 0);
+        pthread_mutex_unlock(&grow_mu);
+        grow_all();
+        pthread_mutex_lock(&grow_mu);
+    }
+    pthread_mutex_unlock(&grow_mu);
+    return NULL;
+}
+
+/* Under start_lock, when a pool starts. */
+static void grower_start(void)
+{
+    if (!cfg.grow || atomic_load(&grower_state) != 0)
+        return;
+    pthread_attr_t attr;
+    int ok = pthread_attr_init(&attr) == 0;
+    /* Every signal blocked: a program's handlers never run on drk's thread. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    ok = ok && pthread_create(&grower, &attr, grow_main, NULL) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&attr);
+    atomic_store(&grower_state, ok ? 1 : 2);
+    if (!ok)
+        drk_log(DRK_LOG_INFO, "drk could not start its page grower; allocations make their own pages");
+}
+
+/* The grower is making pages an allocation needs: wait for that claim to
+ * end (`seen` was the count of ended claims under the lock). 1 once it
+ * ended, 0 after BUSY_WAIT_NS. */
+static int wait_claim(shard *s, unsigned seen)
+{
+    uint64_t until = now_ns() + BUSY_WAIT_NS;
+    for (int spins = 0; atomic_load_explicit(&s->claims_done, memory_order_acquire) == seen; spins++) {
+        if (spins < 64) {
+            sched_yield();
+            continue;
+        }
+        if (now_ns() > until)
+            return 0;
+        struct timespec ts = {0, 20000};
+        nanosleep(&ts, NULL);
+    }
+    return 1;
+}
+
+void drk_dpool_at_exit(void)
+{
+    if (atomic_load(&grower_state) != 1)
+        return;
+    pthread_mutex_lock(&grow_mu);
+    atomic_store(&grow_stop, 1);
+    pthread_cond_signal(&grow_cv);
+    pthread_mutex_unlock(&grow_mu);
+    /* It may be inside a driver call: wait a little, then go on without it. */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 2;
+    if (pthread_timedjoin_np(grower, NULL, &until) != 0)
+        drk_log(DRK_LOG_INFO, "drk's page grower did not stop in 2 s; the process exits without it");
+    atomic_store(&grower_state, 2);
+}
+
 /* ---- Allocation ---- */
 
 int drk_dpool_switch(int on)
@@ -607,7 +811,7 @@ int drk_dpool_alloc(CUdeviceptr *ptr, size_t size, CUstream stream, int has_stre
     uintptr_t keyed = has_stream && stream != CU_STREAM_LEGACY ? (uintptr_t)stream : 0;
     shard *s = shard_for(d, keyed);
     uintptr_t p = 0;
-    int rc, stitched = 0, took = 0, held = 0;
+    int rc, stitched = 0, took = 0, held = 0, grew = 0;
     uint64_t moves = 0;
     for (;;) {
         int h;
@@ -620,10 +824,29 @@ int drk_dpool_alloc(CUdeviceptr *ptr, size_t size, CUstream stream, int has_stre
         int timed = (s->allocs % SAMPLE_EVERY) == 0;
         uint64_t t0 = timed ? now_ns() : 0;
         rc = drk_pool_alloc(s->pool, size, (uintptr_t)stream, has_stream, &p);
+        if (rc == DRK_PAGES_BUSY) {
+            /* The grower is making pages this block needs: wait, ask again. */
+            unsigned seen = atomic_load_explicit(&s->claims_done, memory_order_acquire);
+            s->busy_waits++;
+            leave(d, s, cur);
+            if (wait_claim(s, seen))
+                continue;
+            if (!atomic_exchange(&warned_busy, 1))
+                drk_log(DRK_LOG_WARN, "device %d: drk's page grower held pages an allocation needed for over "
+                                      "%llu ms; the driver serves such allocations", d->ordinal,
+                        BUSY_WAIT_NS / 1000000ull);
+            atomic_fetch_add_explicit(&driver_allocs, 1, memory_order_relaxed);
+            return 0;
+        }
         s->allocs++;
         if (timed) {
             note_ns(s->alloc_ns, now_ns() - t0);
             s->samples++;
+        }
+        uint64_t g = drk_heap_grown(s->heap);
+        if (g != s->seen_grown) {
+            s->seen_grown = g;
+            grew = 1;
         }
         moves = drk_heap_moves(s->heap);
         if (moves != s->last_moves) {
@@ -650,6 +873,8 @@ int drk_dpool_alloc(CUdeviceptr *ptr, size_t size, CUstream stream, int has_stre
             break;
         }
     }
+    if (grew)
+        grow_ask();
     if (held && !keyed && cfg.thread_shards && s == d->shards[0] && ++tl_held >= SPLIT_AFTER)
         take_thread_shard(d);
     if (stitched)
@@ -965,6 +1190,8 @@ static void keep_counts(drk_dpool_report *o, const drk_dpool_report *r)
     o->allocs += r->allocs, o->frees += r->frees, o->failed_allocs += r->failed_allocs;
     o->bad_frees += r->bad_frees, o->out_of_memory += r->out_of_memory, o->steals += r->steals;
     o->pages_created += r->pages_created, o->pages_released += r->pages_created, o->pages_moved += r->pages_moved;
+    o->pages_made_ahead += r->pages_made_ahead, o->pages_taken_ahead += r->pages_taken_ahead;
+    o->pages_created_in_calls += r->pages_created_in_calls, o->growth_waits += r->growth_waits;
     o->map_calls += r->map_calls, o->unmap_calls += r->unmap_calls;
     o->defrag_events += r->defrag_events, o->quiet_trims += r->quiet_trims, o->oom_waits += r->oom_waits;
     o->same_stream_reuses += r->same_stream_reuses, o->events += r->events;
@@ -986,7 +1213,9 @@ static void report_shard(dpool *d, shard *s, void *arg)
     o->live_blocks += hs.live_blocks - ps.pending_blocks;
     o->live_bytes += ps.live_bytes, o->reserved_bytes += hs.pages * page;
     o->va_bytes += hs.reserved_va;
-    o->pages_created += hs.creates, o->pages_released += hs.releases, o->pages_moved += hs.moves;
+    o->pages_created += hs.creates + hs.ahead_made, o->pages_released += hs.releases, o->pages_moved += hs.moves;
+    o->pages_made_ahead += hs.ahead_made, o->pages_taken_ahead += hs.ahead_used;
+    o->pages_created_in_calls += hs.creates, o->ahead_pages += hs.ahead_pages, o->growth_waits += s->busy_waits;
     o->idle_pages += hs.idle_pages, o->spare_pages += hs.spare_pages;
     o->map_calls += hs.map_calls, o->unmap_calls += hs.unmap_calls;
     o->defrag_events += s->defrag_events, o->quiet_trims += s->quiet_trims, o->steals += s->steals;
@@ -1061,6 +1290,8 @@ static void end_pool(dpool *d, int alive)
     for (size_t i = 0; i < nr; i++)
         if (ranges[i].pool == d)
             atomic_store_explicit(&ranges[i].dead, 1, memory_order_release);
+    /* The grower is making none of its pages from here on. */
+    pthread_mutex_lock(&d->grower_lock);
     pthread_mutex_lock(&d->grow_lock);
     CUcontext cur = NULL;
     int switched = alive && drv->ctx_get_current(&cur) == CUDA_SUCCESS && cur != d->ctx &&
@@ -1098,6 +1329,7 @@ static void end_pool(dpool *d, int alive)
     if (switched)
         drv->ctx_set_current(cur);
     pthread_mutex_unlock(&d->grow_lock);
+    pthread_mutex_unlock(&d->grower_lock);
     /* Its streams ended with it. */
     pthread_mutex_lock(&streams_lock);
     for (size_t i = 0; i < nstreams;)
@@ -1123,11 +1355,22 @@ void drk_dpool_context_ends(CUcontext ctx, int alive)
     pthread_mutex_unlock(&start_lock);
 }
 
+/* A fork child's copies of the parent's shards: never used again, never
+ * freed (another parent thread may have been changing them as it forked),
+ * but still reachable, so that a leak checker does not count them. */
+static shard *forgotten;
+
 void drk_dpool_after_fork_child(void)
 {
     /* The parent's device memory is not the child's: nothing of it may be
      * used or released here. Leak the records and start over. */
     for (int i = 0; i < MAX_DEVICES; i++) {
+        int n = atomic_load(&pools[i].nshards);
+        for (int k = 0; k < n && k < MAX_SHARDS; k++)
+            if (pools[i].shards[k]) {
+                pools[i].shards[k]->forgotten = forgotten;
+                forgotten = pools[i].shards[k];
+            }
         atomic_store(&pools[i].state, 0);
         atomic_store(&pools[i].nshards, 0);
         atomic_store(&pools[i].live, 0), atomic_store(&pools[i].peak_live, 0);
@@ -1136,7 +1379,14 @@ void drk_dpool_after_fork_child(void)
         pools[i].page_bytes = 0, pools[i].holds_primary = 0, pools[i].nthread_shards = 0;
         memset(&pools[i].ended, 0, sizeof pools[i].ended);
         pthread_mutex_init(&pools[i].grow_lock, NULL);
+        pthread_mutex_init(&pools[i].grower_lock, NULL);
     }
+    /* The grower did not follow the fork: the next pool starts one. */
+    atomic_store(&grower_state, 0);
+    atomic_store(&grow_asked, 0);
+    atomic_store(&grow_stop, 0);
+    pthread_mutex_init(&grow_mu, NULL);
+    pthread_cond_init(&grow_cv, NULL);
     atomic_store(&nranges, 0);
     pthread_mutex_init(&ranges_lock, NULL);
     pthread_mutex_init(&streams_lock, NULL);

@@ -24,6 +24,7 @@ typedef struct drk_dpool_settings {
     long reserve;               /* DRK_STREAM_RESERVE: bytes, or -(basis points) of device memory */
     unsigned defrag_threshold;  /* basis points of pages idle past which a quiet moment trims */
     int thread_shards;          /* threads meeting on shard 0 may get shards of their own */
+    int grow;                   /* a thread of drk's maps pages ahead of demand */
 } drk_dpool_settings;
 
 /* Called once, before any other call, with the driver table to use. */
@@ -107,6 +108,10 @@ typedef struct drk_dpool_report {
     uint64_t streams;                  /* created streams alive */
     uint64_t contexts_ended;           /* pools ended with their context (reset, destroyed) */
     uint64_t thread_shards;            /* threads' own shards (allocating alongside others) */
+    /* Growth ahead of demand: pages the grower made (in pages_created too),
+     * those allocations took, pages allocations made themselves, pages
+     * ahead at exit, allocations that waited for the grower. */
+    uint64_t pages_made_ahead, pages_taken_ahead, pages_created_in_calls, ahead_pages, growth_waits;
     uint64_t alloc_ns[32], free_ns[32]; /* sampled latency, bucket b: [2^b, 2^(b+1)) ns */
     uint64_t latency_samples;
     int nshards;
@@ -123,6 +128,8 @@ void drk_dpool_get_report(drk_dpool_report *out);
  * driver may hand their addresses out again) and starts afresh at the next
  * allocation. */
 void drk_dpool_context_ends(CUcontext ctx, int alive);
+/* At exit: drk's page grower stops (waiting 2 s at most). */
+void drk_dpool_at_exit(void);
 /* In a fork child: the parent's pools are unusable (CUDA is); forget them. */
 void drk_dpool_after_fork_child(void);
 

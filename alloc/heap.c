@@ -30,6 +30,8 @@ struct page {
     drk_page_handle handle; /* when mapped */
     uint32_t refs;          /* live blocks over this page */
     uint8_t mapped;
+    uint8_t claimed;        /* being mapped outside the heap (drk_heap_claim_ahead) */
+    uint8_t ahead;          /* mapped ahead of demand and not yet under a block */
     page *iprev, *inext;    /* idle (mapped, no refs): oldest first */
     block *starts;          /* live blocks starting in this page */
 };
@@ -38,7 +40,7 @@ struct chunk {
     uintptr_t base;
     size_t size, npages;
     page *pages;
-    block *first;
+    block *first, *last;
     chunk *next;
 };
 
@@ -69,6 +71,8 @@ struct drk_heap {
     size_t idle_floor;      /* idle pages kept whatever the pages in use */
     int no_moves;           /* pages stay where they were first mapped */
     int no_create;          /* this allocation may not create pages */
+    chunk *claim_chunk;     /* the claim under way: pages [claim_first, + claim_n) */
+    size_t claim_first, claim_n;
     uint64_t serial;
     size_t nspare, spare_cap;
     drk_heap_stats st;
@@ -260,6 +264,10 @@ static int idle_to_spare(drk_heap *h)
     }
     idle_remove(h, p);
     p->mapped = 0;
+    if (p->ahead) {
+        p->ahead = 0;
+        h->st.ahead_pages--;
+    }
     return 0;
 }
 
@@ -288,6 +296,7 @@ static int get_handle(drk_heap *h, drk_page_handle *out)
                 return DRK_PAGES_FAILED;
             }
             h->st.creates++;
+            h->st.grown++;
             if (++h->st.pages > h->st.peak_pages)
                 h->st.peak_pages = h->st.pages;
         } else if (r != DRK_PAGES_OOM || h->no_moves || h->no_create || (r = idle_to_spare(h)) != 0) {
@@ -341,6 +350,12 @@ static void pages_ref(drk_heap *h, chunk *c, size_t first, size_t last)
         page *p = &c->pages[i];
         if (p->refs++ == 0 && p->mapped)
             idle_remove(h, p);
+        if (p->ahead) {
+            p->ahead = 0;
+            h->st.ahead_pages--;
+            h->st.ahead_used++;
+            h->st.grown++;
+        }
     }
 }
 
@@ -370,7 +385,7 @@ static chunk *chunk_new(drk_heap *h, size_t size)
     }
     for (size_t i = 0; i < npages; i++)
         pages[i].va = va + i * h->page;
-    *c = (chunk){.base = va, .size = size, .npages = npages, .pages = pages, .first = b, .next = h->chunks};
+    *c = (chunk){.base = va, .size = size, .npages = npages, .pages = pages, .first = b, .last = b, .next = h->chunks};
     h->chunks = c;
     *b = (block){.addr = va, .size = size, .chunk = c, .free = 1};
     free_insert(h, b);
@@ -418,6 +433,8 @@ static block *carve(drk_heap *h, block *b, size_t size)
                         .chunk = b->chunk, .free = 1};
         if (b->next)
             b->next->prev = rest;
+        else
+            b->chunk->last = rest;
         b->next = rest;
         b->size = size;
         free_insert(h, rest);
@@ -437,6 +454,8 @@ static void coalesce(drk_heap *h, block *b)
         b->next = n->next;
         if (n->next)
             n->next->prev = b;
+        else
+            b->chunk->last = b;
         block_del(h, n);
     }
     block *p = b->prev;
@@ -446,6 +465,8 @@ static void coalesce(drk_heap *h, block *b)
         p->next = b->next;
         if (b->next)
             b->next->prev = p;
+        else
+            p->chunk->last = p;
         block_del(h, b);
         b = p;
     }
@@ -508,6 +529,12 @@ int drk_heap_alloc(drk_heap *h, size_t size, uintptr_t *ptr)
         return DRK_PAGES_FAILED;
     size_t first, last;
     page_span(h, b, &first, &last);
+    /* Pages the grower is mapping: the caller waits for them and asks again. */
+    if (b->chunk == h->claim_chunk && h->claim_n && first < h->claim_first + h->claim_n && last >= h->claim_first) {
+        uncarve(h, b);
+        h->st.busy++;
+        return DRK_PAGES_BUSY;
+    }
     /* Referenced first, so that getting pages for this block never takes
      * one of its own idle pages. */
     pages_ref(h, b->chunk, first, last);
@@ -615,6 +642,72 @@ int drk_heap_lookup(const drk_heap *h, uintptr_t ptr, uintptr_t *base, size_t *s
     }
     return DRK_PAGES_INVALID;
 }
+
+/* ---- Growth ahead of demand ---- */
+
+/* The newest chunk's frontier: the index of its first unmapped page past
+ * the pages mapped at the start of its last free block (*ready of them);
+ * npages when there is none. */
+static size_t frontier(const drk_heap *h, size_t *ready)
+{
+    *ready = 0;
+    const chunk *c = h->chunks;
+    const block *b = c ? c->last : NULL;
+    if (!b || !b->free)
+        return c ? c->npages : 0;
+    size_t i = (b->addr - c->base + h->page - 1) / h->page;
+    while (i < c->npages && c->pages[i].mapped)
+        i++, ++*ready;
+    return i;
+}
+
+size_t drk_heap_ahead_ready(const drk_heap *h)
+{
+    size_t ready;
+    frontier(h, &ready);
+    return ready;
+}
+
+size_t drk_heap_claim_ahead(drk_heap *h, size_t n, uintptr_t *va)
+{
+    size_t ready, i = frontier(h, &ready);
+    chunk *c = h->chunks;
+    if (!c || h->claim_n || i >= c->npages || !n)
+        return 0;
+    if (n > c->npages - i)
+        n = c->npages - i;
+    for (size_t k = 0; k < n; k++)
+        c->pages[i + k].claimed = 1;
+    h->claim_chunk = c, h->claim_first = i, h->claim_n = n;
+    *va = c->pages[i].va;
+    return n;
+}
+
+void drk_heap_claim_done(drk_heap *h, const drk_page_handle *handles, size_t n)
+{
+    chunk *c = h->claim_chunk;
+    for (size_t k = 0; c && k < h->claim_n; k++) {
+        page *p = &c->pages[h->claim_first + k];
+        p->claimed = 0;
+        if (k >= n)
+            continue;
+        /* No block lies over a claimed page (drk_heap_alloc refuses to
+         * place one), so each is idle. */
+        p->handle = handles[k];
+        p->mapped = 1;
+        p->ahead = 1;
+        idle_push(h, p);
+        h->st.ahead_pages++;
+        h->st.ahead_made++;
+        if (++h->st.pages > h->st.peak_pages)
+            h->st.peak_pages = h->st.pages;
+    }
+    if (n)
+        h->st.map_calls++;
+    h->claim_chunk = NULL, h->claim_n = 0;
+}
+
+uint64_t drk_heap_grown(const drk_heap *h) { return h->st.grown; }
 
 void drk_heap_trim(drk_heap *h, size_t keep)
 {
@@ -725,7 +818,7 @@ __attribute__((format(printf, 3, 4))) static int bad(char *err, size_t errlen, c
 }
 
 typedef struct tally {
-    uint64_t live, blocks, idle, mapped;
+    uint64_t live, blocks, idle, mapped, ahead;
 } tally;
 
 /* One chunk's blocks and pages, against a count of the blocks over each page. */
@@ -752,13 +845,19 @@ static int check_chunk(const drk_heap *h, const chunk *c, uint32_t *refs, tally 
     }
     if (at != c->base + c->size)
         return bad(err, errlen, "chunk %#lx: blocks end at %#lx", (unsigned long)c->base, (unsigned long)at);
+    if (!c->last || c->last->next || c->last->addr + c->last->size != c->base + c->size)
+        return bad(err, errlen, "chunk %#lx: its last block is not the one ending it", (unsigned long)c->base);
     for (size_t i = 0; i < c->npages; i++) {
         const page *p = &c->pages[i];
         if (p->refs != refs[i] || (p->refs && !p->mapped))
             return bad(err, errlen, "page %#lx: refs %u, blocks over it %u, mapped %d", (unsigned long)p->va,
                        p->refs, refs[i], p->mapped);
+        if ((p->ahead && (!p->mapped || p->refs)) || (p->claimed && (p->mapped || p->refs)))
+            return bad(err, errlen, "page %#lx: ahead %d claimed %d, mapped %d, refs %u", (unsigned long)p->va,
+                       p->ahead, p->claimed, p->mapped, p->refs);
         t->mapped += p->mapped;
         t->idle += p->mapped && !p->refs;
+        t->ahead += p->ahead;
     }
     return 0;
 }
@@ -779,6 +878,9 @@ int drk_heap_check(const drk_heap *h, char *err, size_t errlen)
         return bad(err, errlen, "live %llu bytes in %llu blocks; stats say %llu in %llu, map %zu",
                    (unsigned long long)t.live, (unsigned long long)t.blocks, (unsigned long long)h->st.live_bytes,
                    (unsigned long long)h->st.live_blocks, h->live.n);
+    if (t.ahead != h->st.ahead_pages)
+        return bad(err, errlen, "ahead pages %llu, stats say %llu", (unsigned long long)t.ahead,
+                   (unsigned long long)h->st.ahead_pages);
     if (t.idle != h->st.idle_pages || t.mapped + h->nspare != h->st.pages)
         return bad(err, errlen, "idle %llu (stats %llu); mapped %llu + spare %zu != pages %llu",
                    (unsigned long long)t.idle, (unsigned long long)h->st.idle_pages, (unsigned long long)t.mapped,

@@ -85,6 +85,32 @@ void drk_heap_set_policy(drk_heap *h, unsigned permille, size_t floor_pages, int
 /* Releases idle pages beyond `keep` (oldest first), unmapping them. */
 void drk_heap_trim(drk_heap *h, size_t keep);
 
+/* Growth ahead of demand. A request no hole fits is carved at the heap's
+ * frontier: the start of the free block that ends its newest chunk. A
+ * grower (device.c's thread) maps pages there before they are asked for,
+ * with its slow driver calls outside the lock the caller of the heap holds:
+ *   under the lock:   n = drk_heap_claim_ahead(...)  marks n pages claimed
+ *   without it:       create pages, map them at va    (the page backend)
+ *   under the lock:   drk_heap_claim_done(...)       they are idle pages now
+ * Meanwhile an allocation that would lie over a claimed page fails with
+ * DRK_PAGES_BUSY and changes nothing: its caller waits for the claim to end
+ * and asks again. One claim at a time. Pages mapped so are "ahead" until a
+ * block lies over them or they move; they count as idle pages throughout. */
+
+/* The pages mapped at the frontier now, ready for requests no hole fits. */
+size_t drk_heap_ahead_ready(const drk_heap *h);
+/* Claims up to `n` unmapped pages after the ready ones: returns how many,
+ * the first at *va; 0 when a claim is under way or the newest chunk has no
+ * unmapped page left. */
+size_t drk_heap_claim_ahead(drk_heap *h, size_t n, uintptr_t *va);
+/* Ends the claim: the first `n` of its pages were mapped (handles[i] at
+ * va + i * page size, readable and writable); the rest were not and are
+ * unclaimed as they were. */
+void drk_heap_claim_done(drk_heap *h, const drk_page_handle *handles, size_t n);
+/* Pages the heap's allocations took for growth: created by the allocation
+ * itself, or mapped ahead. What the grower's pace follows. */
+uint64_t drk_heap_grown(const drk_heap *h);
+
 typedef struct drk_heap_stats {
     uint64_t live_bytes, peak_live_bytes;   /* as asked */
     uint64_t live_blocks;
@@ -92,8 +118,12 @@ typedef struct drk_heap_stats {
     uint64_t idle_pages;                    /* mapped under no live block */
     uint64_t spare_pages;                   /* created, mapped nowhere */
     uint64_t reserved_va;                   /* bytes of virtual space */
-    uint64_t creates, moves, releases;      /* page creations, remaps of idle pages, releases */
+    uint64_t creates, moves, releases;      /* page creations by allocations, remaps of idle pages, releases */
     uint64_t map_calls, unmap_calls;
+    uint64_t ahead_pages;                   /* mapped ahead and not yet taken (idle pages too) */
+    uint64_t ahead_made, ahead_used;        /* pages mapped ahead (created too); taken by allocations */
+    uint64_t busy;                          /* allocations refused while the pages they needed were claimed */
+    uint64_t grown;                         /* creates + ahead_used */
 } drk_heap_stats;
 
 drk_heap_stats drk_heap_get_stats(const drk_heap *h);

@@ -21,7 +21,9 @@ enum {
     DRK_PAGES_OK = 0,
     DRK_PAGES_OOM = 2,     /* CUDA_ERROR_OUT_OF_MEMORY */
     DRK_PAGES_INVALID = 1, /* CUDA_ERROR_INVALID_VALUE: a misuse, a bug in the caller */
-    DRK_PAGES_FAILED = 999 /* CUDA_ERROR_UNKNOWN: the backend itself failed */
+    DRK_PAGES_FAILED = 999, /* CUDA_ERROR_UNKNOWN: the backend itself failed */
+    DRK_PAGES_BUSY = 600    /* CUDA_ERROR_NOT_READY: the heap's pages there are being mapped by the grower
+                             * (heap.h); never a backend's answer, never the program's */
 };
 
 typedef uint64_t drk_page_handle;

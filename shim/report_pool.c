@@ -42,6 +42,11 @@ void drk_report_device_pool(drk_json *j)
     drk_json_u64(j, "pages_created", r.pages_created);
     drk_json_u64(j, "pages_released", r.pages_released);
     drk_json_u64(j, "pages_moved", r.pages_moved);
+    drk_json_u64(j, "pages_created_in_calls", r.pages_created_in_calls);
+    drk_json_u64(j, "pages_made_ahead", r.pages_made_ahead);
+    drk_json_u64(j, "pages_taken_ahead", r.pages_taken_ahead);
+    drk_json_u64(j, "ahead_pages", r.ahead_pages);
+    drk_json_u64(j, "growth_waits", r.growth_waits);
     drk_json_u64(j, "idle_pages", r.idle_pages);
     drk_json_u64(j, "spare_pages", r.spare_pages);
     drk_json_u64(j, "map_calls", r.map_calls);

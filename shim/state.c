@@ -44,8 +44,9 @@ int drk_process_forked_from(void) { return forked_from; }
 static void at_exit(void)
 {
     drk_worker_at_exit();
-    drk_report_at_exit();
+    /* drk's threads stop before the report: its counts are final. */
     drk_alloc_at_exit();
+    drk_report_at_exit();
 }
 
 static int fork_parent_pid;
@@ -86,7 +87,8 @@ static void configure(drk_mode m)
                   .defrag = (int)drk_opt_num(DRK_OPT_DEFRAG),
                   .reserve = drk_opt_num(DRK_OPT_STREAM_RESERVE),
                   .defrag_threshold = (unsigned)drk_opt_num(DRK_OPT_DEFRAG_THRESHOLD),
-                  .thread_shards = (int)drk_opt_num(DRK_OPT_ALLOC_THREAD_SHARDS)},
+                  .thread_shards = (int)drk_opt_num(DRK_OPT_ALLOC_THREAD_SHARDS),
+                  .grow = (int)drk_opt_num(DRK_OPT_ALLOC_GROW)},
         .host = {.on = (int)drk_opt_num(DRK_OPT_HOST_ALLOC), .sync_free = (int)drk_opt_num(DRK_OPT_ALLOC_SYNC_FREE)},
         .trace = m == DRK_MODE_OBSERVE ? drk_opt_str(DRK_OPT_ALLOC_TRACE) : NULL,
     };

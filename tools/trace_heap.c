@@ -1,11 +1,26 @@
 /* The `drk-heap` model: drk's device heap (alloc/heap.c) on the counting
  * page backend, which maps nothing, so traces of any size replay here.
  * Reserved is the pages the heap holds; its free space is its idle pages,
- * which it can map into any range, so the largest usable run is all of it. */
+ * which it can map into any range, so the largest usable run is all of it.
+ *
+ * `drk-heap-grow` is the same heap with the library's page grower
+ * (alloc/device.c, DRK_ALLOC_GROW) played on the trace's clock: woken by an
+ * allocation that grew the heap, it follows the growth policy (growth.h)
+ * and makes up to CLAIM pages at a time, each taking what making a page
+ * took on an H200; an allocation over pages it is still making waits for
+ * them. Both count what the program's allocation calls would have spent in
+ * the driver at the H200's costs (docs/memory.md). */
 #include <stdlib.h>
 
+#include "alloc/growth.h"
 #include "alloc/heap.h"
 #include "tools/trace_models.h"
+
+/* The H200's costs per 2 MiB page, in ns: create + map + set access, and a
+ * move (unmap + map + set access). The grower claims this many at most. */
+#define MAKE_NS 52500u
+#define MOVE_NS 65500u
+#define CLAIM 8u
 
 typedef struct heap_model {
     drk_page_backend *pages;
@@ -13,20 +28,30 @@ typedef struct heap_model {
     uintptr_t *ptr; /* by slot */
     size_t nptr;
     uint64_t page;
+    size_t keep; /* idle pages kept in place: the reserve */
+    int grow;
+    /* The grower, on the trace's clock. */
+    uint64_t now, busy_until, asked_at, seen_grown, wait_ns, waits;
+    uintptr_t claim_va;
+    size_t claimed;
+    int asked;
+    drk_growth growth;
 } heap_model;
 
-static trace_model *heap_create(const trace_model_config *cfg)
+static trace_model *create(const trace_model_config *cfg, int grow)
 {
     heap_model *m = calloc(1, sizeof *m);
     if (!m)
         return NULL;
     m->page = cfg->page_size;
+    m->grow = grow;
+    m->keep = (size_t)(cfg->reserve / m->page);
     uint64_t cap = cfg->capacity ? cfg->capacity / m->page : (1u << 31) - 1;
     m->pages = drk_pages_counting(m->page, cap < (1u << 31) ? cap : (1u << 31) - 1);
     /* Virtual space in chunks of 64 GiB: plenty, and reserved at no cost. */
     m->heap = m->pages ? drk_heap_new(m->pages, (size_t)((64ull << 30) / m->page * m->page)) : NULL;
     if (m->heap)
-        drk_heap_set_policy(m->heap, DRK_HEAP_IDLE_PERMILLE, (size_t)(cfg->reserve / m->page), 1);
+        drk_heap_set_policy(m->heap, DRK_HEAP_IDLE_PERMILLE, m->keep, 1);
     if (!m->heap) {
         if (m->pages)
             m->pages->destroy(m->pages);
@@ -34,6 +59,75 @@ static trace_model *heap_create(const trace_model_config *cfg)
         return NULL;
     }
     return (trace_model *)m;
+}
+
+static trace_model *heap_create(const trace_model_config *cfg) { return create(cfg, 0); }
+static trace_model *grow_create(const trace_model_config *cfg) { return create(cfg, 1); }
+
+/* The claim under way ends, its pages made (the counting backend maps
+ * nothing, so at once here: its time was busy_until). */
+static void claim_end(heap_model *m)
+{
+    drk_page_handle pages[CLAIM];
+    size_t n = 0;
+    while (n < m->claimed && m->pages->create(m->pages, &pages[n]) == 0)
+        n++;
+    if (n && m->pages->map(m->pages, m->claim_va, pages, n) != 0) {
+        for (size_t i = 0; i < n; i++)
+            m->pages->release(m->pages, pages[i]);
+        n = 0;
+    }
+    drk_heap_claim_done(m->heap, pages, n);
+    m->claimed = 0;
+}
+
+/* What the library's grow_shard does at time `at`: observe the growth, and
+ * claim toward the high watermark while fewer than the low one are ready.
+ * 1 if it claimed. */
+static int claim_next(heap_model *m, uint64_t at)
+{
+    drk_heap_stats hs = drk_heap_get_stats(m->heap);
+    uint64_t held = hs.idle_pages + hs.spare_pages;
+    size_t room = m->keep > held ? m->keep - (size_t)held : 0;
+    size_t ready = drk_heap_ahead_ready(m->heap);
+    drk_growth_observe(&m->growth, at, drk_heap_grown(m->heap), (size_t)(hs.pages - held), room + ready);
+    if (ready >= m->growth.low)
+        return 0;
+    size_t want = m->growth.high - ready;
+    size_t n = drk_heap_claim_ahead(m->heap, want < CLAIM ? want : CLAIM, &m->claim_va);
+    if (!n)
+        return 0;
+    m->claimed = n;
+    m->busy_until = at + n * (uint64_t)MAKE_NS;
+    return 1;
+}
+
+/* The grower up to time t: claims whose time came end; asked, it goes on
+ * claiming until it has nothing more to do. */
+static void advance(heap_model *m, uint64_t t)
+{
+    for (;;) {
+        if (m->claimed) {
+            if (m->busy_until > t)
+                return;
+            claim_end(m);
+        }
+        if (!m->asked)
+            return;
+        uint64_t at = m->busy_until > m->asked_at ? m->busy_until : m->asked_at;
+        if (at > t)
+            return;
+        if (!claim_next(m, at))
+            m->asked = 0;
+    }
+}
+
+static void heap_clock(trace_model *tm, uint64_t t_ns)
+{
+    heap_model *m = (heap_model *)tm;
+    m->now = t_ns;
+    if (m->grow)
+        advance(m, t_ns);
 }
 
 static int heap_alloc(trace_model *tm, size_t slot, uint64_t size, uint32_t stream)
@@ -49,7 +143,19 @@ static int heap_alloc(trace_model *tm, size_t slot, uint64_t size, uint32_t stre
             return MODEL_NOMEM;
         m->ptr = p, m->nptr = n;
     }
-    int r = drk_heap_alloc(m->heap, size, &m->ptr[slot]);
+    int r;
+    while ((r = drk_heap_alloc(m->heap, size, &m->ptr[slot])) == DRK_PAGES_BUSY) {
+        /* The pages it needs are being made: it waits for them. */
+        m->waits++;
+        m->wait_ns += m->busy_until > m->now ? m->busy_until - m->now : 0;
+        claim_end(m);
+    }
+    if (m->grow && r == 0) {
+        uint64_t g = drk_heap_grown(m->heap);
+        if (g != m->seen_grown && !m->asked)
+            m->asked = 1, m->asked_at = m->now;
+        m->seen_grown = g;
+    }
     return r == 0 ? MODEL_OK : r == DRK_PAGES_OOM ? MODEL_OOM : MODEL_NOMEM;
 }
 
@@ -72,6 +178,20 @@ static void heap_free_space(const trace_model *tm, uint64_t *total, uint64_t *la
     *total = *largest = drk_heap_get_stats(m->heap).idle_pages * m->page;
 }
 
+static void heap_calls(const trace_model *tm, trace_model_calls *out)
+{
+    const heap_model *m = (const heap_model *)tm;
+    drk_heap_stats st = drk_heap_get_stats(m->heap);
+    *out = (trace_model_calls){
+        .pages_created = st.creates,
+        .pages_moved = st.moves,
+        .pages_made_ahead = st.ahead_made,
+        .pages_taken_ahead = st.ahead_used,
+        .waits = m->waits,
+        .driver_ns = st.creates * (uint64_t)MAKE_NS + st.moves * (uint64_t)MOVE_NS + m->wait_ns,
+    };
+}
+
 static void heap_destroy(trace_model *tm)
 {
     heap_model *m = (heap_model *)tm;
@@ -90,5 +210,21 @@ const trace_model_ops trace_model_drk_heap = {
     .free = heap_free,
     .reserved = heap_reserved,
     .free_space = heap_free_space,
+    .clock = heap_clock,
+    .calls = heap_calls,
+    .destroy = heap_destroy,
+};
+
+const trace_model_ops trace_model_drk_heap_grow = {
+    .name = "drk-heap-grow",
+    .what = "drk-heap with the library's page grower on the trace's clock (DRK_ALLOC_GROW): pages made ahead "
+            "of growth within the reserve, at an H200's cost a page",
+    .create = grow_create,
+    .alloc = heap_alloc,
+    .free = heap_free,
+    .reserved = heap_reserved,
+    .free_space = heap_free_space,
+    .clock = heap_clock,
+    .calls = heap_calls,
     .destroy = heap_destroy,
 };

@@ -19,6 +19,15 @@ typedef struct trace_model_config {
 
 enum { MODEL_OK = 0, MODEL_OOM = 1, MODEL_NOMEM = -1 /* the host ran out of memory */ };
 
+/* What a model's allocation calls would have paid the driver (models of
+ * drk's heap): pages created and moved inside them, pages made ahead by a
+ * grower and taken, waits for pages being made, and their time at an
+ * H200's costs. */
+typedef struct trace_model_calls {
+    uint64_t pages_created, pages_moved, pages_made_ahead, pages_taken_ahead, waits;
+    uint64_t driver_ns;
+} trace_model_calls;
+
 typedef struct trace_model_ops {
     const char *name;
     const char *what; /* one line for --help */
@@ -32,11 +41,15 @@ typedef struct trace_model_ops {
     /* Reserved bytes held by no allocation and usable by a later one, and
      * the largest such contiguous run. */
     void (*free_space)(const trace_model *m, uint64_t *total, uint64_t *largest);
+    /* Optional: the trace's time before each op (ns since its start), and
+     * what the calls cost (NULL: the model does not say). */
+    void (*clock)(trace_model *m, uint64_t t_ns);
+    void (*calls)(const trace_model *m, trace_model_calls *out);
     void (*destroy)(trace_model *m);
 } trace_model_ops;
 
 extern const trace_model_ops trace_model_ideal, trace_model_driver, trace_model_first_fit,
-    trace_model_best_fit_stream, trace_model_drk_heap;
+    trace_model_best_fit_stream, trace_model_drk_heap, trace_model_drk_heap_grow;
 
 /* Every model, in the order replay prints them. */
 extern const trace_model_ops *const trace_models[];

@@ -113,6 +113,8 @@ static int mark_dropped(model_run *mr, size_t slot, unsigned char v)
 /* One op into one model; -1 when the host ran out of memory. */
 static int step(model_run *mr, const drk_trace_op *op, uint64_t line)
 {
+    if (mr->ops->clock)
+        mr->ops->clock(mr->m, op->t_ns);
     if (drk_trace_is_alloc(op->kind)) {
         int rc = mr->ops->alloc(mr->m, op->slot, op->size, op->stream);
         if (rc == MODEL_NOMEM)
@@ -245,6 +247,18 @@ static void print_table(const char *path, const replay_result *res)
     }
     table_print(&t, stdout, "  ");
     table_free(&t);
+    for (size_t i = 0; i < res->nruns; i++) {
+        const model_run *mr = &res->runs[i];
+        if (!mr->ops->calls)
+            continue;
+        trace_model_calls c;
+        mr->ops->calls(mr->m, &c);
+        printf("  %s: the allocation calls created %" PRIu64 " pages and moved %" PRIu64 "; %" PRIu64
+               " made ahead, %" PRIu64 " of them taken; %" PRIu64 " waits: %.1f ms in the driver at an H200's "
+               "costs\n",
+               mr->ops->name, c.pages_created, c.pages_moved, c.pages_made_ahead, c.pages_taken_ahead, c.waits,
+               (double)c.driver_ns / 1e6);
+    }
 }
 
 static void json_trace(const char *path, const replay_result *res, const char *error, int first)
@@ -278,9 +292,17 @@ static void json_trace(const char *path, const replay_result *res, const char *e
                mr->peak_live, mr->peak_reserved, mr->ops->reserved(mr->m), ratio_left(mr->peak_live, mr->peak_reserved),
                mr->free_at_peak, mr->largest_at_peak, ratio_left(mr->largest_at_peak, mr->free_at_peak), mr->ooms);
         if (mr->ooms)
-            printf("%" PRIu64 "}", mr->first_oom_line);
+            printf("%" PRIu64, mr->first_oom_line);
         else
-            fputs("null}", stdout);
+            fputs("null", stdout);
+        if (mr->ops->calls) {
+            trace_model_calls c;
+            mr->ops->calls(mr->m, &c);
+            printf(",\"calls\":{\"pages_created\":%" PRIu64 ",\"pages_moved\":%" PRIu64 ",\"pages_made_ahead\":%" PRIu64
+                   ",\"pages_taken_ahead\":%" PRIu64 ",\"waits\":%" PRIu64 ",\"driver_ns\":%" PRIu64 "}",
+                   c.pages_created, c.pages_moved, c.pages_made_ahead, c.pages_taken_ahead, c.waits, c.driver_ns);
+        }
+        fputc('}', stdout);
     }
     fputs(res->nruns ? "\n  ]}" : "]}", stdout);
 }

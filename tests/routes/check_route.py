@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 
 FAILURES = []
 DRK = None
@@ -396,6 +397,33 @@ def mode_pool(r):
               f"tsplit: no thread took a shard of its own: thread_shards {p['thread_shards']}, shards {p['streams']}")
         check(p["live_bytes"] == 0 and p["frees"] == p["allocs"] == 8 * 400 and p["bad_frees"] == 0,
               f"tsplit: device_pool {p}")
+    # Growth ahead of demand, with page making as slow as an H200's: a
+    # program that grows between other work finds pages made ahead (and its
+    # calls make fewer than with DRK_ALLOC_GROW=0), in the parent and in a
+    # forked child alike; a process that exits while the grower is busy
+    # ends at once, its report written.
+    r.args = ["grow"]
+    g0, _, _, _ = r.run(False)
+    check(g0 == "grow ok\n", f"grow natively: {g0!r}")
+    runs = {}
+    for on in ("1", "0"):
+        t = time.monotonic()
+        g1, gerr1, _, grep_dir = r.run(True, {"FAKECUDA_VMM_COSTS": "h200", "DRK_ALLOC_GROW": on})
+        took = time.monotonic() - t
+        check(g1 == g0, f"grow, DRK_ALLOC_GROW={on}: {g1!r}\n{gerr1}")
+        check(took < 10, f"grow, DRK_ALLOC_GROW={on}: took {took:.1f} s")
+        reps = sorted(r.reports(grep_dir), key=lambda x: x["process"]["forked_from"])
+        check(len(reps) == 2, f"grow: {len(reps)} reports, expected the parent's and the child's")
+        runs[on] = [x["device_pool"] for x in reps]
+    if len(runs.get("1", [])) == 2 and len(runs.get("0", [])) == 2:
+        for who, on, off in zip(("parent", "child"), runs["1"], runs["0"]):
+            check(on["pages_taken_ahead"] > 0 and on["pages_made_ahead"] >= on["pages_taken_ahead"],
+                  f"grow, {who}: no page made ahead was taken: {on}")
+            check(on["pages_created_in_calls"] < off["pages_created_in_calls"] and off["pages_made_ahead"] == 0,
+                  f"grow, {who}: calls made {on['pages_created_in_calls']} pages with the grower, "
+                  f"{off['pages_created_in_calls']} without; without it {off['pages_made_ahead']} made ahead")
+            check(on["pages_created"] == on["pages_created_in_calls"] + on["pages_made_ahead"],
+                  f"grow, {who}: pages_created {on['pages_created']}")
     # Contexts ending under the pools: the same answers, and both pools
     # followed (the host pool's chunk was pinned in the created context).
     r.args = ["reset"]

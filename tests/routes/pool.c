@@ -18,6 +18,11 @@
  *                      12 new pages each at once first; at the end each
  *                      frees the blocks its neighbour left (frees from
  *                      another thread): prints "tsplit ok"
+ *   route_pool grow    a program that grows 4 MiB a step with 3 ms of other
+ *                      work between steps, then forks: the child grows the
+ *                      same way and exits; the parent then allocates a
+ *                      burst of blocks and returns at once (drk's page
+ *                      grower busy as the process exits): prints "grow ok"
  *   route_pool switch  drk_alloc_switch found with dlsym (natively: not
  *                      found): allocations with the pool switched off are
  *                      the driver's, the pool's own blocks stay its own,
@@ -31,6 +36,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "tests/fakecuda/fakecuda.h"
 
@@ -290,6 +298,46 @@ static void tsplit(void)
     printf("tsplit ok\n");
 }
 
+/* A growing program with gaps between its allocations (a training step's
+ * other work): drk's grower has time to make pages ahead of the next. */
+static void grow_steps(int steps, CUdeviceptr *blk)
+{
+    for (int i = 0; i < steps; i++) {
+        CHECK(cuMemAlloc_v2(&blk[i], (size_t)4 << 20));
+        fill_check(blk[i], (size_t)4 << 20, (unsigned char)(i + 1));
+        struct timespec ts = {0, 3000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static int grow(void)
+{
+    enum { STEPS = 48, BURST = 24 };
+    static CUdeviceptr blk[STEPS], burst[BURST];
+    grow_steps(STEPS, blk);
+    fflush(stdout);
+    pid_t child = fork();
+    if (child < 0)
+        return 1;
+    if (child == 0) {
+        static CUdeviceptr mine[STEPS / 2];
+        grow_steps(STEPS / 2, mine);
+        exit(failures ? 1 : 0); /* exit(): the child's report is written */
+    }
+    int status;
+    EXPECT(waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    for (int i = 0; i < STEPS; i++) {
+        unsigned char b = 0;
+        CHECK(cuMemcpyDtoH_v2(&b, blk[i] + ((size_t)4 << 20) - 1, 1));
+        EXPECT(b == (unsigned char)(i + 1));
+    }
+    /* A burst, and out: pages still being made as the process ends. */
+    for (int i = 0; i < BURST; i++)
+        CHECK(cuMemAlloc_v2(&burst[i], (size_t)8 << 20));
+    printf("grow ok\n");
+    return 0;
+}
+
 /* 96 MiB of 2 MiB blocks, every other one freed (48 MiB free in 2 MiB
  * holes), then 8 MiB blocks up to 40 MiB more: the live set never passes
  * 96 MiB of a 128 MiB device, but only a pool that can map free pages
@@ -442,6 +490,8 @@ int main(int argc, char **argv)
         switched();
     } else if (strcmp(mode, "tsplit") == 0) {
         tsplit();
+    } else if (strcmp(mode, "grow") == 0) {
+        grow();
     } else {
         sizes();
         queries();

@@ -1927,7 +1927,8 @@ def case_trace_replay_hole():
           and t["peak_live_bytes"] == 2883584 and t["duration_ns"] == 1000
           and t["header"]["program"].startswith("hand-written"), f"trace totals: {t}", p)
     m = models_of(t)
-    check(list(m) == ["ideal", "driver", "first-fit", "best-fit-per-stream", "drk-heap"], "every model, in order", p)
+    check(list(m) == ["ideal", "driver", "first-fit", "best-fit-per-stream", "drk-heap", "drk-heap-grow"],
+          "every model, in order", p)
     for mm in m.values():
         expect_model(mm, p, peak_live_bytes=2883584, ooms=0, first_oom_line=None)
     expect_model(m["ideal"], p, peak_reserved_bytes=2883584, fragmentation=0.0, external_fragmentation=0.0,
@@ -1945,6 +1946,14 @@ def case_trace_replay_hole():
     # then fits A+B's hole on its idle page; no page is idle at the peak
     expect_model(m["drk-heap"], p, peak_reserved_bytes=3 << 20, fragmentation=1 - 2883584 / (3 << 20),
                  final_reserved_bytes=3 << 20, free_bytes_at_peak=0, external_fragmentation=0.0)
+    # ... whose three pages the calls made: 52.5 us each at an H200's costs;
+    # without a reserve the grower makes none.
+    check(m["drk-heap"].get("calls") == {"pages_created": 3, "pages_moved": 0, "pages_made_ahead": 0,
+                                         "pages_taken_ahead": 0, "waits": 0, "driver_ns": 3 * 52500},
+          f"drk-heap calls {m['drk-heap'].get('calls')}", p)
+    check(m["drk-heap-grow"].get("calls") == m["drk-heap"]["calls"] and
+          m["drk-heap-grow"]["peak_reserved_bytes"] == 3 << 20, f"drk-heap-grow {m['drk-heap-grow']}", p)
+    check("calls" not in m["first-fit"], "first-fit says nothing of calls", p)
 
     # --page-size overrides the header: 2 MiB steps hold A, B and C, D grows to 4 MiB
     doc, p = replay_json("--page-size", "2M", "--model", "first-fit", trace_fixture("hole.trace"))

@@ -4,7 +4,10 @@ drk's heap to its promise: peak reserved no more than first-fit's, and within
 3% of peak live, or of three 2 MiB pages where the trace is so small that
 page granularity alone exceeds that; and, with the library's default reserve
 (idle pages kept in place, 5% of the device), the trace still completes on a
-device that small.
+device that small. The page grower (drk-heap-grow, with the reserve of an
+H200: 5% of 141 GB) must take driver time off the program's allocation calls
+and hold at its peak at most 2% of peak live (or two pages) more than the
+heap without it.
 
 Usage: check_traces.py DRK TRACE.gz..."""
 import gzip
@@ -15,6 +18,7 @@ import sys
 import tempfile
 
 PAGE = 2 << 20
+H200_RESERVE = (143771 << 20) // 20
 
 
 def main():
@@ -55,7 +59,24 @@ def main():
                   f"{100 * m['best-fit-per-stream']['fragmentation']:.2f}%; on a device of {cap >> 20} MiB with a "
                   f"5% reserve: drk-heap {tight.get('drk-heap', {}).get('ooms')} OOMs, first-fit "
                   f"{tight.get('first-fit', {}).get('ooms')}")
+            # The grower, with the reserve the library keeps on an H200.
+            g = subprocess.run([drk, "trace", "replay", "--json", "--reserve", str(H200_RESERVE), "--model",
+                                "drk-heap", "--model", "drk-heap-grow", path], capture_output=True, text=True)
+            gm = {x["name"]: x for x in json.loads(g.stdout)["traces"][0]["models"]} if g.returncode == 0 else {}
+            h, gr = gm.get("drk-heap"), gm.get("drk-heap-grow")
+            grow_ok = bool(h and gr) and gr["ooms"] == 0 and \
+                gr["calls"]["driver_ns"] < h["calls"]["driver_ns"] and gr["calls"]["pages_taken_ahead"] > 0 and \
+                gr["peak_reserved_bytes"] - h["peak_reserved_bytes"] <= max(0.02 * live, 2 * PAGE)
+            if h and gr:
+                print(f"{'ok  ' if grow_ok else 'FAIL'} {os.path.basename(gz)} with the page grower (reserve "
+                      f"{H200_RESERVE >> 20} MiB): driver time in allocation calls {h['calls']['driver_ns'] / 1e6:.1f} "
+                      f"-> {gr['calls']['driver_ns'] / 1e6:.1f} ms ({gr['calls']['pages_taken_ahead']} pages taken "
+                      f"ahead, {gr['calls']['waits']} waits); peak reserved {h['peak_reserved_bytes'] >> 20} -> "
+                      f"{gr['peak_reserved_bytes'] >> 20} MiB")
+            else:
+                print(f"FAIL {os.path.basename(gz)}: the grower's replay failed: {g.stderr.strip()}")
             failures += not ok
+            failures += not grow_ok
     return 1 if failures else 0
 
 

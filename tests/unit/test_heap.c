@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc/growth.h"
 #include "alloc/heap.h"
 #include "tests/unit/check.h"
 
@@ -251,9 +252,99 @@ static void test_policy(void)
     pb->destroy(pb);
 }
 
+/* Growth ahead: pages claimed at the frontier are mapped outside the heap
+ * (as device.c's grower does, through the backend), then taken by
+ * allocations that need no page of their own; an allocation over claimed
+ * pages is refused with BUSY and changes nothing; a claim partly mapped
+ * leaves the rest unmapped; ahead pages moved elsewhere stop being ahead. */
+static void test_ahead(void)
+{
+    drk_page_backend *pb = drk_pages_host(PAGE, 16);
+    drk_heap *h = pb ? drk_heap_new(pb, 32 * PAGE) : NULL;
+    CHECK(h != NULL);
+    if (!h)
+        return;
+    drk_heap_set_policy(h, 0, 16, 1); /* keep idle pages in place */
+    uintptr_t a, b, c, va = 0;
+    CHECK(drk_heap_alloc(h, PAGE, &a) == 0); /* page 0; the frontier starts at page 1 */
+    CHECK(drk_heap_ahead_ready(h) == 0 && drk_heap_claim_ahead(h, 3, &va) == 3 && va == a + PAGE);
+    CHECK(drk_heap_claim_ahead(h, 3, &va) == 0); /* one claim at a time */
+    drk_heap_stats before = drk_heap_get_stats(h);
+    CHECK(drk_heap_alloc(h, 100, &b) == DRK_PAGES_BUSY && checked(h));
+    drk_heap_stats after = drk_heap_get_stats(h);
+    CHECK(after.live_blocks == 1 && after.pages == before.pages && after.busy == 1);
+    /* The grower's part, outside the lock: create and map. */
+    drk_page_handle hs[3];
+    for (int i = 0; i < 3; i++)
+        CHECK(pb->create(pb, &hs[i]) == 0);
+    CHECK(pb->map(pb, va, hs, 3) == 0);
+    drk_heap_claim_done(h, hs, 3);
+    CHECK(checked(h));
+    after = drk_heap_get_stats(h);
+    CHECK(after.ahead_pages == 3 && after.ahead_made == 3 && after.idle_pages == 3 && after.pages == 4 &&
+          after.creates == 1);
+    /* Two pages at the frontier: mapped already, nothing created. */
+    CHECK(drk_heap_alloc_existing(h, 2 * PAGE, &b) == 0 && b == a + PAGE);
+    fill(b, 2 * PAGE, 11);
+    after = drk_heap_get_stats(h);
+    CHECK(after.creates == 1 && after.ahead_used == 2 && after.ahead_pages == 1 && after.grown == 3 && checked(h));
+    /* One page is ready; two more claimed; only the first gets mapped. */
+    CHECK(drk_heap_ahead_ready(h) == 1 && drk_heap_claim_ahead(h, 2, &va) == 2 && va == a + 4 * PAGE);
+    CHECK(pb->create(pb, &hs[0]) == 0 && pb->map(pb, va, hs, 1) == 0);
+    drk_heap_claim_done(h, hs, 1);
+    CHECK(checked(h));
+    CHECK(drk_heap_ahead_ready(h) == 2 && drk_heap_claim_ahead(h, 2, &va) == 2 && va == a + 5 * PAGE);
+    drk_heap_claim_done(h, NULL, 0); /* nothing mapped: as it was */
+    CHECK(checked(h) && drk_heap_get_stats(h).ahead_pages == 2);
+    /* A hole of one page, then a request of two no hole fits: at the
+     * frontier, the two ahead pages; the third made by the allocation. */
+    CHECK(drk_heap_free(h, a) == 0);
+    CHECK(drk_heap_alloc(h, 3 * PAGE, &c) == 0 && c == a + 3 * PAGE);
+    fill(c, 3 * PAGE, 12);
+    after = drk_heap_get_stats(h);
+    CHECK(after.ahead_pages == 0 && after.ahead_used == 4 && after.creates == 2 && checked(h));
+    CHECK(intact(b, 2 * PAGE, 11) && intact(c, 3 * PAGE, 12));
+    /* Ahead pages that move stop being ahead. */
+    CHECK(drk_heap_claim_ahead(h, 2, &va) == 2);
+    CHECK(pb->create(pb, &hs[0]) == 0 && pb->create(pb, &hs[1]) == 0 && pb->map(pb, va, hs, 2) == 0);
+    drk_heap_claim_done(h, hs, 2);
+    drk_heap_trim(h, 0);
+    after = drk_heap_get_stats(h);
+    CHECK(after.ahead_pages == 0 && after.idle_pages == 0 && checked(h));
+    drk_heap_delete(h);
+    pb->destroy(pb);
+}
+
+/* The grower's watermarks (growth.h): what recent growth took, fading with
+ * time; capped by a share of the live pages (never below the minimum), by
+ * the most ahead, and by the reserve's room. */
+static void test_growth(void)
+{
+    const uint64_t ms = 1000000;
+    drk_growth g = {0};
+    drk_growth_observe(&g, 1 * ms, 0, 1000, 1000);
+    CHECK(g.high == 0 && g.low == 0); /* nothing grown yet */
+    drk_growth_observe(&g, 2 * ms, 10, 1000, 1000);
+    CHECK(g.high == 10 && g.low == 5);
+    drk_growth_observe(&g, 2 * ms + DRK_GROWTH_WINDOW_NS, 10, 1000, 1000);
+    CHECK(g.high == 5 && g.low == 3); /* one window later: half */
+    drk_growth_observe(&g, 2 * ms + 20 * DRK_GROWTH_WINDOW_NS, 10, 1000, 1000);
+    CHECK(g.high == 0); /* long quiet: nothing ahead */
+    drk_growth_observe(&g, 3 * ms + 20 * DRK_GROWTH_WINDOW_NS, 5000, 1000, 1000);
+    CHECK(g.high == 1000 / DRK_GROWTH_LIVE_SHARE); /* the live share */
+    drk_growth_observe(&g, 4 * ms + 20 * DRK_GROWTH_WINDOW_NS, 5000, 10, 1000);
+    CHECK(g.high == DRK_GROWTH_MIN_PAGES); /* a small program: the minimum */
+    drk_growth_observe(&g, 5 * ms + 20 * DRK_GROWTH_WINDOW_NS, 90000, 1000000, 100000);
+    CHECK(g.high == DRK_GROWTH_MAX_PAGES);
+    drk_growth_observe(&g, 6 * ms + 20 * DRK_GROWTH_WINDOW_NS, 90000, 1000000, 3);
+    CHECK(g.high == 3 && g.low == 2); /* the reserve's room */
+}
+
 int main(void)
 {
     test_basics();
+    test_ahead();
+    test_growth();
     test_policy();
     test_stitching();
     test_random();
