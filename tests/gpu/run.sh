@@ -39,7 +39,8 @@
 # its own cache, without the CUPTI counter, whose injection would make drk's
 # timing step aside; check.py --evolve holds its output to the native run's
 # byte for byte and prints the share of GPU time drk could evolve and what
-# it served). Other DRK_* variables and
+# it served); DRK_GPU_GROW=1 (every run under drk has its page grower on,
+# DRK_ALLOC_GROW=1). Other DRK_* variables and
 # PyTorch's allocator settings are removed from every run: each mode sets its
 # own.
 set -u -o pipefail
@@ -214,6 +215,8 @@ run_mode() {
     nodefrag) env_args+=(LD_PRELOAD="$shim" DRK_REPORT="$d/reports/" DRK_DEFRAG=0) ;;
     noalloc) env_args+=(LD_PRELOAD="$shim" DRK_REPORT="$d/reports/" DRK_ALLOC=0) ;;
     esac
+    # The page grower, off by default until this suite has run with it.
+    [ "${DRK_GPU_GROW:-0}" = 1 ] && [ "$mode" != native ] && env_args+=(DRK_ALLOC_GROW=1)
     local t0 t1 ms
     t0=$(date +%s%N)
     env "${env_args[@]}" timeout -k 10 "$limit" "$@" >"$d/stdout" 2>"$d/stderr" </dev/null
