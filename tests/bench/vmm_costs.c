@@ -7,8 +7,13 @@
  * released, and each step is timed; half the handles are unmapped one
  * call each, the other half in runs of UNMAP_RUN handles a call (whether
  * the pool's moves would gain by unmapping runs of idle pages together).
- * Prints one line per size and per call, and exits non-zero if any driver
- * call fails.
+ * Then, for handles larger than the granularity, the same handles mapped in
+ * granularity-sized pieces (cuMemMap's offset): interleaved, so that
+ * neighbouring pages come from different handles, and in order, so that
+ * one access call covers each handle whole — whether a pool could create
+ * large handles and still place, move and free its pages one by one, and
+ * what each piece then costs. Prints one line per size and per call, and
+ * exits non-zero if any driver call fails.
  *
  *   vmm_costs [--total MiB] [--sizes 2,8,32,...]                           */
 #include <cuda.h>
@@ -77,6 +82,59 @@ static void one_size(CUdevice dev, const CUmemAllocationProp *prop, size_t gran,
            mib, n, (t1 - t0) / n, (t1 - t0) / per2, (t2 - t1) / n, (t2 - t1) / per2, t3 - t2, (t3 - t2) / per2,
            (t4 - t3) / n, (t4 - t3) / per2, unmap_each, unmap_each / pages, UNMAP_RUN, unmap_runs,
            unmap_runs / pages, (t7 - t6) / n, (t7 - t6) / per2, (t3 - t0) / per2);
+    free(h);
+}
+
+/* Handles of `mib` MiB mapped as granularity-sized pieces: each piece its
+ * own cuMemMap (offset into its handle) and cuMemUnmap. */
+static void pieces(CUdevice dev, const CUmemAllocationProp *prop, size_t gran, size_t mib, size_t total_mib)
+{
+    size_t size = mib << 20, n = total_mib / mib, per = size / gran;
+    if (size % gran || !n || per < 2)
+        return;
+    CUmemGenericAllocationHandle *h = calloc(n, sizeof *h);
+    if (!h)
+        exit(1);
+    CUdeviceptr va;
+    CHECK(cuMemAddressReserve(&va, n * size, gran, 0, 0));
+    CUmemAccessDesc acc = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = (int)dev},
+                           .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    for (size_t i = 0; i < n; i++)
+        CHECK(cuMemCreate(&h[i], size, prop, 0));
+    double npieces = (double)(n * per);
+    /* Interleaved: piece j of handle i at slot j * n + i. */
+    double t0 = now_us();
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < per; j++)
+            CHECK(cuMemMap(va + (j * n + i) * gran, gran, j * gran, h[i], 0));
+    double t1 = now_us();
+    for (size_t k = 0; k < n * per; k++)
+        CHECK(cuMemSetAccess(va + k * gran, gran, &acc, 1));
+    double t2 = now_us();
+    CHECK(cuMemsetD8(va, 2, n * size));
+    CHECK(cuCtxSynchronize());
+    double t3 = now_us();
+    for (size_t k = 0; k < n * per; k++)
+        CHECK(cuMemUnmap(va + k * gran, gran));
+    double t4 = now_us();
+    /* In order: one access call over each handle's pieces. */
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < per; j++)
+            CHECK(cuMemMap(va + (i * per + j) * gran, gran, j * gran, h[i], 0));
+    double t5 = now_us();
+    for (size_t i = 0; i < n; i++)
+        CHECK(cuMemSetAccess(va + i * size, size, &acc, 1));
+    double t6 = now_us();
+    CHECK(cuMemsetD8(va, 3, n * size));
+    CHECK(cuCtxSynchronize());
+    CHECK(cuMemUnmap(va, n * size));
+    for (size_t i = 0; i < n; i++)
+        CHECK(cuMemRelease(h[i]));
+    CHECK(cuMemAddressFree(va, n * size));
+    printf("pieces of %4zu MiB handles, %zu KiB each, x %6.0f: map %6.2f us a piece  access-each %6.2f  unmap %6.2f  "
+           "move (unmap+map+access) %6.2f | in order: map %6.2f  access per handle %8.1f (%6.2f a piece)\n",
+           mib, gran >> 10, npieces, (t1 - t0) / npieces, (t2 - t1) / npieces, (t4 - t3) / npieces,
+           (t1 - t0 + t2 - t1 + t4 - t3) / npieces, (t5 - t4) / npieces, (t6 - t5) / n, (t6 - t5) / npieces);
     free(h);
 }
 
@@ -153,6 +211,7 @@ int main(int argc, char **argv)
         if (end == p)
             break;
         one_size(dev, &prop, gran, mib, total);
+        pieces(dev, &prop, gran, mib, total);
         p = *end == ',' ? end + 1 : end;
     }
     CHECK(cuDevicePrimaryCtxRelease(dev));
