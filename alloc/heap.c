@@ -117,24 +117,48 @@ static void free_remove(drk_heap *h, block *b)
     b->fprev = b->fnext = NULL;
 }
 
-/* A free block of at least `size`: the best fit among the first few of
- * size's own class, else the first block of the next class that has any
- * (all of them fit). Bounded, so a long class list costs no more. */
+/* Pages a block of `size` bytes carved at the start of free block `b`
+ * would need mapped: the moves or creations placing it there costs. */
+static size_t unmapped_in(const drk_heap *h, const block *b, size_t size)
+{
+    const chunk *c = b->chunk;
+    size_t first = (b->addr - c->base) / h->page, last = (b->addr + size - 1 - c->base) / h->page, n = 0;
+    for (size_t i = first; i <= last; i++)
+        n += !c->pages[i].mapped;
+    return n;
+}
+
+/* A free block of at least `size`. Among the first few of size's own class
+ * that fit, else of the next class that has any (all of those fit): the
+ * one that needs the fewest pages mapped, then the smallest. Bounded, so a
+ * long class list costs no more. */
 static block *free_find(drk_heap *h, size_t size)
 {
     int c = size_class(size), looked = 0;
     block *best = NULL;
-    for (block *b = h->free_lists[c]; b && looked < 16; b = b->fnext, looked++)
-        if (b->size >= size && (!best || b->size < best->size))
-            best = b;
+    size_t best_need = SIZE_MAX;
+    for (block *b = h->free_lists[c]; b && looked < 16; b = b->fnext, looked++) {
+        if (b->size < size)
+            continue;
+        size_t need = unmapped_in(h, b, size);
+        if (need < best_need || (need == best_need && b->size < best->size))
+            best = b, best_need = need;
+    }
     if (best)
         return best;
     for (int w = (c + 1) / 64; w < (CLASSES + 63) / 64; w++) {
         uint64_t bits = h->nonempty[w];
         if (w == (c + 1) / 64)
             bits &= (c + 1) % 64 ? ~0ull << ((c + 1) % 64) : ~0ull;
-        if (bits)
-            return h->free_lists[w * 64 + __builtin_ctzll(bits)];
+        if (!bits)
+            continue;
+        looked = 0;
+        for (block *b = h->free_lists[w * 64 + __builtin_ctzll(bits)]; b && looked < 16; b = b->fnext, looked++) {
+            size_t need = unmapped_in(h, b, size);
+            if (need < best_need || (need == best_need && b->size < best->size))
+                best = b, best_need = need;
+        }
+        return best;
     }
     return NULL;
 }
@@ -248,26 +272,51 @@ static int spare_push(drk_heap *h, drk_page_handle handle)
     return 0;
 }
 
-/* Unmaps the oldest idle page from its hole and makes it a spare. */
-static int idle_to_spare(drk_heap *h)
+static chunk *chunk_of(const drk_heap *h, uintptr_t a);
+
+/* An idle page that may join a run being moved: pages made ahead stay. */
+static int movable(const page *q) { return q->mapped && !q->refs && !q->ahead; }
+
+/* Unmaps the oldest idle page from its hole, with idle pages next to it up
+ * to `max` in all, in one call, and makes them spares (*n of them): a run
+ * costs one unmap where pages one by one cost one each. */
+static int idle_run_to_spare(drk_heap *h, size_t max, size_t *n)
 {
+    *n = 0;
     page *p = h->idle_head;
-    if (!p)
+    chunk *c = p ? chunk_of(h, p->va) : NULL;
+    if (!c)
         return DRK_PAGES_OOM;
-    if (spare_push(h, p->handle) != 0)
-        return DRK_PAGES_FAILED;
-    int r = h->pb->unmap(h->pb, p->va, 1);
+    size_t lo = (p->va - c->base) / h->page, hi = lo;
+    if (max > 64)
+        max = 64;
+    while (hi - lo + 1 < max && hi + 1 < c->npages && movable(&c->pages[hi + 1]))
+        hi++;
+    while (hi - lo + 1 < max && lo > 0 && movable(&c->pages[lo - 1]))
+        lo--;
+    size_t k = hi - lo + 1;
+    while (h->spare_cap - h->nspare < k) {
+        size_t cap = h->spare_cap ? h->spare_cap * 2 : 64;
+        drk_page_handle *s = realloc(h->spare, cap * sizeof *s);
+        if (!s)
+            return DRK_PAGES_FAILED;
+        h->spare = s, h->spare_cap = cap;
+    }
+    int r = h->pb->unmap(h->pb, c->pages[lo].va, k);
     h->st.unmap_calls++;
-    if (r) {
-        h->nspare--;
+    if (r)
         return r;
+    for (size_t i = lo; i <= hi; i++) {
+        page *q = &c->pages[i];
+        h->spare[h->nspare++] = q->handle;
+        idle_remove(h, q);
+        q->mapped = 0;
+        if (q->ahead) {
+            q->ahead = 0;
+            h->st.ahead_pages--;
+        }
     }
-    idle_remove(h, p);
-    p->mapped = 0;
-    if (p->ahead) {
-        p->ahead = 0;
-        h->st.ahead_pages--;
-    }
+    *n = k;
     return 0;
 }
 
@@ -279,14 +328,19 @@ static uint64_t idle_keep(const drk_heap *h)
     return share > h->idle_floor ? share : h->idle_floor;
 }
 
-/* A handle for a page about to be mapped: a spare one; the oldest idle page,
- * moved from its hole, when more are idle than the heap keeps; a new one;
- * or, when the backend has no more, an idle page after all. Moving before
- * creating keeps the pages held close to the pages live data touches. */
-static int get_handle(drk_heap *h, drk_page_handle *out)
+/* A handle for a page about to be mapped, `want` pages still to come for
+ * this request: a spare one; the oldest idle page, moved from its hole with
+ * its idle neighbours (as many as the request wants and the heap need not
+ * keep), when more are idle than the heap keeps; a new one; or, when the
+ * backend has no more, idle pages after all. Moving before creating keeps
+ * the pages held close to the pages live data touches. */
+static int get_handle(drk_heap *h, size_t want, drk_page_handle *out)
 {
-    if (!h->nspare && !h->no_moves && h->st.idle_pages > idle_keep(h) && idle_to_spare(h) == 0)
-        h->st.moves++;
+    size_t moved;
+    uint64_t keep = idle_keep(h);
+    if (!h->nspare && !h->no_moves && h->st.idle_pages > keep &&
+        idle_run_to_spare(h, want < h->st.idle_pages - keep ? want : (size_t)(h->st.idle_pages - keep), &moved) == 0)
+        h->st.moves += moved;
     if (!h->nspare) {
         drk_page_handle nh;
         int r = h->no_create ? DRK_PAGES_OOM : h->pb->create(h->pb, &nh);
@@ -299,10 +353,10 @@ static int get_handle(drk_heap *h, drk_page_handle *out)
             h->st.grown++;
             if (++h->st.pages > h->st.peak_pages)
                 h->st.peak_pages = h->st.pages;
-        } else if (r != DRK_PAGES_OOM || h->no_moves || h->no_create || (r = idle_to_spare(h)) != 0) {
+        } else if (r != DRK_PAGES_OOM || h->no_moves || h->no_create || (r = idle_run_to_spare(h, want, &moved)) != 0) {
             return r;
         } else {
-            h->st.moves++;
+            h->st.moves += moved;
         }
     }
     *out = h->spare[--h->nspare];
@@ -319,9 +373,11 @@ static int map_missing(drk_heap *h, chunk *c, size_t first, size_t last)
             continue;
         }
         drk_page_handle run[64];
-        size_t n = 0;
+        size_t n = 0, want = 0;
         int r = 0;
-        while (i + n <= last && n < 64 && !c->pages[i + n].mapped && (r = get_handle(h, &run[n])) == 0)
+        while (i + want <= last && want < 64 && !c->pages[i + want].mapped)
+            want++;
+        while (n < want && (r = get_handle(h, want - n, &run[n])) == 0)
             n++;
         if (n) {
             int m = h->pb->map(h->pb, c->pages[i].va, run, n);
@@ -711,7 +767,8 @@ uint64_t drk_heap_grown(const drk_heap *h) { return h->st.grown; }
 
 void drk_heap_trim(drk_heap *h, size_t keep)
 {
-    while (h->st.idle_pages > keep && idle_to_spare(h) == 0) {
+    size_t moved;
+    while (h->st.idle_pages > keep && idle_run_to_spare(h, (size_t)(h->st.idle_pages - keep), &moved) == 0) {
     }
     while (h->nspare && h->pb->release(h->pb, h->spare[h->nspare - 1]) == 0) {
         h->nspare--;

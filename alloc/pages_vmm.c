@@ -21,6 +21,7 @@ typedef struct vmm {
     CUmemAccessDesc access[8];
     size_t naccess;
     int exportable; /* pages are created with a POSIX file descriptor handle type */
+    int no_run_unmap; /* the driver refused to unmap several pages in one call */
     CUmemGenericAllocationHandle *handles; /* by book slot */
     size_t handles_cap;
 } vmm;
@@ -160,7 +161,17 @@ static int v_unmap(drk_page_backend *b, uintptr_t va, size_t n)
     pthread_mutex_lock(&v->lock);
     size_t at;
     int rc = drk_book_unmap_check(&v->book, va, n, &at);
-    for (size_t i = 0; rc == DRK_PAGES_OK && i < n; i++)
+    /* A run of pages in one call (as PyTorch's expandable segments unmap
+     * several handles at once); should the driver refuse that, page by
+     * page from then on. */
+    size_t i = 0;
+    if (rc == DRK_PAGES_OK && n > 1 && !v->no_run_unmap) {
+        if (v->drv->mem_unmap((CUdeviceptr)va, n * b->page_size) == CUDA_SUCCESS)
+            i = n;
+        else
+            v->no_run_unmap = 1;
+    }
+    for (; rc == DRK_PAGES_OK && i < n; i++)
         rc = rc_of(v->drv->mem_unmap((CUdeviceptr)(va + i * b->page_size), b->page_size));
     if (rc == DRK_PAGES_OK)
         drk_book_unmap_commit(&v->book, va, n, at);

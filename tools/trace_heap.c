@@ -185,6 +185,7 @@ static void heap_calls(const trace_model *tm, trace_model_calls *out)
     *out = (trace_model_calls){
         .pages_created = st.creates,
         .pages_moved = st.moves,
+        .unmap_calls = st.unmap_calls,
         .pages_made_ahead = st.ahead_made,
         .pages_taken_ahead = st.ahead_used,
         .waits = m->waits,

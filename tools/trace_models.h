@@ -24,7 +24,7 @@ enum { MODEL_OK = 0, MODEL_OOM = 1, MODEL_NOMEM = -1 /* the host ran out of memo
  * grower and taken, waits for pages being made, and their time at an
  * H200's costs. */
 typedef struct trace_model_calls {
-    uint64_t pages_created, pages_moved, pages_made_ahead, pages_taken_ahead, waits;
+    uint64_t pages_created, pages_moved, unmap_calls, pages_made_ahead, pages_taken_ahead, waits;
     uint64_t driver_ns;
 } trace_model_calls;
 

@@ -1948,7 +1948,7 @@ def case_trace_replay_hole():
                  final_reserved_bytes=3 << 20, free_bytes_at_peak=0, external_fragmentation=0.0)
     # ... whose three pages the calls made: 52.5 us each at an H200's costs;
     # without a reserve the grower makes none.
-    check(m["drk-heap"].get("calls") == {"pages_created": 3, "pages_moved": 0, "pages_made_ahead": 0,
+    check(m["drk-heap"].get("calls") == {"pages_created": 3, "pages_moved": 0, "unmap_calls": 0, "pages_made_ahead": 0,
                                          "pages_taken_ahead": 0, "waits": 0, "driver_ns": 3 * 52500},
           f"drk-heap calls {m['drk-heap'].get('calls')}", p)
     check(m["drk-heap-grow"].get("calls") == m["drk-heap"]["calls"] and

@@ -252,6 +252,40 @@ static void test_policy(void)
     pb->destroy(pb);
 }
 
+/* Idle pages next to each other move in one unmap call, as many as the
+ * request needs and the heap need not keep; the oldest first. */
+static void test_runs(void)
+{
+    drk_page_backend *pb = drk_pages_host(PAGE, 12);
+    drk_heap *h = pb ? drk_heap_new(pb, 64 * PAGE) : NULL;
+    CHECK(h != NULL);
+    if (!h)
+        return;
+    drk_heap_set_policy(h, 0, 0, 1); /* keep no idle page */
+    uintptr_t a[8], big;
+    for (int i = 0; i < 8; i++) {
+        CHECK(drk_heap_alloc(h, PAGE, &a[i]) == 0);
+        fill(a[i], PAGE, (uint32_t)i);
+    }
+    for (int i = 2; i < 6; i++) /* four idle pages side by side */
+        CHECK(drk_heap_free(h, a[i]) == 0);
+    drk_heap_stats before = drk_heap_get_stats(h);
+    /* Five pages: the first-fit hole holds four pages but the request
+     * needs five, so all five go at the end of the range, moved. */
+    CHECK(drk_heap_alloc_existing(h, 5 * PAGE, &big) == DRK_PAGES_OOM); /* one short of five */
+    CHECK(drk_heap_alloc(h, 5 * PAGE, &big) == 0 && checked(h));
+    fill(big, 5 * PAGE, 77);
+    drk_heap_stats after = drk_heap_get_stats(h);
+    CHECK(after.moves - before.moves == 4 && after.creates - before.creates == 1);
+    CHECK(after.unmap_calls - before.unmap_calls == 1); /* the four in one call */
+    for (int i = 0; i < 8; i++)
+        if (i < 2 || i >= 6)
+            CHECK(intact(a[i], PAGE, (uint32_t)i));
+    CHECK(intact(big, 5 * PAGE, 77));
+    drk_heap_delete(h);
+    pb->destroy(pb);
+}
+
 /* Growth ahead: pages claimed at the frontier are mapped outside the heap
  * (as device.c's grower does, through the backend), then taken by
  * allocations that need no page of their own; an allocation over claimed
@@ -345,6 +379,7 @@ int main(void)
     test_basics();
     test_ahead();
     test_growth();
+    test_runs();
     test_policy();
     test_stitching();
     test_random();
