@@ -18,7 +18,6 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +29,7 @@
 #include "alloc/pool.h"
 #include "alloc/pool_events.h"
 #include "base/log.h"
+#include "base/thread.h"
 
 #define MAX_DEVICES 64
 #define MAX_SHARDS 64
@@ -639,16 +639,8 @@ static void grow_shard(dpool *d, shard *s)
         uint64_t now = now_ns();
         if (now < s->grow_after_ns)
             break;
-        drk_heap_stats hs = drk_heap_get_stats(s->heap);
-        uint64_t held = hs.idle_pages + hs.spare_pages;
-        size_t room = s->keep_pages > held ? s->keep_pages - (size_t)held : 0;
-        size_t ready = drk_heap_ahead_ready(s->heap);
-        drk_growth_observe(&s->growth, now, drk_heap_grown(s->heap), (size_t)(hs.pages - held), room + ready);
-        if (ready >= s->growth.low)
-            break;
-        size_t want = s->growth.high - ready;
         uintptr_t va;
-        size_t n = drk_heap_claim_ahead(s->heap, want < CLAIM_PAGES ? want : CLAIM_PAGES, &va);
+        size_t n = drk_growth_claim(&s->growth, s->heap, now, s->keep_pages, CLAIM_PAGES, &va);
         if (!n)
             break;
         pthread_mutex_unlock(&s->lock);
@@ -725,15 +717,7 @@ static void grower_start(void)
 {
     if (!cfg.grow || atomic_load(&grower_state) != 0)
         return;
-    pthread_attr_t attr;
-    int ok = pthread_attr_init(&attr) == 0;
-    /* Every signal blocked: a program's handlers never run on drk's thread. */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    ok = ok && pthread_create(&grower, &attr, grow_main, NULL) == 0;
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    pthread_attr_destroy(&attr);
+    int ok = drk_thread_start(&grower, grow_main, NULL) == 0;
     atomic_store(&grower_state, ok ? 1 : 2);
     if (!ok)
         drk_log(DRK_LOG_INFO, "drk could not start its page grower; allocations make their own pages");

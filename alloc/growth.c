@@ -19,3 +19,16 @@ void drk_growth_observe(drk_growth *g, uint64_t t_ns, uint64_t grown, size_t liv
     g->high = want < cap ? want : cap;
     g->low = (g->high + 1) / 2;
 }
+
+size_t drk_growth_claim(drk_growth *g, drk_heap *h, uint64_t t_ns, size_t keep_pages, size_t max, uintptr_t *va)
+{
+    drk_heap_stats hs = drk_heap_get_stats(h);
+    uint64_t held = hs.idle_pages + hs.spare_pages;
+    size_t room = keep_pages > held ? keep_pages - (size_t)held : 0;
+    size_t ready = drk_heap_ahead_ready(h);
+    drk_growth_observe(g, t_ns, drk_heap_grown(h), (size_t)(hs.pages - held), room + ready);
+    if (ready >= g->low)
+        return 0;
+    size_t want = g->high - ready;
+    return drk_heap_claim_ahead(h, want < max ? want : max, va);
+}

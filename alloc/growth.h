@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "alloc/heap.h"
+
 /* Growth is remembered over about this long (half of it after one window,
  * a tenth after nine): what the recent past took, the near future is
  * expected to take. */
@@ -31,5 +33,12 @@ typedef struct drk_growth {
  * `live_pages` pages under live data and room for `room` more idle pages
  * within the reserve (pages ahead are idle pages): sets low and high. */
 void drk_growth_observe(drk_growth *g, uint64_t t_ns, uint64_t grown, size_t live_pages, size_t room);
+
+/* The grower's turn at heap `h` at `t_ns` (its caller holds what guards
+ * the heap): observes the heap's growth with `keep_pages` idle pages allowed
+ * (the reserve) and, while fewer than the low watermark are ready at the
+ * frontier, claims up to `max` pages toward the high one (heap.h). Returns
+ * how many it claimed, the first at *va; 0: nothing to do now. */
+size_t drk_growth_claim(drk_growth *g, drk_heap *h, uint64_t t_ns, size_t keep_pages, size_t max, uintptr_t *va);
 
 #endif

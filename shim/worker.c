@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -16,6 +15,7 @@
 #include "alloc/device.h"
 #include "base/log.h"
 #include "base/options.h"
+#include "base/thread.h"
 #include "evolve/counters.h"
 #include "evolve/engine.h"
 #include "evolve/cupti.h"
@@ -234,16 +234,7 @@ void drk_worker_start(const drk_worker_settings *s)
     cfg = *s;
     snprintf(cupti_library, sizeof cupti_library, "%s", s->cupti_library ? s->cupti_library : "");
     snprintf(off_why, sizeof off_why, "CUPTI not started yet");
-    pthread_attr_t attr;
-    int ok = pthread_attr_init(&attr) == 0;
-    /* Created with every signal blocked: a program's handlers never run on it. */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    ok = ok && pthread_create(&thread, &attr, run, NULL) == 0;
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    pthread_attr_destroy(&attr);
-    if (!ok) {
+    if (drk_thread_start(&thread, run, NULL) != 0) {
         snprintf(off_why, sizeof off_why, "drk could not start its thread");
         drk_log(DRK_LOG_WARN, "no GPU times: drk could not start its thread");
         atomic_store(&started, 2);

@@ -86,15 +86,7 @@ static void claim_end(heap_model *m)
  * 1 if it claimed. */
 static int claim_next(heap_model *m, uint64_t at)
 {
-    drk_heap_stats hs = drk_heap_get_stats(m->heap);
-    uint64_t held = hs.idle_pages + hs.spare_pages;
-    size_t room = m->keep > held ? m->keep - (size_t)held : 0;
-    size_t ready = drk_heap_ahead_ready(m->heap);
-    drk_growth_observe(&m->growth, at, drk_heap_grown(m->heap), (size_t)(hs.pages - held), room + ready);
-    if (ready >= m->growth.low)
-        return 0;
-    size_t want = m->growth.high - ready;
-    size_t n = drk_heap_claim_ahead(m->heap, want < CLAIM ? want : CLAIM, &m->claim_va);
+    size_t n = drk_growth_claim(&m->growth, m->heap, at, m->keep, CLAIM, &m->claim_va);
     if (!n)
         return 0;
     m->claimed = n;

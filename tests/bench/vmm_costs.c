@@ -34,18 +34,30 @@ static double now_us(void)
 
 #define UNMAP_RUN 16
 
+/* Room for n handles' records, and a range for them. */
+static CUmemGenericAllocationHandle *set_up(size_t n, size_t size, size_t gran, CUdeviceptr *va)
+{
+    CUmemGenericAllocationHandle *h = calloc(n, sizeof *h);
+    if (!h)
+        exit(1);
+    CHECK(cuMemAddressReserve(va, n * size, gran, 0, 0));
+    return h;
+}
+
+static CUmemAccessDesc access_of(CUdevice dev)
+{
+    return (CUmemAccessDesc){.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = (int)dev},
+                             .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+}
+
 static void one_size(CUdevice dev, const CUmemAllocationProp *prop, size_t gran, size_t mib, size_t total_mib)
 {
     size_t size = mib << 20, n = total_mib / mib;
     if (size % gran || !n)
         return;
-    CUmemGenericAllocationHandle *h = calloc(n, sizeof *h);
-    if (!h)
-        exit(1);
     CUdeviceptr va;
-    CHECK(cuMemAddressReserve(&va, n * size, gran, 0, 0));
-    CUmemAccessDesc acc = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = (int)dev},
-                           .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CUmemGenericAllocationHandle *h = set_up(n, size, gran, &va);
+    CUmemAccessDesc acc = access_of(dev);
     double t0 = now_us();
     for (size_t i = 0; i < n; i++)
         CHECK(cuMemCreate(&h[i], size, prop, 0));
@@ -92,13 +104,9 @@ static void pieces(CUdevice dev, const CUmemAllocationProp *prop, size_t gran, s
     size_t size = mib << 20, n = total_mib / mib, per = size / gran;
     if (size % gran || !n || per < 2)
         return;
-    CUmemGenericAllocationHandle *h = calloc(n, sizeof *h);
-    if (!h)
-        exit(1);
     CUdeviceptr va;
-    CHECK(cuMemAddressReserve(&va, n * size, gran, 0, 0));
-    CUmemAccessDesc acc = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = (int)dev},
-                           .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CUmemGenericAllocationHandle *h = set_up(n, size, gran, &va);
+    CUmemAccessDesc acc = access_of(dev);
     for (size_t i = 0; i < n; i++)
         CHECK(cuMemCreate(&h[i], size, prop, 0));
     double npieces = (double)(n * per);
