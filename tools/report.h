@@ -61,6 +61,9 @@ typedef struct rep_dpool {
     uint64_t allocs, frees, failed_allocs, out_of_memory, bad_frees, driver_allocs;
     uint64_t peak_live_bytes, peak_reserved_bytes;
     uint64_t pages_created, pages_moved, pages_released, defrag_events;
+    /* Absent from reports of an older drk (0): the page grower's counts and
+     * threads' own shards. */
+    uint64_t pages_made_ahead, pages_taken_ahead, pages_created_in_calls, growth_waits, thread_shards;
     uint64_t latency_samples, alloc_ns[REP_LATENCY_BUCKETS], free_ns[REP_LATENCY_BUCKETS];
 } rep_dpool;
 

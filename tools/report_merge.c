@@ -208,6 +208,11 @@ static void merge_dpool(rep_dpool *o, const rep_dpool *d)
     o->pages_moved = add(o->pages_moved, d->pages_moved);
     o->pages_released = add(o->pages_released, d->pages_released);
     o->defrag_events = add(o->defrag_events, d->defrag_events);
+    o->pages_made_ahead = add(o->pages_made_ahead, d->pages_made_ahead);
+    o->pages_taken_ahead = add(o->pages_taken_ahead, d->pages_taken_ahead);
+    o->pages_created_in_calls = add(o->pages_created_in_calls, d->pages_created_in_calls);
+    o->growth_waits = add(o->growth_waits, d->growth_waits);
+    o->thread_shards = add(o->thread_shards, d->thread_shards);
     o->latency_samples = add(o->latency_samples, d->latency_samples);
     for (int b = 0; b < REP_LATENCY_BUCKETS; b++) {
         o->alloc_ns[b] = add(o->alloc_ns[b], d->alloc_ns[b]);

@@ -170,6 +170,14 @@ static void print_device_pool(FILE *f, const rep_dpool *d, size_t nprocs)
             human_bytes(d->peak_reserved_bytes, reserved, sizeof reserved), 100.0 * frag);
     fprintf(f, "  pages: %" PRIu64 " created, %" PRIu64 " moved, %" PRIu64 " released; %" PRIu64 " defrag event%s\n",
             d->pages_created, d->pages_moved, d->pages_released, d->defrag_events, d->defrag_events == 1 ? "" : "s");
+    if (d->pages_made_ahead)
+        fprintf(f, "  grown ahead: %" PRIu64 " pages made by drk's grower, %" PRIu64 " of them taken; %" PRIu64
+                   " made inside allocation calls; %" PRIu64 " wait%s for pages being made\n",
+                d->pages_made_ahead, d->pages_taken_ahead, d->pages_created_in_calls, d->growth_waits,
+                d->growth_waits == 1 ? "" : "s");
+    if (d->thread_shards)
+        fprintf(f, "  %" PRIu64 " thread%s allocating alongside others got a shard of %s own\n", d->thread_shards,
+                d->thread_shards == 1 ? "" : "s", d->thread_shards == 1 ? "its" : "their");
     fprintf(f, "  latency, sampled: alloc median %s (%" PRIu64 " samples), free median %s (%" PRIu64 " samples)\n",
             median_text(d->alloc_ns, am, sizeof am), samples_of(d->alloc_ns), median_text(d->free_ns, fm, sizeof fm),
             samples_of(d->free_ns));
@@ -757,6 +765,11 @@ static void json_device_pool(drk_json *j, const rep_dpool *d)
     drk_json_u64(j, "pages_moved", d->pages_moved);
     drk_json_u64(j, "pages_released", d->pages_released);
     drk_json_u64(j, "defrag_events", d->defrag_events);
+    drk_json_u64(j, "pages_made_ahead", d->pages_made_ahead);
+    drk_json_u64(j, "pages_taken_ahead", d->pages_taken_ahead);
+    drk_json_u64(j, "pages_created_in_calls", d->pages_created_in_calls);
+    drk_json_u64(j, "growth_waits", d->growth_waits);
+    drk_json_u64(j, "thread_shards", d->thread_shards);
     drk_json_open(j, "latency_ns", '{');
     drk_json_u64(j, "samples", d->latency_samples);
     json_histogram(j, "alloc", d->alloc_ns);

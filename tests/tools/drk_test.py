@@ -503,13 +503,19 @@ def case_report_dir():
         "device pool: 500 allocs, 500 frees, 0 out of memory, 0 bad frees",
         "  peak live 1.00 GiB, peak reserved 1.50 GiB: fragmentation 33.33%",
         "  pages: 768 created, 0 moved, 768 released; 0 defrag events",
+        "  grown ahead: 300 pages made by drk's grower, 280 of them taken; 468 made inside allocation calls; "
+        "2 waits for pages being made",
+        "  1 thread allocating alongside others got a shard of its own",
         "  latency, sampled: alloc median 512\u20131023 ns (8 samples), free median 64\u2013127 ns (8 samples)",
-    ], "a host pool without allocations prints no line", p)
+    ], "a host pool without allocations prints no line; the grower's and thread shards' lines", p)
     check(pool_lines(older) == [] and "allocations by kind" in older, "a report without the pools prints none", p)
     check(pool_lines(combined) == [
         "device pool (2 of 3 processes): 1500 allocs, 1490 frees, 1 out of memory, 2 bad frees",
         "  sum of per-process peaks: live 4.00 GiB, reserved 5.50 GiB: fragmentation 27.27%",
         "  pages: 2816 created, 12 moved, 868 released; 3 defrag events",
+        "  grown ahead: 300 pages made by drk's grower, 280 of them taken; 468 made inside allocation calls; "
+        "2 waits for pages being made",
+        "  1 thread allocating alongside others got a shard of its own",
         "  latency, sampled: alloc median 512\u20131023 ns (24 samples), free median 128\u2013255 ns (24 samples)",
         "host pool (1 of 3 processes): 40 allocs, 38 frees, peak live 6.00 MiB (sum of per-process peaks), "
         "pinned 32.0 MiB in 1 chunk, 1 driver fallback",
@@ -552,7 +558,8 @@ def case_report_json():
     check(d.get("device_pool") == {
         "processes": 2, "allocs": 1500, "frees": 1490, "failed_allocs": 0, "out_of_memory": 1, "bad_frees": 2,
         "driver_allocs": 0, "peak_live_bytes": 4 << 30, "peak_reserved_bytes": 11 << 29, "pages_created": 2816,
-        "pages_moved": 12, "pages_released": 868, "defrag_events": 3,
+        "pages_moved": 12, "pages_released": 868, "defrag_events": 3, "pages_made_ahead": 300,
+        "pages_taken_ahead": 280, "pages_created_in_calls": 468, "growth_waits": 2, "thread_shards": 1,
         "latency_ns": {"samples": 24, "alloc": {"256": 6, "512": 10, "1024": 4, "2048": 4},
                        "free": {"64": 8, "128": 10, "256": 6}}}, "device pool sums in --json", p)
     check(d.get("host_pool") == {
