@@ -15,7 +15,6 @@
 #define _GNU_SOURCE
 #include "alloc/device.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -827,10 +826,10 @@ int drk_dpool_alloc(CUdeviceptr *ptr, size_t size, CUstream stream, int has_stre
             note_ns(s->alloc_ns, now_ns() - t0);
             s->samples++;
         }
-        uint64_t g = drk_heap_grown(s->heap);
-        if (g != s->seen_grown) {
+        if (cfg.grow) {
+            uint64_t g = drk_heap_grown(s->heap);
+            grew |= g != s->seen_grown;
             s->seen_grown = g;
-            grew = 1;
         }
         moves = drk_heap_moves(s->heap);
         if (moves != s->last_moves) {

@@ -132,18 +132,22 @@ static size_t unmapped_in(const drk_heap *h, const block *b, size_t size)
  * that fit, else of the next class that has any (all of those fit): the
  * one that needs the fewest pages mapped, then the smallest. Bounded, so a
  * long class list costs no more. */
+static void consider(const drk_heap *h, block *b, size_t size, block **best, size_t *best_need)
+{
+    if (b->size < size)
+        return;
+    size_t need = unmapped_in(h, b, size);
+    if (need < *best_need || (need == *best_need && b->size < (*best)->size))
+        *best = b, *best_need = need;
+}
+
 static block *free_find(drk_heap *h, size_t size)
 {
     int c = size_class(size), looked = 0;
     block *best = NULL;
     size_t best_need = SIZE_MAX;
-    for (block *b = h->free_lists[c]; b && looked < 16; b = b->fnext, looked++) {
-        if (b->size < size)
-            continue;
-        size_t need = unmapped_in(h, b, size);
-        if (need < best_need || (need == best_need && b->size < best->size))
-            best = b, best_need = need;
-    }
+    for (block *b = h->free_lists[c]; b && looked < 16; b = b->fnext, looked++)
+        consider(h, b, size, &best, &best_need);
     if (best)
         return best;
     for (int w = (c + 1) / 64; w < (CLASSES + 63) / 64; w++) {
@@ -153,11 +157,8 @@ static block *free_find(drk_heap *h, size_t size)
         if (!bits)
             continue;
         looked = 0;
-        for (block *b = h->free_lists[w * 64 + __builtin_ctzll(bits)]; b && looked < 16; b = b->fnext, looked++) {
-            size_t need = unmapped_in(h, b, size);
-            if (need < best_need || (need == best_need && b->size < best->size))
-                best = b, best_need = need;
-        }
+        for (block *b = h->free_lists[w * 64 + __builtin_ctzll(bits)]; b && looked < 16; b = b->fnext, looked++)
+            consider(h, b, size, &best, &best_need);
         return best;
     }
     return NULL;
@@ -257,17 +258,25 @@ static void idle_remove(drk_heap *h, page *p)
     h->st.idle_pages--;
 }
 
-/* Spare handles: created and mapped nowhere. A handle taken from the array
- * always fits back, so only growth past the old size can fail. */
-static int spare_push(drk_heap *h, drk_page_handle handle)
+/* Spare handles: created and mapped nowhere. Room for `k` more; a handle
+ * taken from the array always fits back, so only growth past the old size
+ * can fail. */
+static int spare_room(drk_heap *h, size_t k)
 {
-    if (h->nspare == h->spare_cap) {
+    while (h->spare_cap - h->nspare < k) {
         size_t cap = h->spare_cap ? h->spare_cap * 2 : 64;
         drk_page_handle *s = realloc(h->spare, cap * sizeof *s);
         if (!s)
             return -1;
         h->spare = s, h->spare_cap = cap;
     }
+    return 0;
+}
+
+static int spare_push(drk_heap *h, drk_page_handle handle)
+{
+    if (spare_room(h, 1) != 0)
+        return -1;
     h->spare[h->nspare++] = handle;
     return 0;
 }
@@ -295,13 +304,8 @@ static int idle_run_to_spare(drk_heap *h, size_t max, size_t *n)
     while (hi - lo + 1 < max && lo > 0 && movable(&c->pages[lo - 1]))
         lo--;
     size_t k = hi - lo + 1;
-    while (h->spare_cap - h->nspare < k) {
-        size_t cap = h->spare_cap ? h->spare_cap * 2 : 64;
-        drk_page_handle *s = realloc(h->spare, cap * sizeof *s);
-        if (!s)
-            return DRK_PAGES_FAILED;
-        h->spare = s, h->spare_cap = cap;
-    }
+    if (spare_room(h, k) != 0)
+        return DRK_PAGES_FAILED;
     int r = h->pb->unmap(h->pb, c->pages[lo].va, k);
     h->st.unmap_calls++;
     if (r)
