@@ -67,6 +67,7 @@ typedef struct shard {
     uint64_t seen_grown, grow_after_ns, busy_waits;
     drk_growth growth;
     atomic_uint claims_done; /* claims the grower ended: what a waiting allocation watches */
+    atomic_int program_in;   /* a program call holds the lock (drk's own threads take it without this) */
     struct shard *forgotten; /* in a fork child: the next of the parent's shards, kept (see below) */
 } shard;
 
@@ -419,8 +420,14 @@ static shard *shard_for(dpool *d, uintptr_t stream)
 static CUcontext enter_noting(dpool *d, shard *s, CUcontext cur, int *held)
 {
     *held = pthread_mutex_trylock(&s->lock) != 0;
-    if (*held)
+    if (*held) {
+        /* Only another program call's hold counts: with the grower on, a
+         * single-threaded program (alloc_frag on the H200) took a shard
+         * after waits for drk's own threads. */
+        *held = atomic_load_explicit(&s->program_in, memory_order_relaxed);
         pthread_mutex_lock(&s->lock);
+    }
+    atomic_store_explicit(&s->program_in, 1, memory_order_relaxed);
     if (cur != d->ctx && drv->ctx_set_current(d->ctx) != CUDA_SUCCESS)
         cur = d->ctx;
     return cur;
@@ -486,6 +493,7 @@ static void leave(dpool *d, shard *s, CUcontext cur)
 {
     if (cur != d->ctx)
         drv->ctx_set_current(cur);
+    atomic_store_explicit(&s->program_in, 0, memory_order_relaxed);
     pthread_mutex_unlock(&s->lock);
 }
 

@@ -1072,6 +1072,13 @@ static void publish(struct target *t, const drk_evo_decision *d)
             fn = NULL;
         else if (!(fn = serve_copy(t, b, why, sizeof why)))
             drk_log(DRK_LOG_INFO, "evolve: %.80s: a proven variant cannot be served: %s", t->rec->name, why);
+        /* The search moved to a better variant not yet proven on enough
+         * launches (or not loadable): what serves goes on serving (proven,
+         * and not found slower, or the search would have dropped it). On
+         * the H200 each such move put the n-body's default back for rounds,
+         * then its turn passed and the default stayed. */
+        if (!fn && t->served)
+            return;
     }
     if (fn == t->served)
         return;
@@ -1428,12 +1435,14 @@ static void search_round(struct target *t, drk_trial *tr, drk_proof_ref *ref)
     publish(t, &d);
     if (d.state == DRK_EVO_SETTLED && (!d.serve || t->served)) {
         if (!t->stored) {
+            /* What serves, proven on enough launches: the decision's
+             * variant, or the one kept while that was proven (publish). */
             drk_kernel_features f;
             features_of(t, &f);
-            drk_predictor_learn(&predictor, (uint64_t)(uintptr_t)t->rec, t->cls, &f, d.serve ? &d.variant : NULL,
-                                d.serve ? d.stats.median : 1.0);
+            drk_predictor_learn(&predictor, (uint64_t)(uintptr_t)t->rec, t->cls, &f, t->served ? &t->served_v : NULL,
+                                t->served ? t->speedup : 1.0);
             drk_variant none = {{0}};
-            result_put(t, d.serve && t->served ? &d.variant : &none, d.serve && t->served ? d.stats.median : 1.0, 0);
+            result_put(t, t->served ? &t->served_v : &none, t->served ? t->speedup : 1.0, 0);
             t->stored = 1;
         }
         char why[96];

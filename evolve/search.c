@@ -219,6 +219,12 @@ static int slower(const drk_ratio_stats *s)
     return s->n >= 1 && s->median <= 1 - DRK_EVO_MARGIN && s->upper < 1;
 }
 
+/* Faster than the default by the margin, beyond noise. */
+static int surely_faster(const drk_ratio_stats *s)
+{
+    return s->n >= 1 && s->median >= 1 + DRK_EVO_MARGIN && s->lower > 1;
+}
+
 static double served_median(const drk_evolution *e, const view *v)
 {
     const known *s = e->served != DRK_VARIANT_NONE ? find_known(v, e->served) : NULL;
@@ -576,7 +582,7 @@ void drk_evolution_reject(drk_evolution *e, const drk_variant *v)
 }
 
 /* The served variant measured slower than the default, or slower than it
- * used to: the world changed (another input, another driver, another
+ * used to and no longer surely faster than the default: the world changed (another input, another driver, another
  * neighbour on the GPU); what the memory says is stale. Start again from
  * the default. Slower than the default: never tried again; merely slower
  * than before: the first candidate of the new search. */
@@ -631,7 +637,13 @@ drk_evo_decision drk_evolution_end_round(drk_evolution *e)
                 restart(e, 1);
                 d.dropped = 1;
                 v.n = 0;
-            } else if (measured_now && changed(e, e->served, v.noise)) {
+            } else if (measured_now && changed(e, e->served, v.noise) && !surely_faster(&last)) {
+                /* Slower than it was and no longer surely faster than the
+                 * default. One still surely faster stays: the H200 showed
+                 * an n-body variant's trials falling from 2.0x to ~1.5x
+                 * once it served (the program's kernels, now faster, share
+                 * the GPU with the trials differently), and the restart
+                 * put the default back for rounds. */
                 restart(e, 0);
                 d.dropped = 1;
                 v.n = 0;

@@ -167,8 +167,8 @@ fi
 echo
 
 # run_case CASE METRIC BETTER UNIT ROUNDS TIMEOUT DEADLINE MODES ENV -- CMD...
-# MODES: space-separated, of native, drk (default options) and drk_noalloc
-# (DRK_ALLOC=0). ENV: VAR=VALUE words set for every mode (may be empty).
+# MODES: space-separated, of native, drk (default options), drk_grow (the
+# page grower on, DRK_ALLOC_GROW=1) and drk_noalloc (DRK_ALLOC=0). ENV: VAR=VALUE words set for every mode (may be empty).
 # The order of the modes reverses every round, so slow drift (clocks,
 # temperature) weighs on all alike. Once it has two rounds, adds none that
 # would end past DEADLINE (seconds since start), judged by the last round's
@@ -195,6 +195,7 @@ run_case() {
       menv=()
       case $mode in
         drk) menv=("LD_PRELOAD=$preload_drk") ;;
+        drk_grow) menv=("LD_PRELOAD=$preload_drk" DRK_ALLOC_GROW=1) ;;
         drk_noalloc) menv=("LD_PRELOAD=$preload_drk" DRK_ALLOC=0) ;;
       esac
       t0=$EPOCHREALTIME
@@ -215,7 +216,7 @@ run_case() {
   echo
 }
 
-torch_case_s=$((4 * torch_proc_s))
+torch_case_s=$((6 * torch_proc_s))
 c_deadline=$budget
 ((have_torch)) && c_deadline=$((budget - 2 * torch_case_s))
 # Each of the 10 C cases gets an equal slice of the time left, so the last
@@ -232,7 +233,7 @@ c_slice() {
 # line (drk forwarding to the driver must run at the driver's speed).
 for api in alloc async; do
   c_slice
-  run_case "anchor/$api" us_per_pair_mean lower us "$rounds" 60 "$slice_end" "native drk drk_noalloc" "" -- \
+  run_case "anchor/$api" us_per_pair_mean lower us "$rounds" 60 "$slice_end" "native drk drk_grow drk_noalloc" "" -- \
     "$bench" anchor --api $api --pairs "$pairs" --max "$amax"
 done
 # Threads: 1 and 8, each on its own stream; scaling is computed in the summary.
@@ -241,7 +242,7 @@ for api in async alloc; do
   [[ $api == alloc ]] && n=$tpairs_sync
   for t in 1 8; do
     c_slice
-    run_case "threads/$api/$t" pairs_per_s_aggregate higher pairs/s "$rounds" 60 "$slice_end" "native drk" "" -- \
+    run_case "threads/$api/$t" pairs_per_s_aggregate higher pairs/s "$rounds" 60 "$slice_end" "native drk drk_grow" "" -- \
       "$bench" threads --api $api --threads $t --pairs "$n" --max "$tmax"
   done
 done
@@ -257,9 +258,9 @@ c_slice
 run_case "host/4K-1M" us_per_pair_mean lower us "$rounds" 60 "$slice_end" "native drk" "" -- \
   "$bench" host --min 4096 --max 1048576
 if ((have_torch)); then
-  run_case "torch/nocache" step_ms_median lower ms "$torch_rounds" 150 $((budget - torch_case_s)) "native drk" \
+  run_case "torch/nocache" step_ms_median lower ms "$torch_rounds" 150 $((budget - torch_case_s)) "native drk drk_grow" \
     "PYTORCH_NO_CUDA_MEMORY_CACHING=1" -- python3 "$torch_step" --steps "$torch_steps"
-  run_case "torch/async" step_ms_median lower ms "$torch_rounds" 150 "$budget" "native drk" \
+  run_case "torch/async" step_ms_median lower ms "$torch_rounds" 150 "$budget" "native drk drk_grow" \
     "PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync" -- python3 "$torch_step" --steps "$torch_steps"
 fi
 

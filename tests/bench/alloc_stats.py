@@ -2,7 +2,7 @@
 """Bookkeeping for tests/bench/alloc.sh: turns each run's output into a JSON
 record, and records into per-case lines, the targets and alloc_bench.json.
 
-  alloc_stats.py record RAW --case C --mode native|drk|drk_noalloc --round R
+  alloc_stats.py record RAW --case C --mode native|drk|drk_grow|drk_noalloc --round R
                  --metric KEY --better higher|lower --unit U --stdout F --stderr F
                  --rc RC --t0 START --t1 END
   alloc_stats.py case RAW CASE          one line for CASE
@@ -124,12 +124,17 @@ def analyse(recs, case):
         na = ratios("drk_noalloc")
         out["noalloc_speedup"] = med(na)
         out["noalloc_speedups"] = na
+    if "drk_grow" in modes:
+        # DRK_ALLOC_GROW=1: the page grower on, against the same native runs.
+        g = ratios("drk_grow")
+        out["grow_speedup"] = med(g)
+        out["grow_speedups"] = g
     errors = sorted({r.get("error", "") for r in rs if not r["ok"]})
     if errors:
         out["errors"] = errors
     # What the runs' own JSON said, from the first good drk run: a digest
     # that must match native's, and the warm-up split for the anchor.
-    for mode in ("native", "drk"):
+    for mode in ("native", "drk", "drk_grow"):
         for r in rs:
             if r["ok"] and r["mode"] == mode:
                 res = r["result"]
@@ -149,6 +154,8 @@ def case_line(a):
     m = a["medians"]
     s = (f"{a['case']:<16} native {fmt(m.get('native'), a['unit'])}  drk {fmt(m.get('drk'), a['unit'])}  "
          f"speedup {a['speedup']:.2f}x [{a['speedup_min']:.2f}..{a['speedup_max']:.2f} over {a['rounds']} rounds]")
+    if a.get("grow_speedup") is not None:
+        s += f"  DRK_ALLOC_GROW=1 {fmt(m.get('drk_grow'), a['unit'])} ({a['grow_speedup']:.2f}x)"
     if a.get("noalloc_speedup") is not None:
         s += f"  DRK_ALLOC=0 {fmt(m.get('drk_noalloc'), a['unit'])} ({a['noalloc_speedup']:.3f}x native)"
     if a["failed_runs"]:
@@ -185,6 +192,10 @@ def targets(by):
             continue
         out.append((f"anchor drk per pair (cuMem{'Alloc' if api == 'alloc' else 'AllocAsync'})",
                     f"{d:.4f} us", f"<= {ANCHOR_US_MAX} us", verdict(d <= ANCHOR_US_MAX)))
+        g = m(f"anchor/{api}", "drk_grow")
+        if g is not None:
+            out.append((f"anchor drk+grower per pair ({api})", f"{g:.4f} us", f"<= {ANCHOR_US_MAX} us",
+                        verdict(g <= ANCHOR_US_MAX)))
         if na_async:
             x = na_async / d
             out.append((f"anchor drk ({api}) vs native cuMemAllocAsync", f"{x:.1f}x ({na_async:.3f} us)",
@@ -193,13 +204,13 @@ def targets(by):
             out.append((f"anchor drk ({api}) vs native cuMemAlloc", f"{na_alloc / d:.1f}x ({na_alloc:.3f} us)",
                         "(reference)", "-"))
     for api in ("async", "alloc"):
-        for mode in ("native", "drk"):
+        for mode in ("native", "drk", "drk_grow"):
             one, eight = m(f"threads/{api}/1", mode), m(f"threads/{api}/8", mode)
             if one and eight:
                 s = eight / one / 8
-                tgt = f">= {SCALING_MIN} (near-linear)" if mode == "drk" else "(reference)"
+                tgt = "(reference)" if mode == "native" else f">= {SCALING_MIN} (near-linear)"
                 out.append((f"threads/{api} {mode} 8-thread scaling", f"{s:.3f} ({eight / one:.2f}x of 8)",
-                            tgt, verdict(s >= SCALING_MIN) if mode == "drk" else "-"))
+                            tgt, "-" if mode == "native" else verdict(s >= SCALING_MIN)))
     for case in sorted(c for c in by if c.startswith("host/")):
         d = m(case, "drk")
         if d is not None:
@@ -227,7 +238,7 @@ def cmd_summary(argv):
     by = {a["case"]: a for a in cases}
     print()
     print("summary (speedup = native time / drk time, median over rounds; > 1: drk faster)")
-    hdr = f"{'case':<16} {'native':>30} {'drk':>30} {'speedup':>8} {'range':>15}  DRK_ALLOC=0"
+    hdr = f"{'case':<16} {'native':>30} {'drk':>30} {'speedup':>8} {'range':>15}  DRK_ALLOC_GROW=1 / DRK_ALLOC=0"
     print(hdr)
     print("-" * len(hdr))
     bad = 0
@@ -238,7 +249,8 @@ def cmd_summary(argv):
             continue
         md = a["medians"]
         rng = f"{a['speedup_min']:.2f}..{a['speedup_max']:.2f}"
-        na = "" if a.get("noalloc_speedup") is None else f"{a['noalloc_speedup']:.3f}x native"
+        na = "" if a.get("grow_speedup") is None else f"grow {a['grow_speedup']:.2f}x  "
+        na += "" if a.get("noalloc_speedup") is None else f"noalloc {a['noalloc_speedup']:.3f}x native"
         print(f"{a['case']:<16} {fmt(md.get('native'), a['unit']):>30} {fmt(md.get('drk'), a['unit']):>30} "
               f"{a['speedup']:>7.2f}x {rng:>15}  {na}")
     tg = targets(by)

@@ -6,6 +6,7 @@ measured 0.97x and 1.11x on two days), phases of one process do not.
 
     python3 tests/bench/torch_ab.py --build build [--configs caching,nocache,async]
                                     [--phases 16] [--steps 20] [--warmup 3] [--out DIR]
+                                    [--drk-env DRK_X=V ...]
 
 For each config (PyTorch's caching allocator, PYTORCH_NO_CUDA_MEMORY_CACHING=1,
 PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync) one child process runs the
@@ -122,6 +123,8 @@ def main():
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=int, default=240, help="seconds a config's process may take")
+    ap.add_argument("--drk-env", action="append", default=[], metavar="DRK_X=V",
+                    help="a drk option for every config's process (repeatable), e.g. DRK_ALLOC_GROW=1")
     ap.add_argument("--out")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -133,6 +136,9 @@ def main():
     shim = os.path.join(os.path.abspath(a.build), "lib", "libdrk_shim.so")
     if not os.path.exists(shim):
         sys.exit(f"torch_ab.py: {shim} not found (build the project first)")
+    extra = dict(kv.split("=", 1) for kv in a.drk_env if "=" in kv)
+    if len(extra) != len(a.drk_env) or any(not k.startswith("DRK_") for k in extra):
+        sys.exit("torch_ab.py: --drk-env takes DRK_NAME=VALUE")
     names = [c for c in a.configs.split(",") if c]
     bad = [c for c in names if c not in CONFIGS]
     if bad:
@@ -140,7 +146,7 @@ def main():
     results, rows, failed = {}, [], 0
     for name in names:
         env = {k: v for k, v in os.environ.items() if not k.startswith("DRK_") and k not in CLEARED}
-        env.update(CONFIGS[name], LD_PRELOAD=shim)
+        env.update(CONFIGS[name], LD_PRELOAD=shim, **extra)
         cmd = [sys.executable, os.path.abspath(__file__), "--child", name] + [
             f"--{k}={getattr(a, k)}" for k in ("phases", "steps", "warmup", "layers", "dim", "batch", "seed")]
         try:
@@ -163,7 +169,7 @@ def main():
               f"ratio {row['ratio']:.4f}x [{row['low']:.4f}, {row['high']:.4f}] over {row['pairs']} pairs  "
               f"{'resolves 1%' if row['resolves_1pct'] else 'does NOT resolve 1%'}", flush=True)
     doc = {"settings": {k: getattr(a, k) for k in ("configs", "phases", "steps", "warmup", "layers", "dim", "batch",
-                                                    "seed")},
+                                                    "seed", "drk_env")},
            "summary": rows, "runs": results}
     if a.out:
         os.makedirs(a.out, exist_ok=True)

@@ -4,7 +4,7 @@
 planted bad variant rejected, the faster one proven and served, no wrong
 result ever; a nondeterministic kernel refused; DRK_EVOLVE=0 does nothing.
 
-Usage: check_engine.py --program PATH --preload LIBS --mode evolve|plant|cache|regress|nondet|off|noctx|unload|turns|late|short
+Usage: check_engine.py --program PATH --preload LIBS --mode evolve|plant|cache|regress|switch|nondet|off|noctx|unload|turns|late|short
 """
 import argparse
 import glob
@@ -42,7 +42,7 @@ def run(args, mode, extra, cache=None, rounds=None):
 
 
 def launches(p):
-    m = re.search(r"launches by registers: 64=(\d+) 32=(\d+) 40=(\d+)", p.stdout)
+    m = re.search(r"launches by registers: 64=(\d+) 32=(\d+) 40=(\d+) 48=(\d+)", p.stdout)
     return tuple(int(g) for g in m.groups()) if m else None
 
 
@@ -177,6 +177,19 @@ def case_regress(args):
           "regress: measured again once the world changed, the now slower variant is dropped", (rows, p.stderr[-3000:]))
 
 
+def case_switch(args):
+    # Two budgets faster than the default: 32 (2x) and 48 (2.5x). The faster
+    # serves at the end, and once a variant serves the program's own
+    # function never comes back (none is slower than the default).
+    rep, p = run(args, "switch", {"DRK_EVOLVE": "1"})
+    rows = [r for r in rep["evolve"]["by_kernel"] if r["name"] == "axpy"]
+    check(rows and rows[0]["serving"].startswith("regs=48"), "switch: the faster of two variants is served at the end",
+          (rows, p.stderr[-3000:]))
+    check("serving regs=" in p.stderr and "back to the program's own function" not in p.stderr,
+          "switch: once a variant serves, the program's own function never serves again",
+          p.stderr[-3000:])
+
+
 def case_nondet(args):
     rep, p = run(args, "nondet", {"DRK_EVOLVE": "1"})
     ev = rep["evolve"]
@@ -272,10 +285,10 @@ def main():
     ap.add_argument("--program", required=True)
     ap.add_argument("--preload", required=True)
     ap.add_argument("--nvjitlink", required=True, help="the stand-in's nvJitLink (the fake driver's library)")
-    ap.add_argument("--mode", required=True, choices=["evolve", "plant", "cache", "regress", "nondet", "off", "noctx", "unload",
+    ap.add_argument("--mode", required=True, choices=["evolve", "plant", "cache", "regress", "switch", "nondet", "off", "noctx", "unload",
                                                           "turns", "late", "short"])
     args = ap.parse_args()
-    {"evolve": case_evolve, "plant": case_plant, "cache": case_cache, "regress": case_regress, "nondet": case_nondet, "off": case_off,
+    {"evolve": case_evolve, "plant": case_plant, "cache": case_cache, "regress": case_regress, "switch": case_switch, "nondet": case_nondet, "off": case_off,
      "noctx": case_noctx, "unload": case_unload, "turns": case_turns, "late": case_late, "short": case_short}[args.mode](args)
     print(f"{'FAILED' if failures else 'passed'}: {failures} failures")
     sys.exit(1 if failures else 0)

@@ -135,6 +135,10 @@ int main(int argc, char **argv)
     if (argc > 2)
         rounds = atoi(argv[2]); /* fewer: the program exits mid-search */
     int reload = strcmp(mode, "unload") == 0, turns = strcmp(mode, "turns") == 0;
+    /* switch: two budgets faster than the default, 32 (2x) and 48 (2.5x). */
+    int sw = strcmp(mode, "switch") == 0;
+    if (sw)
+        rounds = 24;
     if (turns)
         rounds = 24;
     if (strcmp(mode, "noctx") == 0 && fakecuda_inject_error("cuCtxCreate_v4", CUDA_ERROR_OUT_OF_MEMORY, 1000000) != 0)
@@ -154,7 +158,7 @@ int main(int argc, char **argv)
         fakecuda_set_kernel_time("axpy", 32, 1000) != 0 ||
         fakecuda_register_kernel_params("axpyb", axpy, 4, sizes) != 0 ||
         fakecuda_set_kernel_resources("axpyb", 64, 0) != 0 || fakecuda_set_kernel_time("axpyb", 0, 2000) != 0 ||
-        fakecuda_set_kernel_time("axpyb", 32, 1000) != 0)
+        fakecuda_set_kernel_time("axpyb", 32, 1000) != 0 || (sw && fakecuda_set_kernel_time("axpy", 48, 800) != 0))
         return 1;
     /* axpyb's module: axpy's PTX with every "axpy" named "axpyb". */
     static char ptxb[sizeof ptx + 64];
@@ -243,8 +247,8 @@ int main(int argc, char **argv)
         struct timespec ts = {0, 150000000};
         nanosleep(&ts, NULL);
     }
-    printf("engine: %d rounds, %d wrong; launches by registers: 64=%llu 32=%llu 40=%llu\n", rounds, wrong_rounds,
-           by_regs[64], by_regs[32], by_regs[40]);
+    printf("engine: %d rounds, %d wrong; launches by registers: 64=%llu 32=%llu 40=%llu 48=%llu\n", rounds,
+           wrong_rounds, by_regs[64], by_regs[32], by_regs[40], by_regs[48]);
     /* drk's trials run in a context of its own: the program's holds its
      * own launches alone. */
     printf("contexts: program %llu of %d launches, other contexts %llu; functions loaded ahead %llu\n",

@@ -424,6 +424,9 @@ def mode_pool(r):
                   f"{off['pages_created_in_calls']} without; without it {off['pages_made_ahead']} made ahead")
             check(on["pages_created"] == on["pages_created_in_calls"] + on["pages_made_ahead"],
                   f"grow, {who}: pages_created {on['pages_created']}")
+            # One thread allocates: waits for the grower are no contention.
+            check(on["thread_shards"] == 0, f"grow, {who}: a single-threaded program took "
+                                             f"{on['thread_shards']} thread shard(s) with the grower on")
     # Contexts ending under the pools: the same answers, and both pools
     # followed (the host pool's chunk was pinned in the created context).
     r.args = ["reset"]

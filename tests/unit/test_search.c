@@ -336,6 +336,43 @@ static void test_rules(void)
     CHECK(d.serve && d.variant.k[0] == 3);
 }
 
+/* A served variant whose trials fall but stay surely faster than the
+ * default keeps serving (on the H200 an n-body variant's trials fell from
+ * 2.0x to ~1.5x once it served); one that falls to about the default is
+ * dropped by the change and the search starts again. */
+static void run_fall(float fall, unsigned *drops, int *last_served)
+{
+    drk_space algo = {.name = "cublaslt", .ndims = 1, .dims = {{"algo", 6, {0, 1, 2, 3, 4, 5}}}};
+    const float truth[6] = {1.0f, 0.97f, 1.004f, 1.25f, 0.80f, 2.0f};
+    drk_evolution e;
+    drk_evolution_init(&e, &algo, 3, NULL);
+    drk_evo_decision d = {0};
+    int served_8 = -1;
+    for (unsigned round = 1; round <= 16; round++) {
+        drk_evolution_begin_round(&e, 1e6, 1000, 5);
+        drk_variant c[8];
+        unsigned n = drk_evolution_next(&e, c, 2);
+        for (unsigned i = 0; i < n; i++)
+            answer(&e, &c[i], round >= 9 && c[i].k[0] == 5 ? fall : truth[c[i].k[0]], 5);
+        d = drk_evolution_end_round(&e);
+        if (round == 8)
+            served_8 = d.serve ? (int)d.variant.k[0] : -1;
+    }
+    CHECK(served_8 == 5);
+    *drops = e.drops;
+    *last_served = d.serve ? (int)d.variant.k[0] : -1;
+}
+
+static void test_served_falls(void)
+{
+    unsigned drops;
+    int served;
+    run_fall(1.5f, &drops, &served);
+    CHECK(drops == 0 && served == 5);
+    run_fall(1.005f, &drops, &served);
+    CHECK(drops >= 1 && served == 3);
+}
+
 /* ---- The recorded spaces ---- */
 
 /* What a kernel's runs over SEEDS seeds came to. */
@@ -768,6 +805,7 @@ int main(void)
     test_determinism();
     test_temperature();
     test_rules();
+    test_served_falls();
     test_shapes();
     nkernels = sim_load(DRK_SPACES_DIR "/h200-2026-12-01.json", kernels, 16);
     CHECK(nkernels == 12);
