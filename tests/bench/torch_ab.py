@@ -17,8 +17,11 @@ process") and runs --phases phases in the order drk, driver, driver, drk, ...
 synchronizes, empties PyTorch's cache (so that its blocks are asked for again,
 of whichever allocator now serves them), runs --warmup untimed steps and then
 --steps steps, each timed between torch.cuda.synchronize() calls; its number
-is the median step. Each pair of phases (1-2, 3-4, ...) gives a ratio,
-driver's step / drk's step (above 1: drk is faster). The line per config:
+is the median step. Both phases of a pair draw the same sequence lengths
+(the token generator restarted at the pair's stream), so their steps pair
+up: each pair of phases (1-2, 3-4, ...) gives a ratio, the median over its
+steps of driver's step / drk's step (above 1: drk is faster). On the H200
+(2026-12-02) phases that drew different lengths gave intervals of +-6%. The line per config:
 both medians, the pairs' median ratio and its 95% interval (2000 bootstrap
 resamples of the pairs, seeded), and whether that interval resolves 1% (its
 half-width at most 1%).
@@ -72,6 +75,9 @@ def child(a):
         sw(1 if drk else 0)
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
+        # Both phases of a pair draw the same sequence lengths (a step's
+        # time follows its length: 32-512 tokens), so their steps pair up.
+        step.reseed(i // 2)
         for _ in range(a.warmup):
             step()
         torch.cuda.synchronize()
@@ -83,7 +89,7 @@ def child(a):
             times.append((time.perf_counter() - t0) * 1e3)
         phases.append({"drk": drk, "step_ms_median": statistics.median(times), "step_ms": times})
     sw(1)
-    print(json.dumps({"config": a.child, "phases": phases, "torch": torch.__version__,
+    print(json.dumps({"config": a.child, "phases": phases, "paired_steps": True, "torch": torch.__version__,
                       "device": torch.cuda.get_device_name(0)}), flush=True)
 
 
@@ -100,7 +106,13 @@ def summary(name, got):
     for k in range(0, len(phases) - 1, 2):
         a, b = phases[k], phases[k + 1]
         drk, drv = (a, b) if a["drk"] else (b, a)
-        if drk["drk"] and not drv["drk"]:
+        if not drk["drk"] or drv["drk"]:
+            continue
+        a_ms, b_ms = drk.get("step_ms"), drv.get("step_ms")
+        if a_ms and b_ms and len(a_ms) == len(b_ms) and got.get("paired_steps"):
+            # The same lengths step by step: the median of the steps' ratios.
+            pairs.append(statistics.median(d / k for d, k in zip(b_ms, a_ms)))
+        else:
             pairs.append(drv["step_ms_median"] / drk["step_ms_median"])
     if not pairs:
         return None

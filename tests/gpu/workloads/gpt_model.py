@@ -56,7 +56,8 @@ def train_step(model, opt, gen, batch, dev):
 def bench_trainer(dim, layers, batch, seed, warmup):
     """The benchmarks' trainer on the GPU (seeded model, AdamW, token
     generator), after `warmup` untimed steps: a function of no arguments
-    that runs one step and returns its loss."""
+    that runs one step and returns its loss. Its `reseed(n)` restarts the
+    token generator at stream n, so two phases can draw the same lengths."""
     dev = torch.device("cuda")
     torch.manual_seed(seed)
     model = GPT(dim, layers).to(dev)
@@ -65,6 +66,8 @@ def bench_trainer(dim, layers, batch, seed, warmup):
 
     def step():
         return train_step(model, opt, gen, batch, dev)[0]
+
+    step.reseed = lambda n: gen.manual_seed(seed + 1 + 7919 * (n + 1))
 
     for _ in range(warmup):
         step()
