@@ -9,7 +9,7 @@
 # anchor), BENCH_ALLOC_THREAD_PAIRS (20000 per thread, async),
 # BENCH_ALLOC_THREAD_PAIRS_SYNC (2500 per thread, cuMemAlloc),
 # BENCH_ALLOC_TORCH_ROUNDS (3), BENCH_ALLOC_TORCH_STEPS (30),
-# BENCH_ALLOC_BUDGET_S (240: rounds stop being added past it),
+# BENCH_ALLOC_BUDGET_S (300: rounds stop being added past it),
 # BENCH_ALLOC_MAX (260000000: the anchor's largest size) and
 # BENCH_ALLOC_THREAD_MAX (16000000), smaller only for a smaller device (the
 # stand-in driver of the CPU tests has 1 GiB).
@@ -41,10 +41,10 @@ tpairs=${BENCH_ALLOC_THREAD_PAIRS:-20000}
 tpairs_sync=${BENCH_ALLOC_THREAD_PAIRS_SYNC:-2500}
 torch_rounds=${BENCH_ALLOC_TORCH_ROUNDS:-3}
 torch_steps=${BENCH_ALLOC_TORCH_STEPS:-30}
-budget=${BENCH_ALLOC_BUDGET_S:-240}
+budget=${BENCH_ALLOC_BUDGET_S:-300}
 amax=${BENCH_ALLOC_MAX:-260000000}
 tmax=${BENCH_ALLOC_THREAD_MAX:-16000000}
-# Seconds kept for the PyTorch cases: 2 configs x (native, drk) x 2 rounds
+# Seconds kept for the PyTorch cases: 2 configs x (native, drk, drk_grow) x 2 rounds
 # at what a PyTorch process took in the preflight (10-13 s on an H200 with
 # PyTorch 2.11), plus its 30 timed steps. The first config stops early enough
 # to leave the second its two rounds.
@@ -249,10 +249,13 @@ done
 # Pinned host memory: pairs per size as alloc_bench's defaults (~0.5 s
 # natively at 64 MiB). The driver reuses a freed pinned block of the same size
 # (a few us a pair up to 1 MiB on an H200), so mixed sizes are a case too.
-for size in 4096:4K 1048576:1M 67108864:64M; do
+# 64 MiB: 40 pairs (~1.7 s natively), not alloc_bench's 10, whose mean under
+# drk one slow pair of ten decides (H200, 2026-12-02: mean 1.1 us, median 0.26).
+for size in 4096:4K:400 1048576:1M:400 67108864:64M:40; do
+  IFS=: read -r bytes label npairs <<<"$size"
   c_slice
-  run_case "host/${size#*:}" us_per_pair_mean lower us "$rounds" 60 "$slice_end" "native drk" "" -- \
-    "$bench" host --size "${size%%:*}"
+  run_case "host/$label" us_per_pair_mean lower us "$rounds" 60 "$slice_end" "native drk" "" -- \
+    "$bench" host --size "$bytes" --pairs "$npairs"
 done
 c_slice
 run_case "host/4K-1M" us_per_pair_mean lower us "$rounds" 60 "$slice_end" "native drk" "" -- \
