@@ -1075,8 +1075,8 @@ static void publish(struct target *t, const drk_evo_decision *d)
         /* The search moved to a better variant not yet proven on enough
          * launches (or not loadable): what serves goes on serving (proven,
          * and not found slower, or the search would have dropped it). On
-         * the H200 each such move put the n-body's default back for rounds,
-         * then its turn passed and the default stayed. */
+         * the H200 the n-body went back to its default twice this way, by
+         * its log, and its turn passed with the default serving. */
         if (!fn && t->served)
             return;
     }

@@ -582,8 +582,9 @@ void drk_evolution_reject(drk_evolution *e, const drk_variant *v)
 }
 
 /* The served variant measured slower than the default, or slower than it
- * used to and no longer surely faster than the default: the world changed (another input, another driver, another
- * neighbour on the GPU); what the memory says is stale. Start again from
+ * used to and no longer surely faster than the default: the world changed
+ * (another input, another driver, another neighbour on the GPU); what the
+ * memory says is stale. Start again from
  * the default. Slower than the default: never tried again; merely slower
  * than before: the first candidate of the new search. */
 static void restart(drk_evolution *e, int slower_than_default)
@@ -639,11 +640,10 @@ drk_evo_decision drk_evolution_end_round(drk_evolution *e)
                 v.n = 0;
             } else if (measured_now && changed(e, e->served, v.noise) && !surely_faster(&last)) {
                 /* Slower than it was and no longer surely faster than the
-                 * default. One still surely faster stays: the H200 showed
-                 * an n-body variant's trials falling from 2.0x to ~1.5x
-                 * once it served (the program's kernels, now faster, share
-                 * the GPU with the trials differently), and the restart
-                 * put the default back for rounds. */
+                 * default. One still surely faster stays: a restart would
+                 * serve the default, slower still, for the rounds the new
+                 * search takes (trials share the GPU with the program, so
+                 * their ratios move when its kernels do). */
                 restart(e, 0);
                 d.dropped = 1;
                 v.n = 0;
