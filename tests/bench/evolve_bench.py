@@ -35,7 +35,9 @@ at their mean: the report gives a total and a maximum), the launch-path
 overhead on the kernels with nothing to win (recorded best within 2% of the
 default: their wall and GPU ratios, geometric means), the rounds kernel
 records rested in (gpu_time.unsampled_rounds), the mean trial share.
-Writes everything to --out/evolve_bench.json.
+Writes everything to --out/evolve_bench.json; with --out the runs' output and
+reports are then packed into --out/evolve_bench_logs.tar.gz (their caches
+removed).
 
 Usage: evolve_bench.py [--build DIR] [--kernels a,b] [--rounds R] [--launches L]
                        [--budget PCT] [--log LEVEL] [--out DIR]
@@ -253,6 +255,25 @@ def main():
     with open(os.path.join(out, "evolve_bench.json"), "w") as f:
         json.dump({"rounds": args.rounds, "launches": args.launches, "budget": args.budget or None, "kernels": rows},
                   f, indent=1)
+    if args.out:
+        pack(out)
+
+
+def pack(out):
+    """The runs' output and reports into one archive, their caches gone: a
+    GPU machine hands back a limited count of files (an H200 run of all
+    twelve kernels lost most of its ~290)."""
+    import shutil
+    import tarfile
+
+    names = sorted(n for n in os.listdir(out) if n not in ("evolve_bench.json", "evolve_bench_logs.tar.gz"))
+    with tarfile.open(os.path.join(out, "evolve_bench_logs.tar.gz"), "w:gz") as tar:
+        for n in names:
+            if not n.endswith(".cache"):
+                tar.add(os.path.join(out, n), arcname=n)
+    for n in names:
+        p = os.path.join(out, n)
+        shutil.rmtree(p) if os.path.isdir(p) else os.remove(p)
 
 
 if __name__ == "__main__":
