@@ -31,6 +31,7 @@
 #define BUILT 8             /* variants kept built per target */
 #define PAIRS 4             /* paired timings a variant a round */
 #define BATCH 6             /* candidates proven and timed a wait (each holds a build slot: < BUILT - 1) */
+#define CHOICES 2           /* the search's choices kept being proven until they can serve */
 /* What a wait of drk's trials, or a build's load, costs the program,
  * charged to the budget beside their GPU time: the GPU's switch to drk's
  * context and back. On the H200 (evolve_bench.py, docs/evolve.md) rounds
@@ -106,6 +107,11 @@ struct target {
     unsigned turn_rounds;       /* search rounds since its turn began */
     drk_proof_ref prev;         /* the latest capture's settled reference (prev.state EQUAL): the next is queued */
     int yielded;                /* its turn passed mid-search: it goes on when it is chosen again */
+    /* Variants the search chose to serve that do not serve (yet): each is
+     * proven again on every capture, so one the search has moved on from
+     * still reaches DRK_PROOF_LAUNCHES and may serve meanwhile. */
+    uint32_t choices[CHOICES];
+    unsigned nchoices;
 };
 
 static struct target targets[TARGETS];
@@ -752,16 +758,27 @@ static struct built *built_of(struct target *t, uint32_t id)
     return NULL;
 }
 
-/* A slot for a new build: a free one, else the least proven that is not served. */
+static int is_choice(const struct target *t, const struct built *b)
+{
+    for (unsigned i = 0; i < t->nchoices; i++)
+        if (t->choices[i] == b->id)
+            return 1;
+    return 0;
+}
+
+/* A slot for a new build: a free one, else the least proven that is not
+ * served, one of the search's choices last. */
 static struct built *slot_for(struct target *t)
 {
     struct built *best = NULL;
+    unsigned best_rank = 0;
     for (unsigned i = 0; i < BUILT; i++) {
         struct built *b = &t->b[i];
         if (b->id == DRK_VARIANT_NONE)
             return b;
-        if (!is_served(t, b) && !b->busy && (!best || b->proven < best->proven))
-            best = b;
+        unsigned rank = b->proven + (is_choice(t, b) ? DRK_PROOF_LAUNCHES + 1u : 0u);
+        if (!is_served(t, b) && !b->busy && (!best || rank < best_rank))
+            best = b, best_rank = rank;
     }
     if (best)
         free_built(best);
@@ -1059,9 +1076,45 @@ static CUfunction original_of(struct target *t, char *why, size_t len)
     return fn;
 }
 
+static uint32_t served_id(const struct target *t)
+{
+    return t->served ? drk_variant_id(&drk_space_ptx, &t->served_v) : DRK_VARIANT_NONE;
+}
+
+/* `v` faster than the original by the margin beyond its noise, by the
+ * search's memory, and not banned: a choice still worth serving. */
+static int still_faster(const struct target *t, const drk_variant *v, drk_ratio_stats *st)
+{
+    *st = drk_evolution_stats(&t->evo, v);
+    return !drk_evolution_banned(&t->evo, v) && st->n >= 1 && st->median >= 1 + DRK_EVO_MARGIN && st->lower > 1;
+}
+
+/* The best of the earlier choices proven on enough launches, still faster
+ * than the original and faster by the margin than what serves; or NULL. */
+static struct built *best_proven_choice(struct target *t, drk_variant *v, double *median)
+{
+    double floor = 0;
+    drk_ratio_stats st;
+    if (t->served && still_faster(t, &t->served_v, &st))
+        floor = st.median * (1 + DRK_EVO_MARGIN);
+    struct built *best = NULL;
+    for (unsigned i = 0; i < t->nchoices; i++) {
+        struct built *b = built_of(t, t->choices[i]);
+        drk_variant c;
+        if (!b || b->proven < DRK_PROOF_LAUNCHES || t->choices[i] == served_id(t) ||
+            drk_variant_from_id(&drk_space_ptx, t->choices[i], &c) != 0 || !still_faster(t, &c, &st) ||
+            st.median < floor)
+            continue;
+        floor = st.median, best = b, *v = c, *median = st.median;
+    }
+    return best;
+}
+
 static void publish(struct target *t, const drk_evo_decision *d)
 {
     CUfunction fn = NULL;
+    drk_variant v = d->variant;
+    double median = d->stats.median;
     if (d->serve) {
         uint32_t id = drk_variant_id(&drk_space_ptx, &d->variant);
         struct built *b = built_of(t, id);
@@ -1072,11 +1125,16 @@ static void publish(struct target *t, const drk_evo_decision *d)
             fn = NULL;
         else if (!(fn = serve_copy(t, b, why, sizeof why)))
             drk_log(DRK_LOG_INFO, "evolve: %.80s: a proven variant cannot be served: %s", t->rec->name, why);
-        /* The search moved to a better variant not yet proven on enough
-         * launches (or not loadable): what serves goes on serving (proven,
-         * and not found slower, or the search would have dropped it). On
-         * the H200 the n-body went back to its default twice this way, by
-         * its log, and its turn passed with the default serving. */
+        /* The search moved on to a variant not yet proven on enough
+         * launches (or not loadable): an earlier choice proven since, and
+         * faster, serves meanwhile; else what serves goes on serving
+         * (proven, and not found slower, or the search would have dropped
+         * it). On the H200 the n-body went back to its default twice when
+         * the search moved on; once it served nothing in 10 rounds, its
+         * search's choice changing every round before its third proof. */
+        struct built *alt;
+        if (!fn && (alt = best_proven_choice(t, &v, &median)) && !(fn = serve_copy(t, alt, why, sizeof why)))
+            drk_log(DRK_LOG_INFO, "evolve: %.80s: a proven variant cannot be served: %s", t->rec->name, why);
         if (!fn && t->served)
             return;
     }
@@ -1085,19 +1143,56 @@ static void publish(struct target *t, const drk_evo_decision *d)
     drk_registry_serve(t->rec->handle, &t->shape, (uintptr_t)fn);
     char text[96];
     if (fn) {
-        t->served_v = d->variant;
-        t->speedup = d->stats.median;
+        t->served_v = v;
+        t->speedup = median;
         t->trusted++;
         drk_log(DRK_LOG_INFO, "evolve: %.80s at grid (%u,%u,%u) block (%u,%u,%u): serving %s, %.3fx (%u launches "
                               "proven bit for bit)",
                 t->rec->name, t->shape.grid[0], t->shape.grid[1], t->shape.grid[2], t->shape.block[0],
-                t->shape.block[1], t->shape.block[2], drk_variant_text(&drk_space_ptx, &d->variant, text, sizeof text),
-                d->stats.median, DRK_PROOF_LAUNCHES);
+                t->shape.block[1], t->shape.block[2], drk_variant_text(&drk_space_ptx, &v, text, sizeof text),
+                median, DRK_PROOF_LAUNCHES);
     } else {
         t->speedup = 1;
         drk_log(DRK_LOG_INFO, "evolve: %.80s: back to the program's own function", t->rec->name);
     }
     t->served = fn;
+}
+
+/* After the round's decision: the search's choice joins the choices when
+ * it does not serve; those that serve, were banned or are no longer
+ * faster leave. A full list gives up its slowest. */
+static void note_choice(struct target *t, const drk_evo_decision *d)
+{
+    unsigned k = 0;
+    drk_ratio_stats st;
+    for (unsigned i = 0; i < t->nchoices; i++) {
+        drk_variant c;
+        if (t->choices[i] != served_id(t) && drk_variant_from_id(&drk_space_ptx, t->choices[i], &c) == 0 &&
+            still_faster(t, &c, &st))
+            t->choices[k++] = t->choices[i];
+    }
+    t->nchoices = k;
+    uint32_t id = d->serve ? drk_variant_id(&drk_space_ptx, &d->variant) : DRK_VARIANT_NONE;
+    if (id == DRK_VARIANT_NONE || id == served_id(t))
+        return;
+    for (unsigned i = 0; i < k; i++)
+        if (t->choices[i] == id)
+            return;
+    if (k < CHOICES) {
+        t->choices[t->nchoices++] = id;
+        return;
+    }
+    unsigned slow = 0;
+    double slowest = 0;
+    for (unsigned i = 0; i < k; i++) {
+        drk_variant c;
+        drk_variant_from_id(&drk_space_ptx, t->choices[i], &c);
+        double m = drk_evolution_stats(&t->evo, &c).median;
+        if (i == 0 || m < slowest)
+            slow = i, slowest = m;
+    }
+    if (d->stats.median > slowest)
+        t->choices[slow] = id;
 }
 
 /* The served variant's build (its trials' copy in drk's context), or NULL
@@ -1398,6 +1493,23 @@ static int try_batch(struct target *t, drk_trial *tr, drk_proof_ref *ref, const 
     return rc;
 }
 
+/* The search's earlier choices not proven on enough launches yet, proven
+ * (untimed) on this capture; the one the search serves now is measured by
+ * it anyway. 0, or -1 when the target ended. */
+static int prove_choices(struct target *t, drk_trial *tr, drk_proof_ref *ref)
+{
+    drk_variant cand[CHOICES], now;
+    uint32_t now_id = drk_evolution_serving(&t->evo, &now) ? drk_variant_id(&drk_space_ptx, &now) : DRK_VARIANT_NONE;
+    unsigned n = 0;
+    for (unsigned i = 0; i < t->nchoices; i++) {
+        const struct built *b = built_of(t, t->choices[i]);
+        if (t->choices[i] != now_id && (!b || (b->proven < DRK_PROOF_LAUNCHES && b->proven_on != t->captures)) &&
+            drk_variant_from_id(&drk_space_ptx, t->choices[i], &cand[n]) == 0)
+            n++;
+    }
+    return n ? try_batch(t, tr, ref, cand, n, 0) : 0;
+}
+
 static void search_round(struct target *t, drk_trial *tr, drk_proof_ref *ref)
 {
     if (t->rechecking) {
@@ -1426,14 +1538,21 @@ static void search_round(struct target *t, drk_trial *tr, drk_proof_ref *ref)
                 break;
             }
     }
+    if (prove_choices(t, tr, ref) != 0)
+        return;
     while ((n = drk_evolution_next(&t->evo, cand, BATCH)) > 0)
         if (try_batch(t, tr, ref, cand, n, 1) != 0)
             return;
     drk_evo_decision d = drk_evolution_end_round(&t->evo);
     t->rounds++;
     t->turn_rounds++;
+    note_choice(t, &d);
     publish(t, &d);
-    if (d.state == DRK_EVO_SETTLED && (!d.serve || t->served)) {
+    /* Settled once its choice serves (or was proven and cannot). */
+    const struct built *chosen = d.serve ? built_of(t, drk_variant_id(&drk_space_ptx, &d.variant)) : NULL;
+    if (d.state == DRK_EVO_SETTLED &&
+        (!d.serve || (t->served && (served_id(t) == drk_variant_id(&drk_space_ptx, &d.variant) ||
+                                    (chosen && chosen->proven >= DRK_PROOF_LAUNCHES))))) {
         if (!t->stored) {
             /* What serves, proven on enough launches: the decision's
              * variant, or the one kept while that was proven (publish). */

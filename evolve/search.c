@@ -399,10 +399,38 @@ static uint32_t mutation(drk_evolution *e)
     return DRK_VARIANT_NONE;
 }
 
+static double estimate(const drk_evolution *e, uint32_t id, const view *v);
+
+/* Rounds since `id`'s latest trial in the memory (UINT64_MAX: none). */
+static uint64_t rounds_since(const drk_evolution *e, uint32_t id)
+{
+    for (unsigned i = e->count; i-- > 0;) {
+        const drk_evo_round *r = mem_at_c(e, i);
+        for (unsigned k = 0; k < r->ntrials; k++)
+            if (r->t[k].id == id)
+                return e->round - r->round;
+    }
+    return UINT64_MAX;
+}
+
+/* The served variant measured again this round: always when the budget
+ * left pays for it and an untried candidate besides; otherwise, while
+ * searching, every DRK_EVO_SERVED_EVERY rounds, so exploration goes on
+ * (measured again every round, it took a budget that paid for one trial a
+ * round whole, and the search never moved past its first choice). */
+static int served_due(drk_evolution *e, const view *v)
+{
+    if (e->served == DRK_VARIANT_NONE || busy(e, e->served))
+        return 0;
+    double left = e->credit_ns - e->reserved_ns;
+    return e->state != DRK_EVO_SEARCHING || left >= estimate(e, e->served, v) + e->launches * e->default_ns ||
+           rounds_since(e, e->served) >= DRK_EVO_SERVED_EVERY;
+}
+
 static uint32_t pick(drk_evolution *e, const view *v)
 {
     /* The served variant again: it must stay faster. */
-    if (e->served != DRK_VARIANT_NONE && !busy(e, e->served))
+    if (served_due(e, v))
         return e->served;
     /* The predictor's start: a new shape begins near the best known. */
     if (e->start != DRK_VARIANT_NONE && !tried(e, e->start))
@@ -579,6 +607,11 @@ void drk_evolution_reject(drk_evolution *e, const drk_variant *v)
     ban(e, id);
     if (e->served == id)
         e->served = DRK_VARIANT_NONE;
+}
+
+int drk_evolution_banned(const drk_evolution *e, const drk_variant *v)
+{
+    return is_banned(e, drk_variant_id(e->space, v));
 }
 
 /* The served variant measured slower than the default, or slower than it

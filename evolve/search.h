@@ -48,7 +48,9 @@
  * a seed (xorshift64*).
  *
  * Each round, in order, within the trial budget: the served variant again
- * (to catch it getting slower); the predictor's start (evolve/predict.h) if
+ * (to catch it getting slower; while searching on a budget that pays for
+ * less than it and one more trial, every 3rd round only, so exploration
+ * goes on); the predictor's start (evolve/predict.h) if
  * not yet tried; up to 2 promising variants again (median >= 1.01, fewer
  * than 8 trials, upper end above 1.01 x the better of the served variant
  * and the center: the one that may be best); then exploration. The search
@@ -86,6 +88,7 @@
 #define DRK_EVO_START_Z 2.0      /* the same for the predictor's start (chosen before any trial) */
 #define DRK_EVO_CHANGE_Z 4.0     /* a served variant's latest trial this far below its history: times changed */
 #define DRK_EVO_CONFIRM 2        /* promising variants measured again a round */
+#define DRK_EVO_SERVED_EVERY 3   /* rounds between the served variant's trials while searching on a tight budget */
 #define DRK_EVO_CONFIRM_MAX 8    /* trials after which a promising variant is not measured again */
 #define DRK_EVO_SEARCH_ROUNDS 20 /* rounds of searching before the search settles regardless */
 #define DRK_EVO_CARRY_ROUNDS 4   /* rounds of grant that unspent budget may add up to */
@@ -171,6 +174,8 @@ void drk_evolution_record(drk_evolution *e, const drk_variant *v, const float *s
 /* `v` cannot be used (its build failed, its outputs differed): never
  * proposed again by this search. */
 void drk_evolution_reject(drk_evolution *e, const drk_variant *v);
+/* Whether `v` was rejected or dropped: never proposed again. */
+int drk_evolution_banned(const drk_evolution *e, const drk_variant *v);
 
 typedef struct drk_evo_decision {
     int serve;                   /* 1: serve `variant`; 0: the default */

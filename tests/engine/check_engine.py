@@ -4,7 +4,7 @@
 planted bad variant rejected, the faster one proven and served, no wrong
 result ever; a nondeterministic kernel refused; DRK_EVOLVE=0 does nothing.
 
-Usage: check_engine.py --program PATH --preload LIBS --mode evolve|plant|cache|regress|switch|nondet|off|noctx|unload|turns|late|short
+Usage: check_engine.py --program PATH --preload LIBS --mode evolve|plant|cache|regress|switch|ladder|nondet|off|noctx|unload|turns|late|short
 """
 import argparse
 import glob
@@ -190,6 +190,23 @@ def case_switch(args):
           p.stderr[-3000:])
 
 
+def case_ladder(args):
+    # Three budgets each faster than the last (32 1.1x, 48 1.4x, 56 2x), on
+    # a budget that pays for about one trial a round: the search must climb
+    # past its first choice (the served variant measured again every round
+    # took that budget whole), and a choice it moved on from before its
+    # third proof serves once proven, while the next is proven.
+    rep, p = run(args, "ladder", {"DRK_EVOLVE": "1", "DRK_EVOLVE_BUDGET": "10%"})
+    rows = [r for r in rep["evolve"]["by_kernel"] if r["name"] == "axpy"]
+    served = re.findall(r"serving (regs=\d+)", p.stderr)
+    check(rows and rows[0]["serving"].startswith("regs=56"), "ladder: the fastest of three, found last, serves at the end",
+          (rows, served, p.stderr[-3000:]))
+    check(served[:3] == ["regs=32", "regs=48", "regs=56"],
+          "ladder: each choice served in turn once proven, 48 too though the search had moved on to 56", served)
+    check("back to the program's own function" not in p.stderr, "ladder: the program's own function never serves again",
+          p.stderr[-3000:])
+
+
 def case_nondet(args):
     rep, p = run(args, "nondet", {"DRK_EVOLVE": "1"})
     ev = rep["evolve"]
@@ -285,10 +302,10 @@ def main():
     ap.add_argument("--program", required=True)
     ap.add_argument("--preload", required=True)
     ap.add_argument("--nvjitlink", required=True, help="the stand-in's nvJitLink (the fake driver's library)")
-    ap.add_argument("--mode", required=True, choices=["evolve", "plant", "cache", "regress", "switch", "nondet", "off", "noctx", "unload",
+    ap.add_argument("--mode", required=True, choices=["evolve", "plant", "cache", "regress", "switch", "ladder", "nondet", "off", "noctx", "unload",
                                                           "turns", "late", "short"])
     args = ap.parse_args()
-    {"evolve": case_evolve, "plant": case_plant, "cache": case_cache, "regress": case_regress, "switch": case_switch, "nondet": case_nondet, "off": case_off,
+    {"evolve": case_evolve, "plant": case_plant, "cache": case_cache, "regress": case_regress, "switch": case_switch, "ladder": case_ladder, "nondet": case_nondet, "off": case_off,
      "noctx": case_noctx, "unload": case_unload, "turns": case_turns, "late": case_late, "short": case_short}[args.mode](args)
     print(f"{'FAILED' if failures else 'passed'}: {failures} failures")
     sys.exit(1 if failures else 0)

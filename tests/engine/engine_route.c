@@ -19,6 +19,10 @@
  *                         runs 3x slower than the default (the world
  *                         changed): the served variant, measured again
  *                         after resting, must be dropped.
+ *   engine_route ladder   36 rounds; the 32-register build runs 1.1x as
+ *                         fast as the default, 48 1.4x, 56 2x: on a tight
+ *                         budget the search finds them one after another.
+ *                         It prints which builds ran after each round.
  *   engine_route nondet   the same, but the kernel adds a count of its own
  *                         launches' blocks seen so far to one element (as a
  *                         float atomic's order would): it differs from
@@ -139,6 +143,11 @@ int main(int argc, char **argv)
     int sw = strcmp(mode, "switch") == 0;
     if (sw)
         rounds = 24;
+    /* ladder: three budgets each faster than the last (32 1.1x, 48 1.4x,
+     * 56 2x), found one after another: the search's choice moves on. */
+    int ladder = strcmp(mode, "ladder") == 0;
+    if (ladder)
+        rounds = 36;
     if (turns)
         rounds = 24;
     if (strcmp(mode, "noctx") == 0 && fakecuda_inject_error("cuCtxCreate_v4", CUDA_ERROR_OUT_OF_MEMORY, 1000000) != 0)
@@ -158,7 +167,9 @@ int main(int argc, char **argv)
         fakecuda_set_kernel_time("axpy", 32, 1000) != 0 ||
         fakecuda_register_kernel_params("axpyb", axpy, 4, sizes) != 0 ||
         fakecuda_set_kernel_resources("axpyb", 64, 0) != 0 || fakecuda_set_kernel_time("axpyb", 0, 2000) != 0 ||
-        fakecuda_set_kernel_time("axpyb", 32, 1000) != 0 || (sw && fakecuda_set_kernel_time("axpy", 48, 800) != 0))
+        fakecuda_set_kernel_time("axpyb", 32, 1000) != 0 || (sw && fakecuda_set_kernel_time("axpy", 48, 800) != 0) ||
+        (ladder && (fakecuda_set_kernel_time("axpy", 32, 1800) != 0 || fakecuda_set_kernel_time("axpy", 48, 1400) != 0 ||
+                    fakecuda_set_kernel_time("axpy", 56, 1000) != 0)))
         return 1;
     /* axpyb's module: axpy's PTX with every "axpy" named "axpyb". */
     static char ptxb[sizeof ptx + 64];
@@ -240,6 +251,8 @@ int main(int argc, char **argv)
             wrong_rounds++;
         if (nondet)
             memcpy(want, y, sizeof y); /* its own drift is not a wrong result */
+        if (ladder) /* which build served the round's launches */
+            printf("round %d: 64=%llu 32=%llu 48=%llu 56=%llu\n", r, by_regs[64], by_regs[32], by_regs[48], by_regs[56]);
         fakecupti_set_time(t0 + ROUND_NS);
         if (!check(cuProfilerStop(), "cuProfilerStop"))
             return 1;
