@@ -22,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "alloc/epochs.h"
 #include "alloc/growth.h"
 #include "alloc/heap.h"
 #include "alloc/pages_vmm.h"
@@ -44,6 +45,10 @@
 /* Latency is timed on one operation in this many: a prime, so that the
  * sample does not fall in step with the pool's periodic work. */
 #define SAMPLE_EVERY 13
+/* A shard's seal of cuMemFree's epoch that is not urgent waits, after
+ * another shard's seal, this long per event a seal records (a stream's):
+ * with 10 streams, 50 us between seals that 8 threads share. */
+#define EPOCH_GAP_NS 5000u
 
 typedef struct shard {
     pthread_mutex_t lock;
@@ -86,6 +91,10 @@ typedef struct dpool {
     pthread_mutex_t grower_lock; /* held by the grower while it maps pages here: the pool ends only outside it */
     shard *shards[MAX_SHARDS];
     atomic_int nshards;
+    /* cuMemFree's epochs, sealed for all shards together (alloc/epochs.h),
+     * on events of their own; NULL: each shard seals its own. */
+    drk_epochs *epochs;
+    drk_cuda_events *epoch_events;
     int nthread_shards; /* under grow_lock */
     /* All shards together, and their peaks. */
     _Atomic uint64_t live, peak_live, pages, peak_pages;
@@ -228,9 +237,25 @@ static void register_streams(dpool *d, shard *s)
 {
     pthread_mutex_lock(&streams_lock);
     for (size_t i = 0; i < nstreams; i++)
-        if (streams[i].device == d->ordinal)
+        if (streams[i].device == d->ordinal) {
             drk_pool_stream_created(s->pool, (uintptr_t)streams[i].s);
+            if (s->index == 0 && d->epochs)
+                drk_epochs_stream_created(d->epochs, (uintptr_t)streams[i].s);
+        }
     pthread_mutex_unlock(&streams_lock);
+}
+
+/* cuMemFree's epochs for every shard of `d`; without them (no events, out
+ * of host memory) each shard seals its own, as before. */
+static void epochs_start(dpool *d)
+{
+    d->epoch_events = drk_cuda_events_new(drv);
+    drk_pool_events table = d->epoch_events ? drk_cuda_events_table(d->epoch_events) : (drk_pool_events){0};
+    d->epochs = d->epoch_events ? drk_epochs_new(&table, EPOCH_GAP_NS) : NULL;
+    if (!d->epochs && d->epoch_events) {
+        drk_cuda_events_delete(d->epoch_events);
+        d->epoch_events = NULL;
+    }
 }
 
 /* A new shard for `stream` (0: the device's shared one), or NULL. Under
@@ -254,6 +279,8 @@ static shard *shard_new(dpool *d, uintptr_t stream, int index)
     s->events = s->heap ? drk_cuda_events_new(drv) : NULL;
     drk_pool_events table = s->events ? drk_cuda_events_table(s->events) : (drk_pool_events){0};
     s->pool = s->events ? drk_pool_new(s->heap, &table) : NULL;
+    if (s->pool && d->epochs)
+        drk_pool_share_epochs(s->pool, d->epochs);
     if (!s->pool) {
         if (s->events)
             drk_cuda_events_delete(s->events);
@@ -318,8 +345,12 @@ static void start(dpool *d, CUcontext ctx, CUdevice dev)
     size_t page = d->vmm->page_size;
     d->page_bytes = page;
     d->keep_pages = reserve_bytes(d->total) / page;
+    epochs_start(d);
     shard *s0 = shard_new(d, 0, 0);
     if (!s0) {
+        drk_epochs_delete(d->epochs);
+        drk_cuda_events_delete(d->epoch_events);
+        d->epochs = NULL, d->epoch_events = NULL;
         drk_log(DRK_LOG_WARN, "device %d: drk's device pool could not start (out of host memory or no events); "
                               "the driver allocates", d->ordinal);
         atomic_store(&d->state, -1);
@@ -1036,6 +1067,8 @@ void drk_dpool_stream_created(CUstream stream)
     /* Told to every shard under streams_lock, so a shard starting now sees it once. */
     dpool *d = &pools[dev];
     if (atomic_load_explicit(&d->state, memory_order_acquire) == 1) {
+        if (d->epochs && drk_epochs_stream_created(d->epochs, (uintptr_t)stream) != 0)
+            drk_log(DRK_LOG_WARN, "out of host memory: drk's device pool cannot follow a new stream");
         int n = atomic_load_explicit(&d->nshards, memory_order_acquire);
         for (int k = 0; k < n; k++) {
             pthread_mutex_lock(&d->shards[k]->lock);
@@ -1056,6 +1089,8 @@ void drk_dpool_stream_destroyed(CUstream stream)
         if (streams[i].s == stream) {
             dpool *d = &pools[streams[i].device];
             if (atomic_load_explicit(&d->state, memory_order_acquire) == 1) {
+                if (d->epochs)
+                    drk_epochs_stream_destroyed(d->epochs, (uintptr_t)stream);
                 int n = atomic_load_explicit(&d->nshards, memory_order_acquire);
                 for (int k = 0; k < n; k++) {
                     CUcontext cur = enter(d, d->shards[k]);
@@ -1245,6 +1280,9 @@ void drk_dpool_get_report(drk_dpool_report *o)
     for (int i = 0; i < MAX_DEVICES; i++)
         o->started += atomic_load_explicit(&pools[i].state, memory_order_acquire) == 1;
     each_shard(PATIENT, report_shard, o);
+    for (int i = 0; i < MAX_DEVICES; i++)
+        if (atomic_load_explicit(&pools[i].state, memory_order_acquire) == 1 && pools[i].epochs)
+            o->events += drk_epochs_get_stats(pools[i].epochs).events;
     if (lock_patiently(&start_lock) == 0) {
         for (int i = 0; i < MAX_DEVICES; i++) {
             keep_counts(o, &pools[i].ended);
@@ -1309,6 +1347,14 @@ static void end_pool(dpool *d, int alive)
         s->retired = 1;
         pthread_mutex_unlock(&s->lock);
     }
+    if (d->epochs) {
+        d->ended.events += drk_epochs_get_stats(d->epochs).events;
+        if (alive) { /* else the context took their events */
+            drk_epochs_delete(d->epochs);
+            drk_cuda_events_delete(d->epoch_events);
+        }
+        d->epochs = NULL, d->epoch_events = NULL;
+    }
     if (alive)
         d->vmm->destroy(d->vmm);
     d->vmm = NULL;
@@ -1350,6 +1396,8 @@ void drk_dpool_context_ends(CUcontext ctx, int alive)
  * freed (another parent thread may have been changing them as it forked),
  * but still reachable, so that a leak checker does not count them. */
 static shard *forgotten;
+static drk_epochs *forgotten_epochs[MAX_DEVICES * 4];
+static int nforgotten_epochs;
 
 void drk_dpool_after_fork_child(void)
 {
@@ -1362,6 +1410,10 @@ void drk_dpool_after_fork_child(void)
                 pools[i].shards[k]->forgotten = forgotten;
                 forgotten = pools[i].shards[k];
             }
+        /* Its mutex may have been held by a parent thread: never used again. */
+        if (pools[i].epochs && nforgotten_epochs < MAX_DEVICES * 4)
+            forgotten_epochs[nforgotten_epochs++] = pools[i].epochs;
+        pools[i].epochs = NULL, pools[i].epoch_events = NULL;
         atomic_store(&pools[i].state, 0);
         atomic_store(&pools[i].nshards, 0);
         atomic_store(&pools[i].live, 0), atomic_store(&pools[i].peak_live, 0);

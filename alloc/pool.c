@@ -1,5 +1,6 @@
 #include "alloc/pool.h"
 
+#include "alloc/epochs.h"
 #include "alloc/slab.h"
 
 #include <stdlib.h>
@@ -30,6 +31,8 @@ struct batch {
     uint64_t opened_at; /* the pool's allocation count when it opened */
     size_t nev, room; /* events recorded; room for */
     uint64_t *ev;     /* one (a stream's batch) or one per stream (an epoch) */
+    uint64_t ticket;  /* an epoch sealed by shared epochs: their ticket (no events of its own) */
+    uint64_t last_free_ns; /* an open epoch with shared epochs: its newest free's stamp */
 };
 
 /* Size classes of pending frees on a stream: one per power of two. */
@@ -54,6 +57,7 @@ struct drk_pool {
     stream_state *streams;
     size_t nstreams, cap_streams;
     batch *epoch_open, *epoch_head, *epoch_tail;
+    drk_epochs *shared; /* epochs sealed with the device's other pools, or NULL */
     batch *spare_epochs; /* released epoch batches, kept for the next seals */
     size_t nspare_epochs;
     uint64_t allocs;
@@ -261,6 +265,8 @@ static size_t batch_release(drk_pool *p, batch *b)
  * the block stays out of the heap rather than risk a reuse). */
 static int batch_done(drk_pool *p, const batch *b, int wait)
 {
+    if (b->ticket)
+        return drk_epochs_done(p->shared, b->ticket, wait) == 1;
     for (size_t i = 0; i < b->nev; i++) {
         if (wait && p->ev.wait(p->ev.ctx, b->ev[i]) != 0)
             return 0;
@@ -291,13 +297,38 @@ static int seal_stream(drk_pool *p, stream_state *s)
     return 0;
 }
 
+static void epoch_append(drk_pool *p, batch *sealed)
+{
+    p->st.epochs++;
+    p->sealed++;
+    for (pend *e = sealed->blocks; e; e = e->next)
+        e->in = sealed;
+    p->epoch_open = NULL;
+    if (p->epoch_tail)
+        p->epoch_tail->next = sealed;
+    else
+        p->epoch_head = sealed;
+    p->epoch_tail = sealed;
+}
+
 /* Seals the open epoch with an event on the legacy stream (which waits for
- * every blocking stream) and one on each created stream. */
-static int seal_epoch(drk_pool *p)
+ * every blocking stream) and one on each created stream; with shared
+ * epochs, by their ticket, which a seal that is not `urgent` may leave for
+ * later (the batch stays open). */
+static int seal_epoch(drk_pool *p, int urgent)
 {
     batch *b = p->epoch_open;
     if (!b)
         return 0;
+    if (p->shared) {
+        uint64_t ticket;
+        int r = drk_epochs_seal(p->shared, p, b->last_free_ns, urgent, &ticket);
+        if (r != 0)
+            return r < 0 ? -1 : 0;
+        b->ticket = ticket;
+        epoch_append(p, b);
+        return 0;
+    }
     batch *sealed = batch_new(p, p->nstreams + 1);
     if (!sealed)
         return -1;
@@ -315,17 +346,8 @@ static int seal_epoch(drk_pool *p)
         return -1;
     }
     p->st.events += sealed->nev;
-    p->st.epochs++;
-    p->sealed++;
-    for (pend *e = sealed->blocks; e; e = e->next)
-        e->in = sealed;
     batch_del(p, b, b->room);
-    p->epoch_open = NULL;
-    if (p->epoch_tail)
-        p->epoch_tail->next = sealed;
-    else
-        p->epoch_head = sealed;
-    p->epoch_tail = sealed;
+    epoch_append(p, sealed);
     return 0;
 }
 
@@ -357,7 +379,7 @@ size_t drk_pool_reclaim(drk_pool *p)
  * without waiting. 1 if blocks went back. */
 static int reclaim_soft(drk_pool *p)
 {
-    seal_epoch(p);
+    seal_epoch(p, 1);
     for (size_t i = 0; i < p->nstreams; i++)
         seal_stream(p, &p->streams[i]);
     return drk_pool_reclaim(p) > 0;
@@ -367,7 +389,7 @@ static int reclaim_soft(drk_pool *p)
  * batch of each FIFO. 1 if that gave blocks back, 0 if nothing is pending. */
 static int reclaim_hard(drk_pool *p)
 {
-    seal_epoch(p);
+    seal_epoch(p, 1);
     for (size_t i = 0; i < p->nstreams; i++)
         seal_stream(p, &p->streams[i]);
     size_t n = drk_pool_reclaim(p);
@@ -387,7 +409,7 @@ static int reclaim_hard(drk_pool *p)
 
 size_t drk_pool_flush(drk_pool *p)
 {
-    seal_epoch(p);
+    seal_epoch(p, 1);
     for (size_t i = 0; i < p->nstreams; i++)
         seal_stream(p, &p->streams[i]);
     size_t n = 0;
@@ -426,6 +448,8 @@ drk_pool *drk_pool_new(drk_heap *heap, const drk_pool_events *events)
     }
     return p;
 }
+
+void drk_pool_share_epochs(drk_pool *p, drk_epochs *e) { p->shared = e; }
 
 int drk_pool_stream_created(drk_pool *p, uintptr_t stream)
 {
@@ -490,7 +514,7 @@ static pend *take_same_stream(drk_pool *p, stream_state *s, size_t size)
 static void seal_stale(drk_pool *p)
 {
     if (p->epoch_open && p->allocs - p->epoch_open->opened_at >= SEAL_AFTER)
-        seal_epoch(p);
+        seal_epoch(p, 0);
     for (size_t i = 0; i < p->nstreams; i++)
         if (p->streams[i].open && p->allocs - p->streams[i].open->opened_at >= SEAL_AFTER)
             seal_stream(p, &p->streams[i]);
@@ -569,6 +593,8 @@ int drk_pool_free(drk_pool *p, uintptr_t ptr, uintptr_t stream, int has_stream)
     b->room = (asked + DRK_HEAP_ALIGN - 1) / DRK_HEAP_ALIGN * DRK_HEAP_ALIGN;
     p->st.live_bytes -= asked;
     b->in = *open;
+    if (!s && p->shared)
+        (*open)->last_free_ns = drk_epochs_now();
     b->next = (*open)->blocks;
     if (b->next)
         b->next->prev = b;
@@ -584,7 +610,7 @@ int drk_pool_free(drk_pool *p, uintptr_t ptr, uintptr_t stream, int has_stream)
         if (s)
             seal_stream(p, s);
         else
-            seal_epoch(p);
+            seal_epoch(p, 0);
     }
     return 0;
 }
@@ -629,7 +655,7 @@ void drk_pool_delete(drk_pool *p)
 {
     if (!p)
         return;
-    seal_epoch(p);
+    seal_epoch(p, 1);
     for (size_t i = 0; i < p->nstreams; i++)
         seal_stream(p, &p->streams[i]);
     drain(p, &p->epoch_head, &p->epoch_tail);

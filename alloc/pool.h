@@ -43,6 +43,12 @@ drk_pool *drk_pool_new(drk_heap *heap, const drk_pool_events *events);
 /* Waits for every pending batch, gives its blocks back, frees the pool. */
 void drk_pool_delete(drk_pool *p);
 
+/* Seals this pool's epochs with `e` (alloc/epochs.h), shared with other
+ * pools, instead of with events of its own; before its first free. The
+ * epochs must outlive the pool. */
+typedef struct drk_epochs drk_epochs;
+void drk_pool_share_epochs(drk_pool *p, drk_epochs *e);
+
 /* The streams an epoch must cover: the legacy and per-thread default
  * streams are known from the start; created streams are added and removed
  * as the program creates and destroys them. */

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "alloc/epochs.h"
 #include "alloc/pool.h"
 #include "tests/unit/check.h"
 
@@ -304,6 +305,183 @@ static void test_random(void)
     rig_end(&r);
 }
 
+
+/* ---- Epochs shared by two pools (a device's shards) ---- */
+
+typedef struct duo {
+    drk_page_backend *pages[2];
+    drk_heap *heap[2];
+    drk_pool *pool[2];
+    drk_epochs *ep;
+} duo;
+
+static duo duo_new(uint64_t gap_ns)
+{
+    memset(&fev, 0, sizeof fev);
+    duo d;
+    memset(&d, 0, sizeof d);
+    d.ep = drk_epochs_new(&events, gap_ns);
+    CHECK(d.ep != NULL);
+    for (int i = 0; i < 2; i++) {
+        d.pages[i] = drk_pages_counting(2 * MIB, 256);
+        d.heap[i] = d.pages[i] ? drk_heap_new(d.pages[i], 1024 * 2 * MIB) : NULL;
+        d.pool[i] = d.heap[i] ? drk_pool_new(d.heap[i], &events) : NULL;
+        CHECK(d.pool[i] != NULL);
+        drk_pool_share_epochs(d.pool[i], d.ep);
+    }
+    return d;
+}
+
+static void duo_end(duo *d)
+{
+    for (int i = 0; i < 2; i++) {
+        drk_pool_delete(d->pool[i]);
+        drk_heap_delete(d->heap[i]);
+        d->pages[i]->destroy(d->pages[i]);
+    }
+    drk_epochs_delete(d->ep);
+    CHECK(fev.outstanding == 0); /* every event released */
+}
+
+/* `n` allocations and frees on stream 0x30 (its own batches): enough for
+ * a pool to look at its stale epoch (SEAL_AFTER). */
+static void churn(drk_pool *p, int n)
+{
+    uintptr_t x;
+    for (int i = 0; i < n; i++) {
+        CHECK(drk_pool_alloc(p, 512, 0x30, 1, &x) == 0);
+        CHECK(drk_pool_free(p, x, 0x30, 1) == 0);
+    }
+}
+
+/* One seal covers both pools' frees made before it; a free after it waits
+ * for another, which a pool that did not make the newest seal holds back
+ * for the gap unless it is urgent; a block comes back only once every
+ * stream's event of its seal has completed. */
+static void test_shared_epochs(void)
+{
+    duo d = duo_new(1000000000000ull); /* a gap nothing waits out */
+    CHECK(drk_epochs_stream_created(d.ep, 0x10) == 0 && drk_epochs_stream_created(d.ep, 0x10) == 0);
+    uintptr_t x, y, z;
+    CHECK(drk_pool_alloc(d.pool[0], 4 * MIB, 0, 0, &x) == 0 && drk_pool_alloc(d.pool[1], 4 * MIB, 0, 0, &y) == 0);
+    CHECK(drk_pool_free(d.pool[0], x, 0, 0) == 0 && drk_pool_free(d.pool[1], y, 0, 0) == 0);
+    churn(d.pool[0], 48); /* pool 0 seals: the legacy stream and 0x10 */
+    drk_epochs_stats st = drk_epochs_get_stats(d.ep);
+    CHECK(st.seals == 1 && st.events == 2 && fev.recorded[sidx(LEGACY)] == 1 && fev.recorded[sidx(0x10)] == 1);
+    churn(d.pool[1], 48); /* pool 1's free came before that seal: its ticket, no events */
+    st = drk_epochs_get_stats(d.ep);
+    CHECK(st.seals == 1 && st.shared == 1 && drk_pool_get_stats(d.pool[1]).epochs == 1);
+    CHECK(drk_pool_alloc(d.pool[1], 4 * MIB, 0, 0, &z) == 0);
+    CHECK(drk_pool_free(d.pool[1], z, 0, 0) == 0);
+    churn(d.pool[1], 48); /* after the seal: held back for the gap */
+    st = drk_epochs_get_stats(d.ep);
+    CHECK(st.seals == 1 && st.held >= 1 && drk_pool_get_stats(d.pool[1]).epochs == 1);
+    /* y waits for both streams' events. */
+    complete(LEGACY);
+    drk_pool_reclaim(d.pool[1]);
+    CHECK(drk_pool_get_stats(d.pool[1]).pending_bytes >= 8 * MIB);
+    complete(0x10);
+    drk_pool_reclaim(d.pool[1]);
+    uint64_t left = drk_pool_get_stats(d.pool[1]).pending_bytes; /* z, still open, and 0x30's */
+    CHECK(left >= 4 * MIB && left < 5 * MIB);
+    CHECK(drk_pool_reclaim(d.pool[0]) >= 1 && drk_pool_get_stats(d.pool[0]).pending_bytes < MIB); /* x */
+    /* Urgent (out of pages, a flush): sealed at once. */
+    CHECK(drk_pool_flush(d.pool[1]) >= 1 && drk_epochs_get_stats(d.ep).seals == 2);
+    /* A pool that made the newest seal is never held back: as alone. */
+    CHECK(drk_pool_alloc(d.pool[1], 4 * MIB, 0, 0, &z) == 0 && drk_pool_free(d.pool[1], z, 0, 0) == 0);
+    churn(d.pool[1], 48);
+    CHECK(drk_epochs_get_stats(d.ep).seals == 3);
+    drk_epochs_stream_destroyed(d.ep, 0x10);
+    uint64_t on_10 = fev.recorded[sidx(0x10)], on_legacy = fev.recorded[sidx(LEGACY)];
+    CHECK(drk_pool_alloc(d.pool[0], 4 * MIB, 0, 0, &x) == 0 && drk_pool_free(d.pool[0], x, 0, 0) == 0);
+    CHECK(drk_pool_flush(d.pool[0]) >= 1 && fev.recorded[sidx(0x10)] == on_10 &&
+          fev.recorded[sidx(LEGACY)] == on_legacy + 1); /* 0x10 gone: the legacy stream only */
+    duo_end(&d);
+}
+
+/* Two pools sharing epochs, random cuMemAlloc/cuMemFree and frees on five
+ * streams, the streams finishing their work at random: a cuMemFree'd block
+ * is never handed out before every stream has completed an event recorded
+ * after its free (nor a stream's block before its stream's), in either
+ * pool; and the pools record fewer events than one pool sealing alone. */
+static void test_shared_random(uint64_t gap_ns)
+{
+    enum { SLOTS = 64, OPS = 20000, NS = 6 };
+    duo d = duo_new(gap_ns);
+    static const uintptr_t sts[NS] = {LEGACY, 0x10, 0x20, 0x30, 0x40, 0x50};
+    for (int k = 1; k < NS; k++)
+        CHECK(drk_epochs_stream_created(d.ep, sts[k]) == 0 && drk_pool_stream_created(d.pool[0], sts[k]) == 0 &&
+              drk_pool_stream_created(d.pool[1], sts[k]) == 0);
+    struct {
+        uintptr_t ptr;
+        size_t size;
+    } live[2][SLOTS];
+    memset(live, 0, sizeof live);
+    static struct {
+        uintptr_t ptr;
+        size_t size;
+        uintptr_t stream;
+        uint64_t rec[NS]; /* each stream's events recorded at the free */
+    } pend[2][4096];
+    size_t npend[2] = {0, 0};
+    unsigned rng = 7, violations = 0, epoch_frees = 0;
+    for (int op = 0; op < OPS; op++) {
+        rng = rng * 1103515245u + 12345u;
+        int w = (int)(rng >> 30) & 1, s = (int)((rng >> 8) % SLOTS);
+        uintptr_t stream = (rng >> 20) % 3 == 0 ? 0 : sts[1 + (rng >> 22) % (NS - 1)];
+        drk_pool *p = d.pool[w];
+        if (live[w][s].ptr) {
+            CHECK(drk_pool_free(p, live[w][s].ptr, stream, stream != 0) == 0);
+            epoch_frees += stream == 0;
+            if (npend[w] < 4096) {
+                size_t i = npend[w]++;
+                pend[w][i].ptr = live[w][s].ptr, pend[w][i].size = live[w][s].size, pend[w][i].stream = stream;
+                for (int k = 0; k < NS; k++)
+                    pend[w][i].rec[k] = fev.recorded[sidx(sts[k])];
+            }
+            live[w][s].ptr = 0;
+        } else {
+            size_t n = 1 + (rng >> 6) % (3 * MIB);
+            uintptr_t x;
+            if (drk_pool_alloc(p, n, stream, stream != 0, &x) != 0)
+                continue;
+            for (size_t i = 0; i < npend[w]; i++) {
+                int overlap = x < pend[w][i].ptr + pend[w][i].size && pend[w][i].ptr < x + n;
+                int safe = pend[w][i].stream && pend[w][i].stream == stream;
+                for (int k = 0; k < NS && !safe; k++) {
+                    int after = fev.done[sidx(sts[k])] > pend[w][i].rec[k]; /* an event after the free completed */
+                    if (pend[w][i].stream && sts[k] == pend[w][i].stream)
+                        safe = after;
+                    else if (!pend[w][i].stream && !after)
+                        break;
+                    else if (!pend[w][i].stream && k == NS - 1)
+                        safe = 1;
+                }
+                if (overlap && !safe)
+                    violations++;
+                if (overlap)
+                    pend[w][i] = pend[w][--npend[w]], i--;
+            }
+            live[w][s].ptr = x, live[w][s].size = n;
+        }
+        if (op % 89 == 0)
+            complete(sts[(rng >> 12) % NS]);
+        if (op % 1000 == 0)
+            for (int k = 0; k < NS; k++)
+                complete(sts[k]);
+    }
+    drk_epochs_stats st = drk_epochs_get_stats(d.ep);
+    fprintf(stderr, "shared epochs (gap %llu ns): %u cuMemFree's, %llu seals (%llu events), %llu shared, %llu held, "
+            "%u blocks reused too soon\n", (unsigned long long)gap_ns, epoch_frees, (unsigned long long)st.seals, (unsigned long long)st.events,
+            (unsigned long long)st.shared, (unsigned long long)st.held, violations);
+    CHECK(violations == 0 && st.seals > 10 && st.shared > 0);
+    for (int i = 0; i < 2; i++) {
+        char err[200];
+        CHECK(drk_heap_check(d.heap[i], err, sizeof err) == 0);
+    }
+    duo_end(&d);
+}
+
 int main(void)
 {
     test_soft_reclaim_lookup_flush();
@@ -313,5 +491,8 @@ int main(void)
     test_epoch_records_reused();
     test_oom_waits();
     test_random();
+    test_shared_epochs();
+    test_shared_random(0);
+    test_shared_random(1000000000000ull);
     return CHECK_DONE();
 }

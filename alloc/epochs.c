@@ -1,0 +1,208 @@
+#include "alloc/epochs.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <time.h>
+
+#define LEGACY_STREAM ((uintptr_t)0x1)
+/* Seals not known complete at once, at most: past them a seal that is not
+ * urgent is held back, an urgent one waits for the oldest. */
+#define RING 256
+
+typedef struct seal {
+    uint64_t ticket, start_ns;
+    uint64_t *ev;
+    size_t nev, room;
+} seal;
+
+struct drk_epochs {
+    pthread_mutex_t lock;
+    drk_pool_events ev;
+    uint64_t gap_ns;
+    uintptr_t *streams;
+    size_t nstreams, cap;
+    seal ring[RING];
+    size_t head, n;        /* ring[head] the oldest not known complete */
+    uint64_t next;         /* the last ticket given out */
+    const void *last_who;  /* who made the newest seal */
+    uint64_t newest_start; /* its start (0: none yet) */
+    _Atomic uint64_t done; /* every ticket up to this has completed */
+    /* Counts, written under the lock, read without it (a report at exit
+     * must not wait for a thread stopped inside). */
+    _Atomic uint64_t seals, shared, held, events;
+};
+
+static void count(_Atomic uint64_t *c, uint64_t n) { atomic_fetch_add_explicit(c, n, memory_order_relaxed); }
+
+uint64_t drk_epochs_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+drk_epochs *drk_epochs_new(const drk_pool_events *events, uint64_t gap_ns)
+{
+    if (!events || !events->record || !events->query || !events->wait || !events->release)
+        return NULL;
+    drk_epochs *e = calloc(1, sizeof *e);
+    if (!e)
+        return NULL;
+    pthread_mutex_init(&e->lock, NULL);
+    e->ev = *events;
+    e->gap_ns = gap_ns;
+    return e;
+}
+
+int drk_epochs_stream_created(drk_epochs *e, uintptr_t stream)
+{
+    int rc = 0;
+    pthread_mutex_lock(&e->lock);
+    size_t i = 0;
+    while (i < e->nstreams && e->streams[i] != stream)
+        i++;
+    if (i == e->nstreams && stream != LEGACY_STREAM) {
+        if (e->nstreams == e->cap) {
+            size_t cap = e->cap ? 2 * e->cap : 16;
+            uintptr_t *s = realloc(e->streams, cap * sizeof *s);
+            if (s)
+                e->streams = s, e->cap = cap;
+        }
+        if (e->nstreams < e->cap)
+            e->streams[e->nstreams++] = stream;
+        else
+            rc = -1;
+    }
+    pthread_mutex_unlock(&e->lock);
+    return rc;
+}
+
+void drk_epochs_stream_destroyed(drk_epochs *e, uintptr_t stream)
+{
+    pthread_mutex_lock(&e->lock);
+    for (size_t i = 0; i < e->nstreams; i++)
+        if (e->streams[i] == stream) {
+            e->streams[i] = e->streams[--e->nstreams];
+            break;
+        }
+    pthread_mutex_unlock(&e->lock);
+}
+
+/* Gives back the oldest seals whose events have completed (`wait`: the
+ * oldest waited for), up to ticket `upto`. Under the lock. */
+static void advance(drk_epochs *e, int wait, uint64_t upto)
+{
+    while (e->n && e->ring[e->head].ticket <= upto) {
+        seal *s = &e->ring[e->head];
+        for (; s->nev; s->nev--) {
+            uint64_t ev = s->ev[s->nev - 1];
+            if (wait ? e->ev.wait(e->ev.ctx, ev) != 0 : e->ev.query(e->ev.ctx, ev) != 1)
+                return; /* not yet (or failed: it never completes) */
+            e->ev.release(e->ev.ctx, ev);
+        }
+        atomic_store_explicit(&e->done, s->ticket, memory_order_release);
+        e->head = (e->head + 1) % RING;
+        e->n--;
+    }
+}
+
+int drk_epochs_seal(drk_epochs *e, const void *who, uint64_t last_free_ns, int urgent, uint64_t *ticket)
+{
+    pthread_mutex_lock(&e->lock);
+    int rc = 0;
+    if (e->next && e->newest_start > last_free_ns) {
+        /* The newest seal began after these frees: it covers them. */
+        *ticket = e->next;
+        count(&e->shared, 1);
+        goto out;
+    }
+    uint64_t now = drk_epochs_now();
+    if (!urgent && e->next && who != e->last_who && now - e->newest_start < e->gap_ns * (e->nstreams + 1)) {
+        count(&e->held, 1);
+        rc = 1;
+        goto out;
+    }
+    if (e->n == RING)
+        advance(e, 0, e->ring[e->head].ticket);
+    if (e->n == RING && urgent)
+        advance(e, 1, e->ring[e->head].ticket);
+    if (e->n == RING) {
+        rc = urgent ? -1 : 1;
+        count(&e->held, !urgent);
+        goto out;
+    }
+    seal *s = &e->ring[(e->head + e->n) % RING];
+    size_t want = e->nstreams + 1;
+    if (s->room < want) {
+        uint64_t *ev = realloc(s->ev, want * sizeof *ev);
+        if (!ev) {
+            rc = -1;
+            goto out;
+        }
+        s->ev = ev, s->room = want;
+    }
+    /* The start is read before the first event: a free stamped before it
+     * was made after the work it waits for was queued, so every event
+     * below follows that work in its stream. */
+    s->start_ns = drk_epochs_now();
+    s->nev = 0;
+    int r = e->ev.record(e->ev.ctx, LEGACY_STREAM, &s->ev[0]);
+    s->nev += r == 0;
+    for (size_t i = 0; r == 0 && i < e->nstreams; i++)
+        if ((r = e->ev.record(e->ev.ctx, e->streams[i], &s->ev[s->nev])) == 0)
+            s->nev++;
+    if (r != 0) {
+        for (; s->nev; s->nev--)
+            e->ev.release(e->ev.ctx, s->ev[s->nev - 1]);
+        rc = -1;
+        goto out;
+    }
+    s->ticket = ++e->next;
+    e->n++;
+    e->newest_start = s->start_ns, e->last_who = who;
+    count(&e->seals, 1);
+    count(&e->events, s->nev);
+    *ticket = s->ticket;
+out:
+    pthread_mutex_unlock(&e->lock);
+    return rc;
+}
+
+int drk_epochs_done(drk_epochs *e, uint64_t ticket, int wait)
+{
+    if (ticket <= atomic_load_explicit(&e->done, memory_order_acquire))
+        return 1;
+    if (wait)
+        pthread_mutex_lock(&e->lock);
+    else if (pthread_mutex_trylock(&e->lock) != 0)
+        return 0; /* another thread is sealing or looking: next time */
+    advance(e, wait, ticket);
+    pthread_mutex_unlock(&e->lock);
+    return ticket <= atomic_load_explicit(&e->done, memory_order_acquire);
+}
+
+drk_epochs_stats drk_epochs_get_stats(drk_epochs *e)
+{
+    return (drk_epochs_stats){atomic_load(&e->seals), atomic_load(&e->shared), atomic_load(&e->held),
+                              atomic_load(&e->events)};
+}
+
+void drk_epochs_delete(drk_epochs *e)
+{
+    if (!e)
+        return;
+    pthread_mutex_lock(&e->lock);
+    if (e->n)
+        advance(e, 1, e->ring[(e->head + e->n - 1) % RING].ticket);
+    /* Seals whose events failed: their events go back unwaited. */
+    for (; e->n; e->n--, e->head = (e->head + 1) % RING)
+        for (seal *s = &e->ring[e->head]; s->nev; s->nev--)
+            e->ev.release(e->ev.ctx, s->ev[s->nev - 1]);
+    pthread_mutex_unlock(&e->lock);
+    for (size_t i = 0; i < RING; i++)
+        free(e->ring[i].ev);
+    free(e->streams);
+    pthread_mutex_destroy(&e->lock);
+    free(e);
+}

@@ -1,0 +1,60 @@
+/* Free epochs shared by the pools of one device (its shards). A block freed
+ * by cuMemFree may still be in use by work on any stream, so the pool keeps
+ * it until events recorded on every stream after the free have completed:
+ * a seal. Each pool sealing its own epochs recorded one event per stream
+ * per seal, and with threads on shards of their own the seals multiplied:
+ * on the H200, 8 threads freeing on 8 shards with 10 streams recorded
+ * 50,785 events for 168,512 frees (one thread: 1,408 for 21,064), and the
+ * driver serialized them (8 threads ran at 1.96x the rate of one).
+ *
+ * Shared, one seal covers every pool's frees made before it began: a pool
+ * whose open epoch's last free precedes the newest seal takes that seal's
+ * ticket and records nothing. A seal that is not urgent (a batch full or
+ * left open a while) waits, when the newest seal came from another pool,
+ * until `gap_ns` per event a seal records has passed since it began; a
+ * pool sealing alone is never held back, so one thread's program seals as
+ * it always did. A ticket is done once its seal's events (and every earlier
+ * seal's: later events on the same streams complete after them) have.
+ *
+ * Thread-safe: one mutex, held while a seal records its events and while a
+ * ticket is looked at (a look that is not a wait only tries it). */
+#ifndef DRK_ALLOC_EPOCHS_H
+#define DRK_ALLOC_EPOCHS_H
+
+#include <stdint.h>
+
+#include "alloc/pool.h" /* drk_pool_events, and the drk_epochs type */
+
+/* Seals over `events` (which must stay valid; the epochs call them under
+ * their own mutex only), recording on the legacy stream and on every
+ * stream added. NULL if out of memory or the table is incomplete. */
+drk_epochs *drk_epochs_new(const drk_pool_events *events, uint64_t gap_ns);
+/* Waits for every seal and releases its events; no pool may use it any
+ * more. */
+void drk_epochs_delete(drk_epochs *e);
+
+/* The streams a seal covers besides the legacy one (which waits for every
+ * blocking stream). 0, or -1 when out of memory. */
+int drk_epochs_stream_created(drk_epochs *e, uintptr_t stream);
+void drk_epochs_stream_destroyed(drk_epochs *e, uintptr_t stream);
+
+/* A time stamp for a free (monotonic, ns). */
+uint64_t drk_epochs_now(void);
+
+/* A ticket covering every free stamped before `last_free_ns`, or before now
+ * (0 with *ticket set); 1 when not `urgent` and held back (nothing
+ * recorded: ask again later); -1 when an event could not be recorded.
+ * `who` tells the pools apart (any pointer of the caller's). */
+int drk_epochs_seal(drk_epochs *e, const void *who, uint64_t last_free_ns, int urgent, uint64_t *ticket);
+
+/* 1 when the ticket's seal has completed, else 0 (`wait`: waits for it;
+ * 0 then means an event failed, and the ticket never completes). */
+int drk_epochs_done(drk_epochs *e, uint64_t ticket, int wait);
+
+typedef struct drk_epochs_stats {
+    uint64_t seals, shared, held, events; /* sealed; tickets given from a seal made before; requests held back */
+} drk_epochs_stats;
+
+drk_epochs_stats drk_epochs_get_stats(drk_epochs *e); /* without the lock */
+
+#endif
