@@ -276,6 +276,15 @@ static int batch_done(drk_pool *p, const batch *b, int wait)
     return 1;
 }
 
+static void fifo_push(batch **head, batch **tail, batch *b)
+{
+    if (*tail)
+        (*tail)->next = b;
+    else
+        *head = b;
+    *tail = b;
+}
+
 /* Seals a stream's open batch with an event recorded on it now. */
 static int seal_stream(drk_pool *p, stream_state *s)
 {
@@ -289,11 +298,7 @@ static int seal_stream(drk_pool *p, stream_state *s)
     p->st.batches++;
     p->sealed++;
     s->open = NULL;
-    if (s->tail)
-        s->tail->next = b;
-    else
-        s->head = b;
-    s->tail = b;
+    fifo_push(&s->head, &s->tail, b);
     return 0;
 }
 
@@ -304,11 +309,7 @@ static void epoch_append(drk_pool *p, batch *sealed)
     for (pend *e = sealed->blocks; e; e = e->next)
         e->in = sealed;
     p->epoch_open = NULL;
-    if (p->epoch_tail)
-        p->epoch_tail->next = sealed;
-    else
-        p->epoch_head = sealed;
-    p->epoch_tail = sealed;
+    fifo_push(&p->epoch_head, &p->epoch_tail, sealed);
 }
 
 /* Seals the open epoch with an event on the legacy stream (which waits for
