@@ -25,8 +25,11 @@ struct drk_epochs {
     seal ring[RING];
     size_t head, n;        /* ring[head] the oldest not known complete */
     uint64_t next;         /* the last ticket given out */
-    const void *last_who;  /* who made the newest seal */
-    uint64_t newest_start; /* its start (0: none yet) */
+    /* Written under the lock, also read without it (a seal held back is
+     * told so without the lock: pools ask again on each free meanwhile). */
+    _Atomic(const void *) last_who; /* who made the newest seal */
+    _Atomic uint64_t newest_start;  /* its start (0: none yet) */
+    _Atomic uint64_t gap_total;     /* gap_ns x the events a seal records now */
     _Atomic uint64_t done; /* every ticket up to this has completed */
     /* Counts, written under the lock, read without it (a report at exit
      * must not wait for a thread stopped inside). */
@@ -52,6 +55,7 @@ drk_epochs *drk_epochs_new(const drk_pool_events *events, uint64_t gap_ns)
     pthread_mutex_init(&e->lock, NULL);
     e->ev = *events;
     e->gap_ns = gap_ns;
+    atomic_store(&e->gap_total, gap_ns);
     return e;
 }
 
@@ -73,6 +77,7 @@ int drk_epochs_stream_created(drk_epochs *e, uintptr_t stream)
             e->streams[e->nstreams++] = stream;
         else
             rc = -1;
+        atomic_store(&e->gap_total, e->gap_ns * (e->nstreams + 1));
     }
     pthread_mutex_unlock(&e->lock);
     return rc;
@@ -84,6 +89,7 @@ void drk_epochs_stream_destroyed(drk_epochs *e, uintptr_t stream)
     for (size_t i = 0; i < e->nstreams; i++)
         if (e->streams[i] == stream) {
             e->streams[i] = e->streams[--e->nstreams];
+            atomic_store(&e->gap_total, e->gap_ns * (e->nstreams + 1));
             break;
         }
     pthread_mutex_unlock(&e->lock);
@@ -107,8 +113,21 @@ static void advance(drk_epochs *e, int wait, uint64_t upto)
     }
 }
 
+/* Whether a seal that is not urgent is held back: the newest seal, another
+ * pool's, began after none of these frees and less than the gap ago. */
+static int held_back(drk_epochs *e, const void *who, uint64_t last_free_ns)
+{
+    uint64_t start = atomic_load_explicit(&e->newest_start, memory_order_acquire);
+    return start && start <= last_free_ns && who != atomic_load_explicit(&e->last_who, memory_order_relaxed) &&
+           drk_epochs_now() - start < atomic_load_explicit(&e->gap_total, memory_order_relaxed);
+}
+
 int drk_epochs_seal(drk_epochs *e, const void *who, uint64_t last_free_ns, int urgent, uint64_t *ticket)
 {
+    if (!urgent && held_back(e, who, last_free_ns)) {
+        count(&e->held, 1);
+        return 1;
+    }
     pthread_mutex_lock(&e->lock);
     int rc = 0;
     if (e->next && e->newest_start > last_free_ns) {
@@ -117,8 +136,7 @@ int drk_epochs_seal(drk_epochs *e, const void *who, uint64_t last_free_ns, int u
         count(&e->shared, 1);
         goto out;
     }
-    uint64_t now = drk_epochs_now();
-    if (!urgent && e->next && who != e->last_who && now - e->newest_start < e->gap_ns * (e->nstreams + 1)) {
+    if (!urgent && held_back(e, who, last_free_ns)) { /* a seal came and went before the lock */
         count(&e->held, 1);
         rc = 1;
         goto out;
@@ -160,7 +178,8 @@ int drk_epochs_seal(drk_epochs *e, const void *who, uint64_t last_free_ns, int u
     }
     s->ticket = ++e->next;
     e->n++;
-    e->newest_start = s->start_ns, e->last_who = who;
+    atomic_store_explicit(&e->last_who, who, memory_order_relaxed);
+    atomic_store_explicit(&e->newest_start, s->start_ns, memory_order_release);
     count(&e->seals, 1);
     count(&e->events, s->nev);
     *ticket = s->ticket;

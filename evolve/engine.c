@@ -1110,6 +1110,16 @@ static struct built *best_proven_choice(struct target *t, drk_variant *v, double
     return best;
 }
 
+/* The proven build's copy in the program's context, or NULL with one log line. */
+static CUfunction serve_proven(struct target *t, struct built *b)
+{
+    char why[160];
+    CUfunction fn = serve_copy(t, b, why, sizeof why);
+    if (!fn)
+        drk_log(DRK_LOG_INFO, "evolve: %.80s: a proven variant cannot be served: %s", t->rec->name, why);
+    return fn;
+}
+
 static void publish(struct target *t, const drk_evo_decision *d)
 {
     CUfunction fn = NULL;
@@ -1120,11 +1130,8 @@ static void publish(struct target *t, const drk_evo_decision *d)
         struct built *b = built_of(t, id);
         /* Served only once proven on enough distinct launches; until then
          * the original runs, and the search keeps measuring it. */
-        char why[160];
-        if (!b || b->proven < DRK_PROOF_LAUNCHES)
-            fn = NULL;
-        else if (!(fn = serve_copy(t, b, why, sizeof why)))
-            drk_log(DRK_LOG_INFO, "evolve: %.80s: a proven variant cannot be served: %s", t->rec->name, why);
+        if (b && b->proven >= DRK_PROOF_LAUNCHES)
+            fn = serve_proven(t, b);
         /* The search moved on to a variant not yet proven on enough
          * launches (or not loadable): an earlier choice proven since, and
          * faster, serves meanwhile; else what serves goes on serving
@@ -1133,8 +1140,8 @@ static void publish(struct target *t, const drk_evo_decision *d)
          * the search moved on; once it served nothing in 10 rounds, its
          * search's choice changing every round before its third proof. */
         struct built *alt;
-        if (!fn && (alt = best_proven_choice(t, &v, &median)) && !(fn = serve_copy(t, alt, why, sizeof why)))
-            drk_log(DRK_LOG_INFO, "evolve: %.80s: a proven variant cannot be served: %s", t->rec->name, why);
+        if (!fn && (alt = best_proven_choice(t, &v, &median)))
+            fn = serve_proven(t, alt);
         if (!fn && t->served)
             return;
     }
@@ -1164,12 +1171,13 @@ static void publish(struct target *t, const drk_evo_decision *d)
 static void note_choice(struct target *t, const drk_evo_decision *d)
 {
     unsigned k = 0;
+    double median[CHOICES];
     drk_ratio_stats st;
     for (unsigned i = 0; i < t->nchoices; i++) {
         drk_variant c;
         if (t->choices[i] != served_id(t) && drk_variant_from_id(&drk_space_ptx, t->choices[i], &c) == 0 &&
             still_faster(t, &c, &st))
-            t->choices[k++] = t->choices[i];
+            median[k] = st.median, t->choices[k++] = t->choices[i];
     }
     t->nchoices = k;
     uint32_t id = d->serve ? drk_variant_id(&drk_space_ptx, &d->variant) : DRK_VARIANT_NONE;
@@ -1183,15 +1191,10 @@ static void note_choice(struct target *t, const drk_evo_decision *d)
         return;
     }
     unsigned slow = 0;
-    double slowest = 0;
-    for (unsigned i = 0; i < k; i++) {
-        drk_variant c;
-        drk_variant_from_id(&drk_space_ptx, t->choices[i], &c);
-        double m = drk_evolution_stats(&t->evo, &c).median;
-        if (i == 0 || m < slowest)
-            slow = i, slowest = m;
-    }
-    if (d->stats.median > slowest)
+    for (unsigned i = 1; i < k; i++)
+        if (median[i] < median[slow])
+            slow = i;
+    if (d->stats.median > median[slow])
         t->choices[slow] = id;
 }
 
@@ -1548,11 +1551,11 @@ static void search_round(struct target *t, drk_trial *tr, drk_proof_ref *ref)
     t->turn_rounds++;
     note_choice(t, &d);
     publish(t, &d);
-    /* Settled once its choice serves (or was proven and cannot). */
+    /* Settled once its choice was proven (it serves, or cannot: then what
+     * serves stays). */
     const struct built *chosen = d.serve ? built_of(t, drk_variant_id(&drk_space_ptx, &d.variant)) : NULL;
     if (d.state == DRK_EVO_SETTLED &&
-        (!d.serve || (t->served && (served_id(t) == drk_variant_id(&drk_space_ptx, &d.variant) ||
-                                    (chosen && chosen->proven >= DRK_PROOF_LAUNCHES))))) {
+        (!d.serve || (t->served && chosen && chosen->proven >= DRK_PROOF_LAUNCHES))) {
         if (!t->stored) {
             /* What serves, proven on enough launches: the decision's
              * variant, or the one kept while that was proven (publish). */
