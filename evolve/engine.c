@@ -1081,29 +1081,21 @@ static uint32_t served_id(const struct target *t)
     return t->served ? drk_variant_id(&drk_space_ptx, &t->served_v) : DRK_VARIANT_NONE;
 }
 
-/* `v` faster than the original by the margin beyond its noise, by the
- * search's memory, and not banned: a choice still worth serving. */
-static int still_faster(const struct target *t, const drk_variant *v, drk_ratio_stats *st)
-{
-    *st = drk_evolution_stats(&t->evo, v);
-    return !drk_evolution_banned(&t->evo, v) && st->n >= 1 && st->median >= 1 + DRK_EVO_MARGIN && st->lower > 1;
-}
-
 /* The best of the earlier choices proven on enough launches, still faster
  * than the original and faster by the margin than what serves; or NULL. */
 static struct built *best_proven_choice(struct target *t, drk_variant *v, double *median)
 {
     double floor = 0;
     drk_ratio_stats st;
-    if (t->served && still_faster(t, &t->served_v, &st))
+    if (t->served && drk_evolution_worth_serving(&t->evo, &t->served_v, &st))
         floor = st.median * (1 + DRK_EVO_MARGIN);
     struct built *best = NULL;
     for (unsigned i = 0; i < t->nchoices; i++) {
         struct built *b = built_of(t, t->choices[i]);
         drk_variant c;
         if (!b || b->proven < DRK_PROOF_LAUNCHES || t->choices[i] == served_id(t) ||
-            drk_variant_from_id(&drk_space_ptx, t->choices[i], &c) != 0 || !still_faster(t, &c, &st) ||
-            st.median < floor)
+            drk_variant_from_id(&drk_space_ptx, t->choices[i], &c) != 0 ||
+            !drk_evolution_worth_serving(&t->evo, &c, &st) || st.median < floor)
             continue;
         floor = st.median, best = b, *v = c, *median = st.median;
     }
@@ -1176,7 +1168,7 @@ static void note_choice(struct target *t, const drk_evo_decision *d)
     for (unsigned i = 0; i < t->nchoices; i++) {
         drk_variant c;
         if (t->choices[i] != served_id(t) && drk_variant_from_id(&drk_space_ptx, t->choices[i], &c) == 0 &&
-            still_faster(t, &c, &st))
+            drk_evolution_worth_serving(&t->evo, &c, &st))
             median[k] = st.median, t->choices[k++] = t->choices[i];
     }
     t->nchoices = k;

@@ -609,9 +609,10 @@ void drk_evolution_reject(drk_evolution *e, const drk_variant *v)
         e->served = DRK_VARIANT_NONE;
 }
 
-int drk_evolution_banned(const drk_evolution *e, const drk_variant *v)
+int drk_evolution_worth_serving(const drk_evolution *e, const drk_variant *v, drk_ratio_stats *st)
 {
-    return is_banned(e, drk_variant_id(e->space, v));
+    *st = drk_evolution_stats(e, v);
+    return !is_banned(e, drk_variant_id(e->space, v)) && surely_faster(st);
 }
 
 /* The served variant measured slower than the default, or slower than it

@@ -174,8 +174,10 @@ void drk_evolution_record(drk_evolution *e, const drk_variant *v, const float *s
 /* `v` cannot be used (its build failed, its outputs differed): never
  * proposed again by this search. */
 void drk_evolution_reject(drk_evolution *e, const drk_variant *v);
-/* Whether `v` was rejected or dropped: never proposed again. */
-int drk_evolution_banned(const drk_evolution *e, const drk_variant *v);
+/* Whether `v`, not rejected or dropped, measures faster than the default
+ * by the margin beyond noise over the memory (its stats in *st): a variant
+ * the search chose once and still worth serving. */
+int drk_evolution_worth_serving(const drk_evolution *e, const drk_variant *v, drk_ratio_stats *st);
 
 typedef struct drk_evo_decision {
     int serve;                   /* 1: serve `variant`; 0: the default */
