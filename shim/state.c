@@ -100,6 +100,15 @@ static void configure(drk_mode m)
     drk_once_end(&configured);
 }
 
+/* Whether this thread has a context current: the program has made one and
+ * may launch next. */
+static int context_current(void)
+{
+    const drk_driver *drv = drk_driver_table();
+    CUcontext c = NULL;
+    return drv && drv->ctx_get_current && drv->ctx_get_current(&c) == CUDA_SUCCESS && c;
+}
+
 drk_mode drk_mode_start(void)
 {
     drk_mode m = drk_opt_num(DRK_OPT_DISABLE)   ? DRK_MODE_OFF
@@ -125,7 +134,8 @@ drk_mode drk_mode_start(void)
                                   .round_ms = drk_opt_num(DRK_OPT_ROUND_SECONDS),
                                   .counters = drk_opt_num(DRK_OPT_PROFILE) == DRK_PROFILE_COUNTERS,
                                   .profile = drk_opt_num(DRK_OPT_PROFILE) != 0,
-                                  .counters_budget = (double)drk_opt_num(DRK_OPT_COUNTERS_BUDGET) / 10000.0};
+                                  .counters_budget = (double)drk_opt_num(DRK_OPT_COUNTERS_BUDGET) / 10000.0,
+                                  .start_here = context_current()};
         drk_worker_start(&ws);
     }
     const char *report = drk_opt_str(DRK_OPT_REPORT);

@@ -1,5 +1,6 @@
 /* drk's own thread, for the work no program call may wait for: it starts
- * GPU timing (evolve/cupti.h), ends rounds (evolve/gputime.h) at the marks
+ * GPU timing (evolve/cupti.h; or drk_worker_start's caller does, see
+ * start_here), ends rounds (evolve/gputime.h) at the marks
  * the program makes and by the period when it makes none, and hands each
  * round the memory figures of that moment; with DRK_PROFILE=counters it
  * arms each closed round's next counter sample (evolve/counters.h). It runs
@@ -18,6 +19,9 @@ typedef struct drk_worker_settings {
     int profile;               /* DRK_PROFILE set: every round timed; else (evolution's
                                 * timing only) kernel records rest while it has nothing
                                 * to search, one round timed in DRK_REST_SAMPLE */
+    int start_here;            /* CUPTI started by drk_worker_start's caller (a context is
+                                * current there: the program may launch next), not by the
+                                * thread (no context yet: it starts while one is made) */
 } drk_worker_settings;
 
 /* Starts the thread (once). */

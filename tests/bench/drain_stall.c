@@ -18,9 +18,20 @@
  * the default is a non-blocking stream of its own. A benchmark: it prints
  * and judges nothing.
  *
- *   drain_stall [BURST [KERNEL_US [REPS [STREAM]]]]   (1000 200 4 own) */
+ * With CUPTI_SO (a libcupti.so.13 path) it then does, REPS times 40 ms
+ * apart, what drk's GPU times do with CUPTI on drk's thread: its start
+ * (the library opened once, buffers registered, kernel, copy and set
+ * records enabled: "cupti_start"), kernel records resting and back
+ * ("kernels_off", "kernels_on": the rest evolution's timing takes), a
+ * forced flush, and the stop (every kind disabled); each with the program's
+ * launch calls it held; then the making and the end of a context of drk's
+ * own ("ctx_create", "ctx_destroy": evolution's trials run in one).
+ *
+ *   drain_stall [BURST [KERNEL_US [REPS [STREAM [CUPTI_SO]]]]]   (1000 200 4 own) */
 #define _GNU_SOURCE
 #include <cuda.h>
+#include <cupti_activity.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -88,6 +99,82 @@ static void *program(void *arg)
     return NULL;
 }
 
+/* CUPTI as drk's GPU times use it (evolve/cupti.c), opened with dlopen. */
+static struct {
+    void *lib;
+    CUptiResult (*register_callbacks)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc);
+    CUptiResult (*enable)(CUpti_ActivityKind);
+    CUptiResult (*disable)(CUpti_ActivityKind);
+    CUptiResult (*flush_all)(uint32_t);
+} cupti;
+static const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+                                           CUPTI_ACTIVITY_KIND_MEMSET};
+
+static void CUPTIAPI buffer_requested(uint8_t **buf, size_t *size, size_t *max_records)
+{
+    *size = 4u << 20, *max_records = 0;
+    *buf = aligned_alloc(64, *size);
+}
+
+static void CUPTIAPI buffer_completed(CUcontext c, uint32_t stream, uint8_t *buf, size_t size, size_t valid)
+{
+    (void)c, (void)stream, (void)size, (void)valid;
+    free(buf);
+}
+
+#define CUPTI_CHECK(x)                                                                                                \
+    do {                                                                                                             \
+        CUptiResult r_ = (x);                                                                                        \
+        if (r_ != CUPTI_SUCCESS) {                                                                                   \
+            fprintf(stderr, "drain_stall: %s: CUPTI error %d (line %d)\n", #x, (int)r_, __LINE__);                   \
+            exit(1);                                                                                                 \
+        }                                                                                                            \
+    } while (0)
+
+static CUdevice device;
+static CUcontext made; /* ctx_create's */
+
+static void cupti_op(const char *name, const char *so)
+{
+    if (!strcmp(name, "cupti_start")) {
+        if (!cupti.lib) {
+            double t0 = now_ms();
+            if (!(cupti.lib = dlopen(so, RTLD_NOW | RTLD_LOCAL))) {
+                fprintf(stderr, "drain_stall: %s: %s\n", so, dlerror());
+                exit(1);
+            }
+            cupti.register_callbacks = (__typeof__(cupti.register_callbacks))dlsym(cupti.lib, "cuptiActivityRegisterCallbacks");
+            cupti.enable = (__typeof__(cupti.enable))dlsym(cupti.lib, "cuptiActivityEnable");
+            cupti.disable = (__typeof__(cupti.disable))dlsym(cupti.lib, "cuptiActivityDisable");
+            cupti.flush_all = (__typeof__(cupti.flush_all))dlsym(cupti.lib, "cuptiActivityFlushAll");
+            if (!cupti.register_callbacks || !cupti.enable || !cupti.disable || !cupti.flush_all) {
+                fprintf(stderr, "drain_stall: %s lacks the activity API\n", so);
+                exit(1);
+            }
+            printf("cupti: %s opened in %.3f ms (in cupti_start's first time)\n", so, now_ms() - t0);
+        }
+        CUPTI_CHECK(cupti.register_callbacks(buffer_requested, buffer_completed));
+        for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
+            CUPTI_CHECK(cupti.enable(kinds[i]));
+    } else if (!strcmp(name, "kernels_off")) {
+        CUPTI_CHECK(cupti.disable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+    } else if (!strcmp(name, "kernels_on")) {
+        CUPTI_CHECK(cupti.enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+    } else if (!strcmp(name, "flush_forced")) {
+        CUPTI_CHECK(cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+    } else if (!strcmp(name, "cupti_stop")) {
+        for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
+            CUPTI_CHECK(cupti.disable(kinds[i]));
+        CUPTI_CHECK(cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+    } else if (!strcmp(name, "ctx_create")) {
+        CUcontext popped;
+        CHECK(cuCtxCreate(&made, NULL, CU_CTX_SCHED_BLOCKING_SYNC, device));
+        CHECK(cuCtxPopCurrent(&popped));
+    } else if (!strcmp(name, "ctx_destroy")) {
+        CHECK(cuCtxDestroy(made));
+    }
+}
+
 enum { OWN, PROG };
 struct state {
     CUcontext ctx[2];
@@ -152,13 +239,15 @@ int main(int argc, char **argv)
     int kernel_us = argc > 2 ? atoi(argv[2]) : 200;
     int reps = argc > 3 ? atoi(argv[3]) : 4;
     legacy = argc > 4 && strcmp(argv[4], "legacy") == 0;
+    const char *cupti_so = argc > 5 ? argv[5] : NULL;
     if (burst < 1 || kernel_us < 1 || reps < 1 || (argc > 4 && !legacy && strcmp(argv[4], "own") != 0)) {
-        fprintf(stderr, "usage: drain_stall [BURST [KERNEL_US [REPS [own|legacy]]]]\n");
+        fprintf(stderr, "usage: drain_stall [BURST [KERNEL_US [REPS [own|legacy [CUPTI_SO]]]]]\n");
         return 2;
     }
     CHECK(cuInit(0));
     CUdevice dev;
     CHECK(cuDeviceGet(&dev, 0));
+    device = dev;
     int khz = 0;
     CHECK(cuDeviceGetAttribute(&khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, dev));
     spin_cycles = (unsigned long long)khz * (unsigned long long)kernel_us / 1000ULL;
@@ -191,9 +280,12 @@ int main(int argc, char **argv)
                                         "mem_alloc", "memcpy+sync", "memset+sync", "event", "mem_free",
                                         "unload", "event_destroy", "stream_destroy", "host_alloc", "host_free"};
     enum { NCALLS = sizeof calls / sizeof calls[0] };
+    static const char *const cupti_calls[] = {"cupti_start", "flush_forced", "kernels_off", "kernels_on", "cupti_stop",
+                                              "ctx_create", "ctx_destroy"};
+    enum { NCUPTI = sizeof cupti_calls / sizeof cupti_calls[0] };
     static struct {
         double sum, max, t0[64], t1[64];
-    } took[2][NCALLS];
+    } took[3][NCALLS];
     if (reps > 64)
         reps = 64;
 
@@ -215,6 +307,17 @@ int main(int argc, char **argv)
                     took[c][i].max = t1 - t0;
                 sleep_ms(40);
             }
+    for (int r = 0; cupti_so && r < reps; r++)
+        for (int i = 0; i < NCUPTI; i++) {
+            double t0 = now_ms();
+            cupti_op(cupti_calls[i], cupti_so);
+            double t1 = now_ms();
+            took[2][i].t0[r] = t0, took[2][i].t1[r] = t1;
+            took[2][i].sum += t1 - t0;
+            if (t1 - t0 > took[2][i].max)
+                took[2][i].max = t1 - t0;
+            sleep_ms(40);
+        }
     atomic_store(&stop, 1);
     pthread_join(th, NULL);
 
@@ -224,15 +327,16 @@ int main(int argc, char **argv)
            "%d program launch calls over %.1f ms; the longest %.3f ms\n",
            burst, kernel_us, legacy ? "the legacy stream" : "a non-blocking stream", drain, n, HELD_MS, longest_any);
     printf("%-8s %-15s %10s %10s %14s\n", "context", "call", "mean ms", "max ms", "held launch ms");
-    for (int c = 0; c < 2; c++)
-        for (int i = 0; i < NCALLS; i++) {
+    for (int c = 0; c < (cupti_so ? 3 : 2); c++)
+        for (int i = 0; i < (c == 2 ? NCUPTI : NCALLS); i++) {
             double worst = 0;
             for (int r = 0; r < reps; r++)
                 for (int h = 0; h < n; h++)
                     if (held[h].at < took[c][i].t1[r] && held[h].at + held[h].ms > took[c][i].t0[r] &&
                         held[h].ms > worst)
                         worst = held[h].ms;
-            printf("%-8s %-15s %10.3f %10.3f %14.3f\n", c == OWN ? "own" : "program", calls[i],
+            printf("%-8s %-15s %10.3f %10.3f %14.3f\n", c == OWN ? "own" : c == PROG ? "program" : "drk",
+                   c == 2 ? cupti_calls[i] : calls[i],
                    took[c][i].sum / reps, took[c][i].max, worst);
         }
     CHECK(cuCtxSetCurrent(st.ctx[PROG]));

@@ -48,6 +48,8 @@ def rows_by_shape(gt):
 def case_rounds(args, mode="rounds", by="cuProfilerStop"):
     extra = {"NVTX_INJECTION64_PATH": args.preload.split()[-1]} if mode == "nvtx" else {}
     rep, p = run(args, mode, extra)
+    check("records on when the first call returned: 1" in p.stdout,
+          "CUPTI started in the program's first call to drk, a context current (no launch held later)", p.stdout)
     gt = rep["gpu_time"]
     check(gt["enabled"] and gt["off_reason"] is None, "times taken", gt)
     check(gt["source"] and "fakecupti" in gt["source"], "from the CUPTI the program loaded", gt["source"])
