@@ -11,7 +11,7 @@
 #define RING 256
 
 typedef struct seal {
-    uint64_t ticket, start_ns;
+    uint64_t ticket, ord, start_ns; /* ord: its place among the seals begun (a free stamped below it is covered) */
     uint64_t *ev;
     size_t nev, room;
 } seal;
@@ -28,7 +28,9 @@ struct drk_epochs {
     /* Written under the lock, also read without it (a seal held back is
      * told so without the lock: pools ask again on each free meanwhile). */
     _Atomic(const void *) last_who; /* who made the newest seal */
-    _Atomic uint64_t newest_start;  /* its start (0: none yet) */
+    _Atomic uint64_t newest_ord;    /* its ord (0: none yet) */
+    _Atomic uint64_t newest_start;  /* its start, monotonic ns */
+    _Atomic uint64_t begun;         /* seals begun: a free's stamp */
     _Atomic uint64_t gap_total;     /* gap_ns x the events a seal records now */
     _Atomic uint64_t done; /* every ticket up to this has completed */
     /* Counts, written under the lock, read without it (a report at exit
@@ -38,7 +40,9 @@ struct drk_epochs {
 
 static void count(_Atomic uint64_t *c, uint64_t n) { atomic_fetch_add_explicit(c, n, memory_order_relaxed); }
 
-uint64_t drk_epochs_now(void)
+uint64_t drk_epochs_stamp(drk_epochs *e) { return atomic_load(&e->begun); }
+
+static uint64_t now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -115,28 +119,29 @@ static void advance(drk_epochs *e, int wait, uint64_t upto)
 
 /* Whether a seal that is not urgent is held back: the newest seal, another
  * pool's, began after none of these frees and less than the gap ago. */
-static int held_back(drk_epochs *e, const void *who, uint64_t last_free_ns)
+static int held_back(drk_epochs *e, const void *who, uint64_t last_free)
 {
-    uint64_t start = atomic_load_explicit(&e->newest_start, memory_order_acquire);
-    return start && start <= last_free_ns && who != atomic_load_explicit(&e->last_who, memory_order_relaxed) &&
-           drk_epochs_now() - start < atomic_load_explicit(&e->gap_total, memory_order_relaxed);
+    uint64_t ord = atomic_load_explicit(&e->newest_ord, memory_order_acquire);
+    return ord && ord <= last_free && who != atomic_load_explicit(&e->last_who, memory_order_relaxed) &&
+           now_ns() - atomic_load_explicit(&e->newest_start, memory_order_relaxed) <
+               atomic_load_explicit(&e->gap_total, memory_order_relaxed);
 }
 
-int drk_epochs_seal(drk_epochs *e, const void *who, uint64_t last_free_ns, int urgent, uint64_t *ticket)
+int drk_epochs_seal(drk_epochs *e, const void *who, uint64_t last_free, int urgent, uint64_t *ticket)
 {
-    if (!urgent && held_back(e, who, last_free_ns)) {
+    if (!urgent && held_back(e, who, last_free)) {
         count(&e->held, 1);
         return 1;
     }
     pthread_mutex_lock(&e->lock);
     int rc = 0;
-    if (e->next && e->newest_start > last_free_ns) {
+    if (e->next && atomic_load_explicit(&e->newest_ord, memory_order_relaxed) > last_free) {
         /* The newest seal began after these frees: it covers them. */
         *ticket = e->next;
         count(&e->shared, 1);
         goto out;
     }
-    if (!urgent && held_back(e, who, last_free_ns)) { /* a seal came and went before the lock */
+    if (!urgent && held_back(e, who, last_free)) { /* a seal came and went before the lock */
         count(&e->held, 1);
         rc = 1;
         goto out;
@@ -160,10 +165,12 @@ int drk_epochs_seal(drk_epochs *e, const void *who, uint64_t last_free_ns, int u
         }
         s->ev = ev, s->room = want;
     }
-    /* The start is read before the first event: a free stamped before it
-     * was made after the work it waits for was queued, so every event
-     * below follows that work in its stream. */
-    s->start_ns = drk_epochs_now();
+    /* Begun before the first event: a free stamped below its ord read the
+     * count before this, after the work it waits for was queued (and after
+     * its pool's lock), so every event below follows that work in its
+     * stream. */
+    s->ord = atomic_fetch_add(&e->begun, 1) + 1;
+    s->start_ns = now_ns();
     s->nev = 0;
     int r = e->ev.record(e->ev.ctx, LEGACY_STREAM, &s->ev[0]);
     s->nev += r == 0;
@@ -179,7 +186,8 @@ int drk_epochs_seal(drk_epochs *e, const void *who, uint64_t last_free_ns, int u
     s->ticket = ++e->next;
     e->n++;
     atomic_store_explicit(&e->last_who, who, memory_order_relaxed);
-    atomic_store_explicit(&e->newest_start, s->start_ns, memory_order_release);
+    atomic_store_explicit(&e->newest_start, s->start_ns, memory_order_relaxed);
+    atomic_store_explicit(&e->newest_ord, s->ord, memory_order_release);
     count(&e->seals, 1);
     count(&e->events, s->nev);
     *ticket = s->ticket;

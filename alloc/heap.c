@@ -39,6 +39,7 @@ struct page {
 struct chunk {
     uintptr_t base;
     size_t size, npages;
+    size_t unmapped; /* pages not mapped: none, and no request here needs a page mapped */
     page *pages;
     block *first, *last;
     chunk *next;
@@ -61,6 +62,7 @@ struct drk_heap {
     drk_page_backend *pb;
     drk_slab blocks;
     size_t page, va_chunk;
+    unsigned shift; /* log2(page) when a power of two (0: divide), for page indices on every call */
     chunk *chunks;
     block *free_lists[CLASSES];
     uint64_t nonempty[(CLASSES + 63) / 64];
@@ -79,6 +81,9 @@ struct drk_heap {
 };
 
 static size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
+
+/* The page `off` bytes into a chunk lies at. */
+static inline size_t page_at(const drk_heap *h, size_t off) { return h->shift ? off >> h->shift : off / h->page; }
 
 static block *block_new(drk_heap *h) { return drk_slab_get(&h->blocks); }
 
@@ -122,7 +127,9 @@ static void free_remove(drk_heap *h, block *b)
 static size_t unmapped_in(const drk_heap *h, const block *b, size_t size)
 {
     const chunk *c = b->chunk;
-    size_t first = (b->addr - c->base) / h->page, last = (b->addr + size - 1 - c->base) / h->page, n = 0;
+    if (!c->unmapped)
+        return 0;
+    size_t first = page_at(h, b->addr - c->base), last = page_at(h, b->addr + size - 1 - c->base), n = 0;
     for (size_t i = first; i <= last; i++)
         n += !c->pages[i].mapped;
     return n;
@@ -230,7 +237,7 @@ static void live_del(live_map *m, size_t j)
 
 /* ---- Pages ---- */
 
-static page *page_of(chunk *c, uintptr_t a) { return &c->pages[(a - c->base) / (c->size / c->npages)]; }
+static page *page_of(const drk_heap *h, chunk *c, uintptr_t a) { return &c->pages[page_at(h, a - c->base)]; }
 
 static void idle_push(drk_heap *h, page *p)
 {
@@ -296,7 +303,7 @@ static int idle_run_to_spare(drk_heap *h, size_t max, size_t *n)
     chunk *c = p ? chunk_of(h, p->va) : NULL;
     if (!c)
         return DRK_PAGES_OOM;
-    size_t lo = (p->va - c->base) / h->page, hi = lo;
+    size_t lo = page_at(h, p->va - c->base), hi = lo;
     if (max > 64)
         max = 64;
     while (hi - lo + 1 < max && hi + 1 < c->npages && movable(&c->pages[hi + 1]))
@@ -315,6 +322,7 @@ static int idle_run_to_spare(drk_heap *h, size_t max, size_t *n)
         h->spare[h->nspare++] = q->handle;
         idle_remove(h, q);
         q->mapped = 0;
+        c->unmapped++;
         if (q->ahead) {
             q->ahead = 0;
             h->st.ahead_pages--;
@@ -395,6 +403,7 @@ static int map_missing(drk_heap *h, chunk *c, size_t first, size_t last)
                 c->pages[i + k].handle = run[k];
                 c->pages[i + k].mapped = 1;
             }
+            c->unmapped -= n;
         }
         if (r)
             return r;
@@ -445,7 +454,8 @@ static chunk *chunk_new(drk_heap *h, size_t size)
     }
     for (size_t i = 0; i < npages; i++)
         pages[i].va = va + i * h->page;
-    *c = (chunk){.base = va, .size = size, .npages = npages, .pages = pages, .first = b, .last = b, .next = h->chunks};
+    *c = (chunk){.base = va, .size = size, .npages = npages, .unmapped = npages, .pages = pages, .first = b, .last = b,
+                 .next = h->chunks};
     h->chunks = c;
     *b = (block){.addr = va, .size = size, .chunk = c, .free = 1};
     free_insert(h, b);
@@ -473,6 +483,8 @@ drk_heap *drk_heap_new(drk_page_backend *pages, size_t va_chunk)
     h->pb = pages;
     drk_slab_init(&h->blocks, sizeof(block), SLAB_BLOCKS);
     h->page = pages->page_size;
+    if (!(h->page & (h->page - 1)))
+        h->shift = (unsigned)__builtin_ctzll((unsigned long long)h->page);
     h->va_chunk = va_chunk;
     h->idle_permille = DRK_HEAP_IDLE_PERMILLE;
     return h;
@@ -535,20 +547,20 @@ static void coalesce(drk_heap *h, block *b)
 
 static void page_span(const drk_heap *h, const block *b, size_t *first, size_t *last)
 {
-    *first = (b->addr - b->chunk->base) / h->page;
-    *last = (b->addr + b->size - 1 - b->chunk->base) / h->page;
+    *first = page_at(h, b->addr - b->chunk->base);
+    *last = page_at(h, b->addr + b->size - 1 - b->chunk->base);
 }
 
-static void start_link(block *b)
+static void start_link(const drk_heap *h, block *b)
 {
-    page *p = page_of(b->chunk, b->addr);
+    page *p = page_of(h, b->chunk, b->addr);
     b->pnext = p->starts;
     p->starts = b;
 }
 
-static void start_unlink(block *b)
+static void start_unlink(const drk_heap *h, block *b)
 {
-    page *p = page_of(b->chunk, b->addr);
+    page *p = page_of(h, b->chunk, b->addr);
     for (block **q = &p->starts; *q; q = &(*q)->pnext)
         if (*q == b) {
             *q = b->pnext;
@@ -609,7 +621,7 @@ int drk_heap_alloc(drk_heap *h, size_t size, uintptr_t *ptr)
     b->asked = size;
     b->serial = ++h->serial;
     b->tag = 0;
-    start_link(b);
+    start_link(h, b);
     h->st.live_blocks++;
     h->st.live_bytes += size;
     if (h->st.live_bytes > h->st.peak_live_bytes)
@@ -625,7 +637,7 @@ int drk_heap_free(drk_heap *h, uintptr_t ptr)
         return DRK_PAGES_INVALID;
     block *b = h->live.slot[j];
     live_del(&h->live, j);
-    start_unlink(b);
+    start_unlink(h, b);
     size_t first, last;
     page_span(h, b, &first, &last);
     pages_unref(h, b->chunk, first, last);
@@ -686,7 +698,7 @@ int drk_heap_lookup(const drk_heap *h, uintptr_t ptr, uintptr_t *base, size_t *s
         return DRK_PAGES_INVALID;
     /* The block holding ptr, if any, is over every page from its start
      * page to ptr's: walk back while pages are referenced. */
-    for (size_t i = (ptr - c->base) / h->page + 1; i-- > 0;) {
+    for (size_t i = page_at(h, ptr - c->base) + 1; i-- > 0;) {
         const page *p = &c->pages[i];
         if (!p->refs)
             break;
@@ -755,6 +767,7 @@ void drk_heap_claim_done(drk_heap *h, const drk_page_handle *handles, size_t n)
          * place one), so each is idle. */
         p->handle = handles[k];
         p->mapped = 1;
+        c->unmapped--;
         p->ahead = 1;
         idle_push(h, p);
         h->st.ahead_pages++;
@@ -908,8 +921,10 @@ static int check_chunk(const drk_heap *h, const chunk *c, uint32_t *refs, tally 
         return bad(err, errlen, "chunk %#lx: blocks end at %#lx", (unsigned long)c->base, (unsigned long)at);
     if (!c->last || c->last->next || c->last->addr + c->last->size != c->base + c->size)
         return bad(err, errlen, "chunk %#lx: its last block is not the one ending it", (unsigned long)c->base);
+    size_t unmapped = 0;
     for (size_t i = 0; i < c->npages; i++) {
         const page *p = &c->pages[i];
+        unmapped += !p->mapped;
         if (p->refs != refs[i] || (p->refs && !p->mapped))
             return bad(err, errlen, "page %#lx: refs %u, blocks over it %u, mapped %d", (unsigned long)p->va,
                        p->refs, refs[i], p->mapped);
@@ -920,6 +935,9 @@ static int check_chunk(const drk_heap *h, const chunk *c, uint32_t *refs, tally 
         t->idle += p->mapped && !p->refs;
         t->ahead += p->ahead;
     }
+    if (unmapped != c->unmapped)
+        return bad(err, errlen, "chunk %#lx: %zu pages unmapped, its count says %zu", (unsigned long)c->base, unmapped,
+                   c->unmapped);
     return 0;
 }
 

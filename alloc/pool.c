@@ -32,7 +32,7 @@ struct batch {
     size_t nev, room; /* events recorded; room for */
     uint64_t *ev;     /* one (a stream's batch) or one per stream (an epoch) */
     uint64_t ticket;  /* an epoch sealed by shared epochs: their ticket (no events of its own) */
-    uint64_t last_free_ns; /* an open epoch with shared epochs: its newest free's stamp */
+    uint64_t last_free;    /* an open epoch with shared epochs: its newest free's stamp */
 };
 
 /* Size classes of pending frees on a stream: one per power of two. */
@@ -323,7 +323,7 @@ static int seal_epoch(drk_pool *p, int urgent)
         return 0;
     if (p->shared) {
         uint64_t ticket;
-        int r = drk_epochs_seal(p->shared, p, b->last_free_ns, urgent, &ticket);
+        int r = drk_epochs_seal(p->shared, p, b->last_free, urgent, &ticket);
         if (r != 0)
             return r < 0 ? -1 : 0;
         b->ticket = ticket;
@@ -595,7 +595,7 @@ int drk_pool_free(drk_pool *p, uintptr_t ptr, uintptr_t stream, int has_stream)
     p->st.live_bytes -= asked;
     b->in = *open;
     if (!s && p->shared)
-        (*open)->last_free_ns = drk_epochs_now();
+        (*open)->last_free = drk_epochs_stamp(p->shared);
     b->next = (*open)->blocks;
     if (b->next)
         b->next->prev = b;
