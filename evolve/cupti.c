@@ -270,10 +270,13 @@ int drk_cupti_own_stream(CUcontext ctx, CUstream stream)
 
 int drk_cupti_kernels(int on)
 {
-    if (!atomic_load(&running))
-        return -1;
-    CUptiResult r = on ? api.enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
-                       : api.disable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    /* Under the start lock: never turned on after drk stepped aside for
+     * another client (the program's round mark may turn them on). */
+    pthread_mutex_lock(&start_lock);
+    CUptiResult r = CUPTI_ERROR_NOT_INITIALIZED;
+    if (atomic_load(&running))
+        r = on ? api.enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) : api.disable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    pthread_mutex_unlock(&start_lock);
     return r == CUPTI_SUCCESS ? 0 : -1;
 }
 

@@ -45,9 +45,18 @@ static atomic_int cupti_started; /* CUPTI's start: 0 not tried yet, 1 done, -1 f
 static struct mark {
     _Atomic uint64_t t; /* 0 while being written */
     const char *why;
+    int records_on;     /* kernel records were turned on at this mark (records_at_mark) */
 } marks[MARKS];
 static atomic_ulong mark_head, mark_tail;
 static atomic_ulong marks_lost, marked;
+/* Kernel records asked back on at the program's next round mark, by the
+ * thread, while they rest: turned on there, the round that mark opens is
+ * timed whole from its start. Turned on by the thread mid-round, the round
+ * under way was partly untimed and the next one had to be timed too: two
+ * rounds under CUPTI's cost (short kernels up to 5% slower on the H200)
+ * for one timed. */
+static atomic_int records_at_mark;
+static void records_resumed(uint64_t t);
 
 static void round_memory(drk_round_memory *m)
 {
@@ -76,6 +85,8 @@ static int take_marks(void)
         if (!t)
             return n; /* still being written: next tick */
         const char *why = k->why;
+        if (k->records_on)
+            records_resumed(t);
         atomic_store_explicit(&k->t, 0, memory_order_relaxed);
         atomic_store(&mark_tail, tail + 1);
         mark_round(t, why);
@@ -96,11 +107,20 @@ static int take_marks(void)
  * is timed whole, for the rounds' kernel time the budget is a share of. */
 #define SEARCH_SAMPLE 4
 
+static int resting;
+static unsigned rest_for;
+static uint64_t unsampled_at, untimed_seen, kept_at;
+
+/* Kernel records on again from `t`: the rounds from there are timed. */
+static void records_resumed(uint64_t t)
+{
+    drk_gputime_sampling(1, t);
+    resting = 0;
+    kept_at = drk_gputime_rounds_closed(); /* a round kept after this one has been timed whole */
+}
+
 static void rest_records(uint64_t now)
 {
-    static int resting;
-    static unsigned rest_for;
-    static uint64_t unsampled_at, untimed_seen, kept_at;
     if (cfg.profile || !drk_engine_on())
         return;
     int searching = drk_engine_searching();
@@ -115,19 +135,18 @@ static void rest_records(uint64_t now)
         }
         return;
     }
-    if (!resting)
-        return;
+    if (!resting || atomic_load(&records_at_mark))
+        return; /* on at the program's next mark */
     /* Untimed rounds still count toward measuring served variants again. */
     uint64_t untimed = drk_gputime_totals_get().unsampled;
     int due = 0;
     for (; untimed_seen < untimed; untimed_seen++)
         due |= drk_engine_round_untimed();
     if (due || untimed - unsampled_at >= rest_for) {
-        if (drk_cupti_kernels(1) == 0) {
-            drk_gputime_sampling(1, now);
-            resting = 0;
-            kept_at = drk_gputime_rounds_closed(); /* a round kept after this one has been timed whole */
-        }
+        if (atomic_load(&marked))
+            atomic_store(&records_at_mark, 1); /* the program marks its rounds */
+        else if (drk_cupti_kernels(1) == 0)
+            records_resumed(now); /* rounds by the period: this tick just ended one, or will */
     }
 }
 
@@ -278,7 +297,13 @@ void drk_worker_mark(const char *why)
     } while (!atomic_compare_exchange_weak(&mark_head, &head, head + 1));
     struct mark *k = &marks[head % MARKS];
     k->why = why;
-    atomic_store_explicit(&k->t, t, memory_order_release);
+    /* Records back on at this round's end (20 us in CUPTI, no launch held
+     * on the H200), before its time is read; the thread learns it from the
+     * mark. */
+    k->records_on = atomic_load_explicit(&records_at_mark, memory_order_relaxed) &&
+                    atomic_exchange(&records_at_mark, 0) && drk_cupti_kernels(1) == 0;
+    uint64_t after = k->records_on ? drk_cupti_now() : 0;
+    atomic_store_explicit(&k->t, after ? after : t, memory_order_release);
 }
 
 /* The thread stops, the last records come in and the open round ends. Run

@@ -91,6 +91,10 @@ def case_evolve(args):
     check(untimed >= 1 and untimed + closed >= 15,
           "kernel records rested once nothing was left to search (rounds untimed, not among the rounds)",
           {"unsampled_rounds": untimed, "rounds.closed": closed})
+    # 20 launches a round: records back on at the program's round mark,
+    # only rounds timed whole carry them (on mid-round, one more had them).
+    check(gt["kernels"] <= 20 * closed, "kernel records only in the rounds timed whole (on again at a round mark)",
+          {"kernel records": gt["kernels"], "rounds.closed": closed})
     rest, serve = p.stderr.find("kernel records rest (a search runs)"), p.stderr.find("serving regs=32")
     check(0 <= rest < serve, "kernel records rested while the search ran, and it went on to serve", p.stderr[-3000:])
 
