@@ -13,9 +13,12 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from scratch import keep_if, scratch  # noqa: E402
 
 failures = 0
+keep_if(lambda: failures)
 
 
 def check(cond, what, detail=""):
@@ -25,7 +28,7 @@ def check(cond, what, detail=""):
 
 
 def run(args, mode, extra, cache=None, rounds=None):
-    out = tempfile.mkdtemp(prefix="drk-engine-")
+    out = scratch("drk-engine-")
     env = {k: v for k, v in os.environ.items() if not k.startswith("DRK_")}
     env.update(LD_PRELOAD=args.preload, DRK_ROUND_SECONDS="0", DRK_REPORT=out + "/", DRK_LOG_LEVEL="info",
                DRK_EVOLVE_BUDGET="100%", DRK_CACHE_DIR=cache or os.path.join(out, "cache"),
@@ -115,7 +118,7 @@ def case_plant(args):
 
 
 def case_cache(args):
-    cache = tempfile.mkdtemp(prefix="drk-engine-cache-")
+    cache = scratch("drk-engine-cache-")
     rep1, p1 = run(args, "evolve", {"DRK_EVOLVE": "1"}, cache)
     ev1 = rep1["evolve"]
     check(ev1["cache_stored"] == 1 and ev1["cache_hits"] == 0, "first run: the search's result stored", ev1)
@@ -155,7 +158,7 @@ def case_cache(args):
           "a corrupt entry: ignored, the search finds the winner again", ev4)
     # A run that exits mid-search (4 rounds: 2 searched, nothing proven on 3 launches yet) leaves its best so far;
     # the next run goes on from it, and its settled result then replaces it.
-    cache = tempfile.mkdtemp(prefix="drk-engine-cache-")
+    cache = scratch("drk-engine-cache-")
     rep5, p5 = run(args, "evolve", {"DRK_EVOLVE": "1"}, cache, rounds=4)
     ev5 = rep5["evolve"]
     rows5 = [r for r in ev5["by_kernel"] if r["name"] == "axpy"]

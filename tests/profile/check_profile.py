@@ -11,9 +11,12 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from scratch import keep_if, scratch  # noqa: E402
 
 failures = 0
+keep_if(lambda: failures)
 
 
 def check(cond, what, detail=""):
@@ -27,7 +30,7 @@ def near(got, want, rel):
 
 
 def run(args, mode, extra=None):
-    out = tempfile.mkdtemp(prefix="drk-profile-")
+    out = scratch("drk-profile-")
     env = {k: v for k, v in os.environ.items() if not k.startswith("DRK_")}
     env.update(LD_PRELOAD=args.preload, DRK_PROFILE="1", DRK_ROUND_SECONDS="0", DRK_REPORT=out + "/",
                DRK_LOG_LEVEL="info")

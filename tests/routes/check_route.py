@@ -12,10 +12,13 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from scratch import keep_if, scratch  # noqa: E402
+
 FAILURES = []
+keep_if(lambda: FAILURES)
 DRK = None
 
 
@@ -35,7 +38,7 @@ class Runner:
         self.shim, self.driver, self.program, self.args = shim, driver, program, args
         # A sanitizer runtime must be first of all preloads.
         self.before, self.after = ([runtime] if runtime else []) + list(before), list(after)
-        self.tmp = tempfile.mkdtemp(prefix="drk-route-")
+        self.tmp = scratch("drk-route-")
         self.n = 0
 
     def run(self, drk, env_extra=None, expect_rc=0):
