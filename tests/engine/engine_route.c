@@ -254,11 +254,20 @@ int main(int argc, char **argv)
         if (ladder) /* which build served the round's launches */
             printf("round %d: 64=%llu 32=%llu 48=%llu 56=%llu\n", r, by_regs[64], by_regs[32], by_regs[48], by_regs[56]);
         fakecupti_set_time(t0 + ROUND_NS);
+        unsigned long long ticks = fakecupti_calls("cuptiActivityFlushAll");
         if (!check(cuProfilerStop(), "cuProfilerStop"))
             return 1;
         fakecupti_set_time(t0 + ROUND_NS + 100000000ull);
         struct timespec ts = {0, 150000000};
         nanosleep(&ts, NULL);
+        /* drk's thread flushes once a tick: three ticks after the round's
+         * end it has closed the round and done that tick's work. A loaded
+         * machine (CI's two cores, tests in parallel) may take longer than
+         * the pause; the search must not see rounds shift under it. */
+        for (int w = 0; w < 300 && fakecupti_calls("cuptiActivityFlushAll") < ticks + 3; w++) {
+            struct timespec p = {0, 10000000};
+            nanosleep(&p, NULL);
+        }
     }
     printf("engine: %d rounds, %d wrong; launches by registers: 64=%llu 32=%llu 40=%llu 48=%llu\n", rounds,
            wrong_rounds, by_regs[64], by_regs[32], by_regs[40], by_regs[48]);
