@@ -192,6 +192,10 @@ static int r_reserve(drk_page_backend *b, size_t size, uintptr_t *va)
  * fails to start (before it was ever used). */
 static int r_unreserve(drk_page_backend *b, uintptr_t va, size_t size) { return inner_of(b)->unreserve(inner_of(b), va, size); }
 static int r_create(drk_page_backend *b, drk_page_handle *p) { return inner_of(b)->create(inner_of(b), p); }
+static int r_create_run(drk_page_backend *b, size_t n, drk_page_handle *p)
+{
+    return inner_of(b)->create_run(inner_of(b), n, p);
+}
 static int r_release(drk_page_backend *b, drk_page_handle p) { return inner_of(b)->release(inner_of(b), p); }
 static int r_map(drk_page_backend *b, uintptr_t va, const drk_page_handle *p, size_t n)
 {
@@ -210,6 +214,7 @@ static drk_page_backend *ranged_new(dpool *d, shard *s)
     g->inner = d->vmm, g->owner = s, g->pool = d;
     g->base = *d->vmm;
     g->base.reserve = r_reserve, g->base.unreserve = r_unreserve, g->base.create = r_create;
+    g->base.create_run = d->vmm->create_run ? r_create_run : NULL;
     g->base.release = r_release, g->base.map = r_map, g->base.unmap = r_unmap;
     g->base.pages_created = r_created, g->base.pages_mapped = r_mapped, g->base.destroy = r_destroy;
     return &g->base;
@@ -276,6 +281,8 @@ static shard *shard_new(dpool *d, uintptr_t stream, int index)
     chunk = chunk / page * page;
     s->pages = ranged_new(d, s);
     s->heap = s->pages ? drk_heap_new(s->pages, chunk) : NULL;
+    if (s->heap && cfg.run_pages)
+        drk_heap_set_run_max(s->heap, cfg.run_pages);
     s->events = s->heap ? drk_cuda_events_new(drv) : NULL;
     drk_pool_events table = s->events ? drk_cuda_events_table(s->events) : (drk_pool_events){0};
     s->pool = s->events ? drk_pool_new(s->heap, &table) : NULL;
@@ -1183,8 +1190,8 @@ void drk_dpool_peer_enabled(CUcontext peer)
                 (int)self);
 }
 
-int drk_dpool_block_pages(CUdeviceptr ptr, uint64_t *handles, size_t max, size_t *n, uintptr_t *first_va,
-                          size_t *size, struct drk_page_backend **pages)
+int drk_dpool_block_runs(CUdeviceptr ptr, uint64_t *handles, uint32_t *lens, size_t max, size_t *n,
+                         uintptr_t *first_va, size_t *size, struct drk_page_backend **pages)
 {
     dpool *d;
     shard *s = owner((uintptr_t)ptr, &d);
@@ -1201,7 +1208,7 @@ int drk_dpool_block_pages(CUdeviceptr ptr, uint64_t *handles, size_t max, size_t
     if (rc == 0 && base != (uintptr_t)ptr)
         rc = DRK_PAGES_INVALID;
     if (rc == 0)
-        rc = drk_heap_block_pages(s->heap, base, handles, max, n, first_va);
+        rc = drk_heap_block_runs(s->heap, base, handles, lens, max, n, first_va);
     pthread_mutex_unlock(&s->lock);
     *pages = d->vmm;
     return rc;
@@ -1215,7 +1222,8 @@ static void keep_counts(drk_dpool_report *o, const drk_dpool_report *r)
 {
     o->allocs += r->allocs, o->frees += r->frees, o->failed_allocs += r->failed_allocs;
     o->bad_frees += r->bad_frees, o->out_of_memory += r->out_of_memory, o->steals += r->steals;
-    o->pages_created += r->pages_created, o->pages_released += r->pages_created, o->pages_moved += r->pages_moved;
+    o->pages_created += r->pages_created, o->pages_released += r->pages_released, o->pages_moved += r->pages_moved;
+    o->handles_created += r->handles_created, o->handles_moved += r->handles_moved;
     o->pages_made_ahead += r->pages_made_ahead, o->pages_taken_ahead += r->pages_taken_ahead;
     o->pages_created_in_calls += r->pages_created_in_calls, o->growth_waits += r->growth_waits;
     o->map_calls += r->map_calls, o->unmap_calls += r->unmap_calls;
@@ -1240,6 +1248,7 @@ static void report_shard(dpool *d, shard *s, void *arg)
     o->live_bytes += ps.live_bytes, o->reserved_bytes += hs.pages * page;
     o->va_bytes += hs.reserved_va;
     o->pages_created += hs.creates + hs.ahead_made, o->pages_released += hs.releases, o->pages_moved += hs.moves;
+    o->handles_created += hs.create_calls + hs.ahead_made, o->handles_moved += hs.move_calls;
     o->pages_made_ahead += hs.ahead_made, o->pages_taken_ahead += hs.ahead_used;
     o->pages_created_in_calls += hs.creates, o->ahead_pages += hs.ahead_pages, o->growth_waits += s->busy_waits;
     o->idle_pages += hs.idle_pages, o->spare_pages += hs.spare_pages;

@@ -25,6 +25,7 @@ typedef struct drk_dpool_settings {
     unsigned defrag_threshold;  /* basis points of pages idle past which a quiet moment trims */
     int thread_shards;          /* threads meeting on shard 0 may get shards of their own */
     int grow;                   /* a thread of drk's maps pages ahead of demand */
+    size_t run_pages;           /* the most pages a driver handle covers (0: the heap's default) */
 } drk_dpool_settings;
 
 /* Called once, before any other call, with the driver table to use. */
@@ -77,11 +78,11 @@ void drk_dpool_quiet(void);
 /* A peer context's device may now access the pools' pages, present and future. */
 void drk_dpool_peer_enabled(CUcontext peer);
 
-/* For IPC: the pages under the live allocation at `ptr` (its start) and the
- * backend that made them. 0 on success. */
+/* For IPC: the runs of pages under the live allocation at `ptr` (its
+ * start; drk_heap_block_runs) and the backend that made them. 0 on success. */
 struct drk_page_backend;
-int drk_dpool_block_pages(CUdeviceptr ptr, uint64_t *handles, size_t max, size_t *n, uintptr_t *first_va,
-                          size_t *size, struct drk_page_backend **pages);
+int drk_dpool_block_runs(CUdeviceptr ptr, uint64_t *handles, uint32_t *lens, size_t max, size_t *n,
+                         uintptr_t *first_va, size_t *size, struct drk_page_backend **pages);
 
 /* One shard: the device's shared one (stream 0), a thread's own (stream 0,
  * thread 1) or a stream's own. */
@@ -103,6 +104,7 @@ typedef struct drk_dpool_report {
     uint64_t live_bytes, peak_live_bytes, live_blocks;   /* peaks: of the device, all shards together */
     uint64_t reserved_bytes, peak_reserved_bytes, va_bytes;
     uint64_t pages_created, pages_released, pages_moved, idle_pages, spare_pages, map_calls, unmap_calls;
+    uint64_t handles_created, handles_moved; /* the driver handles (runs of pages) those pages were */
     uint64_t defrag_events, quiet_trims, oom_waits, same_stream_reuses, events, pending_bytes;
     uint64_t free_total, free_largest; /* holes of the virtual space */
     uint64_t streams;                  /* created streams alive */

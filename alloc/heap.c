@@ -25,16 +25,28 @@ typedef struct block {
     int free, cls;
 } block;
 
+/* A mapped page is one of the `len` pages of a handle (a run), the `off`th;
+ * a run is mapped, moved and released whole, so its first page (its head)
+ * keeps what concerns all of it. */
 struct page {
     uintptr_t va;
-    drk_page_handle handle; /* when mapped */
+    drk_page_handle handle; /* when mapped: its run's */
     uint32_t refs;          /* live blocks over this page */
+    uint32_t len, off;      /* when mapped: its run's pages, and its place in it */
+    uint32_t busy;          /* a head: pages of the run under live blocks */
     uint8_t mapped;
     uint8_t claimed;        /* being mapped outside the heap (drk_heap_claim_ahead) */
     uint8_t ahead;          /* mapped ahead of demand and not yet under a block */
-    page *iprev, *inext;    /* idle (mapped, no refs): oldest first */
+    uint8_t listed;         /* a head in the idle list: no page of its run under a live block */
+    page *iprev, *inext;    /* idle runs (heads): oldest first */
     block *starts;          /* live blocks starting in this page */
 };
+
+/* A handle created, or unmapped from its hole, mapped nowhere now. */
+typedef struct spare_run {
+    drk_page_handle handle;
+    size_t len;
+} spare_run;
 
 struct chunk {
     uintptr_t base;
@@ -44,6 +56,9 @@ struct chunk {
     block *first, *last;
     chunk *next;
 };
+
+/* Idle runs by length: 1, 2-3, 4-7, ... 128 pages and more. */
+#define IDLE_CLASSES 8
 
 /* Free blocks by size class: 4 classes per power of two from 512 bytes. */
 #define CLASSES ((64 - 9) * 4)
@@ -67,8 +82,11 @@ struct drk_heap {
     block *free_lists[CLASSES];
     uint64_t nonempty[(CLASSES + 63) / 64];
     live_map live;
-    page *idle_head, *idle_tail;
-    drk_page_handle *spare; /* created, mapped nowhere */
+    page *idle_head[IDLE_CLASSES], *idle_tail[IDLE_CLASSES];
+    size_t idle_run_pages;  /* pages of the runs in the idle lists: what can move or go back */
+    spare_run *spare;       /* created, mapped nowhere */
+    size_t spare_pages;
+    size_t run_max;         /* pages a handle made for a request covers at most */
     unsigned idle_permille; /* idle pages kept, per thousand pages in use */
     size_t idle_floor;      /* idle pages kept whatever the pages in use */
     int no_moves;           /* pages stay where they were first mapped */
@@ -135,17 +153,76 @@ static size_t unmapped_in(const drk_heap *h, const block *b, size_t size)
     return n;
 }
 
+/* Pages of idle run `hd` (at page run0) that a block over pages [first,
+ * last] covers, if it must be cut: covered in part, or its page `shared`
+ * (the block's first or last, which it does not fill) inside it. */
+static size_t cut_of(const page *hd, size_t run0, size_t first, size_t last, int shared)
+{
+    if (hd->len == 1 || !hd->listed)
+        return 0;
+    size_t lo = first > run0 ? first : run0, hi = last < run0 + hd->len - 1 ? last : run0 + hd->len - 1;
+    return hi - lo + 1 < hd->len || shared ? hi - lo + 1 : 0;
+}
+
+static uint64_t idle_keep(const drk_heap *h);
+
+/* Runs are made only on pages a block fills, never on one it may share
+ * with a neighbour. While the heap holds no more idle pages than it keeps
+ * (the reserve), a block may be placed over part of an idle run at no cost;
+ * the run's other pages then wait for that block to go before they can move
+ * or go back (stranded). Past the reserve, where idle pages must be free to
+ * move and a full device must find every idle page, a block placed over
+ * part of an idle run, or over a page of one that it does not fill, has
+ * the run cut instead: given back, and the block's pages there made anew
+ * (never with moves off, DRK_DEFRAG=0: pages stay where first mapped).
+ * Replayed on a device only 3% or 10% larger than the peak live set of
+ * the RMM-like random trace, stranding ran out of memory 17 and 1 times
+ * where single pages did not; cutting, never. This is what a block of
+ * `size` bytes carved at the start of free block `b` would cut, in pages
+ * it would need made (*lo, *hi: the runs): only the runs at either end of
+ * its span can reach past it. */
+static size_t cuts(const drk_heap *h, const block *b, size_t size, page **lo, page **hi)
+{
+    const chunk *c = b->chunk;
+    size_t first = page_at(h, b->addr - c->base), last = page_at(h, b->addr + size - 1 - c->base), n = 0, k;
+    page *p = &c->pages[first], *q = &c->pages[last];
+    int lo_shared = (b->addr - c->base) % h->page != 0, hi_shared = (b->addr + size - c->base) % h->page != 0;
+    *lo = *hi = NULL;
+    if (h->run_max == 1 || h->no_moves || h->st.idle_pages <= idle_keep(h))
+        return 0;
+    if (p->mapped && (k = cut_of(p - p->off, first - p->off, first, last, lo_shared || (first == last && hi_shared))))
+        n += k, *lo = p - p->off;
+    if (q->mapped && q - q->off != p - p->off && (k = cut_of(q - q->off, last - q->off, first, last, hi_shared)))
+        n += k, *hi = q - q->off;
+    return n;
+}
+
 /* A free block of at least `size`. Among the first few of size's own class
  * that fit, else of the next class that has any (all of those fit): the
- * one that needs the fewest pages mapped, then the smallest. Bounded, so a
- * long class list costs no more. */
+ * one that needs the fewest pages mapped or made anew, then the smallest.
+ * Bounded, so a long class list costs no more. */
 static void consider(const drk_heap *h, block *b, size_t size, block **best, size_t *best_need)
 {
     if (b->size < size)
         return;
-    size_t need = unmapped_in(h, b, size);
+    page *lo, *hi;
+    size_t need = unmapped_in(h, b, size) + cuts(h, b, size, &lo, &hi);
     if (need < *best_need || (need == *best_need && b->size < (*best)->size))
         *best = b, *best_need = need;
+}
+
+/* A hole that needs pages mapped, or runs cut, is weighed against the
+ * frontier (the free space ending the newest chunk, outside the class
+ * lists looked at). Replayed (docs/memory.md), it takes alloc_frag's
+ * driver time from 244 to 210 ms and the GPT trace's, stitching at once,
+ * from 136 to 192 ms, at the same peak reserved: chosen with stranding,
+ * before cuts; to be measured again on the GPU without it. */
+static block *or_frontier(const drk_heap *h, size_t size, block *best, size_t best_need)
+{
+    block *f = h->chunks ? h->chunks->last : NULL;
+    if (best_need && f && f != best && f->free)
+        consider(h, f, size, &best, &best_need);
+    return best;
 }
 
 static block *free_find(drk_heap *h, size_t size)
@@ -156,7 +233,7 @@ static block *free_find(drk_heap *h, size_t size)
     for (block *b = h->free_lists[c]; b && looked < 16; b = b->fnext, looked++)
         consider(h, b, size, &best, &best_need);
     if (best)
-        return best;
+        return or_frontier(h, size, best, best_need);
     for (int w = (c + 1) / 64; w < (CLASSES + 63) / 64; w++) {
         uint64_t bits = h->nonempty[w];
         if (w == (c + 1) / 64)
@@ -166,7 +243,7 @@ static block *free_find(drk_heap *h, size_t size)
         looked = 0;
         for (block *b = h->free_lists[w * 64 + __builtin_ctzll(bits)]; b && looked < 16; b = b->fnext, looked++)
             consider(h, b, size, &best, &best_need);
-        return best;
+        return or_frontier(h, size, best, best_need);
     }
     return NULL;
 }
@@ -239,40 +316,63 @@ static void live_del(live_map *m, size_t j)
 
 static page *page_of(const drk_heap *h, chunk *c, uintptr_t a) { return &c->pages[page_at(h, a - c->base)]; }
 
-static void idle_push(drk_heap *h, page *p)
+/* The idle lists hold the heads of runs no live block lies over, one list
+ * a length class, oldest first: what can move or go back to the driver.
+ * An idle page of a run that still has a live block over another of its
+ * pages is reused only where it is. */
+static int idle_class(size_t len)
 {
-    p->inext = NULL;
-    p->iprev = h->idle_tail;
-    if (h->idle_tail)
-        h->idle_tail->inext = p;
-    else
-        h->idle_head = p;
-    h->idle_tail = p;
-    h->st.idle_pages++;
+    int c = 63 - __builtin_clzll((unsigned long long)len);
+    return c < IDLE_CLASSES ? c : IDLE_CLASSES - 1;
 }
 
-static void idle_remove(drk_heap *h, page *p)
+static void idle_push(drk_heap *h, page *hd)
 {
-    if (p->iprev)
-        p->iprev->inext = p->inext;
+    int c = idle_class(hd->len);
+    hd->inext = NULL;
+    hd->iprev = h->idle_tail[c];
+    if (h->idle_tail[c])
+        h->idle_tail[c]->inext = hd;
     else
-        h->idle_head = p->inext;
-    if (p->inext)
-        p->inext->iprev = p->iprev;
-    else
-        h->idle_tail = p->iprev;
-    p->iprev = p->inext = NULL;
-    h->st.idle_pages--;
+        h->idle_head[c] = hd;
+    h->idle_tail[c] = hd;
+    hd->listed = 1;
+    h->idle_run_pages += hd->len;
 }
 
-/* Spare handles: created and mapped nowhere. Room for `k` more; a handle
- * taken from the array always fits back, so only growth past the old size
- * can fail. */
+static void idle_remove(drk_heap *h, page *hd)
+{
+    int c = idle_class(hd->len);
+    if (hd->iprev)
+        hd->iprev->inext = hd->inext;
+    else
+        h->idle_head[c] = hd->inext;
+    if (hd->inext)
+        hd->inext->iprev = hd->iprev;
+    else
+        h->idle_tail[c] = hd->iprev;
+    hd->iprev = hd->inext = NULL;
+    hd->listed = 0;
+    h->idle_run_pages -= hd->len;
+}
+
+/* The oldest idle run of the longest class: the first to give back. */
+static page *idle_longest(const drk_heap *h)
+{
+    for (int c = IDLE_CLASSES; c-- > 0;)
+        if (h->idle_head[c])
+            return h->idle_head[c];
+    return NULL;
+}
+
+/* Spare runs: created and mapped nowhere. Room for `k` more; a run taken
+ * from the array always fits back, so only growth past the old size can
+ * fail. */
 static int spare_room(drk_heap *h, size_t k)
 {
     while (h->spare_cap - h->nspare < k) {
         size_t cap = h->spare_cap ? h->spare_cap * 2 : 64;
-        drk_page_handle *s = realloc(h->spare, cap * sizeof *s);
+        spare_run *s = realloc(h->spare, cap * sizeof *s);
         if (!s)
             return -1;
         h->spare = s, h->spare_cap = cap;
@@ -280,56 +380,137 @@ static int spare_room(drk_heap *h, size_t k)
     return 0;
 }
 
-static int spare_push(drk_heap *h, drk_page_handle handle)
+static void spare_put(drk_heap *h, spare_run s)
 {
-    if (spare_room(h, 1) != 0)
-        return -1;
-    h->spare[h->nspare++] = handle;
+    h->spare[h->nspare++] = s;
+    h->spare_pages += s.len;
+}
+
+static spare_run spare_pop(drk_heap *h, size_t i)
+{
+    spare_run s = h->spare[i];
+    h->spare[i] = h->spare[--h->nspare];
+    h->spare_pages -= s.len;
+    return s;
+}
+
+/* The longest spare run of at most `want` pages, taken: 0 if none. */
+static int spare_take(drk_heap *h, size_t want, spare_run *out)
+{
+    size_t best = SIZE_MAX;
+    for (size_t i = 0; i < h->nspare; i++)
+        if (h->spare[i].len <= want && (best == SIZE_MAX || h->spare[i].len > h->spare[best].len))
+            best = i;
+    if (best == SIZE_MAX)
+        return 0;
+    *out = spare_pop(h, best);
+    return 1;
+}
+
+static int release_spare(drk_heap *h, size_t i)
+{
+    int r = h->pb->release(h->pb, h->spare[i].handle);
+    if (r)
+        return r;
+    spare_run s = spare_pop(h, i);
+    h->st.pages -= s.len;
+    h->st.releases += s.len;
     return 0;
 }
 
 static chunk *chunk_of(const drk_heap *h, uintptr_t a);
 
-/* An idle page that may join a run being moved: pages made ahead stay. */
-static int movable(const page *q) { return q->mapped && !q->refs && !q->ahead; }
-
-/* Unmaps the oldest idle page from its hole, with idle pages next to it up
- * to `max` in all, in one call, and makes them spares (*n of them): a run
- * costs one unmap where pages one by one cost one each. */
-static int idle_run_to_spare(drk_heap *h, size_t max, size_t *n)
+/* Unmaps the idle run at `hd` from its hole, in one call: a spare now. */
+static int run_to_spare(drk_heap *h, page *hd)
 {
-    *n = 0;
-    page *p = h->idle_head;
-    chunk *c = p ? chunk_of(h, p->va) : NULL;
-    if (!c)
-        return DRK_PAGES_OOM;
-    size_t lo = page_at(h, p->va - c->base), hi = lo;
-    if (max > 64)
-        max = 64;
-    while (hi - lo + 1 < max && hi + 1 < c->npages && movable(&c->pages[hi + 1]))
-        hi++;
-    while (hi - lo + 1 < max && lo > 0 && movable(&c->pages[lo - 1]))
-        lo--;
-    size_t k = hi - lo + 1;
-    if (spare_room(h, k) != 0)
+    chunk *c = chunk_of(h, hd->va);
+    size_t len = hd->len;
+    if (spare_room(h, 1) != 0)
         return DRK_PAGES_FAILED;
-    int r = h->pb->unmap(h->pb, c->pages[lo].va, k);
+    int r = h->pb->unmap(h->pb, hd->va, len);
     h->st.unmap_calls++;
     if (r)
         return r;
-    for (size_t i = lo; i <= hi; i++) {
-        page *q = &c->pages[i];
-        h->spare[h->nspare++] = q->handle;
-        idle_remove(h, q);
+    idle_remove(h, hd);
+    spare_put(h, (spare_run){hd->handle, len});
+    for (size_t k = 0; k < len; k++) {
+        page *q = hd + k;
         q->mapped = 0;
-        c->unmapped++;
+        q->len = q->off = 0;
         if (q->ahead) {
             q->ahead = 0;
             h->st.ahead_pages--;
         }
     }
-    *n = k;
+    hd->busy = 0;
+    c->unmapped += len;
+    h->st.idle_pages -= len;
     return 0;
+}
+
+/* Unmaps the idle run at `hd` and releases it. */
+static int give_back(drk_heap *h, page *hd)
+{
+    int r = run_to_spare(h, hd);
+    return r ? r : release_spare(h, h->nspare - 1);
+}
+
+/* The longest idle run of at most `want` pages, as near as a bounded
+ * look finds it: the fewest calls for a gap. Class by class from want's
+ * own down, the oldest 64 of a class (every one when `all`) are looked at;
+ * the first class holding one that fits gives its longest. */
+static page *idle_pick(const drk_heap *h, size_t want, int all)
+{
+    page *best = NULL;
+    for (int c = idle_class(want); !best && c >= 0; c--) {
+        size_t looked = 0;
+        for (page *p = h->idle_head[c]; p && (all || looked < 64) && !(best && best->len == want);
+             p = p->inext, looked++)
+            if (p->len <= want && (!best || p->len > best->len))
+                best = p;
+    }
+    return best;
+}
+
+static int move_run(drk_heap *h, page *hd, spare_run *out)
+{
+    size_t len = hd->len;
+    int r = run_to_spare(h, hd);
+    if (r)
+        return r;
+    h->st.moves += len;
+    h->st.move_calls++;
+    *out = spare_pop(h, h->nspare - 1);
+    return 0;
+}
+
+static int create_run(drk_heap *h, size_t n, spare_run *out)
+{
+    drk_page_handle nh;
+    int r = n > 1 ? h->pb->create_run(h->pb, n, &nh) : h->pb->create(h->pb, &nh);
+    if (r)
+        return r;
+    h->st.creates += n;
+    h->st.create_calls++;
+    h->st.grown += n;
+    if ((h->st.pages += n) > h->st.peak_pages)
+        h->st.peak_pages = h->st.pages;
+    *out = (spare_run){nh, n};
+    return 0;
+}
+
+/* The pages of a new run, `want` still to map in a gap of `gap` pages: up
+ * to run_max where 32 or more are wanted, and the whole rest of a gap of
+ * 64 or more; below that a quarter of what is wanted, single pages under
+ * eight. Replayed with an H200's costs (docs/memory.md): alloc_frag's
+ * trace spends 210 ms in the driver instead of 6.4 s with single pages, at
+ * the same peak reserved; the GPT trace, whose holes are reused by smaller
+ * blocks, stays at 2.4% over peak live stitching at once, as with single
+ * pages. */
+static size_t new_run(const drk_heap *h, size_t want, size_t gap)
+{
+    size_t n = want >= 32 || gap >= 64 ? want : want >= 8 ? want / 4 : 1;
+    return n < h->run_max ? n : h->run_max;
 }
 
 /* Idle pages the heap keeps where they are, for holes to be reused at no
@@ -340,76 +521,123 @@ static uint64_t idle_keep(const drk_heap *h)
     return share > h->idle_floor ? share : h->idle_floor;
 }
 
-/* A handle for a page about to be mapped, `want` pages still to come for
- * this request: a spare one; the oldest idle page, moved from its hole with
- * its idle neighbours (as many as the request wants and the heap need not
- * keep), when more are idle than the heap keeps; a new one; or, when the
- * backend has no more, idle pages after all. Moving before creating keeps
- * the pages held close to the pages live data touches. */
-static int get_handle(drk_heap *h, size_t want, drk_page_handle *out)
+/* A run of at most `want` pages for a gap of `gap` about to be mapped: a
+ * spare; an idle run moved from its hole, when more pages are idle than
+ * the heap keeps; a new one (new_run), one driver handle (what a call
+ * costs hardly depends on its size); or, when the backend has no more
+ * memory, idle runs moved after all, then spares and idle runs too long
+ * for the gap given back to it so that a new one fits, then shorter new
+ * ones. Moving before creating keeps the pages held close to the pages
+ * live data touches. */
+static int get_run(drk_heap *h, size_t want, size_t gap, spare_run *out)
 {
-    size_t moved;
-    uint64_t keep = idle_keep(h);
-    if (!h->nspare && !h->no_moves && h->st.idle_pages > keep &&
-        idle_run_to_spare(h, want < h->st.idle_pages - keep ? want : (size_t)(h->st.idle_pages - keep), &moved) == 0)
-        h->st.moves += moved;
-    if (!h->nspare) {
-        drk_page_handle nh;
-        int r = h->no_create ? DRK_PAGES_OOM : h->pb->create(h->pb, &nh);
-        if (r == 0) {
-            if (spare_push(h, nh) != 0) {
-                h->pb->release(h->pb, nh);
-                return DRK_PAGES_FAILED;
-            }
-            h->st.creates++;
-            h->st.grown++;
-            if (++h->st.pages > h->st.peak_pages)
-                h->st.peak_pages = h->st.pages;
-        } else if (r != DRK_PAGES_OOM || h->no_moves || h->no_create || (r = idle_run_to_spare(h, want, &moved)) != 0) {
+    page *hd;
+    if (spare_take(h, want, out))
+        return 0;
+    if (!h->no_moves && h->st.idle_pages > idle_keep(h) && h->idle_run_pages) {
+        if ((hd = idle_pick(h, want, 0)))
+            return move_run(h, hd, out);
+        /* Every idle run is too long for the gap: the oldest goes back to the
+         * driver and a new one is made to measure, so the pages held do
+         * not grow. */
+        if (!h->no_create)
+            give_back(h, idle_longest(h));
+    }
+    if (h->no_create)
+        return DRK_PAGES_OOM;
+    size_t n = new_run(h, want, gap);
+    for (;;) {
+        int r = create_run(h, n, out);
+        if (r != DRK_PAGES_OOM || h->no_moves)
             return r;
+        if ((hd = idle_pick(h, want, 1)))
+            return move_run(h, hd, out);
+        if (!h->nspare && h->idle_run_pages && (r = run_to_spare(h, idle_longest(h))) != 0)
+            return r;
+        if (h->nspare) {
+            if ((r = release_spare(h, h->nspare - 1)) != 0)
+                return r;
+        } else if (n > 1) {
+            n /= 2;
         } else {
-            h->st.moves += moved;
+            return DRK_PAGES_OOM;
         }
     }
-    *out = h->spare[--h->nspare];
-    return 0;
 }
 
-/* Maps the unmapped pages among [first, last] of c, one map call per run
- * of consecutive ones (at most 64 pages a call). */
-static int map_missing(drk_heap *h, chunk *c, size_t first, size_t last)
+/* Pages [at, at + s.len) of c now hold run s. */
+static void run_mapped(drk_heap *h, chunk *c, size_t at, spare_run s)
+{
+    page *hd = &c->pages[at];
+    uint32_t busy = 0;
+    for (size_t k = 0; k < s.len; k++) {
+        page *q = hd + k;
+        q->handle = s.handle;
+        q->mapped = 1;
+        q->len = (uint32_t)s.len;
+        q->off = (uint32_t)k;
+        busy += q->refs > 0;
+    }
+    hd->busy = busy;
+    h->st.idle_pages += s.len - busy;
+    if (!busy)
+        idle_push(h, hd);
+}
+
+/* Maps the unmapped pages among [first, last] of c, each gap with runs
+ * that fit it, at most 64 runs a map call. */
+static int map_range(drk_heap *h, chunk *c, size_t first, size_t last)
 {
     for (size_t i = first; i <= last;) {
-        if (c->pages[i].mapped) {
+        size_t gap = 0;
+        while (i + gap <= last && !c->pages[i + gap].mapped)
+            gap++;
+        if (!gap) {
             i++;
             continue;
         }
-        drk_page_handle run[64];
-        size_t n = 0, want = 0;
-        int r = 0;
-        while (i + want <= last && want < 64 && !c->pages[i + want].mapped)
-            want++;
-        while (n < want && (r = get_handle(h, want - n, &run[n])) == 0)
-            n++;
-        if (n) {
-            int m = h->pb->map(h->pb, c->pages[i].va, run, n);
-            h->st.map_calls++;
-            if (m) {
-                while (n)
-                    spare_push(h, run[--n]); /* fits: they came from the array */
-                return m;
+        for (const size_t whole = gap; gap;) {
+            spare_run got[64];
+            drk_page_handle hs[64];
+            size_t n = 0, pages = 0;
+            int r = spare_room(h, 64) ? DRK_PAGES_FAILED : 0;
+            while (!r && n < 64 && pages < gap && (r = get_run(h, gap - pages, whole, &got[n])) == 0)
+                hs[n] = got[n].handle, pages += got[n++].len;
+            if (n) {
+                int m = h->pb->map(h->pb, c->pages[i].va, hs, n);
+                h->st.map_calls++;
+                if (m) {
+                    while (n)
+                        spare_put(h, got[--n]); /* fits: room was made for 64 */
+                    return m;
+                }
+                for (size_t k = 0, at = i; k < n; at += got[k++].len)
+                    run_mapped(h, c, at, got[k]);
+                c->unmapped -= pages;
+                i += pages, gap -= pages;
             }
-            for (size_t k = 0; k < n; k++) {
-                c->pages[i + k].handle = run[k];
-                c->pages[i + k].mapped = 1;
-            }
-            c->unmapped -= n;
+            if (r)
+                return r;
         }
-        if (r)
-            return r;
-        i += n;
     }
     return 0;
+}
+
+/* Maps what block b lacks: a page it may share with a neighbour (its first
+ * or last, where it does not start or end on a page boundary) gets a
+ * handle of its own, so that runs lie under one block only. */
+static int map_missing(drk_heap *h, const block *b, size_t first, size_t last)
+{
+    chunk *c = b->chunk;
+    int lo_shared = (b->addr - c->base) % h->page != 0, hi_shared = (b->addr + b->size - c->base) % h->page != 0;
+    int r = 0;
+    if (lo_shared || first == last)
+        r = map_range(h, c, first, first), first++;
+    if (!r && first <= last && hi_shared)
+        r = map_range(h, c, last, last), last--;
+    if (!r && first <= last)
+        r = map_range(h, c, first, last);
+    return r;
 }
 
 /* Pages [first, last] gain or lose a live block over them. */
@@ -417,8 +645,12 @@ static void pages_ref(drk_heap *h, chunk *c, size_t first, size_t last)
 {
     for (size_t i = first; i <= last; i++) {
         page *p = &c->pages[i];
-        if (p->refs++ == 0 && p->mapped)
-            idle_remove(h, p);
+        if (p->refs++ == 0 && p->mapped) {
+            page *hd = p - p->off;
+            h->st.idle_pages--;
+            if (hd->busy++ == 0)
+                idle_remove(h, hd);
+        }
         if (p->ahead) {
             p->ahead = 0;
             h->st.ahead_pages--;
@@ -432,8 +664,12 @@ static void pages_unref(drk_heap *h, chunk *c, size_t first, size_t last)
 {
     for (size_t i = first; i <= last; i++) {
         page *p = &c->pages[i];
-        if (--p->refs == 0 && p->mapped)
-            idle_push(h, p);
+        if (--p->refs == 0 && p->mapped) {
+            page *hd = p - p->off;
+            h->st.idle_pages++;
+            if (--hd->busy == 0)
+                idle_push(h, hd);
+        }
     }
 }
 
@@ -487,6 +723,7 @@ drk_heap *drk_heap_new(drk_page_backend *pages, size_t va_chunk)
         h->shift = (unsigned)__builtin_ctzll((unsigned long long)h->page);
     h->va_chunk = va_chunk;
     h->idle_permille = DRK_HEAP_IDLE_PERMILLE;
+    h->run_max = pages->create_run ? DRK_HEAP_RUN_MAX : 1;
     return h;
 }
 
@@ -607,10 +844,23 @@ int drk_heap_alloc(drk_heap *h, size_t size, uintptr_t *ptr)
         h->st.busy++;
         return DRK_PAGES_BUSY;
     }
-    /* Referenced first, so that getting pages for this block never takes
-     * one of its own idle pages. */
+    /* Runs it would cover in part are cut first (cuts), then its pages
+     * referenced, so that getting pages for it never takes one of its own
+     * idle pages. */
+    page *lo, *hi;
+    int r = 0;
+    if (cuts(h, b, b->size, &lo, &hi)) {
+        if (lo && (r = give_back(h, lo)) == 0)
+            h->st.cut_calls++;
+        if (!r && hi && (r = give_back(h, hi)) == 0)
+            h->st.cut_calls++;
+        if (r) {
+            uncarve(h, b);
+            return r;
+        }
+    }
     pages_ref(h, b->chunk, first, last);
-    int r = map_missing(h, b->chunk, first, last);
+    r = map_missing(h, b, first, last);
     if (r == 0 && live_put(&h->live, b) != 0)
         r = DRK_PAGES_FAILED;
     if (r) {
@@ -764,11 +1014,13 @@ void drk_heap_claim_done(drk_heap *h, const drk_page_handle *handles, size_t n)
         if (k >= n)
             continue;
         /* No block lies over a claimed page (drk_heap_alloc refuses to
-         * place one), so each is idle. */
+         * place one), so each is an idle run of its own. */
         p->handle = handles[k];
         p->mapped = 1;
+        p->len = 1, p->off = 0, p->busy = 0;
         c->unmapped--;
         p->ahead = 1;
+        h->st.idle_pages++;
         idle_push(h, p);
         h->st.ahead_pages++;
         h->st.ahead_made++;
@@ -784,24 +1036,32 @@ uint64_t drk_heap_grown(const drk_heap *h) { return h->st.grown; }
 
 void drk_heap_trim(drk_heap *h, size_t keep)
 {
-    size_t moved;
-    while (h->st.idle_pages > keep && idle_run_to_spare(h, (size_t)(h->st.idle_pages - keep), &moved) == 0) {
-    }
-    while (h->nspare && h->pb->release(h->pb, h->spare[h->nspare - 1]) == 0) {
-        h->nspare--;
-        h->st.pages--;
-        h->st.releases++;
+    /* Whole runs, longest first, none that would leave fewer than keep. */
+    for (int c = IDLE_CLASSES; c-- > 0;)
+        for (page *hd = h->idle_head[c]; hd && h->st.idle_pages > keep;) {
+            page *next = hd->inext;
+            if (hd->len <= h->st.idle_pages - keep && run_to_spare(h, hd) != 0)
+                return;
+            hd = next;
+        }
+    while (h->nspare && release_spare(h, h->nspare - 1) == 0) {
     }
 }
 
 drk_heap_stats drk_heap_get_stats(const drk_heap *h)
 {
     drk_heap_stats st = h->st;
-    st.spare_pages = h->nspare;
+    st.spare_pages = h->spare_pages;
+    st.idle_run_pages = h->idle_run_pages;
     return st;
 }
 
 void drk_heap_set_idle(drk_heap *h, unsigned permille) { h->idle_permille = permille; }
+
+void drk_heap_set_run_max(drk_heap *h, size_t pages)
+{
+    h->run_max = pages > 1 && h->pb->create_run ? (pages < UINT32_MAX ? pages : UINT32_MAX) : 1;
+}
 
 uint64_t drk_heap_pages(const drk_heap *h) { return h->st.pages; }
 uint64_t drk_heap_moves(const drk_heap *h) { return h->st.moves; }
@@ -813,22 +1073,24 @@ void drk_heap_set_policy(drk_heap *h, unsigned permille, size_t floor_pages, int
     h->no_moves = !moves;
 }
 
-int drk_heap_block_pages(const drk_heap *h, uintptr_t ptr, drk_page_handle *out, size_t max, size_t *n,
-                         uintptr_t *first_va)
+int drk_heap_block_runs(const drk_heap *h, uintptr_t ptr, drk_page_handle *handles, uint32_t *lens, size_t max,
+                        size_t *n, uintptr_t *first_va)
 {
     size_t j = live_index(&h->live, ptr);
     if (j == SIZE_MAX)
         return DRK_PAGES_INVALID;
     const block *b = h->live.slot[j];
+    const page *pg = b->chunk->pages;
     size_t first, last;
     page_span(h, b, &first, &last);
-    *n = last - first + 1;
-    *first_va = b->chunk->pages[first].va;
-    if (*n > max)
-        return DRK_PAGES_OOM;
-    for (size_t i = first; i <= last; i++)
-        out[i - first] = b->chunk->pages[i].handle;
-    return 0;
+    size_t i = first - pg[first].off;
+    *first_va = pg[i].va;
+    for (*n = 0; i <= last; i += pg[i].len, ++*n)
+        if (*n < max) {
+            handles[*n] = pg[i].handle;
+            lens[*n] = pg[i].len;
+        }
+    return *n > max ? DRK_PAGES_OOM : 0;
 }
 
 void drk_heap_mapped_runs(const drk_heap *h, void (*fn)(void *ctx, uintptr_t va, size_t bytes), void *ctx)
@@ -864,8 +1126,8 @@ void drk_heap_delete(drk_heap *h)
         chunk *c = h->chunks;
         h->chunks = c->next;
         for (size_t i = 0; i < c->npages; i++)
-            if (c->pages[i].mapped) {
-                h->pb->unmap(h->pb, c->pages[i].va, 1);
+            if (c->pages[i].mapped && !c->pages[i].off) {
+                h->pb->unmap(h->pb, c->pages[i].va, c->pages[i].len);
                 h->pb->release(h->pb, c->pages[i].handle);
             }
         h->pb->unreserve(h->pb, c->base, c->size);
@@ -873,7 +1135,7 @@ void drk_heap_delete(drk_heap *h)
         free(c);
     }
     for (size_t i = 0; i < h->nspare; i++)
-        h->pb->release(h->pb, h->spare[i]);
+        h->pb->release(h->pb, h->spare[i].handle);
     drk_slab_fini(&h->blocks);
     free(h->spare);
     free(h->live.slot);
@@ -892,8 +1154,30 @@ __attribute__((format(printf, 3, 4))) static int bad(char *err, size_t errlen, c
 }
 
 typedef struct tally {
-    uint64_t live, blocks, idle, mapped, ahead;
+    uint64_t live, blocks, idle, mapped, ahead, listed;
 } tally;
+
+/* The run whose head is page i of c: whole, one handle, its busy count
+ * and its place in the idle list as they should be. */
+static int check_run(const chunk *c, size_t i, tally *t, char *err, size_t errlen)
+{
+    const page *hd = &c->pages[i];
+    if (!hd->len || i + hd->len > c->npages)
+        return bad(err, errlen, "page %#lx: a run of %u pages", (unsigned long)hd->va, hd->len);
+    uint32_t busy = 0;
+    for (size_t k = 0; k < hd->len; k++) {
+        const page *q = hd + k;
+        if (!q->mapped || q->handle != hd->handle || q->len != hd->len || q->off != k)
+            return bad(err, errlen, "page %#lx: not page %zu of the run at %#lx (mapped %d, off %u, len %u)",
+                       (unsigned long)q->va, k, (unsigned long)hd->va, q->mapped, q->off, q->len);
+        busy += q->refs > 0;
+    }
+    if (busy != hd->busy || hd->listed != !busy)
+        return bad(err, errlen, "run %#lx of %u pages: %u pages under blocks, its count says %u, listed %d",
+                   (unsigned long)hd->va, hd->len, busy, hd->busy, hd->listed);
+    t->listed += hd->listed ? hd->len : 0;
+    return 0;
+}
 
 /* One chunk's blocks and pages, against a count of the blocks over each page. */
 static int check_chunk(const drk_heap *h, const chunk *c, uint32_t *refs, tally *t, char *err, size_t errlen)
@@ -931,6 +1215,10 @@ static int check_chunk(const drk_heap *h, const chunk *c, uint32_t *refs, tally 
         if ((p->ahead && (!p->mapped || p->refs)) || (p->claimed && (p->mapped || p->refs)))
             return bad(err, errlen, "page %#lx: ahead %d claimed %d, mapped %d, refs %u", (unsigned long)p->va,
                        p->ahead, p->claimed, p->mapped, p->refs);
+        if (p->mapped && !p->off && check_run(c, i, t, err, errlen))
+            return -1;
+        if (!p->mapped && p->listed)
+            return bad(err, errlen, "page %#lx: listed idle, not mapped", (unsigned long)p->va);
         t->mapped += p->mapped;
         t->idle += p->mapped && !p->refs;
         t->ahead += p->ahead;
@@ -960,9 +1248,21 @@ int drk_heap_check(const drk_heap *h, char *err, size_t errlen)
     if (t.ahead != h->st.ahead_pages)
         return bad(err, errlen, "ahead pages %llu, stats say %llu", (unsigned long long)t.ahead,
                    (unsigned long long)h->st.ahead_pages);
-    if (t.idle != h->st.idle_pages || t.mapped + h->nspare != h->st.pages)
-        return bad(err, errlen, "idle %llu (stats %llu); mapped %llu + spare %zu != pages %llu",
+    size_t spare = 0, listed = 0;
+    for (size_t i = 0; i < h->nspare; i++)
+        spare += h->spare[i].len;
+    for (int c = 0; c < IDLE_CLASSES; c++)
+        for (const page *p = h->idle_head[c]; p; p = p->inext) {
+            if (idle_class(p->len) != c)
+                return bad(err, errlen, "run %#lx of %u pages in idle list %d", (unsigned long)p->va, p->len, c);
+            listed += p->listed ? p->len : 0;
+        }
+    if (t.idle != h->st.idle_pages || spare != h->spare_pages || t.mapped + spare != h->st.pages)
+        return bad(err, errlen, "idle %llu (stats %llu); mapped %llu + spare %zu (count %zu) != pages %llu",
                    (unsigned long long)t.idle, (unsigned long long)h->st.idle_pages, (unsigned long long)t.mapped,
-                   h->nspare, (unsigned long long)h->st.pages);
+                   spare, h->spare_pages, (unsigned long long)h->st.pages);
+    if (listed != t.listed || listed != h->idle_run_pages)
+        return bad(err, errlen, "idle runs: %zu pages in the list, %llu listed, count %zu", listed,
+                   (unsigned long long)t.listed, h->idle_run_pages);
     return 0;
 }

@@ -61,12 +61,14 @@ int drk_heap_block_size(const drk_heap *h, uintptr_t ptr, size_t *size);
 /* Whether `ptr` lies in the heap's virtual space, live or not. */
 int drk_heap_contains(const drk_heap *h, uintptr_t ptr);
 
-/* The pages under the live block starting at `ptr`, in address order: *n of
- * them, the first at *first_va. DRK_PAGES_OOM (with *n set) when more than
- * `max`; DRK_PAGES_INVALID for no such block. Its pages never move while
- * the block lives. */
-int drk_heap_block_pages(const drk_heap *h, uintptr_t ptr, drk_page_handle *out, size_t max, size_t *n,
-                         uintptr_t *first_va);
+/* The runs (handles, heap.c) under the live block starting at `ptr`, in
+ * address order: *n of them, lens[i] pages each, the first run's first page
+ * at *first_va (a run may start before the block and end after it: a handle
+ * maps only whole). DRK_PAGES_OOM (with *n set) when more than `max`;
+ * DRK_PAGES_INVALID for no such block. They never move while the block
+ * lives. */
+int drk_heap_block_runs(const drk_heap *h, uintptr_t ptr, drk_page_handle *handles, uint32_t *lens, size_t max,
+                        size_t *n, uintptr_t *first_va);
 /* Calls fn once per run of consecutive mapped pages. */
 void drk_heap_mapped_runs(const drk_heap *h, void (*fn)(void *ctx, uintptr_t va, size_t bytes), void *ctx);
 
@@ -76,13 +78,25 @@ void drk_heap_mapped_runs(const drk_heap *h, void (*fn)(void *ctx, uintptr_t va,
  * memory closer to live data; higher saves remapping. */
 #define DRK_HEAP_IDLE_PERMILLE 10u
 void drk_heap_set_idle(drk_heap *h, unsigned permille);
+
+/* Pages are mapped in runs: one handle of several pages, made with one
+ * driver call for a request's gap, mapped, moved and given back whole
+ * (every VMM call costs about the same per handle whatever its size).
+ * A run's idle pages move only once none of its pages is under a live
+ * block: within the reserve a smaller block reuses part of an idle run in
+ * place; past it the run is cut (heap.c, cuts). The longest run made, in
+ * pages (DRK_ALLOC_RUN_PAGES; 1: one handle a page; the backend's
+ * create_run is needed for more). */
+#define DRK_HEAP_RUN_MAX 64u
+void drk_heap_set_run_max(drk_heap *h, size_t pages);
 /* The same, plus a number of idle pages kept whatever the share (a reserve
  * of free memory that stays mapped, where reuse costs nothing), and
  * whether idle pages may move at all: with moves off, a page stays where
  * it was first mapped and a request no hole fits needs a new page. */
 void drk_heap_set_policy(drk_heap *h, unsigned permille, size_t floor_pages, int moves);
 
-/* Releases idle pages beyond `keep` (oldest first), unmapping them. */
+/* Releases idle runs (oldest first) while more than `keep` pages are idle,
+ * none that would leave fewer. */
 void drk_heap_trim(drk_heap *h, size_t keep);
 
 /* Growth ahead of demand. A request no hole fits is carved at the heap's
@@ -116,9 +130,12 @@ typedef struct drk_heap_stats {
     uint64_t live_blocks;
     uint64_t pages, peak_pages;             /* created and not released */
     uint64_t idle_pages;                    /* mapped under no live block */
+    uint64_t idle_run_pages;                /* of those, in runs no live block lies over: they can move */
     uint64_t spare_pages;                   /* created, mapped nowhere */
     uint64_t reserved_va;                   /* bytes of virtual space */
-    uint64_t creates, moves, releases;      /* page creations by allocations, remaps of idle pages, releases */
+    uint64_t creates, moves, releases;      /* pages created by allocations, remapped from idle holes, released */
+    uint64_t create_calls, move_calls;      /* the handles those pages were: what the driver's time follows */
+    uint64_t cut_calls;                     /* idle runs given back because a block covered them in part */
     uint64_t map_calls, unmap_calls;
     uint64_t ahead_pages;                   /* mapped ahead and not yet taken (idle pages too) */
     uint64_t ahead_made, ahead_used;        /* pages mapped ahead (created too); taken by allocations */

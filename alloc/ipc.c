@@ -12,8 +12,9 @@
  * with the process; a recycled pid has another random, so a dead
  * exporter's handle never reaches a stranger).
  *
- * Exporter: drk_ipc_export records (base, the allocation's buffer id, its
- * page handles) and starts, once per process, a thread that accepts on the
+ * Exporter: drk_ipc_export records (base, the allocation's buffer id, the
+ * handles of the runs of pages under it: a handle maps only whole, so a run
+ * may reach past the allocation) and starts, once per process, a thread that accepts on the
  * socket. An allocation exported again gets the same handle; one freed and
  * allocated again (even at the same address) has another buffer id, so a
  * new export and a new handle, as cuda.h asks. No file descriptor is kept:
@@ -27,8 +28,9 @@
  * next export.
  *
  * Importer: connects, asks for the export, imports each descriptor
- * (cuMemImportFromShareableHandle) and closes it, reserves a range of n
- * pages, maps them and grants the current context's device read-write
+ * (cuMemImportFromShareableHandle) and closes it, reserves a range of all
+ * the runs' pages, maps each run whole and grants the current context's
+ * device read-write
  * access; returns base + offset. Opening a handle that this context has
  * open returns the same pointer and counts one more open (cuda.h);
  * cuIpcCloseMemHandle unmaps at the last close. A process may open its own
@@ -63,7 +65,7 @@
 #include "alloc/pages_vmm.h"
 #include "base/log.h"
 
-#define MAGIC "drk\1"
+#define MAGIC "drk\2" /* 2: runs of pages, each with its length */
 #define BATCH 250
 #define TIMEOUT_S 10
 /* An export larger than this many pages (2 PiB of 2 MiB pages) is a corrupt reply. */
@@ -73,7 +75,7 @@ typedef struct wire_handle {
     char magic[4];
     uint32_t pid;
     uint64_t id;
-    uint64_t offset; /* of the allocation in its first page */
+    uint64_t offset; /* of the allocation in its first run */
     uint64_t size;
     uint64_t secret; /* the exporter's socket name */
     int32_t device;
@@ -94,18 +96,26 @@ enum { REPLY_OK, REPLY_UNKNOWN, REPLY_REFUSED, REPLY_FAILED };
 typedef struct reply {
     uint32_t status;
     uint32_t pad;
-    uint64_t pages, page_size, offset, size;
+    uint64_t runs, pages, page_size, offset, size;
 } reply;
+
+/* Exporter -> importer: up to BATCH descriptors (SCM_RIGHTS), one a run,
+ * and the runs' lengths in pages. */
+typedef struct batch {
+    uint32_t n;
+    uint32_t lens[BATCH];
+} batch;
 
 typedef struct export {
     struct export *next;
     uint64_t id, buffer_id;
     CUdeviceptr base;
-    size_t size, offset, n;
+    size_t size, offset, n, npages; /* n runs of npages pages in all */
     CUcontext ctx;
     int device;
     drk_page_backend *backend;
-    uint64_t *pages;
+    uint64_t *runs;
+    uint32_t *lens;
 } export;
 
 typedef struct import {
@@ -115,8 +125,9 @@ typedef struct import {
     CUcontext ctx;
     CUdeviceptr ptr, va;
     size_t size; /* the allocation's, as its exporter asked */
-    size_t n, page_size;
+    size_t n, pages, page_size; /* n runs, pages in all */
     CUmemGenericAllocationHandle *handles;
+    uint32_t *lens;
     unsigned refs;
 } import;
 
@@ -162,11 +173,12 @@ static void close_all(const int *fds, size_t n)
 
 /* ---- Exporter: the socket's thread ---- */
 
-static int send_fds(int s, const int *fds, uint32_t n)
+static int send_fds(int s, const int *fds, const batch *bt)
 {
+    uint32_t n = bt->n;
     char ctl[CMSG_SPACE(BATCH * sizeof(int))];
     memset(ctl, 0, sizeof ctl);
-    struct iovec iov = {.iov_base = &n, .iov_len = sizeof n};
+    struct iovec iov = {.iov_base = (void *)bt, .iov_len = sizeof *bt};
     struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl,
                        .msg_controllen = CMSG_SPACE(n * sizeof(int))};
     struct cmsghdr *c = CMSG_FIRSTHDR(&m);
@@ -174,13 +186,14 @@ static int send_fds(int s, const int *fds, uint32_t n)
     c->cmsg_type = SCM_RIGHTS;
     c->cmsg_len = CMSG_LEN(n * sizeof(int));
     memcpy(CMSG_DATA(c), fds, n * sizeof(int));
-    return sendmsg(s, &m, MSG_NOSIGNAL) == (ssize_t)sizeof n ? 0 : -1;
+    return sendmsg(s, &m, MSG_NOSIGNAL) == (ssize_t)sizeof *bt ? 0 : -1;
 }
 
 /* A copy of export `id`'s record, if its allocation is still the one
- * exported, with the same pages. */
-static int live_export(uint64_t id, export *out, uint64_t **pages)
+ * exported, with the same runs (out->runs, out->lens: the caller's to free). */
+static int live_export(uint64_t id, export *out)
 {
+    memset(out, 0, sizeof *out);
     pthread_mutex_lock(&lock);
     export *e = exports;
     while (e && e->id != id)
@@ -188,22 +201,31 @@ static int live_export(uint64_t id, export *out, uint64_t **pages)
     int ok = 0;
     if (e) {
         *out = *e;
-        *pages = malloc(e->n * sizeof **pages);
-        ok = *pages != NULL;
+        out->runs = malloc(e->n * sizeof *out->runs);
+        out->lens = malloc(e->n * sizeof *out->lens);
+        ok = out->runs && out->lens;
     }
     pthread_mutex_unlock(&lock);
-    if (!ok)
-        return 0;
-    drk_dpool_block blk;
-    size_t n = 0, size = 0;
-    uintptr_t first_va = 0;
-    drk_page_backend *b = NULL;
-    ok = drk_dpool_query(out->base, &blk) == 1 && blk.base == out->base && blk.buffer_id == out->buffer_id &&
-         drk_dpool_block_pages(out->base, *pages, out->n, &n, &first_va, &size, &b) == 0 && n == out->n &&
-         b == out->backend && memcmp(*pages, out->pages, n * sizeof **pages) == 0;
+    if (ok) {
+        drk_dpool_block blk;
+        size_t n = 0, size = 0;
+        uintptr_t first_va = 0;
+        drk_page_backend *b = NULL;
+        ok = drk_dpool_query(out->base, &blk) == 1 && blk.base == out->base && blk.buffer_id == out->buffer_id &&
+             drk_dpool_block_runs(out->base, out->runs, out->lens, out->n, &n, &first_va, &size, &b) == 0 &&
+             n == out->n && b == out->backend && out->base - first_va == out->offset;
+        /* The record's arrays, compared under the lock: a prune may free them. */
+        pthread_mutex_lock(&lock);
+        for (e = exports; e && e->id != id; e = e->next) {
+        }
+        ok = ok && e && memcmp(out->runs, e->runs, n * sizeof *e->runs) == 0 &&
+             memcmp(out->lens, e->lens, n * sizeof *e->lens) == 0;
+        pthread_mutex_unlock(&lock);
+    }
     if (!ok) {
-        free(*pages);
-        *pages = NULL;
+        free(out->runs);
+        free(out->lens);
+        out->runs = NULL, out->lens = NULL;
     }
     return ok;
 }
@@ -223,8 +245,7 @@ static void serve(int s)
         return;
     }
     export e;
-    uint64_t *pages = NULL;
-    if (!live_export(q.id, &e, &pages)) {
+    if (!live_export(q.id, &e)) {
         a.status = REPLY_UNKNOWN;
         send(s, &a, sizeof a, MSG_NOSIGNAL);
         return;
@@ -232,19 +253,24 @@ static void serve(int s)
     /* Exports happen in the pool's context, as the pool's own calls do. */
     if (drv->ctx_set_current)
         drv->ctx_set_current(e.ctx);
-    a = (reply){.status = REPLY_OK, .pages = e.n, .page_size = e.backend->page_size, .offset = e.offset,
-                .size = e.size};
+    a = (reply){.status = REPLY_OK, .runs = e.n, .pages = e.npages, .page_size = e.backend->page_size,
+                .offset = e.offset, .size = e.size};
     if (send(s, &a, sizeof a, MSG_NOSIGNAL) != (ssize_t)sizeof a) {
-        free(pages);
+        free(e.runs);
+        free(e.lens);
         return;
     }
     int fds[BATCH];
+    batch bt;
     for (size_t at = 0; at < e.n;) {
         uint32_t k = e.n - at < BATCH ? (uint32_t)(e.n - at) : BATCH;
         uint32_t got = 0;
-        while (got < k && drk_pages_vmm_export(e.backend, pages[at + got], &fds[got]) == 0)
+        while (got < k && drk_pages_vmm_export(e.backend, e.runs[at + got], &fds[got]) == 0)
             got++;
-        int sent = got == k && send_fds(s, fds, k) == 0;
+        memset(&bt, 0, sizeof bt);
+        bt.n = k;
+        memcpy(bt.lens, e.lens + at, k * sizeof *bt.lens);
+        int sent = got == k && send_fds(s, fds, &bt) == 0;
         close_all(fds, got);
         if (!sent) {
             /* The importer sees the connection end early and fails the open. */
@@ -255,7 +281,8 @@ static void serve(int s)
         }
         at += k;
     }
-    free(pages);
+    free(e.runs);
+    free(e.lens);
 }
 
 static void *server(void *arg)
@@ -353,7 +380,8 @@ static void prune(void)
             continue;
         }
         *p = e->next;
-        free(e->pages);
+        free(e->runs);
+        free(e->lens);
         free(e);
     }
 }
@@ -382,29 +410,36 @@ CUresult drk_ipc_export(CUipcMemHandle *handle, CUdeviceptr base)
     if (e)
         return CUDA_SUCCESS;
 
-    /* The pages: count them, then fetch them. */
+    /* The runs: count them, then fetch them. */
     export *x = calloc(1, sizeof *x);
     size_t n = 0, size = 0;
     uintptr_t first_va = 0;
     drk_page_backend *b = NULL;
     if (!x)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    int rc = drk_dpool_block_pages(base, NULL, 0, &n, &first_va, &size, &b);
-    if (rc == DRK_PAGES_OOM && n)
-        x->pages = malloc(n * sizeof *x->pages);
-    if (x->pages)
-        rc = drk_dpool_block_pages(base, x->pages, n, &x->n, &first_va, &size, &b);
-    if (!x->pages || rc != 0 || x->n != n || !b || first_va > base || base - first_va >= b->page_size) {
-        int oom = n && !x->pages;
-        free(x->pages);
+    int rc = drk_dpool_block_runs(base, NULL, NULL, 0, &n, &first_va, &size, &b);
+    if (rc == DRK_PAGES_OOM && n) {
+        x->runs = malloc(n * sizeof *x->runs);
+        x->lens = malloc(n * sizeof *x->lens);
+    }
+    if (x->runs && x->lens)
+        rc = drk_dpool_block_runs(base, x->runs, x->lens, n, &x->n, &first_va, &size, &b);
+    for (size_t i = 0; rc == 0 && x->lens && i < x->n; i++)
+        x->npages += x->lens[i];
+    if (!x->runs || !x->lens || rc != 0 || x->n != n || !b || first_va > base ||
+        base - first_va + size > x->npages * b->page_size) {
+        int oom = n && (!x->runs || !x->lens);
+        free(x->runs);
+        free(x->lens);
         free(x);
         return oom ? CUDA_ERROR_OUT_OF_MEMORY
                    : impossible(&warned_interior, "the pointer is not the start of a live allocation");
     }
     /* Fail now, not in the importer, when the pages cannot be shared. */
     int fd = -1;
-    if (drk_pages_vmm_export(b, x->pages[0], &fd) != 0) {
-        free(x->pages);
+    if (drk_pages_vmm_export(b, x->runs[0], &fd) != 0) {
+        free(x->runs);
+        free(x->lens);
         free(x);
         return impossible(&warned_exportable, "the driver does not make drk's pages exportable as POSIX file "
                                               "descriptors");
@@ -426,7 +461,8 @@ CUresult drk_ipc_export(CUipcMemHandle *handle, CUdeviceptr base)
         fill_handle(handle, e);
     pthread_mutex_unlock(&lock);
     if (x) {
-        free(x->pages);
+        free(x->runs);
+        free(x->lens);
         free(x);
     }
     if (err) {
@@ -476,7 +512,8 @@ static int recv_fds(int s, void *buf, size_t len, int *fds, size_t max, size_t *
 
 typedef struct fetched {
     CUmemGenericAllocationHandle *handles;
-    size_t n, page_size, offset, size;
+    uint32_t *lens;
+    size_t n, pages, page_size, offset, size; /* n runs, pages in all */
 } fetched;
 
 static void release_handles(CUmemGenericAllocationHandle *h, size_t n)
@@ -518,65 +555,88 @@ static CUresult fetch(const wire_handle *w, fetched *f, char *why, size_t whylen
                                                                 : "the exporting process failed");
         goto out;
     }
-    if (!a.pages || a.pages > MAX_PAGES || !a.page_size || (a.page_size & (a.page_size - 1)) ||
-        a.offset != w->offset || a.size != w->size || a.offset >= a.page_size ||
-        a.offset + a.size > a.pages * a.page_size) {
+    if (!a.pages || a.pages > MAX_PAGES || !a.runs || a.runs > a.pages || !a.page_size ||
+        (a.page_size & (a.page_size - 1)) || a.offset != w->offset || a.size != w->size ||
+        a.offset >= a.pages * a.page_size || a.size > a.pages * a.page_size - a.offset) {
         snprintf(why, whylen, "the exporting process answered with a layout that does not match the handle");
         goto out;
     }
-    f->handles = malloc(a.pages * sizeof *f->handles);
-    if (!f->handles) {
+    f->handles = malloc(a.runs * sizeof *f->handles);
+    f->lens = malloc(a.runs * sizeof *f->lens);
+    if (!f->handles || !f->lens) {
         r = CUDA_ERROR_OUT_OF_MEMORY;
         snprintf(why, whylen, "out of host memory");
-        goto out;
+        goto fail;
     }
-    f->n = 0, f->page_size = a.page_size, f->offset = a.offset, f->size = a.size;
+    f->n = 0, f->pages = 0, f->page_size = a.page_size, f->offset = a.offset, f->size = a.size;
     int fds[BATCH];
-    while (f->n < a.pages) {
-        uint32_t k = 0;
-        if (recv_fds(s, &k, sizeof k, fds, BATCH, &nfd) != 0 || k != nfd || !k || k > a.pages - f->n) {
+    batch bt;
+    while (f->n < a.runs) {
+        int ok = recv_fds(s, &bt, sizeof bt, fds, BATCH, &nfd) == 0 && bt.n == nfd && bt.n &&
+                 bt.n <= a.runs - f->n;
+        for (size_t i = 0; ok && i < bt.n; i++)
+            ok = bt.lens[i] && bt.lens[i] <= a.pages - f->pages - i; /* never past the pages announced */
+        if (!ok) {
             close_all(fds, nfd);
-            snprintf(why, whylen, "the exporting process sent %zu of %llu pages", f->n,
-                     (unsigned long long)a.pages);
+            snprintf(why, whylen, "the exporting process sent %zu of %llu runs, or runs that do not add up", f->n,
+                     (unsigned long long)a.runs);
             goto fail;
         }
-        for (size_t i = 0; i < k; i++) {
+        for (size_t i = 0; i < bt.n; i++) {
             CUresult ri = drv->mem_import_from_shareable_handle(&f->handles[f->n], (void *)(uintptr_t)fds[i],
                                                                 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
             close(fds[i]);
             if (ri != CUDA_SUCCESS) {
-                close_all(fds + i + 1, k - i - 1);
+                close_all(fds + i + 1, bt.n - i - 1);
                 r = ri;
                 snprintf(why, whylen, "cuMemImportFromShareableHandle failed (error %d)", (int)ri);
                 goto fail;
             }
-            f->n++;
+            f->lens[f->n++] = bt.lens[i];
+            f->pages += bt.lens[i];
         }
+    }
+    if (f->pages != a.pages) {
+        snprintf(why, whylen, "the exporting process sent runs of %zu pages, not %llu", f->pages,
+                 (unsigned long long)a.pages);
+        goto fail;
     }
     close(s);
     return CUDA_SUCCESS;
 fail:
-    release_handles(f->handles, f->n);
+    if (f->handles)
+        release_handles(f->handles, f->n);
     free(f->handles);
-    f->handles = NULL;
+    free(f->lens);
+    f->handles = NULL, f->lens = NULL;
 out:
     close(s);
     return r;
 }
 
-/* Maps the fetched pages into a new range with read-write access for the
- * current context's device. */
+/* Unmaps the first `n` runs mapped from va: the first error. */
+static CUresult unmap_runs(CUdeviceptr va, const uint32_t *lens, size_t n, size_t page_size)
+{
+    CUresult first = CUDA_SUCCESS, e;
+    for (size_t i = 0, at = 0; i < n; at += lens[i++] * page_size)
+        if ((e = drv->mem_unmap(va + at, lens[i] * page_size)) != CUDA_SUCCESS && first == CUDA_SUCCESS)
+            first = e;
+    return first;
+}
+
+/* Maps the fetched runs, each whole, into a new range with read-write
+ * access for the current context's device. */
 static CUresult map_pages(const fetched *f, CUdeviceptr *va)
 {
     CUdevice dev;
     CUresult r = drv->ctx_get_device(&dev);
-    size_t bytes = f->n * f->page_size, mapped = 0;
+    size_t bytes = f->pages * f->page_size, mapped = 0, at = 0;
     if (r == CUDA_SUCCESS)
         r = drv->mem_address_reserve(va, bytes, f->page_size, 0, 0);
     if (r != CUDA_SUCCESS)
         return r;
-    for (; mapped < f->n && r == CUDA_SUCCESS; mapped++)
-        r = drv->mem_map(*va + mapped * f->page_size, f->page_size, 0, f->handles[mapped], 0);
+    for (; mapped < f->n && r == CUDA_SUCCESS; at += f->lens[mapped++] * f->page_size)
+        r = drv->mem_map(*va + at, f->lens[mapped] * f->page_size, 0, f->handles[mapped], 0);
     if (r == CUDA_SUCCESS) {
         CUmemAccessDesc d = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev},
                              .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
@@ -585,8 +645,7 @@ static CUresult map_pages(const fetched *f, CUdeviceptr *va)
         mapped--; /* the failed one is not mapped */
     }
     if (r != CUDA_SUCCESS) {
-        for (size_t i = 0; i < mapped; i++)
-            drv->mem_unmap(*va + i * f->page_size, f->page_size);
+        unmap_runs(*va, f->lens, mapped, f->page_size);
         drv->mem_address_free(*va, bytes);
     }
     return r;
@@ -604,16 +663,14 @@ static import *find_import(const wire_handle *w, CUcontext ctx)
 /* Unmaps, releases and frees an import: the first error is the program's answer. */
 static CUresult unmap_import(import *i)
 {
-    CUresult first = CUDA_SUCCESS, e;
-    for (size_t k = 0; k < i->n; k++)
-        if ((e = drv->mem_unmap(i->va + k * i->page_size, i->page_size)) != CUDA_SUCCESS && first == CUDA_SUCCESS)
-            first = e;
+    CUresult first = unmap_runs(i->va, i->lens, i->n, i->page_size), e;
     for (size_t k = 0; k < i->n; k++)
         if ((e = drv->mem_release(i->handles[k])) != CUDA_SUCCESS && first == CUDA_SUCCESS)
             first = e;
-    if ((e = drv->mem_address_free(i->va, i->n * i->page_size)) != CUDA_SUCCESS && first == CUDA_SUCCESS)
+    if ((e = drv->mem_address_free(i->va, i->pages * i->page_size)) != CUDA_SUCCESS && first == CUDA_SUCCESS)
         first = e;
     free(i->handles);
+    free(i->lens);
     free(i);
     return first;
 }
@@ -650,9 +707,10 @@ CUresult drk_ipc_import(CUdeviceptr *ptr, const CUipcMemHandle *handle, unsigned
     if (r == CUDA_SUCCESS) {
         r = map_pages(&f, &va);
         if (r != CUDA_SUCCESS) {
-            snprintf(why, sizeof why, "mapping its %zu pages failed (error %d)", f.n, (int)r);
+            snprintf(why, sizeof why, "mapping its %zu pages failed (error %d)", f.pages, (int)r);
             release_handles(f.handles, f.n);
             free(f.handles);
+            free(f.lens);
         }
     }
     if (r != CUDA_SUCCESS) {
@@ -662,7 +720,8 @@ CUresult drk_ipc_import(CUdeviceptr *ptr, const CUipcMemHandle *handle, unsigned
         return r;
     }
     *x = (import){.pid = w.pid, .secret = w.secret, .id = w.id, .ctx = ctx, .ptr = va + f.offset, .va = va,
-                  .size = w.size, .n = f.n, .page_size = f.page_size, .handles = f.handles, .refs = 1};
+                  .size = w.size, .n = f.n, .pages = f.pages, .page_size = f.page_size, .handles = f.handles,
+                  .lens = f.lens, .refs = 1};
     pthread_mutex_lock(&lock);
     i = find_import(&w, ctx); /* opened meanwhile by another thread: share that one */
     if (i) {
@@ -731,13 +790,15 @@ void drk_ipc_after_fork_child(void)
     while (exports) {
         export *e = exports;
         exports = e->next;
-        free(e->pages);
+        free(e->runs);
+        free(e->lens);
         free(e);
     }
     while (imports) {
         import *i = imports;
         imports = i->next;
         free(i->handles);
+        free(i->lens);
         free(i);
     }
     atomic_store(&nimports, 0);

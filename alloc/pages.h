@@ -6,11 +6,14 @@
  * tested on real memory; for replaying traces far larger than the machine,
  * a counting backend maps nothing.
  *
- * A page is one physical allocation of `page_size` bytes with its own
- * handle, so it can be mapped, unmapped and mapped again elsewhere (a
- * handle's memory cannot be split once mapped). A page may be mapped at
- * several virtual addresses at once. Every call returns 0 or a CUresult-like
- * error (DRK_PAGES_OOM when memory is exhausted). */
+ * A page is `page_size` bytes of physical memory. A handle is one physical
+ * allocation of one page or of a run of several (a run handle: the driver
+ * charges per handle, whatever its size), mapped whole or not at all: it
+ * can be mapped, unmapped and mapped again elsewhere, but its memory cannot
+ * be split. A handle may be mapped at several virtual addresses at once.
+ * Counts (capacity, pages created, pages mapped) are in pages, never
+ * handles. Every call returns 0 or a CUresult-like error (DRK_PAGES_OOM
+ * when memory is exhausted). */
 #ifndef DRK_ALLOC_PAGES_H
 #define DRK_ALLOC_PAGES_H
 
@@ -42,21 +45,28 @@ struct drk_page_backend {
 
     /* One physical page; its contents are undefined. */
     int (*create)(drk_page_backend *b, drk_page_handle *page);
-    /* Frees a page that is mapped nowhere. */
-    int (*release)(drk_page_backend *b, drk_page_handle page);
+    /* One physical allocation of `n` consecutive pages (n >= 1; n == 1 is
+     * exactly what create makes), one handle for all of them; OOM when the
+     * pages live plus n would pass capacity. */
+    int (*create_run)(drk_page_backend *b, size_t n, drk_page_handle *handle);
+    /* Frees a handle, all its pages, once it is mapped nowhere. */
+    int (*release)(drk_page_backend *b, drk_page_handle handle);
 
-    /* Maps `n` pages at va, va + page_size, ... (each page-aligned, inside a
-     * reserved range, currently unmapped) and makes them readable and
-     * writable by the device: one access call covers the run, as access
+    /* Maps `n` handles one after another from va: a handle of k pages takes
+     * k consecutive virtual pages, each page-aligned, inside one reserved
+     * range and currently unmapped. Then makes the run readable and
+     * writable by the device: one access call covers it all, as access
      * changes cost the same for one page or many. */
-    int (*map)(drk_page_backend *b, uintptr_t va, const drk_page_handle *pages, size_t n);
-    /* Unmaps [va, va + n * page_size), which map() mapped (possibly in
-     * several calls). */
+    int (*map)(drk_page_backend *b, uintptr_t va, const drk_page_handle *handles, size_t n);
+    /* Unmaps the `n` pages [va, va + n * page_size), which map() mapped
+     * (possibly in several calls). Every page in it must be mapped and every
+     * mapping in it covered whole: a run handle mapped at some address is
+     * unmapped there entirely or not at all. */
     int (*unmap)(drk_page_backend *b, uintptr_t va, size_t n);
 
-    /* State, for tests and the trace replayer: pages created and not yet
-     * released, and mappings in place (a page mapped at two addresses
-     * counts twice). */
+    /* State, for tests and the trace replayer, in pages: pages created and
+     * not yet released, and virtual pages mapped (a page mapped at two
+     * addresses counts twice). */
     size_t (*pages_created)(drk_page_backend *b);
     size_t (*pages_mapped)(drk_page_backend *b);
 
@@ -65,24 +75,26 @@ struct drk_page_backend {
 };
 
 /* The CPU backends catch every misuse with DRK_PAGES_INVALID: an unaligned
- * or zero size, a run outside one reserved range, mapping a virtual page
- * that is mapped, unmapping one that is not, unreserving a range that is not
- * exactly one reserve()'s or that still has pages mapped, releasing a page
- * that is mapped or a handle that is not live (a released page's handle
- * stays invalid after its slot is reused). They serialize calls on a lock.
- * `capacity` must be below 2^32. */
+ * or zero size or page count, a run outside one reserved range, mapping a
+ * virtual page that is mapped, unmapping one that is not or only part of a
+ * run handle's mapping, unreserving a range that is not exactly one
+ * reserve()'s or that still has pages mapped, releasing a handle that is
+ * mapped or that is not live (a released handle stays invalid after its
+ * slots are reused). They serialize calls on a lock. `capacity` must be
+ * below 2^32. */
 
 /* Host backend: pages are page_size-byte slices of one memfd (a power of two,
  * a multiple of the system page size); `capacity` pages at most. A handle's
- * low 32 bits are its slice; released slices are reused, so the file grows
- * only to the most pages live at once. NULL if memfd or mmap is refused. */
+ * low 32 bits are its first slice; a run handle's other slices need not
+ * follow it in the file. Released slices are reused, so the file grows only
+ * to the most pages live at once. NULL if memfd or mmap is refused. */
 drk_page_backend *drk_pages_host(size_t page_size, size_t capacity);
 
 /* Counting backend: hands out addresses and handles, maps nothing (for
  * replaying traces of any size); `capacity` pages at most. Its addresses
  * start near 0x7f0000000000 with an unreserved page between ranges; they
- * must never be dereferenced. create and release cost O(1), map and unmap
- * O(1) a page plus O(log ranges). */
+ * must never be dereferenced. create, release, map and unmap cost O(1) a
+ * page, map and unmap plus O(log ranges). */
 drk_page_backend *drk_pages_counting(size_t page_size, size_t capacity);
 
 #endif

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NO_SLOT UINT32_MAX
+#define NO_SLOT DRK_BOOK_NO_SLOT
 
 int drk_book_init(drk_pages_book *k, size_t page_size, size_t capacity)
 {
@@ -24,61 +24,100 @@ void drk_book_fini(drk_pages_book *k)
     memset(k, 0, sizeof *k);
 }
 
-/* Pages. */
+/* Handles. */
 
+/* The head slot of a live handle, or NULL. A member slot's own value is no
+ * handle: its npages is 0. */
 static drk_book_slot *live_slot(const drk_pages_book *k, drk_page_handle page)
 {
     uint32_t s = drk_book_slot_of(page), gen = (uint32_t)(page >> 32);
-    if (s >= k->nslots || k->slots[s].gen != gen || !(gen & 1))
+    if (s >= k->nslots || k->slots[s].gen != gen || !(gen & 1) || !k->slots[s].npages)
         return NULL;
     return &k->slots[s];
 }
 
-static int slots_grow(drk_pages_book *k)
+size_t drk_book_pages_of(const drk_pages_book *k, drk_page_handle page)
 {
-    uint32_t cap = k->slots_cap ? k->slots_cap * 2 : 64;
-    if (cap < k->slots_cap || cap > k->capacity)
-        cap = (uint32_t)k->capacity; /* nslots never passes capacity */
-    drk_book_slot *s = realloc(k->slots, (size_t)cap * sizeof *s);
+    const drk_book_slot *sl = live_slot(k, page);
+    return sl ? sl->npages : 0;
+}
+
+/* Room for `more` slots past nslots (which, as every slot is a page live
+ * now or before, never passes capacity). */
+static int slots_room(drk_pages_book *k, size_t more)
+{
+    size_t need = (size_t)k->nslots + more, cap = k->slots_cap ? k->slots_cap : 64;
+    if (need <= k->slots_cap)
+        return DRK_PAGES_OK;
+    while (cap < need)
+        cap *= 2;
+    if (cap > k->capacity)
+        cap = k->capacity;
+    drk_book_slot *s = realloc(k->slots, cap * sizeof *s);
     if (!s)
         return DRK_PAGES_FAILED;
     k->slots = s;
-    k->slots_cap = cap;
+    k->slots_cap = (uint32_t)cap;
     return DRK_PAGES_OK;
 }
 
-int drk_book_create(drk_pages_book *k, drk_page_handle *page)
+/* A slot put in use, as a member: a free one, else a new one (slots_room
+ * made room for it). */
+static uint32_t take_slot(drk_pages_book *k)
 {
-    if (!page)
-        return DRK_PAGES_INVALID;
-    if (k->live >= k->capacity)
-        return DRK_PAGES_OOM;
     uint32_t s = k->free_head;
     if (s != NO_SLOT) {
         k->free_head = k->slots[s].next;
     } else {
-        if (k->nslots == k->slots_cap && slots_grow(k) != DRK_PAGES_OK)
-            return DRK_PAGES_FAILED;
         s = k->nslots++;
         k->slots[s] = (drk_book_slot){0};
     }
     drk_book_slot *sl = &k->slots[s];
-    sl->gen++; /* odd: live; a stale handle to this slot no longer matches */
-    sl->maps = 0;
-    k->live++;
-    *page = (drk_page_handle)sl->gen << 32 | s;
+    sl->gen++; /* odd: in use; a stale handle to this slot no longer matches */
+    sl->npages = sl->maps = 0;
+    sl->next = NO_SLOT;
+    return s;
+}
+
+int drk_book_create_run(drk_pages_book *k, size_t n, drk_page_handle *page)
+{
+    if (!page || n == 0)
+        return DRK_PAGES_INVALID;
+    if (n > k->capacity - k->live)
+        return DRK_PAGES_OOM;
+    size_t nfree = k->nslots - k->live; /* every slot in use is a live page */
+    if (n > nfree && slots_room(k, n - nfree) != DRK_PAGES_OK)
+        return DRK_PAGES_FAILED;
+    uint32_t head = take_slot(k), last = head;
+    for (size_t i = 1; i < n; i++) {
+        uint32_t s = take_slot(k);
+        k->slots[last].next = s;
+        last = s;
+    }
+    k->slots[head].npages = (uint32_t)n;
+    k->live += n;
+    *page = (drk_page_handle)k->slots[head].gen << 32 | head;
     return DRK_PAGES_OK;
 }
+
+int drk_book_create(drk_pages_book *k, drk_page_handle *page) { return drk_book_create_run(k, 1, page); }
 
 int drk_book_release(drk_pages_book *k, drk_page_handle page)
 {
     drk_book_slot *sl = live_slot(k, page);
     if (!sl || sl->maps)
         return DRK_PAGES_INVALID;
-    sl->gen++;
-    sl->next = k->free_head;
-    k->free_head = drk_book_slot_of(page);
-    k->live--;
+    k->live -= sl->npages;
+    sl->npages = 0;
+    /* The chain goes onto the free list as it is: the next run of its size
+     * gets the same slots in the same order. */
+    uint32_t head = drk_book_slot_of(page), s = head, last = head;
+    for (; s != NO_SLOT; s = k->slots[s].next) {
+        k->slots[s].gen++;
+        last = s;
+    }
+    k->slots[last].next = k->free_head;
+    k->free_head = head;
     return DRK_PAGES_OK;
 }
 
@@ -159,7 +198,8 @@ static int run_range(const drk_pages_book *k, uintptr_t va, size_t n, size_t *at
     return DRK_PAGES_OK;
 }
 
-/* Mapped virtual pages: a hash table of virtual page number -> page. */
+/* Mapped virtual pages: a hash table of virtual page number -> the page of
+ * a handle mapped there. */
 
 static size_t table_home(const drk_pages_book *k, uint64_t key)
 {
@@ -181,12 +221,12 @@ static size_t table_find(const drk_pages_book *k, uint64_t key)
     return SIZE_MAX;
 }
 
-static void table_put(drk_pages_book *k, uint64_t key, drk_page_handle page)
+static void table_put(drk_pages_book *k, drk_book_entry e)
 {
-    size_t mask = k->table_cap - 1, i = table_home(k, key);
+    size_t mask = k->table_cap - 1, i = table_home(k, e.key);
     while (k->table[i].key)
         i = (i + 1) & mask;
-    k->table[i] = (drk_book_entry){key, page};
+    k->table[i] = e;
 }
 
 /* Removes entry i, shifting back later entries of its probe run so no
@@ -223,31 +263,46 @@ static int table_room(drk_pages_book *k, size_t need)
     k->table_cap = cap;
     for (size_t i = 0; i < old_cap; i++)
         if (old[i].key)
-            table_put(k, old[i].key, old[i].page);
+            table_put(k, old[i]);
     free(old);
     return DRK_PAGES_OK;
 }
 
-int drk_book_map_check(drk_pages_book *k, uintptr_t va, const drk_page_handle *pages, size_t n, size_t *at)
+int drk_book_map_check(drk_pages_book *k, uintptr_t va, const drk_page_handle *handles, size_t n, size_t *at,
+                       size_t *pages)
 {
-    if (!pages || run_range(k, va, n, at) != DRK_PAGES_OK)
+    if (!handles)
+        return DRK_PAGES_INVALID;
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        const drk_book_slot *sl = live_slot(k, handles[i]);
+        if (!sl || total > SIZE_MAX - sl->npages)
+            return DRK_PAGES_INVALID;
+        total += sl->npages;
+    }
+    if (run_range(k, va, total, at) != DRK_PAGES_OK)
         return DRK_PAGES_INVALID;
     uint64_t key = vpage_key(k, va);
-    for (size_t i = 0; i < n; i++)
-        if (!live_slot(k, pages[i]) || table_find(k, key + i) != SIZE_MAX)
+    for (size_t i = 0; i < total; i++)
+        if (table_find(k, key + i) != SIZE_MAX)
             return DRK_PAGES_INVALID;
-    return table_room(k, k->mapped + n);
+    *pages = total;
+    return table_room(k, k->mapped + total);
 }
 
-void drk_book_map_commit(drk_pages_book *k, uintptr_t va, const drk_page_handle *pages, size_t n, size_t at)
+void drk_book_map_commit(drk_pages_book *k, uintptr_t va, const drk_page_handle *handles, size_t n, size_t at)
 {
     uint64_t key = vpage_key(k, va);
     for (size_t i = 0; i < n; i++) {
-        table_put(k, key + i, pages[i]);
-        k->slots[drk_book_slot_of(pages[i])].maps++;
+        uint32_t s = drk_book_slot_of(handles[i]);
+        drk_book_slot *sl = &k->slots[s];
+        for (uint32_t off = 0; off < sl->npages; off++)
+            table_put(k, (drk_book_entry){key++, s, off});
+        sl->maps++;
     }
-    k->ranges[at].mapped += n;
-    k->mapped += n;
+    size_t total = key - vpage_key(k, va);
+    k->ranges[at].mapped += total;
+    k->mapped += total;
 }
 
 int drk_book_unmap_check(const drk_pages_book *k, uintptr_t va, size_t n, size_t *at)
@@ -255,9 +310,18 @@ int drk_book_unmap_check(const drk_pages_book *k, uintptr_t va, size_t n, size_t
     if (run_range(k, va, n, at) != DRK_PAGES_OK)
         return DRK_PAGES_INVALID;
     uint64_t key = vpage_key(k, va);
-    for (size_t i = 0; i < n; i++)
-        if (table_find(k, key + i) == SIZE_MAX)
+    size_t first = SIZE_MAX, e = SIZE_MAX;
+    for (size_t i = 0; i < n; i++) {
+        if ((e = table_find(k, key + i)) == SIZE_MAX)
             return DRK_PAGES_INVALID;
+        if (i == 0)
+            first = e;
+    }
+    /* Mappings tile what is mapped: if the run starts one and ends one,
+     * every mapping in it is whole. */
+    const drk_book_entry *last = &k->table[e];
+    if (k->table[first].off != 0 || last->off + 1 != k->slots[last->slot].npages)
+        return DRK_PAGES_INVALID;
     return DRK_PAGES_OK;
 }
 
@@ -266,9 +330,20 @@ void drk_book_unmap_commit(drk_pages_book *k, uintptr_t va, size_t n, size_t at)
     uint64_t key = vpage_key(k, va);
     for (size_t i = 0; i < n; i++) {
         size_t e = table_find(k, key + i);
-        k->slots[drk_book_slot_of(k->table[e].page)].maps--;
+        if (k->table[e].off == 0) /* each mapping once */
+            k->slots[k->table[e].slot].maps--;
         table_erase(k, e);
     }
     k->ranges[at].mapped -= n;
     k->mapped -= n;
+}
+
+int drk_book_mapping(const drk_pages_book *k, uintptr_t va, uintptr_t *start, size_t *pages)
+{
+    size_t e = table_find(k, vpage_key(k, va));
+    if (e == SIZE_MAX)
+        return DRK_PAGES_INVALID;
+    *start = (va - va % k->page_size) - (uintptr_t)k->table[e].off * k->page_size;
+    *pages = k->slots[k->table[e].slot].npages;
+    return DRK_PAGES_OK;
 }

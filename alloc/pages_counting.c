@@ -50,14 +50,16 @@ static int c_unreserve(drk_page_backend *b, uintptr_t va, size_t size)
     return rc;
 }
 
-static int c_create(drk_page_backend *b, drk_page_handle *page)
+static int c_create_run(drk_page_backend *b, size_t n, drk_page_handle *handle)
 {
     counting *c = of(b);
     pthread_mutex_lock(&c->lock);
-    int rc = drk_book_create(&c->book, page);
+    int rc = drk_book_create_run(&c->book, n, handle);
     pthread_mutex_unlock(&c->lock);
     return rc;
 }
+
+static int c_create(drk_page_backend *b, drk_page_handle *page) { return c_create_run(b, 1, page); }
 
 static int c_release(drk_page_backend *b, drk_page_handle page)
 {
@@ -68,14 +70,14 @@ static int c_release(drk_page_backend *b, drk_page_handle page)
     return rc;
 }
 
-static int c_map(drk_page_backend *b, uintptr_t va, const drk_page_handle *pages, size_t n)
+static int c_map(drk_page_backend *b, uintptr_t va, const drk_page_handle *handles, size_t n)
 {
     counting *c = of(b);
     pthread_mutex_lock(&c->lock);
-    size_t at;
-    int rc = drk_book_map_check(&c->book, va, pages, n, &at);
+    size_t at, pages;
+    int rc = drk_book_map_check(&c->book, va, handles, n, &at, &pages);
     if (rc == DRK_PAGES_OK)
-        drk_book_map_commit(&c->book, va, pages, n, at);
+        drk_book_map_commit(&c->book, va, handles, n, at);
     pthread_mutex_unlock(&c->lock);
     return rc;
 }
@@ -138,6 +140,7 @@ drk_page_backend *drk_pages_counting(size_t page_size, size_t capacity)
         .reserve = c_reserve,
         .unreserve = c_unreserve,
         .create = c_create,
+        .create_run = c_create_run,
         .release = c_release,
         .map = c_map,
         .unmap = c_unmap,

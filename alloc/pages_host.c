@@ -1,7 +1,8 @@
 /* The host page backend: pages are slices of one memfd, mapped with
  * MAP_FIXED into PROT_NONE reservations, so one page really shows at every
  * address it is mapped at and the pool's remapping and stitching run on real
- * memory in CI. */
+ * memory in CI. A run handle of n pages is n slices, one per book slot (not
+ * necessarily next to each other in the file), mapped slice by slice. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -18,7 +19,7 @@ typedef struct host {
     pthread_mutex_t lock;
     drk_pages_book book;
     int fd;
-    uint32_t slices; /* slices the file holds; a page's slot is its slice */
+    uint32_t slices; /* slices the file holds; a page's book slot is its slice */
 } host;
 
 static host *of(drk_page_backend *b) { return (host *)b; }
@@ -84,28 +85,36 @@ static int h_unreserve(drk_page_backend *b, uintptr_t va, size_t size)
     return rc;
 }
 
-static int h_create(drk_page_backend *b, drk_page_handle *page)
+/* Allocates the file's memory up to the handle's last slice now (not at
+ * first touch), so exhaustion is OOM here rather than SIGBUS in the
+ * program. Reused slices keep their memory. */
+static int slices_back(host *h, drk_page_handle handle)
+{
+    uint32_t top = 0;
+    for (uint32_t s = drk_book_slot_of(handle); s != DRK_BOOK_NO_SLOT; s = drk_book_next_slot(&h->book, s))
+        top = s + 1 > top ? s + 1 : top;
+    if (top <= h->slices)
+        return DRK_PAGES_OK;
+    size_t ps = h->base.page_size;
+    int err = posix_fallocate(h->fd, (off_t)h->slices * (off_t)ps, (off_t)(top - h->slices) * (off_t)ps);
+    if (err)
+        return errno_rc(err);
+    h->slices = top;
+    return DRK_PAGES_OK;
+}
+
+static int h_create_run(drk_page_backend *b, size_t n, drk_page_handle *handle)
 {
     host *h = of(b);
     pthread_mutex_lock(&h->lock);
-    int rc = drk_book_create(&h->book, page);
-    uint32_t slice = rc == DRK_PAGES_OK ? drk_book_slot_of(*page) : 0;
-    if (rc == DRK_PAGES_OK && slice >= h->slices) {
-        /* A new slice: allocate its memory now (not at first touch), so
-         * exhaustion is OOM here rather than SIGBUS in the program. A
-         * reused slice keeps its memory. */
-        off_t off = (off_t)slice * (off_t)b->page_size;
-        int err = posix_fallocate(h->fd, off, (off_t)b->page_size);
-        if (err) {
-            drk_book_release(&h->book, *page);
-            rc = errno_rc(err);
-        } else {
-            h->slices = slice + 1;
-        }
-    }
+    int rc = drk_book_create_run(&h->book, n, handle);
+    if (rc == DRK_PAGES_OK && (rc = slices_back(h, *handle)) != DRK_PAGES_OK)
+        drk_book_release(&h->book, *handle);
     pthread_mutex_unlock(&h->lock);
     return rc;
 }
+
+static int h_create(drk_page_backend *b, drk_page_handle *page) { return h_create_run(b, 1, page); }
 
 static int h_release(drk_page_backend *b, drk_page_handle page)
 {
@@ -116,37 +125,54 @@ static int h_release(drk_page_backend *b, drk_page_handle page)
     return rc;
 }
 
-/* Maps the checked run, one mmap per stretch of consecutive slices; on a
- * failure puts back what this call mapped. */
-static int map_slices(host *h, uintptr_t va, const drk_page_handle *pages, size_t n)
+/* Consecutive slices mapped in one mmap, from virtual page `at` of a run. */
+typedef struct stretch {
+    size_t at, len;
+    uint32_t first;
+} stretch;
+
+static int stretch_map(host *h, uintptr_t va, const stretch *st)
 {
     size_t ps = h->base.page_size;
-    for (size_t i = 0, j; i < n; i = j) {
-        uint32_t first = drk_book_slot_of(pages[i]);
-        for (j = i + 1; j < n && drk_book_slot_of(pages[j]) == first + (j - i); j++)
-            ;
-        void *p = mmap((void *)(va + i * ps), (j - i) * ps, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, h->fd,
-                       (off_t)first * (off_t)ps);
-        if (p == MAP_FAILED) {
-            int rc = errno_rc(errno);
-            if (i)
-                hold(va, i * ps);
-            return rc;
-        }
-    }
-    return DRK_PAGES_OK;
+    void *p = mmap((void *)(va + st->at * ps), st->len * ps, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, h->fd,
+                   (off_t)st->first * (off_t)ps);
+    return p == MAP_FAILED ? errno_rc(errno) : DRK_PAGES_OK;
 }
 
-static int h_map(drk_page_backend *b, uintptr_t va, const drk_page_handle *pages, size_t n)
+/* Maps the checked run slice by slice, one mmap per stretch of consecutive
+ * slices (within a handle and across handles); on a failure puts back what
+ * this call mapped. */
+static int map_slices(host *h, uintptr_t va, const drk_page_handle *handles, size_t n)
+{
+    stretch st = {0, 0, 0};
+    int rc = DRK_PAGES_OK;
+    for (size_t i = 0; i < n && rc == DRK_PAGES_OK; i++)
+        for (uint32_t s = drk_book_slot_of(handles[i]); s != DRK_BOOK_NO_SLOT; s = drk_book_next_slot(&h->book, s)) {
+            if (st.len && s == st.first + st.len) {
+                st.len++;
+                continue;
+            }
+            if (st.len && (rc = stretch_map(h, va, &st)) != DRK_PAGES_OK)
+                break;
+            st = (stretch){st.at + st.len, 1, s};
+        }
+    if (rc == DRK_PAGES_OK && st.len)
+        rc = stretch_map(h, va, &st);
+    if (rc != DRK_PAGES_OK && st.at)
+        hold(va, st.at * h->base.page_size);
+    return rc;
+}
+
+static int h_map(drk_page_backend *b, uintptr_t va, const drk_page_handle *handles, size_t n)
 {
     host *h = of(b);
     pthread_mutex_lock(&h->lock);
-    size_t at;
-    int rc = drk_book_map_check(&h->book, va, pages, n, &at);
+    size_t at, pages;
+    int rc = drk_book_map_check(&h->book, va, handles, n, &at, &pages);
     if (rc == DRK_PAGES_OK)
-        rc = map_slices(h, va, pages, n);
+        rc = map_slices(h, va, handles, n);
     if (rc == DRK_PAGES_OK)
-        drk_book_map_commit(&h->book, va, pages, n, at);
+        drk_book_map_commit(&h->book, va, handles, n, at);
     pthread_mutex_unlock(&h->lock);
     return rc;
 }
@@ -224,6 +250,7 @@ drk_page_backend *drk_pages_host(size_t page_size, size_t capacity)
         .reserve = h_reserve,
         .unreserve = h_unreserve,
         .create = h_create,
+        .create_run = h_create_run,
         .release = h_release,
         .map = h_map,
         .unmap = h_unmap,

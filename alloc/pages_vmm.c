@@ -1,10 +1,14 @@
 /* The device page backend: CUDA virtual memory management through the
- * driver table. Each page is one cuMemCreate of the allocation granularity
- * (2 MiB on an H200), pinned on one device; a run of pages is mapped one
- * cuMemMap per page (a handle maps whole) and made accessible with a single
- * cuMemSetAccess, whose cost does not grow with the run. Calls are checked
- * against the same bookkeeping as the CPU backends before the driver sees
- * them, so a pool bug is an error here, not a corrupted address space. */
+ * driver table. A handle is one cuMemCreate of one page, the allocation
+ * granularity (2 MiB on an H200), or of a run of them, pinned on one
+ * device: the driver charges per handle whatever its size. A run of handles
+ * is mapped one cuMemMap per handle (a handle maps whole) and made
+ * accessible with a single cuMemSetAccess, whose cost does not grow with
+ * the run; it is unmapped in one cuMemUnmap where the driver takes that,
+ * else one per mapping (never a page at a time: a run handle's mapping can
+ * only go whole). Calls are checked against the same bookkeeping as the CPU
+ * backends before the driver sees them, so a pool bug is an error here, not
+ * a corrupted address space. */
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -21,8 +25,8 @@ typedef struct vmm {
     CUmemAccessDesc access[8];
     size_t naccess;
     int exportable; /* pages are created with a POSIX file descriptor handle type */
-    int no_run_unmap; /* the driver refused to unmap several pages in one call */
-    CUmemGenericAllocationHandle *handles; /* by book slot */
+    int no_run_unmap; /* the driver refused to unmap several mappings in one call */
+    CUmemGenericAllocationHandle *handles; /* by book slot: a handle's head */
     size_t handles_cap;
 } vmm;
 
@@ -81,100 +85,145 @@ static int handles_room(vmm *v, uint32_t slot)
     return DRK_PAGES_OK;
 }
 
-/* Pages are made exportable for IPC; a driver or system that refuses
- * that gets plain pages from then on. */
-static int create_page(vmm *v, CUmemGenericAllocationHandle *h)
+/* Handles are made exportable for IPC; a driver or system that refuses
+ * that gets plain ones from then on. */
+static int create_handle(vmm *v, size_t n, CUmemGenericAllocationHandle *h)
 {
-    CUresult r = v->drv->mem_create(h, v->base.page_size, &v->prop, 0);
+    size_t size = n * v->base.page_size;
+    CUresult r = v->drv->mem_create(h, size, &v->prop, 0);
     if (r != CUDA_SUCCESS && r != CUDA_ERROR_OUT_OF_MEMORY && v->exportable) {
         v->exportable = 0;
         v->prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
-        r = v->drv->mem_create(h, v->base.page_size, &v->prop, 0);
+        r = v->drv->mem_create(h, size, &v->prop, 0);
     }
     return rc_of(r);
 }
 
-static int v_create(drk_page_backend *b, drk_page_handle *page)
+static int v_create_run(drk_page_backend *b, size_t n, drk_page_handle *handle)
 {
     vmm *v = of(b);
     pthread_mutex_lock(&v->lock);
-    int rc = drk_book_create(&v->book, page);
+    int rc = drk_book_create_run(&v->book, n, handle); /* n is at most capacity: n * page_size fits */
     if (rc == DRK_PAGES_OK) {
-        uint32_t slot = drk_book_slot_of(*page);
+        uint32_t slot = drk_book_slot_of(*handle);
         rc = handles_room(v, slot);
         if (rc == DRK_PAGES_OK)
-            rc = create_page(v, &v->handles[slot]);
+            rc = create_handle(v, n, &v->handles[slot]);
         if (rc != DRK_PAGES_OK)
-            drk_book_release(&v->book, *page);
+            drk_book_release(&v->book, *handle);
     }
     pthread_mutex_unlock(&v->lock);
     return rc;
 }
 
-static int v_release(drk_page_backend *b, drk_page_handle page)
+static int v_create(drk_page_backend *b, drk_page_handle *page) { return v_create_run(b, 1, page); }
+
+static int v_release(drk_page_backend *b, drk_page_handle handle)
 {
     vmm *v = of(b);
     pthread_mutex_lock(&v->lock);
-    int rc = drk_book_release(&v->book, page);
+    int rc = drk_book_release(&v->book, handle);
     if (rc == DRK_PAGES_OK)
-        rc = rc_of(v->drv->mem_release(v->handles[drk_book_slot_of(page)]));
+        rc = rc_of(v->drv->mem_release(v->handles[drk_book_slot_of(handle)]));
     pthread_mutex_unlock(&v->lock);
     return rc;
 }
 
-/* Maps the checked run one page at a time, then grants access to all of it
- * at once; on a failure unmaps what this call mapped. */
-static int map_run(vmm *v, uintptr_t va, const drk_page_handle *pages, size_t n)
+/* Unmaps the first `done` of the handles mapped from va. */
+static void unmap_handles(vmm *v, uintptr_t va, const drk_page_handle *handles, size_t done)
+{
+    size_t ps = v->base.page_size;
+    for (size_t i = 0; i < done; i++) {
+        size_t len = drk_book_pages_of(&v->book, handles[i]) * ps;
+        v->drv->mem_unmap((CUdeviceptr)va, len);
+        va += len;
+    }
+}
+
+/* Maps the checked run one handle at a time, each whole, then grants access
+ * to all `pages` of it at once; on a failure unmaps what this call mapped. */
+static int map_run(vmm *v, uintptr_t va, const drk_page_handle *handles, size_t n, size_t pages)
 {
     size_t ps = v->base.page_size, done = 0;
+    uintptr_t at = va;
     CUresult r = CUDA_SUCCESS;
-    for (; done < n && r == CUDA_SUCCESS; done++)
-        r = v->drv->mem_map((CUdeviceptr)(va + done * ps), ps, 0, v->handles[drk_book_slot_of(pages[done])], 0);
+    for (; done < n && r == CUDA_SUCCESS; done++) {
+        size_t len = drk_book_pages_of(&v->book, handles[done]) * ps;
+        r = v->drv->mem_map((CUdeviceptr)at, len, 0, v->handles[drk_book_slot_of(handles[done])], 0);
+        at += len;
+    }
     if (r == CUDA_SUCCESS)
-        r = v->drv->mem_set_access((CUdeviceptr)va, n * ps, v->access, v->naccess);
+        r = v->drv->mem_set_access((CUdeviceptr)va, pages * ps, v->access, v->naccess);
     else
         done--; /* the failed one is not mapped */
     if (r != CUDA_SUCCESS)
-        for (size_t i = 0; i < done; i++)
-            v->drv->mem_unmap((CUdeviceptr)(va + i * ps), ps);
+        unmap_handles(v, va, handles, done);
     return rc_of(r);
 }
 
-static int v_map(drk_page_backend *b, uintptr_t va, const drk_page_handle *pages, size_t n)
+static int v_map(drk_page_backend *b, uintptr_t va, const drk_page_handle *handles, size_t n)
 {
     vmm *v = of(b);
     pthread_mutex_lock(&v->lock);
-    size_t at;
-    int rc = drk_book_map_check(&v->book, va, pages, n, &at);
+    size_t at, pages;
+    int rc = drk_book_map_check(&v->book, va, handles, n, &at, &pages);
     if (rc == DRK_PAGES_OK)
-        rc = map_run(v, va, pages, n);
+        rc = map_run(v, va, handles, n, pages);
     if (rc == DRK_PAGES_OK)
-        drk_book_map_commit(&v->book, va, pages, n, at);
+        drk_book_map_commit(&v->book, va, handles, n, at);
     pthread_mutex_unlock(&v->lock);
     return rc;
 }
 
-/* Page by page: a mapping can only be unmapped whole. */
+/* Unmaps the checked run mapping by mapping; *done: the pages unmapped. */
+static int unmap_each(vmm *v, uintptr_t va, size_t n, size_t *done)
+{
+    size_t ps = v->base.page_size;
+    int rc = DRK_PAGES_OK;
+    for (*done = 0; rc == DRK_PAGES_OK && *done < n;) {
+        uintptr_t start;
+        size_t pages;
+        drk_book_mapping(&v->book, va + *done * ps, &start, &pages); /* checked: starts here */
+        rc = rc_of(v->drv->mem_unmap((CUdeviceptr)start, pages * ps));
+        if (rc == DRK_PAGES_OK)
+            *done += pages;
+    }
+    return rc;
+}
+
+/* Unmaps the checked run: one call for one mapping, or for several (as
+ * PyTorch's expandable segments unmap several handles at once); should the
+ * driver refuse several, mapping by mapping from then on. *done: the pages
+ * unmapped, whole mappings from va. */
+static int unmap_run(vmm *v, uintptr_t va, size_t n, size_t *done)
+{
+    uintptr_t start;
+    size_t first;
+    drk_book_mapping(&v->book, va, &start, &first);
+    *done = 0;
+    if (first == n || !v->no_run_unmap) {
+        CUresult r = v->drv->mem_unmap((CUdeviceptr)va, n * v->base.page_size);
+        if (r == CUDA_SUCCESS)
+            *done = n;
+        if (r == CUDA_SUCCESS || first == n)
+            return rc_of(r);
+        v->no_run_unmap = 1;
+    }
+    return unmap_each(v, va, n, done);
+}
+
 static int v_unmap(drk_page_backend *b, uintptr_t va, size_t n)
 {
     vmm *v = of(b);
     pthread_mutex_lock(&v->lock);
-    size_t at;
+    size_t at, done = 0;
     int rc = drk_book_unmap_check(&v->book, va, n, &at);
-    /* A run of pages in one call (as PyTorch's expandable segments unmap
-     * several handles at once); should the driver refuse that, page by
-     * page from then on. */
-    size_t i = 0;
-    if (rc == DRK_PAGES_OK && n > 1 && !v->no_run_unmap) {
-        if (v->drv->mem_unmap((CUdeviceptr)va, n * b->page_size) == CUDA_SUCCESS)
-            i = n;
-        else
-            v->no_run_unmap = 1;
-    }
-    for (; rc == DRK_PAGES_OK && i < n; i++)
-        rc = rc_of(v->drv->mem_unmap((CUdeviceptr)(va + i * b->page_size), b->page_size));
     if (rc == DRK_PAGES_OK)
-        drk_book_unmap_commit(&v->book, va, n, at);
+        rc = unmap_run(v, va, n, &done);
+    /* What the driver did unmap, should it fail part way, leaves the book
+     * too. */
+    if (done)
+        drk_book_unmap_commit(&v->book, va, done, at);
     pthread_mutex_unlock(&v->lock);
     return rc;
 }
@@ -203,15 +252,17 @@ static void v_destroy(drk_page_backend *b)
         return;
     vmm *v = of(b);
     pthread_mutex_lock(&v->lock);
-    /* Unmap every mapped virtual page, release every live page, free every
-     * range: what the book knows is exactly what the driver holds. */
+    /* Unmap every mapping (each once, whole), release every live handle,
+     * free every range: what the book knows is exactly what the driver
+     * holds. */
     for (size_t i = 0; i < v->book.table_cap; i++) {
         drk_book_entry *e = &v->book.table[i];
-        if (e->key)
-            v->drv->mem_unmap((CUdeviceptr)((e->key - 1) * b->page_size), b->page_size);
+        if (e->key && e->off == 0)
+            v->drv->mem_unmap((CUdeviceptr)((e->key - 1) * b->page_size),
+                              v->book.slots[e->slot].npages * b->page_size);
     }
     for (uint32_t s = 0; s < v->book.nslots; s++)
-        if (v->book.slots[s].gen & 1)
+        if ((v->book.slots[s].gen & 1) && v->book.slots[s].npages) /* a live handle's head */
             v->drv->mem_release(v->handles[s]);
     for (size_t i = 0; i < v->book.nranges; i++)
         v->drv->mem_address_free((CUdeviceptr)v->book.ranges[i].start, v->book.ranges[i].size);
@@ -267,6 +318,7 @@ drk_page_backend *drk_pages_vmm(const drk_driver *drv, CUdevice dev, size_t max_
         .reserve = v_reserve,
         .unreserve = v_unreserve,
         .create = v_create,
+        .create_run = v_create_run,
         .release = v_release,
         .map = v_map,
         .unmap = v_unmap,

@@ -51,6 +51,10 @@ const drk_option_desc drk_option_table[DRK_OPT_COUNT] = {
                             "a thread of drk's creates and maps device pages ahead of a growing program's "
                             "allocations, within the reserve, so they find pages ready (0: each allocation "
                             "makes the pages it needs; off: on the H200 it gained nothing measurable)"},
+    [DRK_OPT_ALLOC_RUN_PAGES] = {"DRK_ALLOC_RUN_PAGES", DRK_OPTION_COUNT, "64",
+                                 "the most device pages one driver handle of the pool covers: pages are made, "
+                                 "mapped, moved and given back in runs of up to this many, one driver call each "
+                                 "(1: a handle a page, as before runs)"},
     [DRK_OPT_HOST_ALLOC] = {"DRK_HOST_ALLOC", DRK_OPTION_BOOL, "1",
                             "serve cuMemHostAlloc and cuMemAllocHost from drk's pinned host pool (0: the driver "
                             "pins every allocation)"},

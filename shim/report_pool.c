@@ -42,6 +42,8 @@ void drk_report_device_pool(drk_json *j)
     drk_json_u64(j, "pages_created", r.pages_created);
     drk_json_u64(j, "pages_released", r.pages_released);
     drk_json_u64(j, "pages_moved", r.pages_moved);
+    drk_json_u64(j, "handles_created", r.handles_created);
+    drk_json_u64(j, "handles_moved", r.handles_moved);
     drk_json_u64(j, "pages_created_in_calls", r.pages_created_in_calls);
     drk_json_u64(j, "pages_made_ahead", r.pages_made_ahead);
     drk_json_u64(j, "pages_taken_ahead", r.pages_taken_ahead);

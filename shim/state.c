@@ -88,7 +88,8 @@ static void configure(drk_mode m)
                   .reserve = drk_opt_num(DRK_OPT_STREAM_RESERVE),
                   .defrag_threshold = (unsigned)drk_opt_num(DRK_OPT_DEFRAG_THRESHOLD),
                   .thread_shards = (int)drk_opt_num(DRK_OPT_ALLOC_THREAD_SHARDS),
-                  .grow = (int)drk_opt_num(DRK_OPT_ALLOC_GROW)},
+                  .grow = (int)drk_opt_num(DRK_OPT_ALLOC_GROW),
+                  .run_pages = (size_t)drk_opt_num(DRK_OPT_ALLOC_RUN_PAGES)},
         .host = {.on = (int)drk_opt_num(DRK_OPT_HOST_ALLOC), .sync_free = (int)drk_opt_num(DRK_OPT_ALLOC_SYNC_FREE)},
         .trace = m == DRK_MODE_OBSERVE ? drk_opt_str(DRK_OPT_ALLOC_TRACE) : NULL,
     };

@@ -64,6 +64,7 @@ typedef struct rep_dpool {
     /* Absent from reports of an older drk (0): the page grower's counts and
      * threads' own shards. */
     uint64_t pages_made_ahead, pages_taken_ahead, pages_created_in_calls, growth_waits, thread_shards;
+    uint64_t handles_created, handles_moved; /* the driver handles those pages were (0: an older drk) */
     uint64_t latency_samples, alloc_ns[REP_LATENCY_BUCKETS], free_ns[REP_LATENCY_BUCKETS];
 } rep_dpool;
 

@@ -213,6 +213,8 @@ static void merge_dpool(rep_dpool *o, const rep_dpool *d)
     o->pages_created_in_calls = add(o->pages_created_in_calls, d->pages_created_in_calls);
     o->growth_waits = add(o->growth_waits, d->growth_waits);
     o->thread_shards = add(o->thread_shards, d->thread_shards);
+    o->handles_created = add(o->handles_created, d->handles_created);
+    o->handles_moved = add(o->handles_moved, d->handles_moved);
     o->latency_samples = add(o->latency_samples, d->latency_samples);
     for (int b = 0; b < REP_LATENCY_BUCKETS; b++) {
         o->alloc_ns[b] = add(o->alloc_ns[b], d->alloc_ns[b]);

@@ -170,6 +170,9 @@ static void print_device_pool(FILE *f, const rep_dpool *d, size_t nprocs)
             human_bytes(d->peak_reserved_bytes, reserved, sizeof reserved), 100.0 * frag);
     fprintf(f, "  pages: %" PRIu64 " created, %" PRIu64 " moved, %" PRIu64 " released; %" PRIu64 " defrag event%s\n",
             d->pages_created, d->pages_moved, d->pages_released, d->defrag_events, d->defrag_events == 1 ? "" : "s");
+    if (d->handles_created || d->handles_moved)
+        fprintf(f, "  driver handles: %" PRIu64 " made, %" PRIu64 " moved (runs of pages: each one call)\n",
+                d->handles_created, d->handles_moved);
     if (d->pages_made_ahead)
         fprintf(f, "  grown ahead: %" PRIu64 " pages made by drk's grower, %" PRIu64 " of them taken; %" PRIu64
                    " made inside allocation calls; %" PRIu64 " wait%s for pages being made\n",
@@ -770,6 +773,8 @@ static void json_device_pool(drk_json *j, const rep_dpool *d)
     drk_json_u64(j, "pages_created_in_calls", d->pages_created_in_calls);
     drk_json_u64(j, "growth_waits", d->growth_waits);
     drk_json_u64(j, "thread_shards", d->thread_shards);
+    drk_json_u64(j, "handles_created", d->handles_created);
+    drk_json_u64(j, "handles_moved", d->handles_moved);
     drk_json_open(j, "latency_ns", '{');
     drk_json_u64(j, "samples", d->latency_samples);
     json_histogram(j, "alloc", d->alloc_ns);

@@ -382,6 +382,8 @@ static int read_device_pool(ctx *c, const json_value *doc, rep_dpool *d)
     get_u64_optional(c, o, at, "pages_created_in_calls", &d->pages_created_in_calls);
     get_u64_optional(c, o, at, "growth_waits", &d->growth_waits);
     get_u64_optional(c, o, at, "thread_shards", &d->thread_shards);
+    get_u64_optional(c, o, at, "handles_created", &d->handles_created);
+    get_u64_optional(c, o, at, "handles_moved", &d->handles_moved);
     const json_value *lat = field(c, o, at, "latency_ns", JSON_OBJECT);
     get_u64(c, lat, "device_pool.latency_ns", "samples", &d->latency_samples);
     read_histogram(c, lat, "alloc", d->alloc_ns);

@@ -1,22 +1,27 @@
 /* The `drk-heap` model: drk's device heap (alloc/heap.c) on the counting
  * page backend, which maps nothing, so traces of any size replay here.
  * Reserved is the pages the heap holds; its free space is its idle pages,
- * which it can map into any range, so the largest usable run is all of it.
+ * and the largest usable run is the pages of its idle runs, which it can
+ * map into any range.
+ *
+ * `drk-heap-pages` is the heap with one handle a page (runs off), as it
+ * was before runs: what runs cost in memory and save in driver calls.
  *
  * `drk-heap-grow` is the same heap with the library's page grower
  * (alloc/device.c, DRK_ALLOC_GROW) played on the trace's clock: woken by an
  * allocation that grew the heap, it follows the growth policy (growth.h)
  * and makes up to CLAIM pages at a time, each taking what making a page
  * took on an H200; an allocation over pages it is still making waits for
- * them. Both count what the program's allocation calls would have spent in
- * the driver at the H200's costs (docs/memory.md). */
+ * them. Each counts what the program's allocation calls would have spent in
+ * the driver at the H200's costs (docs/memory.md): those costs are per
+ * handle, whatever its size. */
 #include <stdlib.h>
 
 #include "alloc/growth.h"
 #include "alloc/heap.h"
 #include "tools/trace_models.h"
 
-/* The H200's costs per 2 MiB page, in ns: create + map + set access, and a
+/* The H200's costs per handle, in ns: create + map + set access, and a
  * move (unmap + map + set access). The grower claims this many at most. */
 #define MAKE_NS 52500u
 #define MOVE_NS 65500u
@@ -38,7 +43,7 @@ typedef struct heap_model {
     drk_growth growth;
 } heap_model;
 
-static trace_model *create(const trace_model_config *cfg, int grow)
+static trace_model *create(const trace_model_config *cfg, int grow, size_t run_max)
 {
     heap_model *m = calloc(1, sizeof *m);
     if (!m)
@@ -50,8 +55,10 @@ static trace_model *create(const trace_model_config *cfg, int grow)
     m->pages = drk_pages_counting(m->page, cap < (1u << 31) ? cap : (1u << 31) - 1);
     /* Virtual space in chunks of 64 GiB: plenty, and reserved at no cost. */
     m->heap = m->pages ? drk_heap_new(m->pages, (size_t)((64ull << 30) / m->page * m->page)) : NULL;
-    if (m->heap)
+    if (m->heap) {
         drk_heap_set_policy(m->heap, DRK_HEAP_IDLE_PERMILLE, m->keep, 1);
+        drk_heap_set_run_max(m->heap, run_max);
+    }
     if (!m->heap) {
         if (m->pages)
             m->pages->destroy(m->pages);
@@ -61,8 +68,9 @@ static trace_model *create(const trace_model_config *cfg, int grow)
     return (trace_model *)m;
 }
 
-static trace_model *heap_create(const trace_model_config *cfg) { return create(cfg, 0); }
-static trace_model *grow_create(const trace_model_config *cfg) { return create(cfg, 1); }
+static trace_model *heap_create(const trace_model_config *cfg) { return create(cfg, 0, DRK_HEAP_RUN_MAX); }
+static trace_model *pages_create(const trace_model_config *cfg) { return create(cfg, 0, 1); }
+static trace_model *grow_create(const trace_model_config *cfg) { return create(cfg, 1, DRK_HEAP_RUN_MAX); }
 
 /* The claim under way ends, its pages made (the counting backend maps
  * nothing, so at once here: its time was busy_until). */
@@ -167,7 +175,9 @@ static uint64_t heap_reserved(const trace_model *tm)
 static void heap_free_space(const trace_model *tm, uint64_t *total, uint64_t *largest)
 {
     const heap_model *m = (const heap_model *)tm;
-    *total = *largest = drk_heap_get_stats(m->heap).idle_pages * m->page;
+    drk_heap_stats st = drk_heap_get_stats(m->heap);
+    *total = st.idle_pages * m->page;
+    *largest = st.idle_run_pages * m->page; /* runs with live data over a page are reused only in place */
 }
 
 static void heap_calls(const trace_model *tm, trace_model_calls *out)
@@ -177,11 +187,13 @@ static void heap_calls(const trace_model *tm, trace_model_calls *out)
     *out = (trace_model_calls){
         .pages_created = st.creates,
         .pages_moved = st.moves,
+        .handles_created = st.create_calls,
+        .handles_moved = st.move_calls,
         .unmap_calls = st.unmap_calls,
         .pages_made_ahead = st.ahead_made,
         .pages_taken_ahead = st.ahead_used,
         .waits = m->waits,
-        .driver_ns = st.creates * (uint64_t)MAKE_NS + st.moves * (uint64_t)MOVE_NS + m->wait_ns,
+        .driver_ns = st.create_calls * (uint64_t)MAKE_NS + st.move_calls * (uint64_t)MOVE_NS + m->wait_ns,
     };
 }
 
@@ -194,30 +206,29 @@ static void heap_destroy(trace_model *tm)
     free(m);
 }
 
-const trace_model_ops trace_model_drk_heap = {
-    .name = "drk-heap",
-    .what = "drk's device heap: 512-byte blocks in a large virtual space, pages only under live blocks, idle "
-            "pages moved where a request needs them (stitching)",
-    .create = heap_create,
-    .alloc = heap_alloc,
-    .free = heap_free,
-    .reserved = heap_reserved,
-    .free_space = heap_free_space,
-    .clock = heap_clock,
-    .calls = heap_calls,
-    .destroy = heap_destroy,
-};
+/* The three models differ only in how the heap is made. */
+#define HEAP_MODEL(NAME, WHAT, CREATE)                                                                               \
+    {                                                                                                                \
+        .name = NAME, .what = WHAT, .create = CREATE, .alloc = heap_alloc, .free = heap_free,                       \
+        .reserved = heap_reserved, .free_space = heap_free_space, .clock = heap_clock, .calls = heap_calls,         \
+        .destroy = heap_destroy,                                                                                     \
+    }
 
-const trace_model_ops trace_model_drk_heap_grow = {
-    .name = "drk-heap-grow",
-    .what = "drk-heap with the library's page grower on the trace's clock (DRK_ALLOC_GROW): pages made ahead "
-            "of growth within the reserve, at an H200's cost a page",
-    .create = grow_create,
-    .alloc = heap_alloc,
-    .free = heap_free,
-    .reserved = heap_reserved,
-    .free_space = heap_free_space,
-    .clock = heap_clock,
-    .calls = heap_calls,
-    .destroy = heap_destroy,
-};
+const trace_model_ops trace_model_drk_heap =
+    HEAP_MODEL("drk-heap",
+               "drk's device heap: 512-byte blocks in a large virtual space, pages only under live blocks, made and "
+               "moved in runs (one driver handle of several pages), idle runs moved where a request needs them "
+               "(stitching)",
+               heap_create);
+
+const trace_model_ops trace_model_drk_heap_pages =
+    HEAP_MODEL("drk-heap-pages",
+               "drk-heap with one driver handle a page (no runs): every page created, moved and given back by "
+               "itself",
+               pages_create);
+
+const trace_model_ops trace_model_drk_heap_grow =
+    HEAP_MODEL("drk-heap-grow",
+               "drk-heap with the library's page grower on the trace's clock (DRK_ALLOC_GROW): pages made ahead "
+               "of growth within the reserve, at an H200's cost a page",
+               grow_create);

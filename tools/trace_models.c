@@ -90,6 +90,7 @@ const trace_model_ops *const trace_models[] = {
     &trace_model_first_fit,
     &trace_model_best_fit_stream,
     &trace_model_drk_heap,
+    &trace_model_drk_heap_pages,
     &trace_model_drk_heap_grow,
 };
 const size_t trace_nmodels = sizeof trace_models / sizeof *trace_models;

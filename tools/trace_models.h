@@ -20,11 +20,12 @@ typedef struct trace_model_config {
 enum { MODEL_OK = 0, MODEL_OOM = 1, MODEL_NOMEM = -1 /* the host ran out of memory */ };
 
 /* What a model's allocation calls would have paid the driver (models of
- * drk's heap): pages created and moved inside them, pages made ahead by a
- * grower and taken, waits for pages being made, and their time at an
- * H200's costs. */
+ * drk's heap): pages created and moved inside them and the handles those
+ * were, pages made ahead by a grower and taken, waits for pages being made,
+ * and their time at an H200's costs. */
 typedef struct trace_model_calls {
     uint64_t pages_created, pages_moved, unmap_calls, pages_made_ahead, pages_taken_ahead, waits;
+    uint64_t handles_created, handles_moved;
     uint64_t driver_ns;
 } trace_model_calls;
 
@@ -49,7 +50,8 @@ typedef struct trace_model_ops {
 } trace_model_ops;
 
 extern const trace_model_ops trace_model_ideal, trace_model_driver, trace_model_first_fit,
-    trace_model_best_fit_stream, trace_model_drk_heap, trace_model_drk_heap_grow;
+    trace_model_best_fit_stream, trace_model_drk_heap, trace_model_drk_heap_pages,
+    trace_model_drk_heap_grow;
 
 /* Every model, in the order replay prints them. */
 extern const trace_model_ops *const trace_models[];

@@ -253,11 +253,11 @@ static void print_table(const char *path, const replay_result *res)
             continue;
         trace_model_calls c;
         mr->ops->calls(mr->m, &c);
-        printf("  %s: the allocation calls created %" PRIu64 " pages and moved %" PRIu64 " (%" PRIu64
-               " unmap calls); %" PRIu64 " made ahead, %" PRIu64 " of them taken; %" PRIu64
-               " waits: %.1f ms in the driver at an H200's costs\n",
-               mr->ops->name, c.pages_created, c.pages_moved, c.unmap_calls, c.pages_made_ahead, c.pages_taken_ahead,
-               c.waits, (double)c.driver_ns / 1e6);
+        printf("  %s: the allocation calls created %" PRIu64 " pages (%" PRIu64 " handles) and moved %" PRIu64
+               " (%" PRIu64 " handles, %" PRIu64 " unmap calls); %" PRIu64 " made ahead, %" PRIu64
+               " of them taken; %" PRIu64 " waits: %.1f ms in the driver at an H200's costs\n",
+               mr->ops->name, c.pages_created, c.handles_created, c.pages_moved, c.handles_moved, c.unmap_calls,
+               c.pages_made_ahead, c.pages_taken_ahead, c.waits, (double)c.driver_ns / 1e6);
     }
 }
 
@@ -298,11 +298,12 @@ static void json_trace(const char *path, const replay_result *res, const char *e
         if (mr->ops->calls) {
             trace_model_calls c;
             mr->ops->calls(mr->m, &c);
-            printf(",\"calls\":{\"pages_created\":%" PRIu64 ",\"pages_moved\":%" PRIu64 ",\"unmap_calls\":%" PRIu64
+            printf(",\"calls\":{\"pages_created\":%" PRIu64 ",\"pages_moved\":%" PRIu64
+                   ",\"handles_created\":%" PRIu64 ",\"handles_moved\":%" PRIu64 ",\"unmap_calls\":%" PRIu64
                    ",\"pages_made_ahead\":%" PRIu64 ",\"pages_taken_ahead\":%" PRIu64 ",\"waits\":%" PRIu64
                    ",\"driver_ns\":%" PRIu64 "}",
-                   c.pages_created, c.pages_moved, c.unmap_calls, c.pages_made_ahead, c.pages_taken_ahead, c.waits,
-                   c.driver_ns);
+                   c.pages_created, c.pages_moved, c.handles_created, c.handles_moved, c.unmap_calls,
+                   c.pages_made_ahead, c.pages_taken_ahead, c.waits, c.driver_ns);
         }
         fputc('}', stdout);
     }

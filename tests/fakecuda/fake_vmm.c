@@ -37,12 +37,13 @@ static size_t g_resv_cap;
 /* On a GPU every VMM call costs tens of microseconds of CPU time in the
  * driver, which is what drk's pool works to keep off the program's
  * allocations. FAKECUDA_VMM_COSTS=h200 makes each call here take what it
- * took on an H200 with 2 MiB handles (docs/memory.md, tests/bench/vmm_costs):
- * cuMemCreate 13 us, cuMemMap 8.5 us, cuMemSetAccess 31 us per handle it
- * covers, cuMemUnmap 26 us and cuMemRelease 14 us per handle; or
- * "C,M,A,U,R" in microseconds. The time is spent spinning, outside the
- * stand-in's lock but one call at a time, as a driver that serializes them
- * would. Unset: no cost. */
+ * took on an H200 (docs/memory.md, tests/bench/vmm_costs), per handle
+ * whatever its size: cuMemCreate 13 us, cuMemMap 8.5 us, cuMemSetAccess
+ * 31 us per mapping it covers, cuMemUnmap 26 us per mapping it covers,
+ * cuMemRelease 14 us (a refused call costs one handle's); or "C,M,A,U,R"
+ * in microseconds. The time is spent spinning, outside the stand-in's lock
+ * but one call at a time, as a driver that serializes them would. Unset: no
+ * cost. */
 enum { COST_CREATE, COST_MAP, COST_ACCESS, COST_UNMAP, COST_RELEASE, NCOSTS };
 static double vmm_costs_us[NCOSTS];
 static pthread_once_t vmm_costs_once = PTHREAD_ONCE_INIT;
@@ -309,9 +310,8 @@ FC_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
     if (!ptr || !size || ptr % FC_VMM_GRANULARITY || size % FC_VMM_GRANULARITY)
         return CUDA_ERROR_INVALID_VALUE;
     CUresult rc = CUDA_ERROR_INVALID_VALUE;
-    vmm_cost(COST_UNMAP, size / FC_VMM_GRANULARITY);
     LOCK();
-    size_t n;
+    size_t n = 1;
     long i = vmm_tiles((uintptr_t)ptr, size, &n);
     if (i >= 0 && mmap((void *)(uintptr_t)ptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
                        -1, 0) != MAP_FAILED) {
@@ -322,6 +322,7 @@ FC_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
         rc = CUDA_SUCCESS;
     }
     UNLOCK();
+    vmm_cost(COST_UNMAP, n);
     return rc;
 }
 
@@ -340,9 +341,8 @@ FC_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAcces
     default: return CUDA_ERROR_INVALID_VALUE;
     }
     CUresult rc = CUDA_ERROR_INVALID_VALUE;
-    vmm_cost(COST_ACCESS, size / FC_VMM_GRANULARITY);
     LOCK();
-    size_t n;
+    size_t n = 1;
     long i = vmm_tiles((uintptr_t)ptr, size, &n);
     if (i >= 0 && mprotect((void *)(uintptr_t)ptr, size, prot) == 0) {
         for (size_t k = 0; k < n; k++)
@@ -350,6 +350,7 @@ FC_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAcces
         rc = CUDA_SUCCESS;
     }
     UNLOCK();
+    vmm_cost(COST_ACCESS, n);
     return rc;
 }
 

@@ -431,7 +431,8 @@ def pool_line(dp):
     return (f"device_pool allocs={dp['allocs']} frees={dp['frees']} driver_allocs={dp['driver_allocs']} "
             f"failed_allocs={dp['failed_allocs']} bad_frees={dp['bad_frees']} "
             f"peak_live={dp['peak_live_bytes']} peak_reserved={dp['peak_reserved_bytes']} "
-            f"pages created={dp['pages_created']} moved={dp['pages_moved']} released={dp['pages_released']}")
+            f"pages created={dp['pages_created']} moved={dp['pages_moved']} released={dp['pages_released']} "
+            f"(handles made={dp.get('handles_created')} moved={dp.get('handles_moved')})")
 
 
 def pool_served(rep, native_cupti, drk_cupti, min_allocs=0, want_async=False):

@@ -226,6 +226,32 @@ static void test_share(void)
     release(head);
 }
 
+/* A block over runs (pages made as one handle each, alloc/heap.h): the
+ * handle's offset is from the start of the first run under it, which
+ * begins before the block; the runs reach past its end. The importer maps
+ * each run whole and sees the block's bytes. */
+static void test_share_runs(void)
+{
+    CUdeviceptr a = alloc(40 * MIB); /* runs of 5, 3, 3 and 2 pages, then single pages */
+    release(a);
+    CUdeviceptr head = alloc(MIB), p = alloc(30 * MIB + 100);
+    CHECK(head == a && p == a + MIB);
+    size_t size = 30 * MIB + 100;
+    write_pattern(p, size, 1);
+    CUipcMemHandle h;
+    uint64_t offset;
+    CHECK(drk_ipc_export(&h, p) == CUDA_SUCCESS);
+    memcpy(&offset, h.reserved + 16, sizeof offset);
+    CHECK(offset == MIB);
+    char hex[129], sz[32];
+    to_hex(&h, hex);
+    snprintf(sz, sizeof sz, "%zu", size);
+    CHECK(run_self("open", hex, sz, NULL, 0) == 0);
+    CHECK(has_pattern(p, size, 2));
+    release(p);
+    release(head);
+}
+
 static void test_not_exportable(void)
 {
     CUdeviceptr p = alloc(3 * MIB);
@@ -345,6 +371,7 @@ int main(int argc, char **argv)
     if (argc == 3 && strcmp(argv[1], "other-user") == 0)
         return child_other_user(argv[2]);
     test_share();
+    test_share_runs();
     test_not_exportable();
     test_bad_handles();
     test_exited_process();

@@ -430,6 +430,24 @@ def mode_pool(r):
             # One thread allocates: waits for the grower are no contention.
             check(on["thread_shards"] == 0, f"grow, {who}: a single-threaded program took "
                                              f"{on['thread_shards']} thread shard(s) with the grower on")
+    # Runs: pages made and moved a driver handle of several pages at a time;
+    # DRK_ALLOC_RUN_PAGES=1 makes every handle one page, with the same
+    # answers.
+    r.args = ["runs"]
+    u0, _, _, _ = r.run(False)
+    check(u0 == "runs ok\n", f"runs natively: {u0!r}")
+    for n in ("64", "1"):
+        u1, uerr1, _, urep = r.run(True, {"DRK_ALLOC_RUN_PAGES": n})
+        check(u1 == u0, f"runs, DRK_ALLOC_RUN_PAGES={n}: {u1!r}\n{uerr1}")
+        rep = one_report(r, urep, "runs")
+        if not rep:
+            continue
+        p = rep["device_pool"]
+        made, moved = (p["handles_created"], p["pages_created"]), (p["handles_moved"], p["pages_moved"])
+        ok = moved[1] > 0 and p["bad_frees"] == 0 and p["out_of_memory"] == 0
+        ok = ok and (made[0] == made[1] and moved[0] == moved[1] if n == "1" else
+                     made[0] * 4 < made[1] and moved[0] * 4 < moved[1])
+        check(ok, f"runs, DRK_ALLOC_RUN_PAGES={n}: handles made/pages {made}, moved {moved}: {p}")
     # Contexts ending under the pools: the same answers, and both pools
     # followed (the host pool's chunk was pinned in the created context).
     r.args = ["reset"]

@@ -23,6 +23,10 @@
  *                      same way and exits; the parent then allocates a
  *                      burst of blocks and returns at once (drk's page
  *                      grower busy as the process exits): prints "grow ok"
+ *   route_pool runs    80 MiB blocks with pins between, freed, then 100 MiB
+ *                      blocks no hole fits: under drk the pool moves whole
+ *                      runs of pages (one driver handle each) into them;
+ *                      every block holds its bytes: prints "runs ok"
  *   route_pool switch  drk_alloc_switch found with dlsym (natively: not
  *                      found): allocations with the pool switched off are
  *                      the driver's, the pool's own blocks stay its own,
@@ -338,6 +342,46 @@ static int grow(void)
     return 0;
 }
 
+/* Runs (docs/memory.md): blocks of 40 pages, pins between, freed: holes of
+ * 40 pages, idle past the pool's reserve; blocks of 50 pages fit no hole,
+ * so their pages come from idle runs moved whole (and, for what no idle
+ * run fits, runs given back and made to measure). Every block is written
+ * and read back, the pins' bytes survive the moves. */
+static int runs(void)
+{
+    enum { N = 6, BIG = 3 };
+    const size_t a_size = (size_t)80 << 20, big_size = (size_t)100 << 20, pin_size = (size_t)1 << 20;
+    CUdeviceptr a[N], pin[N], big[BIG];
+    for (int i = 0; i < N; i++) {
+        CHECK(cuMemAlloc_v2(&a[i], a_size));
+        CHECK(cuMemAlloc_v2(&pin[i], pin_size));
+        fill_check(a[i], a_size, (unsigned char)(i + 1));
+        fill_check(pin[i], pin_size, 0x7f);
+    }
+    for (int i = 0; i < N; i++)
+        CHECK(cuMemFree_v2(a[i]));
+    for (int i = 0; i < BIG; i++) {
+        CHECK(cuMemAlloc_v2(&big[i], big_size));
+        fill_check(big[i], big_size, (unsigned char)(0x40 + i));
+    }
+    for (int i = 0; i < BIG; i++) {
+        unsigned char b = 0;
+        CHECK(cuMemcpyDtoH_v2(&b, big[i] + big_size / 2, 1));
+        EXPECT(b == (unsigned char)(0x40 + i));
+    }
+    for (int i = 0; i < N; i++) {
+        unsigned char b = 0, e = 0;
+        CHECK(cuMemcpyDtoH_v2(&b, pin[i], 1));
+        CHECK(cuMemcpyDtoH_v2(&e, pin[i] + pin_size - 1, 1));
+        EXPECT(b == 0x7f && e == 0x7f);
+        CHECK(cuMemFree_v2(pin[i]));
+    }
+    for (int i = 0; i < BIG; i++)
+        CHECK(cuMemFree_v2(big[i]));
+    printf("runs ok\n");
+    return 0;
+}
+
 /* 96 MiB of 2 MiB blocks, every other one freed (48 MiB free in 2 MiB
  * holes), then 8 MiB blocks up to 40 MiB more: the live set never passes
  * 96 MiB of a 128 MiB device, but only a pool that can map free pages
@@ -492,6 +536,8 @@ int main(int argc, char **argv)
         tsplit();
     } else if (strcmp(mode, "grow") == 0) {
         grow();
+    } else if (strcmp(mode, "runs") == 0) {
+        runs();
     } else {
         sizes();
         queries();

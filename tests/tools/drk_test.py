@@ -496,6 +496,7 @@ def case_report_dir():
         "device pool: 1000 allocs, 990 frees, 1 out of memory, 2 bad frees",
         "  peak live 3.00 GiB, peak reserved 4.00 GiB: fragmentation 25.00%",
         "  pages: 2048 created, 12 moved, 100 released; 3 defrag events",
+        "  driver handles: 700 made, 3 moved (runs of pages: each one call)",
         "  latency, sampled: alloc median 512\u20131023 ns (16 samples), free median 128\u2013255 ns (16 samples)",
         "host pool: 40 allocs, 38 frees, peak live 6.00 MiB, pinned 32.0 MiB in 1 chunk, 1 driver fallback",
     ], "both pools, after the allocations table", p)
@@ -513,6 +514,7 @@ def case_report_dir():
         "device pool (2 of 3 processes): 1500 allocs, 1490 frees, 1 out of memory, 2 bad frees",
         "  sum of per-process peaks: live 4.00 GiB, reserved 5.50 GiB: fragmentation 27.27%",
         "  pages: 2816 created, 12 moved, 868 released; 3 defrag events",
+        "  driver handles: 700 made, 3 moved (runs of pages: each one call)",
         "  grown ahead: 300 pages made by drk's grower, 280 of them taken; 468 made inside allocation calls; "
         "2 waits for pages being made",
         "  1 thread allocating alongside others got a shard of its own",
@@ -560,6 +562,7 @@ def case_report_json():
         "driver_allocs": 0, "peak_live_bytes": 4 << 30, "peak_reserved_bytes": 11 << 29, "pages_created": 2816,
         "pages_moved": 12, "pages_released": 868, "defrag_events": 3, "pages_made_ahead": 300,
         "pages_taken_ahead": 280, "pages_created_in_calls": 468, "growth_waits": 2, "thread_shards": 1,
+        "handles_created": 700, "handles_moved": 3,
         "latency_ns": {"samples": 24, "alloc": {"256": 6, "512": 10, "1024": 4, "2048": 4},
                        "free": {"64": 8, "128": 10, "256": 6}}}, "device pool sums in --json", p)
     check(d.get("host_pool") == {
@@ -1934,7 +1937,8 @@ def case_trace_replay_hole():
           and t["peak_live_bytes"] == 2883584 and t["duration_ns"] == 1000
           and t["header"]["program"].startswith("hand-written"), f"trace totals: {t}", p)
     m = models_of(t)
-    check(list(m) == ["ideal", "driver", "first-fit", "best-fit-per-stream", "drk-heap", "drk-heap-grow"],
+    check(list(m) == ["ideal", "driver", "first-fit", "best-fit-per-stream", "drk-heap", "drk-heap-pages",
+                      "drk-heap-grow"],
           "every model, in order", p)
     for mm in m.values():
         expect_model(mm, p, peak_live_bytes=2883584, ooms=0, first_oom_line=None)
@@ -1955,9 +1959,11 @@ def case_trace_replay_hole():
                  final_reserved_bytes=3 << 20, free_bytes_at_peak=0, external_fragmentation=0.0)
     # ... whose three pages the calls made: 52.5 us each at an H200's costs;
     # without a reserve the grower makes none.
-    check(m["drk-heap"].get("calls") == {"pages_created": 3, "pages_moved": 0, "unmap_calls": 0, "pages_made_ahead": 0,
+    check(m["drk-heap"].get("calls") == {"pages_created": 3, "pages_moved": 0, "handles_created": 3,
+                                         "handles_moved": 0, "unmap_calls": 0, "pages_made_ahead": 0,
                                          "pages_taken_ahead": 0, "waits": 0, "driver_ns": 3 * 52500},
           f"drk-heap calls {m['drk-heap'].get('calls')}", p)
+    check(m["drk-heap-pages"].get("calls") == m["drk-heap"]["calls"], "drk-heap-pages: one page a request here", p)
     check(m["drk-heap-grow"].get("calls") == m["drk-heap"]["calls"] and
           m["drk-heap-grow"]["peak_reserved_bytes"] == 3 << 20, f"drk-heap-grow {m['drk-heap-grow']}", p)
     check("calls" not in m["first-fit"], "first-fit says nothing of calls", p)

@@ -9,6 +9,13 @@ H200: 5% of 141 GB) must take driver time off the program's allocation calls
 and hold at its peak at most 2% of peak live (or two pages) more than the
 heap without it.
 
+Then alloc_frag's trace (frag_trace.py: the GPU suite's fragmenting program
+as it runs on an H200) is replayed with the library's reserve on an H200's
+memory: drk's heap, which makes and moves pages in runs (one driver handle
+of several pages), must complete it at no more peak reserved than one
+handle a page (drk-heap-pages) and spend at most a tenth of its driver
+time.
+
 Usage: check_traces.py DRK TRACE.gz..."""
 import gzip
 import json
@@ -16,6 +23,8 @@ import os
 import subprocess
 import sys
 import tempfile
+
+import frag_trace
 
 PAGE = 2 << 20
 H200_RESERVE = (143771 << 20) // 20
@@ -77,7 +86,32 @@ def main():
                 print(f"FAIL {os.path.basename(gz)}: the grower's replay failed: {g.stderr.strip()}")
             failures += not ok
             failures += not grow_ok
+        failures += not check_frag(drk, tmp)
     return 1 if failures else 0
+
+
+def check_frag(drk, tmp):
+    path = os.path.join(tmp, "alloc_frag.trace")
+    with open(path, "w") as f:
+        f.write(frag_trace.trace())
+    p = subprocess.run([drk, "trace", "replay", "--json", "--reserve", str(frag_trace.DEVICE // 20), "--capacity",
+                        str(frag_trace.DEVICE), "--model", "drk-heap", "--model", "drk-heap-pages", path],
+                       capture_output=True, text=True)
+    m = {x["name"]: x for x in json.loads(p.stdout)["traces"][0]["models"]} if p.returncode == 0 else {}
+    runs, pages = m.get("drk-heap"), m.get("drk-heap-pages")
+    if not runs or not pages:
+        print(f"FAIL alloc_frag.trace: the replay failed: {p.stderr.strip()}")
+        return False
+    ok = runs["ooms"] == 0 and pages["ooms"] == 0 and \
+        runs["peak_reserved_bytes"] <= pages["peak_reserved_bytes"] and \
+        10 * runs["calls"]["driver_ns"] <= pages["calls"]["driver_ns"]
+    rc, pc = runs["calls"], pages["calls"]
+    print(f"{'ok  ' if ok else 'FAIL'} alloc_frag.trace: peak live {runs['peak_live_bytes'] >> 20} MiB; peak reserved "
+          f"{runs['peak_reserved_bytes'] >> 20} MiB in runs, {pages['peak_reserved_bytes'] >> 20} MiB a handle a page; "
+          f"driver time {rc['driver_ns'] / 1e6:.0f} ms ({rc['handles_created']} handles made, {rc['handles_moved']} "
+          f"moved) against {pc['driver_ns'] / 1e6:.0f} ms ({pc['handles_created']}, {pc['handles_moved']}); OOMs "
+          f"{runs['ooms']}, {pages['ooms']}")
+    return ok
 
 
 if __name__ == "__main__":

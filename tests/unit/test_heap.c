@@ -111,7 +111,7 @@ static void test_stitching(void)
  * hold after every operation, and the heap runs out only when no page is
  * idle outside the refused block's span (every other page is under live
  * data). */
-static void test_random(void)
+static void test_random(size_t run_max)
 {
     enum { CAP = 56, SLOTS = 48, OPS = 6000 };
     drk_page_backend *pb = drk_pages_host(PAGE, CAP);
@@ -119,6 +119,7 @@ static void test_random(void)
     CHECK(h != NULL);
     if (!h)
         return;
+    drk_heap_set_run_max(h, run_max);
     uintptr_t ptr[SLOTS] = {0};
     size_t len[SLOTS] = {0};
     uint32_t seed[SLOTS] = {0};
@@ -132,7 +133,8 @@ static void test_random(void)
             ptr[s] = 0;
         } else {
             rng = rng * 1103515245u + 12345u;
-            size_t n = 1 + (rng >> 4) % (3 * PAGE);
+            /* Mostly up to three pages; one in eight up to 20, in runs. */
+            size_t n = 1 + (rng >> 4) % ((rng & 7) ? 3 * PAGE : 20 * PAGE);
             int r = drk_heap_alloc(h, n, &ptr[s]);
             if (r == 0) {
                 len[s] = n, seed[s] = (uint32_t)op;
@@ -140,9 +142,15 @@ static void test_random(void)
             } else {
                 ptr[s] = 0;
                 ooms++;
-                /* Idle pages left now can only be those under the refused
-                 * block's own span, given back when it was refused. */
-                bad_ooms += r != DRK_PAGES_OOM || drk_heap_get_stats(h).idle_pages > n / PAGE + 2;
+                /* Idle runs left now can only be those under the refused
+                 * block's own span, given back when it was refused (a run
+                 * at either end may reach past it); and the heap keeps no
+                 * idle page here (1% of 56 pages), so no run is ever
+                 * covered in part (cut, not stranded): every idle page is
+                 * in an idle run. */
+                drk_heap_stats now = drk_heap_get_stats(h);
+                bad_ooms += r != DRK_PAGES_OOM || now.idle_run_pages > n / PAGE + 2 + 2 * (run_max - 1) ||
+                            now.idle_pages != now.idle_run_pages;
             }
         }
         if (!checked(h)) {
@@ -154,8 +162,11 @@ static void test_random(void)
         if (ptr[s])
             CHECK(intact(ptr[s], len[s] & ~(size_t)3, seed[s]) && drk_heap_free(h, ptr[s]) == 0);
     drk_heap_stats st = drk_heap_get_stats(h);
-    fprintf(stderr, "random: %u out-of-memory, %llu pages created, %llu moved, peak live %llu of %u bytes\n", ooms,
-            (unsigned long long)st.creates, (unsigned long long)st.moves, (unsigned long long)st.peak_live_bytes,
+    fprintf(stderr,
+            "random, runs of %zu pages at most: %u out-of-memory, %llu pages created (%llu handles), %llu moved "
+            "(%llu), peak live %llu of %u bytes\n",
+            run_max, ooms, (unsigned long long)st.creates, (unsigned long long)st.create_calls,
+            (unsigned long long)st.moves, (unsigned long long)st.move_calls, (unsigned long long)st.peak_live_bytes,
             CAP * PAGE);
     CHECK(bad_ooms == 0 && st.moves > 0 && st.live_bytes == 0 && checked(h));
     drk_heap_delete(h);
@@ -252,36 +263,82 @@ static void test_policy(void)
     pb->destroy(pb);
 }
 
-/* Idle pages next to each other move in one unmap call, as many as the
- * request needs and the heap need not keep; the oldest first. */
+/* Runs: a gap is filled with handles of several pages, a quarter of what
+ * is left each (16 pages: 4, 3, 2, then seven single pages). Within the
+ * reserve, a smaller block reuses part of an idle run in place, its other
+ * pages then stranded until the block goes; past it, such a block cuts the
+ * run (given back, its pages made anew, one handle for the page the block
+ * shares with a neighbour). Whole idle runs move in one call each into a
+ * gap they fit, longest first, with no page made while they cover it. The
+ * runs under a block are what IPC shares. The heap makes runs no longer
+ * than it is told. */
 static void test_runs(void)
 {
-    drk_page_backend *pb = drk_pages_host(PAGE, 12);
+    static const uint32_t shape[] = {4, 3, 2, 1, 1, 1, 1, 1, 1, 1};
+    drk_page_backend *pb = drk_pages_host(PAGE, 40);
     drk_heap *h = pb ? drk_heap_new(pb, 64 * PAGE) : NULL;
     CHECK(h != NULL);
     if (!h)
         return;
-    drk_heap_set_policy(h, 0, 0, 1); /* keep no idle page */
-    uintptr_t a[8], big;
-    for (int i = 0; i < 8; i++) {
-        CHECK(drk_heap_alloc(h, PAGE, &a[i]) == 0);
-        fill(a[i], PAGE, (uint32_t)i);
-    }
-    for (int i = 2; i < 6; i++) /* four idle pages side by side */
-        CHECK(drk_heap_free(h, a[i]) == 0);
+    drk_heap_set_policy(h, 0, 40, 1); /* a reserve: idle pages stay in place */
+    uintptr_t r1, p1, r2, p2, c, d, va;
+    drk_page_handle hs[16];
+    uint32_t lens[16];
+    size_t n;
+    CHECK(drk_heap_alloc(h, 16 * PAGE, &r1) == 0 && drk_heap_alloc(h, PAGE, &p1) == 0);
+    CHECK(drk_heap_alloc(h, 16 * PAGE, &r2) == 0 && drk_heap_alloc(h, PAGE, &p2) == 0 && checked(h));
+    drk_heap_stats st = drk_heap_get_stats(h);
+    CHECK(st.pages == 34 && st.creates == 34 && st.create_calls == 22);
+    CHECK(drk_heap_block_runs(h, r2, hs, lens, 16, &n, &va) == 0 && n == 10 && va == r2 &&
+          memcmp(lens, shape, sizeof shape) == 0);
+    CHECK(drk_heap_block_runs(h, r2, hs, lens, 3, &n, &va) == DRK_PAGES_OOM && n == 10);
+    fill(r1, 16 * PAGE, 1), fill(p1, PAGE, 2), fill(p2, PAGE, 3);
+    /* Within the reserve: the block over part of the run of four lies on
+     * the run whole, from its first page; the run's two other pages are
+     * idle, but not in an idle run. */
+    CHECK(drk_heap_free(h, r2) == 0 && drk_heap_alloc(h, PAGE + 1, &d) == 0 && d == r2 && checked(h));
+    CHECK(drk_heap_block_runs(h, d, hs, lens, 16, &n, &va) == 0 && n == 1 && lens[0] == 4 && va == d);
+    st = drk_heap_get_stats(h);
+    CHECK(st.pages == 34 && st.idle_pages == 14 && st.idle_run_pages == 12 && st.cut_calls == 0);
+    CHECK(drk_heap_free(h, d) == 0 && drk_heap_get_stats(h).idle_run_pages == 16 && checked(h));
+    /* Past it: the run of four is cut; the block's two pages are idle
+     * single pages moved, its second one its own (the block ends in it). */
+    drk_heap_set_policy(h, 0, 0, 1);
+    CHECK(drk_heap_alloc(h, PAGE + 1, &d) == 0 && d == r2 && checked(h));
+    CHECK(drk_heap_block_runs(h, d, hs, lens, 16, &n, &va) == 0 && n == 2 && lens[0] == 1 && lens[1] == 1);
+    st = drk_heap_get_stats(h);
+    CHECK(st.cut_calls == 1 && st.releases == 4 && st.pages == 30 && st.idle_pages == 10 && st.idle_run_pages == 10);
+    CHECK(drk_heap_free(h, d) == 0 && checked(h));
+    /* Holes of 16 pages (r1's, r2's), pins between: a request of twenty
+     * fits neither. At the end of the range it takes whole idle runs,
+     * longest first: no page made. */
+    CHECK(drk_heap_free(h, r1) == 0 && checked(h));
     drk_heap_stats before = drk_heap_get_stats(h);
-    /* Five pages: the first-fit hole holds four pages but the request
-     * needs five, so all five go at the end of the range, moved. */
-    CHECK(drk_heap_alloc_existing(h, 5 * PAGE, &big) == DRK_PAGES_OOM); /* one short of five */
-    CHECK(drk_heap_alloc(h, 5 * PAGE, &big) == 0 && checked(h));
-    fill(big, 5 * PAGE, 77);
-    drk_heap_stats after = drk_heap_get_stats(h);
-    CHECK(after.moves - before.moves == 4 && after.creates - before.creates == 1);
-    CHECK(after.unmap_calls - before.unmap_calls == 1); /* the four in one call */
-    for (int i = 0; i < 8; i++)
-        if (i < 2 || i >= 6)
-            CHECK(intact(a[i], PAGE, (uint32_t)i));
-    CHECK(intact(big, 5 * PAGE, 77));
+    CHECK(drk_heap_alloc(h, 20 * PAGE, &c) == 0 && checked(h));
+    fill(c, 20 * PAGE, 4);
+    st = drk_heap_get_stats(h);
+    CHECK(st.moves - before.moves == 20 && st.move_calls - before.move_calls == 11 && st.creates == before.creates);
+    CHECK(st.unmap_calls - before.unmap_calls == 11 && st.pages == 30 && st.idle_pages == 8);
+    CHECK(drk_heap_block_runs(h, c, hs, lens, 16, &n, &va) == 0 && n == 11 && va == c && lens[0] == 4 &&
+          lens[1] == 3 && lens[2] == 3 && lens[10] == 1);
+    CHECK(intact(p1, PAGE, 2) && intact(p2, PAGE, 3) && intact(c, 20 * PAGE, 4));
+    /* Given back whole; and runs no longer than the longest the heap makes. */
+    CHECK(drk_heap_free(h, c) == 0);
+    drk_heap_trim(h, 0);
+    st = drk_heap_get_stats(h);
+    CHECK(st.pages == 2 && st.idle_pages == 0 && checked(h));
+    drk_heap_set_run_max(h, 2);
+    CHECK(drk_heap_alloc(h, 16 * PAGE, &c) == 0 && checked(h));
+    CHECK(drk_heap_block_runs(h, c, hs, lens, 16, &n, &va) == 0 && n == 11 && lens[0] == 2 && lens[4] == 2 &&
+          lens[5] == 1);
+    fill(c, 16 * PAGE, 5);
+    CHECK(intact(c, 16 * PAGE, 5) && intact(p1, PAGE, 2) && intact(p2, PAGE, 3));
+    /* With moves off (DRK_DEFRAG=0) pages stay where first mapped: no cut. */
+    drk_heap_set_policy(h, 0, 0, 0);
+    before = drk_heap_get_stats(h);
+    CHECK(drk_heap_free(h, c) == 0 && drk_heap_alloc(h, PAGE + 1, &d) == 0 && d == c && checked(h));
+    st = drk_heap_get_stats(h);
+    CHECK(st.cut_calls == before.cut_calls && st.releases == before.releases && st.pages == before.pages);
     drk_heap_delete(h);
     pb->destroy(pb);
 }
@@ -382,7 +439,9 @@ int main(void)
     test_runs();
     test_policy();
     test_stitching();
-    test_random();
+    test_random(1);
+    test_random(2);
+    test_random(DRK_HEAP_RUN_MAX);
     test_scale();
     return CHECK_DONE();
 }

@@ -1,7 +1,8 @@
 /* The CPU page backends (alloc/pages_host.c, alloc/pages_counting.c): every
  * misuse is refused with DRK_PAGES_INVALID and changes nothing, capacity
- * gives OOM, the host backend really shows one page at several addresses
- * and reuses released slices of its file, both hold under many threads, and
+ * gives OOM, run handles (pages_runs.h) map and unmap whole, the host
+ * backend really shows one page at several addresses and reuses released
+ * slices of its file (also within runs), both hold under many threads, and
  * the counting backend replays a million operations on 100 GiB quickly. */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -14,6 +15,7 @@
 
 #include "alloc/pages.h"
 #include "tests/unit/check.h"
+#include "tests/unit/pages_runs.h"
 
 #define KIB ((size_t)1 << 10)
 #define MIB ((size_t)1 << 20)
@@ -22,23 +24,6 @@
 typedef drk_page_backend *(*factory)(size_t page_size, size_t capacity);
 
 static uint32_t slice_of(drk_page_handle p) { return (uint32_t)p; }
-
-/* Fills a page with a pattern derived from `seed`, or checks it is there. */
-static void fill(uintptr_t va, size_t size, uint64_t seed)
-{
-    uint64_t *w = (uint64_t *)va;
-    for (size_t i = 0; i < size / 8; i++)
-        w[i] = seed * 0x9e3779b97f4a7c15ull + i;
-}
-
-static int holds(uintptr_t va, size_t size, uint64_t seed)
-{
-    const uint64_t *w = (const uint64_t *)va;
-    for (size_t i = 0; i < size / 8; i++)
-        if (w[i] != seed * 0x9e3779b97f4a7c15ull + i)
-            return 0;
-    return 1;
-}
 
 /* Constructors refuse page sizes that are not powers of two (the host one
  * also those below the system page) and capacities of 2^32 pages. */
@@ -138,6 +123,13 @@ static void test_misuse(factory make)
     CHECK(b->unmap(b, va, 1) == DRK_PAGES_INVALID);
     CHECK(b->release(b, p[1]) == DRK_PAGES_OK && b->release(b, p[2]) == DRK_PAGES_OK);
     CHECK(b->pages_created(b) == 0);
+    b->destroy(b);
+}
+
+static void test_runs(factory make)
+{
+    drk_page_backend *b = make(64 * KIB, 8);
+    check_runs(b, make == drk_pages_host);
     b->destroy(b);
 }
 
@@ -262,6 +254,34 @@ static void test_host_reuse(void)
     CHECK(memfd_size() == -1); /* closed */
 }
 
+/* A run handle made of reused slices apart in the file and a new one:
+ * the file grows by that one, each page is its own memory, and a mapping
+ * among single pages shows the same bytes as one of the run alone. */
+static void test_host_run_slices(void)
+{
+    const size_t ps = 64 * KIB;
+    drk_page_backend *b = drk_pages_host(ps, 8);
+    drk_page_handle p[4], r;
+    uintptr_t va, vb;
+    for (int i = 0; i < 4; i++)
+        CHECK(b->create(b, &p[i]) == DRK_PAGES_OK);
+    CHECK(b->release(b, p[1]) == DRK_PAGES_OK && b->release(b, p[3]) == DRK_PAGES_OK);
+    CHECK(b->create_run(b, 3, &r) == DRK_PAGES_OK && b->pages_created(b) == 5);
+    CHECK(memfd_size() == (long)(5 * ps));
+    CHECK(b->reserve(b, 5 * ps, &va) == DRK_PAGES_OK && b->reserve(b, 3 * ps, &vb) == DRK_PAGES_OK);
+    CHECK(b->map(b, va, (drk_page_handle[]){p[0], r, p[2]}, 3) == DRK_PAGES_OK && b->pages_mapped(b) == 5);
+    fill_pages(va, ps, 5, 50);
+    CHECK(holds_pages(va, ps, 5, 50));
+    CHECK(b->map(b, vb, &r, 1) == DRK_PAGES_OK && holds_pages(vb, ps, 3, 51));
+    CHECK(b->unmap(b, va, 5) == DRK_PAGES_OK && inaccessible(va, 5 * ps));
+    CHECK(holds_pages(vb, ps, 3, 51));
+    CHECK(b->unmap(b, vb, 3) == DRK_PAGES_OK && b->release(b, r) == DRK_PAGES_OK);
+    /* Its slices come back, to a run as to single pages. */
+    CHECK(b->create_run(b, 2, &r) == DRK_PAGES_OK && b->create(b, &p[1]) == DRK_PAGES_OK);
+    CHECK(memfd_size() == (long)(5 * ps) && b->pages_created(b) == 5);
+    b->destroy(b);
+}
+
 /* Many threads at once, each with a range of its own and a window of a
  * shared one: pages created, mapped at two addresses, written and read (host),
  * unmapped and released. */
@@ -357,7 +377,8 @@ static double seconds(void)
 
 /* 100 GiB of 2 MiB pages, a range of 1 1/8 of it: a million single-page
  * maps and unmaps with 40,000 mapped at a time, then the whole memory mapped
- * at two ranges in two calls. */
+ * at two ranges in two calls, as single pages, as runs of 512 and as one
+ * run handle. */
 static void test_counting_scale(void)
 {
     const size_t ps = 2 * MIB, cap = 100 * GIB / ps, slots = cap + cap / 8, window = 40000;
@@ -387,11 +408,25 @@ static void test_counting_scale(void)
     CHECK(b->unmap(b, va, cap) == DRK_PAGES_OK && b->unmap(b, va2, cap) == DRK_PAGES_OK);
     for (size_t i = 0; i < cap; i++)
         errors += b->release(b, p[i]) != DRK_PAGES_OK;
+    /* The same memory as runs of 512 pages, then as one run. */
+    const size_t runs = cap / 512;
+    for (size_t i = 0; i < runs; i++)
+        errors += b->create_run(b, 512, &p[i]) != DRK_PAGES_OK;
+    CHECK(b->map(b, va, p, runs) == DRK_PAGES_OK && b->map(b, va2, p, runs) == DRK_PAGES_OK);
+    CHECK(b->pages_created(b) == cap && b->pages_mapped(b) == 2 * cap);
+    CHECK(b->unmap(b, va, cap) == DRK_PAGES_OK && b->unmap(b, va2, cap) == DRK_PAGES_OK);
+    for (size_t i = 0; i < runs; i++)
+        errors += b->release(b, p[i]) != DRK_PAGES_OK;
+    CHECK(b->create_run(b, cap, &p[0]) == DRK_PAGES_OK);
+    CHECK(b->map(b, va, p, 1) == DRK_PAGES_OK && b->map(b, va2, p, 1) == DRK_PAGES_OK);
+    CHECK(b->unmap(b, va, cap) == DRK_PAGES_OK && b->unmap(b, va2, cap) == DRK_PAGES_OK);
+    CHECK(b->release(b, p[0]) == DRK_PAGES_OK);
     double dt = seconds() - t0;
     CHECK(errors == 0);
     CHECK(b->pages_created(b) == 0 && b->pages_mapped(b) == 0);
-    printf("counting: %zu pages, %d single-page maps and unmaps, 2 x %zu-page runs: %.3f s\n", cap, 2 * OPS, cap,
-           dt);
+    printf("counting: %zu pages, %d single-page maps and unmaps, 2 x %zu pages as single pages, 512-page handles "
+           "and one handle: %.3f s\n",
+           cap, 2 * OPS, cap, dt);
     CHECK(dt < SCALE_LIMIT_S);
     free(p);
     b->destroy(b);
@@ -404,8 +439,11 @@ int main(void)
     test_misuse(drk_pages_counting);
     test_capacity(drk_pages_host);
     test_capacity(drk_pages_counting);
+    test_runs(drk_pages_host);
+    test_runs(drk_pages_counting);
     test_host_aliasing();
     test_host_reuse();
+    test_host_run_slices();
     test_threads(drk_pages_host, 1);
     test_threads(drk_pages_counting, 0);
     test_counting_addresses();

@@ -1,9 +1,13 @@
 /* The device page backend (alloc/pages_vmm.c) on the stand-in driver's
  * virtual memory management, with the heap on top: the same driver calls a
- * GPU gets, on host memory a test can read. */
+ * GPU gets, on host memory a test can read. Run handles (pages_runs.h) and
+ * the driver calls they cost, and the stand-in's own handling of handles
+ * of several pages. */
 #include <cuda.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "alloc/heap.h"
 #include "alloc/pages_vmm.h"
@@ -11,6 +15,7 @@
 #include "tests/fakecuda/fakecuda.h"
 #include "tests/gpu/programs/linked_driver.h"
 #include "tests/unit/check.h"
+#include "tests/unit/pages_runs.h"
 
 #define MIB ((size_t)1 << 20)
 
@@ -47,6 +52,116 @@ static void test_backend(void)
     CHECK(pb && pb->capacity == 5);
     if (pb)
         pb->destroy(pb);
+}
+
+/* The stand-in driver as the real one: an allocation of several
+ * granules maps whole only, and an unmap must cover whole mappings (one or
+ * several end to end), never part of one. */
+static void test_fake_multi_page(void)
+{
+    const size_t g = 2 * MIB;
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    CUmemAccessDesc rw = {.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CUmemGenericAllocationHandle h3, h1, bad;
+    CUdeviceptr va;
+    size_t free0, free1, total;
+    CHECK(cuMemGetInfo(&free0, &total) == CUDA_SUCCESS);
+    CHECK(cuMemCreate(&h3, 3 * g, &prop, 0) == CUDA_SUCCESS && cuMemCreate(&h1, g, &prop, 0) == CUDA_SUCCESS);
+    CHECK(cuMemCreate(&bad, g + 4096, &prop, 0) == CUDA_ERROR_INVALID_VALUE);
+    CHECK(cuMemGetInfo(&free1, &total) == CUDA_SUCCESS && free0 - free1 == 4 * g);
+    CHECK(cuMemAddressReserve(&va, 8 * g, g, 0, 0) == CUDA_SUCCESS);
+    CHECK(cuMemMap(va, g, 0, h3, 0) == CUDA_ERROR_INVALID_VALUE); /* part of it */
+    CHECK(cuMemMap(va, 3 * g, 0, h3, 0) == CUDA_SUCCESS && cuMemMap(va + 3 * g, g, 0, h1, 0) == CUDA_SUCCESS);
+    CHECK(cuMemSetAccess(va, 4 * g, &rw, 1) == CUDA_SUCCESS);
+    memset((void *)(uintptr_t)va, 0x3c, 4 * g);
+    CHECK(cuMemUnmap(va, g) == CUDA_ERROR_INVALID_VALUE);
+    CHECK(cuMemUnmap(va + g, 2 * g) == CUDA_ERROR_INVALID_VALUE);
+    CHECK(cuMemUnmap(va + 2 * g, 2 * g) == CUDA_ERROR_INVALID_VALUE);
+    CHECK(cuMemUnmap(va, 2 * g) == CUDA_ERROR_INVALID_VALUE);
+    CHECK(cuMemUnmap(va, 5 * g) == CUDA_ERROR_INVALID_VALUE);
+    CHECK(((unsigned char *)(uintptr_t)va)[3 * g + 5] == 0x3c); /* still mapped */
+    CHECK(cuMemUnmap(va, 4 * g) == CUDA_SUCCESS);
+    CHECK(cuMemMap(va + g, 3 * g, 0, h3, 0) == CUDA_SUCCESS && cuMemUnmap(va + g, 3 * g) == CUDA_SUCCESS);
+    CHECK(cuMemRelease(h3) == CUDA_SUCCESS && cuMemRelease(h1) == CUDA_SUCCESS);
+    CHECK(cuMemGetInfo(&free1, &total) == CUDA_SUCCESS && free1 == free0);
+    CHECK(cuMemAddressFree(va, 8 * g) == CUDA_SUCCESS);
+}
+
+static void test_runs(void)
+{
+    drk_page_backend *pb = drk_pages_vmm(&linked_driver, 0, 8);
+    CHECK(pb != NULL);
+    if (!pb)
+        return;
+    check_runs(pb, 1);
+    pb->destroy(pb);
+}
+
+/* What run handles cost in driver calls: one cuMemCreate of the run's
+ * size, one cuMemMap per handle and one cuMemSetAccess per run, one
+ * cuMemUnmap per run, or per mapping once the driver refused a run. A
+ * refused access grant unmaps what the call mapped; destroy unmaps each
+ * mapping whole and releases each handle. */
+static unsigned long long calls(const char *name) { return fakecuda_calls(name); }
+
+static void test_run_calls(void)
+{
+    drk_page_backend *pb = drk_pages_vmm(&linked_driver, 0, 8);
+    CHECK(pb != NULL);
+    if (!pb)
+        return;
+    const size_t ps = pb->page_size;
+    size_t free0, free1, total;
+    drk_page_handle r, s, c;
+    uintptr_t va;
+    CHECK(cuMemGetInfo(&free0, &total) == CUDA_SUCCESS);
+    unsigned long long n = calls("cuMemCreate");
+    CHECK(pb->create_run(pb, 3, &r) == 0 && calls("cuMemCreate") == n + 1);
+    CHECK(cuMemGetInfo(&free1, &total) == CUDA_SUCCESS && free0 - free1 == 3 * ps);
+    CHECK(pb->create(pb, &s) == 0 && pb->create_run(pb, 2, &c) == 0 && pb->pages_created(pb) == 6);
+    int fd = -1;
+    struct stat st;
+    CHECK(drk_pages_vmm_export(pb, r, &fd) == 0 && fstat(fd, &st) == 0 && (size_t)st.st_size == 3 * ps);
+    if (fd >= 0)
+        close(fd);
+    CHECK(pb->reserve(pb, 8 * ps, &va) == 0);
+
+    unsigned long long maps = calls("cuMemMap"), access = calls("cuMemSetAccess"), unmaps = calls("cuMemUnmap");
+    CHECK(pb->map(pb, va, (drk_page_handle[]){r, s, c}, 3) == 0);
+    CHECK(calls("cuMemMap") == maps + 3 && calls("cuMemSetAccess") == access + 1);
+    memset((void *)va, 0x11, 6 * ps); /* access covers all of it */
+    CHECK(pb->unmap(pb, va, 6) == 0 && calls("cuMemUnmap") == unmaps + 1 && pb->pages_mapped(pb) == 0);
+
+    /* Refused once: mapping by mapping (three calls, not six), from then on. */
+    CHECK(pb->map(pb, va, (drk_page_handle[]){r, s, c}, 3) == 0);
+    fakecuda_inject_error("cuMemUnmap", CUDA_ERROR_INVALID_VALUE, 1);
+    unmaps = calls("cuMemUnmap");
+    CHECK(pb->unmap(pb, va, 6) == 0 && calls("cuMemUnmap") == unmaps + 1 + 3 && pb->pages_mapped(pb) == 0);
+    CHECK(pb->map(pb, va + ps, (drk_page_handle[]){c, r}, 2) == 0); /* the driver holds nothing there */
+    unmaps = calls("cuMemUnmap");
+    CHECK(pb->unmap(pb, va + ps, 5) == 0 && calls("cuMemUnmap") == unmaps + 2);
+    CHECK(pb->map(pb, va, &r, 1) == 0);
+    unmaps = calls("cuMemUnmap");
+    CHECK(pb->unmap(pb, va, 3) == 0 && calls("cuMemUnmap") == unmaps + 1); /* one mapping: one call */
+
+    /* Access refused: each handle the call mapped is unmapped again. */
+    fakecuda_inject_error("cuMemSetAccess", CUDA_ERROR_INVALID_VALUE, 1);
+    unmaps = calls("cuMemUnmap");
+    CHECK(pb->map(pb, va, (drk_page_handle[]){s, c, r}, 3) == DRK_PAGES_FAILED && pb->pages_mapped(pb) == 0);
+    CHECK(calls("cuMemUnmap") == unmaps + 3);
+    CHECK(pb->map(pb, va, (drk_page_handle[]){s, c, r}, 3) == 0);
+
+    /* Left mapped, r at two addresses: destroy unmaps each mapping (the
+     * driver would refuse a page of one) and frees the range. */
+    CHECK(pb->map(pb, va + 6 * ps, (drk_page_handle[]){r}, 1) == DRK_PAGES_INVALID); /* past the end */
+    CHECK(pb->map(pb, va + 6 * ps, &s, 1) == 0 && pb->pages_mapped(pb) == 7);
+    pb->destroy(pb);
+    CUdeviceptr base;
+    size_t size;
+    for (size_t i = 0; i < 7; i++)
+        CHECK(cuMemGetAddressRange(&base, &size, (CUdeviceptr)(va + i * ps)) != CUDA_SUCCESS);
+    CHECK(cuMemGetInfo(&free1, &total) == CUDA_SUCCESS && free1 == free0);
 }
 
 /* A full device, every other page freed, then a block of half of it: the
@@ -122,6 +237,9 @@ int main(void)
     if (cuInit(0) != CUDA_SUCCESS)
         return 1;
     test_backend();
+    test_fake_multi_page();
+    test_runs();
+    test_run_calls();
     test_heap_on_vmm();
     test_pool_events();
     return CHECK_DONE();
