@@ -1,11 +1,12 @@
 /* The device heap: blocks carved at 512-byte granularity from a large
- * virtual space, with physical pages only under live blocks. A page no live
+ * virtual space, with physical pages only under live blocks, made and moved
+ * in runs (one driver handle of several pages, below). A page no live
  * block touches is idle: it stays mapped (its hole is reused at no cost)
- * until a block elsewhere needs a page, which then takes the oldest idle
- * page and maps it where it is needed. So free memory scattered in holes is
- * stitched into whatever contiguous range a request needs, without moving
- * data, and the pages in use stay close to the pages live data touches —
- * the fragmentation a caching pool cannot undo.
+ * until a block elsewhere needs pages, which then takes idle runs that fit
+ * its gap and maps them where they are needed. So free memory scattered in
+ * holes is stitched into whatever contiguous range a request needs,
+ * without moving data, and the pages in use stay close to the pages live
+ * data touches — the fragmentation a caching pool cannot undo.
  *
  * Blocks and pages are tracked out of band (device memory is never read).
  * Block records come from mmap'd slabs; the heap calls malloc only when a
