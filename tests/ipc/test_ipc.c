@@ -4,7 +4,8 @@
  * child it execs opens the handle, reads the parent's bytes, writes its
  * own and closes; the parent sees them. Then the failures: interior
  * pointers, pages that cannot be exported, bad handles, a handle of a
- * process that has exited, a freed allocation, another user, fork.
+ * process that has exited, a freed allocation, another user, fork, and an
+ * exporter whose runs do not add up.
  *
  * Usage: test_ipc                      (the test)
  *        test_ipc open HANDLE SIZE     (the importing child)
@@ -17,6 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -252,6 +257,111 @@ static void test_share_runs(void)
     release(head);
 }
 
+/* A rogue exporter (this test, on a socket named as drk names its own):
+ * replies whose runs do not add up to the pages announced are refused, the
+ * descriptors sent closed, nothing mapped.
+ * The layouts are ipc.c's wire format. */
+typedef struct rogue_reply {
+    uint32_t status, pad;
+    uint64_t runs, pages, page_size, offset, size;
+} rogue_reply;
+
+typedef struct rogue_batch {
+    uint32_t n;
+    uint32_t lens[250];
+} rogue_batch;
+
+typedef struct rogue {
+    int fd;
+    uint32_t lens[2];
+    int send[2]; /* descriptors of real pages, or -1: /dev/null's */
+} rogue;
+
+static void *rogue_serve(void *arg)
+{
+    rogue *g = arg;
+    int c = accept(g->fd, NULL, NULL);
+    if (c < 0)
+        return NULL;
+    char q[16];
+    if (recv(c, q, sizeof q, 0) == (ssize_t)sizeof q) {
+        rogue_reply a = {.status = 0, .runs = 2, .pages = 3, .page_size = 2 * MIB, .offset = 0, .size = MIB};
+        send(c, &a, sizeof a, MSG_NOSIGNAL);
+        int fds[2];
+        for (int k = 0; k < 2; k++)
+            fds[k] = g->send[k] >= 0 ? dup(g->send[k]) : open("/dev/null", O_RDONLY);
+        rogue_batch b = {.n = 2, .lens = {g->lens[0], g->lens[1]}};
+        char ctl[CMSG_SPACE(2 * sizeof(int))];
+        memset(ctl, 0, sizeof ctl);
+        struct iovec iov = {.iov_base = &b, .iov_len = sizeof b};
+        struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof ctl};
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+        cm->cmsg_level = SOL_SOCKET, cm->cmsg_type = SCM_RIGHTS, cm->cmsg_len = CMSG_LEN(2 * sizeof(int));
+        memcpy(CMSG_DATA(cm), fds, sizeof fds);
+        sendmsg(c, &m, MSG_NOSIGNAL);
+        close(fds[0]), close(fds[1]);
+        char end;
+        recv(c, &end, 1, 0); /* until the importer hangs up */
+    }
+    close(c);
+    return NULL;
+}
+
+static void test_rogue_runs(void)
+{
+    /* Two real pages of the driver's, exportable: runs that import but
+     * fall short of the three pages announced. */
+    CUdevice dev;
+    CUmemGenericAllocationHandle page[2];
+    int page_fd[2] = {-1, -1};
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0},
+                                .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR};
+    CHECK(cuCtxGetDevice(&dev) == CUDA_SUCCESS);
+    prop.location.id = dev;
+    for (int k = 0; k < 2; k++)
+        CHECK(cuMemCreate(&page[k], 2 * MIB, &prop, 0) == CUDA_SUCCESS &&
+              cuMemExportToShareableHandle(&page_fd[k], page[k], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) ==
+                  CUDA_SUCCESS);
+    /* Case 1 sends /dev/null, not pages: the import fails. */
+    static const uint32_t bad[][2] = {{1, 1}, {1, 1}, {2, 5}, {0, 3}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int fds = count_fds();
+        uint64_t secret = 0x5eed0000u + i;
+        struct sockaddr_un addr = {.sun_family = AF_UNIX};
+        int n = snprintf(addr.sun_path + 1, sizeof addr.sun_path - 1, "drk-ipc-%u-%016llx", (unsigned)getpid(),
+                         (unsigned long long)secret);
+        socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+        rogue g = {.fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0), .lens = {bad[i][0], bad[i][1]},
+                   .send = {i == 1 ? -1 : page_fd[0], i == 1 ? -1 : page_fd[1]}};
+        CHECK(g.fd >= 0 && bind(g.fd, (struct sockaddr *)&addr, len) == 0 && listen(g.fd, 1) == 0);
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, rogue_serve, &g) == 0);
+        CUipcMemHandle h;
+        memset(&h, 0, sizeof h);
+        uint32_t pid = (uint32_t)getpid();
+        uint64_t id = 1, size = MIB;
+        memcpy(h.reserved, "drk\2", 4);
+        memcpy(h.reserved + 4, &pid, 4);
+        memcpy(h.reserved + 8, &id, 8);
+        memcpy(h.reserved + 24, &size, 8);
+        memcpy(h.reserved + 32, &secret, 8);
+        CUdeviceptr p = 0;
+        CUresult r = drk_ipc_import(&p, &h, 0);
+        /* Refused: before importing (a run of 0, or past the pages
+         * announced), or when the descriptors, not the driver's, fail to
+         * import, or when the runs fall short. */
+        CHECK(r != CUDA_SUCCESS && p == 0);
+        pthread_join(t, NULL);
+        close(g.fd);
+        CHECK(count_fds() == fds);
+    }
+    for (int k = 0; k < 2; k++) {
+        close(page_fd[k]);
+        CHECK(cuMemRelease(page[k]) == CUDA_SUCCESS);
+    }
+}
+
 static void test_not_exportable(void)
 {
     CUdeviceptr p = alloc(3 * MIB);
@@ -372,6 +482,7 @@ int main(int argc, char **argv)
         return child_other_user(argv[2]);
     test_share();
     test_share_runs();
+    test_rogue_runs();
     test_not_exportable();
     test_bad_handles();
     test_exited_process();
