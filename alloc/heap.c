@@ -100,8 +100,9 @@ struct drk_heap {
 
 static size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
 
-/* The page `off` bytes into a chunk lies at. */
+/* The page `off` bytes into a chunk lies at, and how far into it. */
 static inline size_t page_at(const drk_heap *h, size_t off) { return h->shift ? off >> h->shift : off / h->page; }
+static inline size_t in_page(const drk_heap *h, size_t off) { return h->shift ? off & (h->page - 1) : off % h->page; }
 
 static block *block_new(drk_heap *h) { return drk_slab_get(&h->blocks); }
 
@@ -186,7 +187,7 @@ static size_t cuts(const drk_heap *h, const block *b, size_t size, page **lo, pa
     const chunk *c = b->chunk;
     size_t first = page_at(h, b->addr - c->base), last = page_at(h, b->addr + size - 1 - c->base), n = 0, k;
     page *p = &c->pages[first], *q = &c->pages[last];
-    int lo_shared = (b->addr - c->base) % h->page != 0, hi_shared = (b->addr + size - c->base) % h->page != 0;
+    int lo_shared = in_page(h, b->addr - c->base) != 0, hi_shared = in_page(h, b->addr + size - c->base) != 0;
     *lo = *hi = NULL;
     if (h->run_max == 1 || h->no_moves || h->st.idle_pages <= idle_keep(h))
         return 0;
@@ -552,10 +553,9 @@ static int get_run(drk_heap *h, size_t want, size_t gap, spare_run *out)
             return r;
         if ((hd = idle_pick(h, want, 1)))
             return move_run(h, hd, out);
-        if (!h->nspare && h->idle_run_pages && (r = run_to_spare(h, idle_longest(h))) != 0)
-            return r;
-        if (h->nspare) {
-            if ((r = release_spare(h, h->nspare - 1)) != 0)
+        if (h->nspare || h->idle_run_pages) {
+            r = h->nspare ? release_spare(h, h->nspare - 1) : give_back(h, idle_longest(h));
+            if (r)
                 return r;
         } else if (n > 1) {
             n /= 2;
@@ -629,7 +629,7 @@ static int map_range(drk_heap *h, chunk *c, size_t first, size_t last)
 static int map_missing(drk_heap *h, const block *b, size_t first, size_t last)
 {
     chunk *c = b->chunk;
-    int lo_shared = (b->addr - c->base) % h->page != 0, hi_shared = (b->addr + b->size - c->base) % h->page != 0;
+    int lo_shared = in_page(h, b->addr - c->base) != 0, hi_shared = in_page(h, b->addr + b->size - c->base) != 0;
     int r = 0;
     if (lo_shared || first == last)
         r = map_range(h, c, first, first), first++;

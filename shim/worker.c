@@ -230,7 +230,9 @@ static void *run(void *arg)
 {
     (void)arg;
     char why[200];
-    if (atomic_load(&cupti_started) < 0 || (!atomic_load(&cupti_started) && start_cupti() != 0))
+    if (!atomic_load(&cupti_started))
+        start_cupti();
+    if (atomic_load(&cupti_started) < 0)
         return NULL;
     nvtx_note();
     if (cfg.counters && drk_counters_start(cfg.counters_budget, why, sizeof why) != 0)

@@ -16,29 +16,11 @@
  * Exit status 0 when every allocation succeeded, 1 otherwise, 2 for a trace
  * it cannot read. */
 #define _GNU_SOURCE
-#include <cuda.h>
 #include <dlfcn.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
 
+#define BENCH_NAME "alloc_replay"
 #include "alloc/trace.h"
-
-#define CK(call)                                                                                                     \
-    do {                                                                                                             \
-        CUresult r_ = (call);                                                                                        \
-        if (r_ != CUDA_SUCCESS) {                                                                                    \
-            fprintf(stderr, "alloc_replay: %s failed: %d\n", #call, (int)r_);                                       \
-            return 1;                                                                                                \
-        }                                                                                                            \
-    } while (0)
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
+#include "tests/bench/bench_cuda.h"
 
 static CUstream streams[DRK_TRACE_MAX_STREAM + 1];
 
@@ -70,11 +52,7 @@ int main(int argc, char **argv)
         return 2;
     }
     CUdevice dev;
-    CUcontext ctx;
-    CK(cuInit(0));
-    CK(cuDeviceGet(&dev, 0));
-    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
-    CK(cuCtxSetCurrent(ctx));
+    bench_primary_context(&dev);
     /* The stand-in driver only: room for the trace's device. */
     void (*set_total)(size_t) = (void (*)(size_t))dlsym(RTLD_DEFAULT, "fakecuda_set_total_memory");
     size_t device = rd.header.device_bytes ? (size_t)rd.header.device_bytes
@@ -88,7 +66,7 @@ int main(int argc, char **argv)
     unsigned long long ops = 0, allocs = 0, failures = 0;
     drk_trace_op op;
     int r;
-    double t0 = now_s();
+    double t0 = now_ms();
     while ((r = drk_trace_next(&rd, &op)) == 1) {
         ops++;
         if (op.slot >= nptr) {
@@ -128,8 +106,8 @@ int main(int argc, char **argv)
             }
         }
     }
-    CK(cuCtxSynchronize());
-    double t = now_s() - t0;
+    CHECK(cuCtxSynchronize());
+    double t = (now_ms() - t0) / 1e3;
     if (r < 0) {
         fprintf(stderr, "alloc_replay: %s\n", rd.error);
         return 2;

@@ -21,6 +21,17 @@
         }                                                                                                            \
     } while (0)
 
+/* Device 0's primary context, retained for the program's life and made
+ * current; the device in *dev. */
+static inline void bench_primary_context(CUdevice *dev)
+{
+    CUcontext ctx;
+    CHECK(cuInit(0));
+    CHECK(cuDeviceGet(dev, 0));
+    CHECK(cuDevicePrimaryCtxRetain(&ctx, *dev));
+    CHECK(cuCtxSetCurrent(ctx));
+}
+
 /* CLOCK_MONOTONIC in milliseconds (drk's debug lines carry the same clock,
  * in seconds), and a sleep of `ms`. */
 static inline double now_ms(void)

@@ -54,11 +54,7 @@ int main(int argc, char **argv)
         return 1;
 
     CUdevice dev;
-    CUcontext ctx;
-    CHECK(cuInit(0));
-    CHECK(cuDeviceGet(&dev, 0));
-    CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
-    CHECK(cuCtxSetCurrent(ctx));
+    bench_primary_context(&dev);
     sleep_ms(300); /* drk's GPU times start a little after the context does */
     CUmodule mod;
     CUfunction fn;
