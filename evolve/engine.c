@@ -133,7 +133,7 @@ static double researched_sum;
 static unsigned cache_hits, cache_stored;
 static unsigned partial_hits, partial_stored; /* searches an earlier run ended, gone on from; ended by this one */
 static unsigned cubin_hits, cubins_stored; /* cubins loaded from the cache; written to it */
-static double cubin_hit_ms_sum, cubin_hit_ms_max;
+static double cubin_hit_ms_sum, cubin_hit_ms_max, cubin_read_ms_sum;
 static uint64_t build_wall_ns; /* builds' wall time (nvJitLink on the CPU, the load): not the GPU's */
 static unsigned builds_made;    /* modules loaded in drk's context by builds (each a switch of the GPU) */
 static unsigned served_loads;
@@ -880,6 +880,7 @@ static CUfunction build(struct target *t, const drk_variant *v, char *why, size_
         if (cached && drk_cache_get(cfg.cache, &ck, CUBIN_KIND, &hit) == 0)
             in.cubin = hit.data;
     }
+    uint64_t c1 = clock_ns();
     int failed = drk_source_ptx.build(&in, &jit, &b->jit) != 0;
     free(edited); /* the driver copied the image */
     if (in.cubin) {
@@ -893,6 +894,7 @@ static CUfunction build(struct target *t, const drk_variant *v, char *why, size_
             double ms = ms_of(clock_ns() - c0);
             cubin_hits++;
             cubin_hit_ms_sum += ms;
+            cubin_read_ms_sum += ms_of(c1 - c0);
             cubin_hit_ms_max = ms > cubin_hit_ms_max ? ms : cubin_hit_ms_max;
         }
     }
@@ -2069,6 +2071,7 @@ drk_engine_totals drk_engine_totals_get(void)
     s.partial_hits = partial_hits, s.partial_stored = partial_stored;
     s.cubin_hits = cubin_hits, s.cubins_stored = cubins_stored;
     s.cubin_hit_ms_mean = cubin_hits ? cubin_hit_ms_sum / cubin_hits : 0, s.cubin_hit_ms_max = cubin_hit_ms_max;
+    s.cubin_read_ms_mean = cubin_hits ? cubin_read_ms_sum / cubin_hits : 0;
     s.own_ctx_bytes = own_ctx_bytes;
     for (unsigned i = 0; i < ntargets; i++)
         s.saved_ns += (uint64_t)(targets[i].saved_ns + 0.5);

@@ -118,6 +118,8 @@ typedef struct drk_engine_totals {
                                             * and written (their best so far) */
     unsigned cubin_hits, cubins_stored; /* variants' cubins loaded from the cache (no compile); written to it */
     double cubin_hit_ms_mean, cubin_hit_ms_max; /* a cubin hit's time: the cache read and the module's load */
+    double cubin_read_ms_mean;  /* of it, the cache's part: the key, the read and its check (the rest is the
+                                 * driver's load, which waits for the GPU to switch to drk's context) */
     uint64_t own_ctx_bytes;     /* device memory drk's context took (trials run there); 0 if none was made */
     uint64_t saved_ns;          /* the rows' saved_ns, summed */
     unsigned served_loads;      /* served variants loaded into the program's context */

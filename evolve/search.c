@@ -634,7 +634,7 @@ static void restart(drk_evolution *e, int slower_than_default)
     e->exhausted = 0;
     e->start = slower_than_default ? DRK_VARIANT_NONE : was;
     e->state = DRK_EVO_SEARCHING;
-    e->search_rounds = 0;
+    e->search_rounds = e->measured_rounds = 0;
     e->drops++;
 }
 
@@ -697,11 +697,19 @@ drk_evo_decision drk_evolution_end_round(drk_evolution *e)
         update_center(e, &v);
         if (e->state == DRK_EVO_SEARCHING && !d.dropped) {
             e->search_rounds++;
+            e->measured_rounds += mem_now(e, 0) != NULL;
             int confirming = 0;
             for (unsigned i = 0; i < v.n; i++)
                 confirming |= confirmable(e, &v, &v.k[i]) && !is_banned(e, v.k[i].id);
             int start_left = e->start != DRK_VARIANT_NONE && !tried(e, e->start);
-            if ((e->exhausted && !confirming && !start_left) || e->search_rounds >= DRK_EVO_SEARCH_ROUNDS)
+            /* Barren: after DRK_EVO_BARREN_ROUNDS nothing serves that wins
+             * twice the margin. Every search round costs the program more
+             * than its trials (H200: +2-23% in such a round), which a space
+             * this flat cannot pay back. */
+            const known *sv = e->served != DRK_VARIANT_NONE ? find_known(&v, e->served) : NULL;
+            int barren = e->measured_rounds >= DRK_EVO_BARREN_ROUNDS &&
+                         (!sv || sv->st.median < 1 + 2 * DRK_EVO_MARGIN);
+            if ((e->exhausted && !confirming && !start_left) || barren || e->search_rounds >= DRK_EVO_SEARCH_ROUNDS)
                 e->state = DRK_EVO_SETTLED;
         }
         e->open = 0;

@@ -55,8 +55,11 @@
  * than 8 trials, upper end above 1.01 x the better of the served variant
  * and the center: the one that may be best); then exploration. The search
  * settles -- only the served variant's trial and confirmations -- once the
- * neighbourhood is exhausted with nothing to confirm, or after 20 rounds of
- * searching; a new center reopens it.
+ * neighbourhood is exhausted with nothing to confirm; after 8 rounds of
+ * searching that measured trials, when nothing serves that wins twice the margin (a flat space:
+ * at 3% noise the center wanders on noise and the search ran its 20 rounds,
+ * each costing the program more than its trials); or after 20 rounds of
+ * searching regardless; a new center reopens it.
  *
  * Budget. Each round the engine grants trial time (DRK_EVOLVE_BUDGET x the
  * round's GPU time, split among kernels by their share of it); a trial is
@@ -91,6 +94,7 @@
 #define DRK_EVO_SERVED_EVERY 3   /* rounds between the served variant's trials while searching on a tight budget */
 #define DRK_EVO_CONFIRM_MAX 8    /* trials after which a promising variant is not measured again */
 #define DRK_EVO_SEARCH_ROUNDS 20 /* rounds of searching before the search settles regardless */
+#define DRK_EVO_BARREN_ROUNDS 8  /* measured rounds of searching after which one with no 2-margin win settles */
 #define DRK_EVO_CARRY_ROUNDS 4   /* rounds of grant that unspent budget may add up to */
 #define DRK_EVO_BUDGET_DEFAULT 0.02 /* DRK_EVOLVE_BUDGET's default: 2% of GPU time on trials */
 
@@ -120,6 +124,7 @@ typedef struct drk_evolution {
     int open;
     drk_evo_state state;
     unsigned search_rounds;      /* rounds spent searching since the start (or the last drop) */
+    unsigned measured_rounds;    /* of them, rounds that measured a trial */
 
     /* The circular memory: mem[(head + i) % DRK_EVO_ROUNDS], i < count, oldest first. */
     drk_evo_round mem[DRK_EVO_ROUNDS];

@@ -202,7 +202,8 @@ def main():
             row["warm"] = {"speedup": native_ms / wsteady, "rounds_to_steady": wreach, "rounds_ms": warm["gpu_ms"],
                            "stall_ms": max(warm.get("longest_launch_ms", [0])),
                            "cubin_hits": wev.get("cubin_hits", 0), "cubin_hit_ms_mean": wev.get("cubin_hit_ms_mean", 0),
-                           "cubin_hit_ms_max": wev.get("cubin_hit_ms_max", 0), "untimed": untimed(wrep)}
+                           "cubin_hit_ms_max": wev.get("cubin_hit_ms_max", 0),
+                           "cubin_read_ms_mean": wev.get("cubin_read_ms_mean", 0), "untimed": untimed(wrep)}
         rows.append(row)
         print(f"  {name}: native {native_ms:.4f} ms, drk {steady:.4f} ms ({row['speedup']:.3f}x of a possible "
               f"{possible:.3f}x), serving {row['serving']} ({row['state']})", flush=True)
@@ -236,7 +237,9 @@ def main():
         n = sum(h["cubin_hits"] for h in hits)
         print(f"cache: the warm runs loaded {n} cubins from the cache, mean "
               f"{sum(h['cubin_hit_ms_mean'] * h['cubin_hits'] for h in hits) / n:.3f} ms, longest "
-              f"{max(h['cubin_hit_ms_max'] for h in hits):.3f} ms (the read and the module's load)")
+              f"{max(h['cubin_hit_ms_max'] for h in hits):.3f} ms (the read and the module's load); of it the "
+              f"cache's read {sum(h['cubin_read_ms_mean'] * h['cubin_hits'] for h in hits) / n:.3f} ms, the rest the "
+              f"driver's load (it waits for the GPU to switch to drk's context)")
     if ok:
         u = [r["untimed"] for r in ok]
         w = [r["warm"]["untimed"] for r in ok if "warm" in r]

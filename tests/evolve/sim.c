@@ -241,6 +241,10 @@ void sim_run(sim_kernel *k, const sim_opts *o, sim_result *r)
                     k->ms[0] / k->ms[served], d.dropped ? " DROPPED" : "", d.state == DRK_EVO_SETTLED ? " settled" : "",
                     e->center, e->exhausted, drk_evolution_noise(e));
         }
+        if (d.state != DRK_EVO_SETTLED)
+            r->settled_at = 0;
+        else if (!r->settled_at)
+            r->settled_at = round;
         r->dropped[round] = d.dropped;
         r->speedup[round] = k->ms[0] / k->ms[served];
         r->vs_best[round] = k->ms[served] / k->best_ms;

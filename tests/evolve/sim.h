@@ -87,6 +87,7 @@ typedef struct sim_result {
     double spent_ns, granted_ns, gpu_ns;
     double engine_ns;            /* engine: the GPU time the rounds' trials took in all */
     drk_evo_state state;
+    unsigned settled_at;         /* the first round from whose end on the search stayed settled; 0: never */
     drk_evolution e;             /* the end state */
 } sim_result;
 
