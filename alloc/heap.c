@@ -52,6 +52,7 @@ struct chunk {
     uintptr_t base;
     size_t size, npages;
     size_t unmapped; /* pages not mapped: none, and no request here needs a page mapped */
+    size_t top;      /* every page from this index on is unmapped (the untouched rest of the reservation) */
     page *pages;
     block *first, *last;
     chunk *next;
@@ -141,17 +142,45 @@ static void free_remove(drk_heap *h, block *b)
     b->fprev = b->fnext = NULL;
 }
 
+/* Unmapped pages among [first, last] of c. A chunk is a large reservation
+ * mapped from its start: while no page below its top is unmapped (no run
+ * went back from the middle) this is arithmetic, else a count. Asked for
+ * every candidate hole of every allocation, whose blocks may span tens of
+ * pages (the anchor's large sizes spent a fifth of a pair here). */
+static size_t unmapped_span(const chunk *c, size_t first, size_t last)
+{
+    if (!c->unmapped)
+        return 0;
+    if (c->unmapped == c->npages - c->top)
+        return last < c->top ? 0 : last - (first > c->top ? first : c->top) + 1;
+    size_t n = 0;
+    for (size_t i = first; i <= last; i++)
+        n += !c->pages[i].mapped;
+    return n;
+}
+
+/* Pages [at, at + n) of c were mapped, or unmapped: its top follows. */
+static void top_mapped(chunk *c, size_t at, size_t n)
+{
+    if (at + n > c->top)
+        c->top = at + n;
+}
+
+static void top_unmapped(chunk *c, size_t at, size_t n)
+{
+    if (at + n != c->top)
+        return;
+    c->top = at;
+    while (c->top && !c->pages[c->top - 1].mapped)
+        c->top--;
+}
+
 /* Pages a block of `size` bytes carved at the start of free block `b`
  * would need mapped: the moves or creations placing it there costs. */
 static size_t unmapped_in(const drk_heap *h, const block *b, size_t size)
 {
     const chunk *c = b->chunk;
-    if (!c->unmapped)
-        return 0;
-    size_t first = page_at(h, b->addr - c->base), last = page_at(h, b->addr + size - 1 - c->base), n = 0;
-    for (size_t i = first; i <= last; i++)
-        n += !c->pages[i].mapped;
-    return n;
+    return unmapped_span(c, page_at(h, b->addr - c->base), page_at(h, b->addr + size - 1 - c->base));
 }
 
 /* Pages of idle run `hd` (at page run0) that a block over pages [first,
@@ -445,6 +474,7 @@ static int run_to_spare(drk_heap *h, page *hd)
     }
     hd->busy = 0;
     c->unmapped += len;
+    top_unmapped(c, (size_t)(hd - c->pages), len);
     h->st.idle_pages -= len;
     return 0;
 }
@@ -579,6 +609,7 @@ static void run_mapped(drk_heap *h, chunk *c, size_t at, spare_run s)
         busy += q->refs > 0;
     }
     hd->busy = busy;
+    top_mapped(c, at, s.len);
     h->st.idle_pages += s.len - busy;
     if (!busy)
         idle_push(h, hd);
@@ -588,6 +619,8 @@ static void run_mapped(drk_heap *h, chunk *c, size_t at, spare_run s)
  * that fit it, at most 64 runs a map call. */
 static int map_range(drk_heap *h, chunk *c, size_t first, size_t last)
 {
+    if (!unmapped_span(c, first, last))
+        return 0;
     for (size_t i = first; i <= last;) {
         size_t gap = 0;
         while (i + gap <= last && !c->pages[i + gap].mapped)
@@ -1019,6 +1052,7 @@ void drk_heap_claim_done(drk_heap *h, const drk_page_handle *handles, size_t n)
         p->mapped = 1;
         p->len = 1, p->off = 0, p->busy = 0;
         c->unmapped--;
+        top_mapped(c, h->claim_first + k, 1);
         p->ahead = 1;
         h->st.idle_pages++;
         idle_push(h, p);
@@ -1219,6 +1253,9 @@ static int check_chunk(const drk_heap *h, const chunk *c, uint32_t *refs, tally 
             return -1;
         if (!p->mapped && p->listed)
             return bad(err, errlen, "page %#lx: listed idle, not mapped", (unsigned long)p->va);
+        if (p->mapped && i >= c->top)
+            return bad(err, errlen, "page %#lx: mapped at or past its chunk's top (page %zu)", (unsigned long)p->va,
+                       c->top);
         t->mapped += p->mapped;
         t->idle += p->mapped && !p->refs;
         t->ahead += p->ahead;
@@ -1226,6 +1263,9 @@ static int check_chunk(const drk_heap *h, const chunk *c, uint32_t *refs, tally 
     if (unmapped != c->unmapped)
         return bad(err, errlen, "chunk %#lx: %zu pages unmapped, its count says %zu", (unsigned long)c->base, unmapped,
                    c->unmapped);
+    if (c->top && !c->pages[c->top - 1].mapped)
+        return bad(err, errlen, "chunk %#lx: its top (page %zu) is above an unmapped page", (unsigned long)c->base,
+                   c->top);
     return 0;
 }
 
