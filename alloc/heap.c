@@ -213,13 +213,13 @@ static uint64_t idle_keep(const drk_heap *h);
  * its span can reach past it. */
 static size_t cuts(const drk_heap *h, const block *b, size_t size, page **lo, page **hi)
 {
+    *lo = *hi = NULL;
+    if (h->run_max == 1 || h->no_moves || h->st.idle_pages <= idle_keep(h))
+        return 0; /* within the reserve (most calls): nothing to work out */
     const chunk *c = b->chunk;
     size_t first = page_at(h, b->addr - c->base), last = page_at(h, b->addr + size - 1 - c->base), n = 0, k;
     page *p = &c->pages[first], *q = &c->pages[last];
     int lo_shared = in_page(h, b->addr - c->base) != 0, hi_shared = in_page(h, b->addr + size - c->base) != 0;
-    *lo = *hi = NULL;
-    if (h->run_max == 1 || h->no_moves || h->st.idle_pages <= idle_keep(h))
-        return 0;
     if (p->mapped && (k = cut_of(p - p->off, first - p->off, first, last, lo_shared || (first == last && hi_shared))))
         n += k, *lo = p - p->off;
     if (q->mapped && q - q->off != p - p->off && (k = cut_of(q - q->off, last - q->off, first, last, hi_shared)))
