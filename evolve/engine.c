@@ -15,6 +15,7 @@
 #include "evolve/capture.h"
 #include "evolve/cupti.h"
 #include "evolve/facts.h"
+#include "evolve/image/cubin.h"
 #include "evolve/image/ptx_entry.h"
 #include "evolve/jitlink.h"
 #include "evolve/loaded.h"
@@ -31,6 +32,7 @@
 #define BUILT 8             /* variants kept built per target */
 #define PAIRS 4             /* paired timings a variant a round */
 #define BATCH 6             /* candidates proven and timed a wait (each holds a build slot: < BUILT - 1) */
+#define CODES 64            /* distinct codes remembered per target, to skip a variant that makes one again */
 #define CHOICES 2           /* the search's choices kept being proven until they can serve */
 /* What a wait of drk's trials, or a build's load, costs the program,
  * charged to the budget beside their GPU time: the GPU's switch to drk's
@@ -84,6 +86,12 @@ struct target {
     int rechecking;             /* the capture in flight is for measuring the served variant again */
     int stored;                 /* its result went to the cache */
     unsigned captures, rounds, tried, proven, rejected, trusted;
+    unsigned same;              /* variants not tried: they compiled to the code of one compiled before */
+    struct code {
+        uint64_t key;           /* the code's digest with the variant's attributes */
+        uint32_t id;            /* the first variant that made it */
+    } codes[CODES];             /* the latest CODES distinct codes compiled */
+    unsigned ncodes;
     CUfunction served;          /* in the program's context: what its launches get */
     drk_variant served_v;
     CUfunction orig;            /* the original in drk's context (orig_ctx) */
@@ -596,7 +604,7 @@ static void result_put(struct target *t, const drk_variant *v, double speedup, i
         cache_stored++;
 }
 
-static CUfunction build(struct target *t, const drk_variant *v, char *why, size_t len);
+static CUfunction build(struct target *t, const drk_variant *v, int *same, char *why, size_t len);
 static struct built *built_of(struct target *t, uint32_t id);
 static CUfunction serve_copy(struct target *t, struct built *b, char *why, size_t len);
 
@@ -612,7 +620,7 @@ static void from_cache(struct target *t, const drk_variant *v, double speedup)
         end_target(t, DRK_TARGET_SETTLED, "an earlier run found nothing faster (the cache)");
         return;
     }
-    CUfunction fn = build(t, v, why, sizeof why);
+    CUfunction fn = build(t, v, NULL, why, sizeof why);
     struct built *b = fn ? built_of(t, drk_variant_id(&drk_space_ptx, v)) : NULL;
     if (b)
         fn = serve_copy(t, b, why, sizeof why);
@@ -832,15 +840,49 @@ static char *planted(const drk_ptx_text *ptx, unsigned *nedits)
     return out;
 }
 
-/* Builds variant `v` of `t` (or finds it built): its function, or NULL. */
-static CUfunction build(struct target *t, const drk_variant *v, char *why, size_t len)
+/* Whether variant `id` (its jit part compiled to `cubin`) runs the same
+ * code as a variant of `t` compiled before, with the same attributes: 1
+ * with the twin's words in `why`. Otherwise its code is remembered. */
+static int same_code(struct target *t, uint32_t id, const drk_variant *attr, const void *cubin, size_t len, char *why,
+                     size_t wlen)
+{
+    uint64_t key;
+    char err[160];
+    if (drk_cubin_code_digest(cubin, len, t->rec->name, &key, err, sizeof err) != 0) {
+        drk_log(DRK_LOG_DEBUG, "evolve: %.80s: no digest of a build's code (%s): not compared", t->rec->name, err);
+        return 0;
+    }
+    for (unsigned i = 0; i < DRK_SPACE_DIMS; i++)
+        key = (key ^ attr->k[i]) * 0x100000001b3ull;
+    unsigned n = t->ncodes < CODES ? t->ncodes : CODES;
+    for (unsigned i = 0; i < n; i++)
+        if (t->codes[i].key == key && t->codes[i].id != id) {
+            drk_variant twin;
+            char text[96];
+            if (drk_variant_from_id(&drk_space_ptx, t->codes[i].id, &twin) != 0)
+                snprintf(text, sizeof text, "?");
+            else
+                drk_variant_text(&drk_space_ptx, &twin, text, sizeof text);
+            snprintf(why, wlen, "the same code as %s", text);
+            return 1;
+        }
+    t->codes[t->ncodes % CODES] = (struct code){key, id};
+    t->ncodes++;
+    return 0;
+}
+
+/* Builds variant `v` of `t` (or finds it built): its function, or NULL
+ * (why). A rebuild is compiled (or read from the cache) first, on the CPU:
+ * one that makes the same code as a variant compiled before sets *same
+ * (when given) and is neither loaded nor tried. */
+static CUfunction build(struct target *t, const drk_variant *v, int *same, char *why, size_t len)
 {
     uint32_t id = drk_variant_id(&drk_space_ptx, v);
     struct built *b = built_of(t, id);
+    if (same)
+        *same = 0;
     if (b)
         return trial_fn(b);
-    if (!(b = slot_for(t)))
-        return snprintf(why, len, "no slot to build in"), NULL;
     drk_variant jit, attr;
     to_sources(v, &jit, &attr);
     if (!t->sk.ptx)
@@ -850,7 +892,7 @@ static CUfunction build(struct target *t, const drk_variant *v, char *why, size_
     /* Built in drk's context; loaded into the program's only once served. */
     drk_build_in in = {.drv = &drv, .ctx = own_ctx, .k = &t->sk,
                        .block_threads = t->shape.block[0] * t->shape.block[1] * t->shape.block[2],
-                       .sm = env.sm > 0 ? (unsigned)env.sm : 0, .keep_cubin = 1};
+                       .sm = env.sm > 0 ? (unsigned)env.sm : 0};
     char text[96];
     drk_variant_text(&drk_space_ptx, v, text, sizeof text);
     drk_source_kernel wrong;
@@ -870,7 +912,7 @@ static CUfunction build(struct target *t, const drk_variant *v, char *why, size_
      * keyed by the PTX, the compile's options, the device and nvJitLink. */
     drk_cache_key ck;
     drk_cache_blob hit = {0};
-    int cached = 0;
+    int cached = 0, from_cache = 0;
     uint64_t c0 = clock_ns();
     if (!edited && cfg.cache) {
         char extra[320], opts[160];
@@ -878,32 +920,64 @@ static CUfunction build(struct target *t, const drk_variant *v, char *why, size_
         snprintf(extra, sizeof extra, "cubin 1|sm %u|nvjitlink %u|%s", in.sm, drk_jitlink_version(), opts);
         cached = key_of(t, env_device, extra, &ck) == 0;
         if (cached && drk_cache_get(cfg.cache, &ck, CUBIN_KIND, &hit) == 0)
-            in.cubin = hit.data;
+            from_cache = 1;
     }
     uint64_t c1 = clock_ns();
-    int failed = drk_source_ptx.build(&in, &jit, &b->jit) != 0;
-    free(edited); /* the driver copied the image */
-    if (in.cubin) {
-        /* Kept to serve: the served copy is this cubin again. */
-        if (!failed && (b->cubin = malloc(hit.len)) != NULL) {
-            memcpy(b->cubin, hit.data, hit.len);
-            b->cubin_len = hit.len;
+    const void *code = from_cache ? hit.data : NULL;
+    size_t code_len = from_cache ? hit.len : 0;
+    drk_built compiled = {.jit_ms = 0}; /* compiled.cubin: malloc'd, ours until a build keeps it */
+    if (!code) {
+        if (drk_source_ptx.compile(&in, &jit, &compiled) != 0) {
+            free(edited);
+            t->build_ms += ms_of(compiled.build_ns);
+            return snprintf(why, len, "build failed: %.220s", compiled.why), NULL;
         }
+        code = compiled.cubin, code_len = compiled.cubin_len;
+        if (cached && drk_cache_put(cfg.cache, &ck, CUBIN_KIND, code, code_len, t->rec->name) == 0)
+            cubins_stored++;
+    }
+    uint64_t c2 = clock_ns();
+    if (!edited && same_code(t, id, &attr, code, code_len, why, len)) {
         drk_cache_blob_free(&hit);
-        if (!failed) {
+        free(compiled.cubin);
+        t->same++;
+        if (same)
+            *same = 1;
+        drk_log(DRK_LOG_DEBUG, "evolve: %.80s: %s makes %s (%.1f ms): not tried", t->rec->name, text, why,
+                ms_of(c2 - c0));
+        return NULL;
+    }
+    if (!(b = slot_for(t))) {
+        drk_cache_blob_free(&hit);
+        free(compiled.cubin);
+        free(edited);
+        return snprintf(why, len, "no slot to build in"), NULL;
+    }
+    in.cubin = code;
+    int failed = drk_source_ptx.build(&in, &jit, &b->jit) != 0;
+    free(edited);
+    if (!failed) {
+        /* Kept to serve: the served copy is this cubin again. */
+        if (from_cache) {
+            if ((b->cubin = malloc(code_len)) != NULL) {
+                memcpy(b->cubin, code, code_len);
+                b->cubin_len = code_len;
+            }
             double ms = ms_of(clock_ns() - c0);
             cubin_hits++;
             cubin_hit_ms_sum += ms;
             cubin_read_ms_sum += ms_of(c1 - c0);
             cubin_hit_ms_max = ms > cubin_hit_ms_max ? ms : cubin_hit_ms_max;
+        } else {
+            b->cubin = compiled.cubin, b->cubin_len = code_len;
+            compiled.cubin = NULL;
+            b->jit.jit_ms = compiled.jit_ms;
+            b->jit.build_ns += compiled.build_ns;
+            memcpy(b->jit.log, compiled.log, sizeof b->jit.log);
         }
     }
-    if (b->jit.cubin) {
-        if (cached && drk_cache_put(cfg.cache, &ck, CUBIN_KIND, b->jit.cubin, b->jit.cubin_len, t->rec->name) == 0)
-            cubins_stored++;
-        b->cubin = b->jit.cubin, b->cubin_len = b->jit.cubin_len;
-        b->jit.cubin = NULL, b->jit.cubin_len = 0;
-    }
+    drk_cache_blob_free(&hit);
+    free(compiled.cubin); /* the build failed: the driver did not keep it */
     if (failed) {
         snprintf(why, len, "build failed: %.220s", b->jit.why);
         free(b->cubin);
@@ -917,7 +991,7 @@ static CUfunction build(struct target *t, const drk_variant *v, char *why, size_
     build_wall_ns += b->jit.build_ns;
     double ms = ms_of(b->jit.build_ns);
     drk_log(DRK_LOG_DEBUG, "evolve: %.80s: %s built in %.1f ms (compile %.1f ms%s, load %.2f ms)", t->rec->name, text,
-            ms, b->jit.jit_ms > 0 ? b->jit.jit_ms : 0.0, in.cubin ? ", a cached cubin" : "", ms_of(b->jit.load_ns));
+            ms, b->jit.jit_ms > 0 ? b->jit.jit_ms : 0.0, from_cache ? ", a cached cubin" : "", ms_of(b->jit.load_ns));
     t->build_ms += ms;
     if (ms > t->build_ms_max)
         t->build_ms_max = ms;
@@ -1460,8 +1534,11 @@ static int try_batch(struct target *t, drk_trial *tr, drk_proof_ref *ref, const 
             continue;
         uint32_t id = drk_variant_id(&drk_space_ptx, v);
         int fresh = !built_of(t, id);
-        CUfunction fn = build(t, v, why, sizeof why);
-        if (!fn && drk_jitlink_closed()) {
+        int same;
+        CUfunction fn = build(t, v, &same, why, sizeof why);
+        if (same) {
+            drk_evolution_same(&t->evo, v);
+        } else if (!fn && drk_jitlink_closed()) {
             end_target(t, t->served ? DRK_TARGET_SETTLED : DRK_TARGET_REFUSED,
                        "the program exited before the search ended (%u rounds)", t->rounds);
             rc = -1;
@@ -2041,6 +2118,7 @@ size_t drk_engine_rows(drk_engine_row *out, size_t max)
         snprintf(o->why, sizeof o->why, "%s", t->why);
         o->captures = t->captures, o->rounds = t->rounds;
         o->tried = t->tried, o->proven = t->proven, o->rejected = t->rejected, o->trusted = t->trusted;
+        o->same_code = t->same;
         if (t->served)
             drk_variant_text(&drk_space_ptx, &t->served_v, o->serving, sizeof o->serving);
         else

@@ -93,6 +93,7 @@ typedef struct drk_engine_row {
     unsigned captures;          /* launches captured with their snapshot */
     unsigned rounds;            /* search rounds */
     unsigned tried, proven, rejected, trusted;
+    unsigned same_code;         /* variants not tried: their code was a variant's compiled before */
     char serving[96];           /* the served variant ("default" if none) */
     double speedup;             /* its median paired speedup (1: default) */
     double build_ms;            /* total wall time of builds */

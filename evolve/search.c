@@ -268,6 +268,14 @@ static void ban(drk_evolution *e, uint32_t id)
         e->nbanned++;
 }
 
+static int is_same(const drk_evolution *e, uint32_t id)
+{
+    for (unsigned i = 0; i < e->nsame; i++)
+        if (e->same[i] == id)
+            return 1;
+    return 0;
+}
+
 static int is_pending(const drk_evolution *e, uint32_t id)
 {
     for (unsigned i = 0; i < e->npending; i++)
@@ -293,7 +301,7 @@ static int busy(drk_evolution *e, uint32_t id)
 /* Nothing more to learn from trying it (now). */
 static int tried(drk_evolution *e, uint32_t id)
 {
-    return id == 0 || is_banned(e, id) || is_pending(e, id) || in_memory(e, id);
+    return id == 0 || is_banned(e, id) || is_same(e, id) || is_pending(e, id) || in_memory(e, id);
 }
 
 /* Clearly better than `than` (NULL: the default): by `margin`, and by two
@@ -607,6 +615,21 @@ void drk_evolution_reject(drk_evolution *e, const drk_variant *v)
     ban(e, id);
     if (e->served == id)
         e->served = DRK_VARIANT_NONE;
+}
+
+void drk_evolution_same(drk_evolution *e, const drk_variant *v)
+{
+    uint32_t id = drk_variant_id(e->space, v);
+    if (id == DRK_VARIANT_NONE || id == 0 || is_same(e, id))
+        return;
+    if (is_pending(e, id) && e->proposed)
+        e->proposed--; /* its place in the round goes to the next candidate */
+    unpend(e, id);
+    e->same[e->same_next] = id;
+    e->same_next = (e->same_next + 1) % DRK_EVO_SAME;
+    if (e->nsame < DRK_EVO_SAME)
+        e->nsame++;
+    e->sames++;
 }
 
 int drk_evolution_worth_serving(const drk_evolution *e, const drk_variant *v, drk_ratio_stats *st)

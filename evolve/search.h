@@ -45,7 +45,10 @@
  * the edge; one or two steps equally likely) instead of the next
  * coordinate candidate; once those run out, with probability T a slot is
  * such a mutation, otherwise the round's exploration ends. Deterministic for
- * a seed (xorshift64*).
+ * a seed (xorshift64*). A proposal the engine finds to compile to the code
+ * of one compiled before (drk_evolution_same: every register cap above
+ * what the compiler wants makes the same code) is skipped for free, so a
+ * plateau of equal builds costs no trials and the line reaches past it.
  *
  * Each round, in order, within the trial budget: the served variant again
  * (to catch it getting slower; while searching on a budget that pays for
@@ -82,6 +85,7 @@
 #define DRK_EVO_TRIALS 8         /* trials a round at most */
 #define DRK_EVO_SAMPLES 8        /* samples a trial keeps (more: 8 evenly spaced order statistics) */
 #define DRK_EVO_BANNED 32        /* variants never tried again: failed builds, unequal outputs, dropped */
+#define DRK_EVO_SAME 64          /* variants remembered as building another's code */
 #define DRK_EVO_TEMPERATURE 0.2  /* chance that an exploration slot is a mutation */
 #define DRK_EVO_MUTATION_STEPS 2 /* a mutation is 1..this many index steps from the center */
 #define DRK_EVO_MARGIN 0.01      /* faster (or slower) by at least this to count */
@@ -145,13 +149,15 @@ typedef struct drk_evolution {
 
     uint32_t banned[DRK_EVO_BANNED];
     unsigned nbanned, ban_next;
+    uint32_t same[DRK_EVO_SAME];      /* built the same code as a variant proposed before */
+    unsigned nsame, same_next;
 
     double default_ns;           /* the default's time this round */
     unsigned launches;           /* launches a trial */
     double credit_ns, reserved_ns;
 
     /* Totals, for the report. */
-    uint64_t trials, samples, drops, switches;
+    uint64_t trials, samples, drops, switches, sames;
     uint64_t explorations, mutations; /* exploration proposals; of them, mutations */
     double granted_ns, spent_ns;
 } drk_evolution;
@@ -179,6 +185,11 @@ void drk_evolution_record(drk_evolution *e, const drk_variant *v, const float *s
 /* `v` cannot be used (its build failed, its outputs differed): never
  * proposed again by this search. */
 void drk_evolution_reject(drk_evolution *e, const drk_variant *v);
+/* `v` builds the same code as a variant proposed before (the engine
+ * compared their cubins): never proposed again, and a proposal of this
+ * round it was does not count against the round's trials. Nothing is
+ * charged; the twin's measurements stand for both. */
+void drk_evolution_same(drk_evolution *e, const drk_variant *v);
 /* Whether `v`, not rejected or dropped, measures faster than the default
  * by the margin beyond noise over the memory (its stats in *st): a variant
  * the search chose once and still worth serving. */

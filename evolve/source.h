@@ -85,6 +85,12 @@ typedef struct drk_source {
     /* Undoes a successful build (unloads its module; restores an
      * attribute). CUDA_SUCCESS or the driver's failure; *b is cleared. */
     CUresult (*unload)(const drk_build_in *in, drk_built *b);
+    /* Makes variant `v`'s code without loading it, on the CPU: 0 with
+     * out->cubin (malloc'd, the caller's), cubin_len, jit_ms, build_ns and
+     * log; -1 with out->why. build() loads it given as in->cubin, so the
+     * code can be compared with others' before the GPU sees it. NULL for
+     * a source that makes no code (attributes). */
+    int (*compile)(const drk_build_in *in, const drk_variant *v, drk_built *out);
 } drk_source;
 
 extern const drk_source drk_source_ptx;  /* source_ptx.c: JIT options of the kernel's PTX */

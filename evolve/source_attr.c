@@ -89,4 +89,4 @@ static CUresult unload(const drk_build_in *in, drk_built *b)
     return rc;
 }
 
-const drk_source drk_source_attr = {"attributes", 1, knobs, applies, redundant, build, unload};
+const drk_source drk_source_attr = {"attributes", 1, knobs, applies, redundant, build, unload, NULL};

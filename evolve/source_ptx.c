@@ -156,11 +156,10 @@ static void options_of(const drk_variant *v, unsigned sm, uint32_t block, nvjl_o
         put(o, cache[v->k[K_CACHE]] == CU_JIT_CACHE_OPTION_CG ? "-Xptxas=-dlcm=cg" : "-Xptxas=-dlcm=ca", -1);
 }
 
-static int build(const drk_build_in *in, const drk_variant *v, drk_built *out)
+/* What a build and a compile both check first: 0, or -1 with out->why. */
+static int check(const drk_build_in *in, const drk_variant *v, drk_built *out, unsigned *sm)
 {
-    *out = (drk_built){.jit_ms = -1};
-    const drk_driver *d = in->drv;
-    char why[160];
+    char why[256];
     if (!applies(in->k, why, sizeof why)) {
         snprintf(out->why, sizeof out->why, "does not apply: %s", why);
         out->rc = CUDA_ERROR_INVALID_VALUE;
@@ -171,9 +170,41 @@ static int build(const drk_build_in *in, const drk_variant *v, drk_built *out)
             return fail(out, "a knob's value", CUDA_ERROR_INVALID_VALUE, "out of range");
     if ((v->k[K_THREADS] || v->k[K_MIN_CTA]) && !in->block_threads)
         return fail(out, "the launch's block", CUDA_ERROR_INVALID_VALUE, "not given");
-    unsigned sm = in->sm ? in->sm : drk_images_sm();
-    if (!sm)
+    *sm = in->sm ? in->sm : drk_images_sm();
+    if (!*sm)
         return fail(out, "the device's compute capability", CUDA_ERROR_INVALID_VALUE, "not known");
+    return 0;
+}
+
+static int compile(const drk_build_in *in, const drk_variant *v, drk_built *out)
+{
+    *out = (drk_built){.jit_ms = -1};
+    unsigned sm;
+    if (check(in, v, out, &sm) != 0)
+        return -1;
+    uint64_t t0 = now_ns();
+    nvjl_opts o;
+    options_of(v, sm, in->block_threads, &o);
+    char error[sizeof out->why - 64];
+    int rc = drk_jitlink_compile(in->k->ptx->text, in->k->ptx->len, o.opt, o.n, &out->cubin, &out->cubin_len,
+                                 out->log, sizeof out->log, error, sizeof error);
+    out->build_ns = now_ns() - t0;
+    if (rc != 0) {
+        out->cubin = NULL, out->cubin_len = 0;
+        return fail(out, "nvJitLink", CUDA_ERROR_INVALID_PTX, error);
+    }
+    out->jit_ms = (float)((double)out->build_ns / 1e6);
+    out->rc = CUDA_SUCCESS;
+    return 0;
+}
+
+static int build(const drk_build_in *in, const drk_variant *v, drk_built *out)
+{
+    *out = (drk_built){.jit_ms = -1};
+    const drk_driver *d = in->drv;
+    unsigned sm;
+    if (check(in, v, out, &sm) != 0)
+        return -1;
     if (!d->module_load_data_ex || !d->module_get_function || !d->module_unload ||
         (in->ctx && (!d->ctx_push_current || !d->ctx_pop_current)))
         return fail(out, "the driver table", CUDA_ERROR_NOT_SUPPORTED, "lacks a module entry");
@@ -182,14 +213,16 @@ static int build(const drk_build_in *in, const drk_variant *v, drk_built *out)
     void *cubin = NULL;
     size_t size = 0;
     if (!in->cubin) {
-        nvjl_opts o;
-        options_of(v, sm, in->block_threads, &o);
-        char error[sizeof out->why - 64];
-        if (drk_jitlink_compile(in->k->ptx->text, in->k->ptx->len, o.opt, o.n, &cubin, &size, out->log,
-                                sizeof out->log, error, sizeof error) != 0) {
+        drk_built c;
+        if (compile(in, v, &c) != 0) {
             out->build_ns = now_ns() - t0;
-            return fail(out, "nvJitLink", CUDA_ERROR_INVALID_PTX, error);
+            memcpy(out->why, c.why, sizeof out->why);
+            memcpy(out->log, c.log, sizeof out->log);
+            out->rc = c.rc;
+            return -1;
         }
+        cubin = c.cubin, size = c.cubin_len;
+        memcpy(out->log, c.log, sizeof out->log);
     }
     uint64_t t1 = now_ns();
     out->jit_ms = (float)((double)(t1 - t0) / 1e6);
@@ -254,4 +287,4 @@ static CUresult unload(const drk_build_in *in, drk_built *b)
     return rc;
 }
 
-const drk_source drk_source_ptx = {"ptx_jit", NKNOBS, knobs, applies, redundant, build, unload};
+const drk_source drk_source_ptx = {"ptx_jit", NKNOBS, knobs, applies, redundant, build, unload, compile};

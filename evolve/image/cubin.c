@@ -569,6 +569,83 @@ int drk_cubin_read(const void *data, size_t size, drk_cubin *out, char *err, siz
     return rc;
 }
 
+/* FNV-1a, 64 bits: a fingerprint to tell builds apart, not a checksum (a
+ * collision only makes the search skip one candidate). */
+static uint64_t fnv(uint64_t h, const void *data, size_t n)
+{
+    const uint8_t *p = data;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static uint64_t fnv_u32(uint64_t h, uint32_t v) { return fnv(h, &v, sizeof v); }
+
+/* The digest of what the kernel's behaviour rests on: its code, the code of
+ * every device function in the module (what it may call), and its
+ * resources and limits. Attributes that only record the options of the
+ * build (the register cap it was given) are left out. */
+static int digest_kernel(reader *R, const char *kernel, uint64_t *digest)
+{
+    size_t t = 0;
+    for (size_t i = 1; i < R->nsec && !t; i++)
+        if (R->secs[i].entry_sym && strcmp(R->secs[i].name + 6, kernel) == 0)
+            t = i;
+    if (!t)
+        return drk_fail(R->err, R->errlen, "cubin: no kernel %.80s", kernel);
+    drk_kernel_info k = {0};
+    int rc = read_kernel(R, t, &k);
+    uint64_t h = 0xcbf29ce484222325ull;
+    const uint32_t facts[] = {k.regs, k.shared_bytes, k.local_bytes, k.const_bytes, k.max_threads,
+                              k.reqntid[0], k.reqntid[1], k.reqntid[2], k.params_size};
+    for (size_t i = 0; i < sizeof facts / sizeof *facts; i++)
+        h = fnv_u32(h, facts[i]);
+    drk_kernel_info_clear(&k);
+    for (size_t i = 1; i < R->nsec && rc == 0; i++) {
+        const sec_info *s = &R->secs[i];
+        if (strncmp(s->name, ".text.", 6) != 0 || (i != t && s->entry_sym))
+            continue;
+        const uint8_t *p;
+        size_t n;
+        if ((rc = section_bytes(R, i, &p, &n)) == 0) {
+            h = fnv(h, s->name, strlen(s->name) + 1);
+            h = fnv_u32(h, (uint32_t)n);
+            h = fnv(h, p, n);
+        }
+    }
+    *digest = h;
+    return rc;
+}
+
+int drk_cubin_code_digest(const void *data, size_t size, const char *kernel, uint64_t *digest, char *err,
+                          size_t errlen)
+{
+    drk_cubin hdr;
+    memset(&hdr, 0, sizeof hdr);
+    if (!data || !kernel || !digest)
+        return drk_fail(err, errlen, "cubin: no data");
+    if (read_header(data, size, &hdr, err, errlen))
+        return -1;
+    reader R = {.E = drk_elf(), .err = err, .errlen = errlen};
+    if (!R.E)
+        return drk_fail(err, errlen, "cubin: libelf is missing (libelf.so.1 cannot be opened)");
+    char *copy = malloc(size ? size : 1); /* libelf may write into its buffer */
+    if (!copy)
+        return drk_fail(err, errlen, "cubin: out of memory for %zu bytes", size);
+    memcpy(copy, data, size);
+    int rc = -1;
+    R.elf = R.E->elf_memory(copy, size);
+    if (!R.elf || R.E->elf_kind(R.elf) != ELF_K_ELF)
+        drk_fail(err, errlen, "cubin: libelf rejects it (%s)", R.E->elf_errmsg(-1));
+    else if (!load_sections(&R)) {
+        link_kernel_sections(&R);
+        rc = find_entries(&R) || read_module_info(&R) || digest_kernel(&R, kernel, digest) ? -1 : 0;
+    }
+    reader_free(&R);
+    free(copy);
+    return rc;
+}
+
 void drk_cubin_free(drk_cubin *c)
 {
     for (size_t i = 0; i < c->nkernels; i++)

@@ -8,6 +8,7 @@
 #define DRK_EVOLVE_CUBIN_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "evolve/image/kernel.h"
 
@@ -38,6 +39,15 @@ int drk_cubin_read(const void *data, size_t size, drk_cubin *out, char *err, siz
  * writable buffer, such as a decompressed payload): no copy is made. */
 int drk_cubin_read_private(void *data, size_t size, drk_cubin *out, char *err, size_t errlen);
 void drk_cubin_free(drk_cubin *c);
+
+/* A fingerprint of what kernel `kernel` does in this cubin: its code, the
+ * module's device functions, its registers, memory and limits; not the
+ * options recorded beside them. Two builds with the same digest run the
+ * same instructions on the same resources (a register cap above what the
+ * compiler wanted makes the same cubin but for the cap it records). 0, or
+ * -1 with a message in err. */
+int drk_cubin_code_digest(const void *data, size_t size, const char *kernel, uint64_t *digest, char *err,
+                          size_t errlen);
 
 /* Whether the bytes start like a cubin (64-bit little-endian ELF, EM_CUDA). */
 int drk_is_cubin(const void *data, size_t size);

@@ -84,6 +84,15 @@ unsigned sim_load(const char *path, sim_kernel *out, unsigned max)
             o->ok[v] = t->type == JSON_NUMBER && t->u.num.d > 0 && equal && equal->type == JSON_TRUE;
             o->ms[v] = o->ok[v] ? t->u.num.d : 0;
         }
+        for (unsigned b = 0; b < SIM_VARIANTS / 4; b++) {
+            const json_value *ru = json_get(&builds->u.arr.items[b], "regs_used");
+            const json_value *lb = json_get(&builds->u.arr.items[b], "local_bytes");
+            uint32_t used = ru && ru->type == JSON_NUMBER ? (uint32_t)ru->u.num.d : 0;
+            uint32_t local = lb && lb->type == JSON_NUMBER ? (uint32_t)lb->u.num.d : 0;
+            /* b = ((regs * 3 + minctas) * 2 + opt) * 3 + cache: the
+             * optimization level and cache mode stay apart. */
+            o->code[b] = (used & 0xff) | (local & 0xffff) << 8 | (b % 6) << 24;
+        }
         const json_value *regs = json_get(&builds->u.arr.items[0], "regs_used");
         o->f.regs = regs && regs->type == JSON_NUMBER ? (uint32_t)regs->u.num.d : 0;
         o->f.block_threads = o->block[0] * o->block[1] * o->block[2];
@@ -143,6 +152,10 @@ void sim_run(sim_kernel *k, const sim_opts *o, sim_result *r)
     unsigned last_bad = r->vs_best[0] > 1.02 ? 1 : 0;
     static unsigned char proven[SIM_VARIANTS];
     memset(proven, 0, sizeof proven);
+    /* Codes built so far (with their carveout), for the engine's skip. */
+    static uint64_t built[SIM_VARIANTS];
+    static uint32_t built_id[SIM_VARIANTS];
+    unsigned nbuilt = 0;
     double ledger = 0, credit = 0;
     for (unsigned round = 1; round <= rounds; round++) {
         if (round == o->swap_round && served) {
@@ -182,6 +195,20 @@ void sim_run(sim_kernel *k, const sim_opts *o, sim_result *r)
         while ((n = drk_evolution_next(e, cand, 8)) > 0)
             for (unsigned i = 0; i < n; i++) {
                 uint32_t id = drk_variant_id(&drk_space_ptx, &cand[i]);
+                if (o->engine && id % 4 != id) {
+                    /* A rebuild (off the default build): skipped when it
+                     * makes code built before, before anything runs. */
+                    uint64_t key = (uint64_t)k->code[id / 4] << 2 | (id % 4);
+                    unsigned j = 0;
+                    while (j < nbuilt && built[j] != key)
+                        j++;
+                    if (j < nbuilt && built_id[j] != id) {
+                        drk_evolution_same(e, &cand[i]);
+                        continue;
+                    }
+                    if (j == nbuilt)
+                        built[nbuilt] = key, built_id[nbuilt++] = id;
+                }
                 if (o->engine)
                     cost += k->ms[id] * 1e6; /* its proof's run */
                 if (!k->ok[id]) {
@@ -264,6 +291,7 @@ void sim_run(sim_kernel *k, const sim_opts *o, sim_result *r)
     r->within = last_bad > rounds ? UINT32_MAX : last_bad;
     r->trials = e->trials;
     r->mutations = e->mutations;
+    r->sames = e->sames;
     r->spent_ns = e->spent_ns;
     r->granted_ns = e->granted_ns;
     r->state = e->state;

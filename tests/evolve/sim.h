@@ -11,7 +11,11 @@
  * given sigma, independently; a sample is their ratio. At the default's
  * speed the budget is 30 launches: 6 trials a round. A trial whose first
  * launch is 2x slower than its default stops there (the engine's early
- * cut). A variant whose build failed or differed is rejected when proposed. */
+ * cut). A variant whose build failed or differed is rejected when proposed.
+ * With the engine (below), a variant whose build makes code an earlier one
+ * made (same registers, stack, optimization level and cache mode; the same
+ * carveout) is skipped as the engine skips it, free: the recording has no
+ * cubins to compare, so this stands in for the engine's digest. */
 #ifndef DRK_TESTS_EVOLVE_SIM_H
 #define DRK_TESTS_EVOLVE_SIM_H
 
@@ -32,6 +36,8 @@ typedef struct sim_kernel {
     uint32_t grid[3], block[3];
     double ms[SIM_VARIANTS];     /* recorded median time; the test may rewrite it */
     int ok[SIM_VARIANTS];        /* built, and bitwise equal to the default */
+    uint32_t code[SIM_VARIANTS / 4]; /* per build (the carveout varies fastest): what its code is, as far as the
+                                  * recording tells (registers, stack, optimization level, cache mode) */
     drk_kernel_features f;
     double best_ms;              /* the exhaustive best over ok variants */
     uint32_t best_id;
@@ -83,7 +89,7 @@ typedef struct sim_result {
     double worst_speedup;        /* the lowest true speedup served, outside the planted window */
     unsigned drop_round;         /* planted: the round the swapped variant was dropped; 0: never */
     int banned_served_again;     /* planted: the dropped variant was served again */
-    uint64_t trials, mutations;
+    uint64_t trials, mutations, sames;
     double spent_ns, granted_ns, gpu_ns;
     double engine_ns;            /* engine: the GPU time the rounds' trials took in all */
     drk_evo_state state;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "evolve/image/cubin.h"
 #include "evolve/image/fatbin.h"
 #include "evolve/image/image.h"
 #include "tests/unit/check.h"
@@ -231,6 +232,31 @@ static void test_cubin_and_ptx(void)
     free(p);
 }
 
+/* A kernel's code digest: the same for builds that differ only in the
+ * register cap they record, another for other code; a kernel that is not
+ * there and damaged bytes are errors. */
+static void test_code_digest(void)
+{
+    size_t n[3];
+    uint8_t *p[3] = {check_load(DRK_UNIT_IMAGES, "sm90_r128.cubin", &n[0]),
+                     check_load(DRK_UNIT_IMAGES, "sm90_r255.cubin", &n[1]),
+                     check_load(DRK_UNIT_IMAGES, "sm90_O0.cubin", &n[2])};
+    CHECK(n[0] != n[1] || memcmp(p[0], p[1], n[0]) != 0); /* the files differ: each records its cap */
+    const char *names[2] = {AXPY, FILL};
+    uint64_t d[3][2] = {{0}};
+    char err[200];
+    for (int f = 0; f < 3; f++)
+        for (int k = 0; k < 2; k++)
+            CHECK(drk_cubin_code_digest(p[f], n[f], names[k], &d[f][k], err, sizeof err) == 0);
+    CHECK(d[0][0] == d[1][0] && d[0][1] == d[1][1]);
+    CHECK(d[0][0] != d[2][0] && d[0][0] != d[0][1]);
+    CHECK(drk_cubin_code_digest(p[0], n[0], "_Z6absentv", &d[0][0], err, sizeof err) == -1 && strstr(err, "absent"));
+    CHECK(drk_cubin_code_digest(p[0], 64, AXPY, &d[0][0], err, sizeof err) == -1 && *err);
+    CHECK(drk_cubin_code_digest("not a cubin", 11, AXPY, &d[0][0], err, sizeof err) == -1);
+    for (int f = 0; f < 3; f++)
+        free(p[f]);
+}
+
 /* Host files: an executable (.nv_fatbin), a -rdc object (__nv_relfatbin)
  * and a device-linked -rdc executable (both). */
 static void test_host_files(void)
@@ -362,6 +388,7 @@ int main(void)
     test_two_archs();
     test_suffixes();
     test_cubin_and_ptx();
+    test_code_digest();
     test_host_files();
     test_wrappers();
     test_damage();

