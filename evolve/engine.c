@@ -1992,6 +1992,8 @@ static void target_round(struct target *t, uint64_t kernel_ns)
 
 unsigned drk_engine_idle_rounds(void) { return on ? idle_rounds : 0; }
 
+unsigned drk_engine_targets(void) { return on ? atomic_load(&ntargets) : 0; }
+
 int drk_engine_searching(void)
 {
     return on && active && !want_choice && active->default_ns > 0 && last_kernel_ns > 0;

@@ -55,6 +55,9 @@ void drk_engine_round(const drk_round *r);
  * measure again: while there are some, the caller may rest the kernel
  * records the engine reads its rounds from. */
 unsigned drk_engine_idle_rounds(void);
+/* Kernel-shapes the engine has taken up so far (searched, or refused):
+ * 0 while the first rounds may still lack a kernel's facts. */
+unsigned drk_engine_targets(void);
 /* 1 while a search runs that needs no round's records (its kernel's time
  * is known): the caller may rest them but for a round now and then. */
 int drk_engine_searching(void);
