@@ -929,7 +929,6 @@ static CUfunction build(struct target *t, const drk_variant *v, int *same, char 
     if (!code) {
         if (drk_source_ptx.compile(&in, &jit, &compiled) != 0) {
             free(edited);
-            t->build_ms += ms_of(compiled.build_ns);
             return snprintf(why, len, "build failed: %.220s", compiled.why), NULL;
         }
         code = compiled.cubin, code_len = compiled.cubin_len;
