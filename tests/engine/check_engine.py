@@ -94,6 +94,12 @@ def case_evolve(args):
     check(untimed >= 1 and untimed + closed >= 15,
           "kernel records rested once nothing was left to search (rounds untimed, not among the rounds)",
           {"unsampled_rounds": untimed, "rounds.closed": closed})
+    # Its one kernel's search over, records rest after the round that saw it
+    # end (three rounds in a row were timed before: kept rounds 0, 6, 7, 8,
+    # 15, 16; now 0, 6, 14 or 0, 6, 15, 16: a recheck's round and the next).
+    kept = [r["index"] for r in rep["rounds"]["list"]]
+    check(not any(c == b + 1 == a + 2 for a, b, c in zip(kept[1:], kept[2:], kept[3:])),
+          "kernel records rest one round after a search ends (no three rounds in a row timed after the first)", kept)
     # 20 launches a round: records back on at the program's round mark,
     # only rounds timed whole carry them (on mid-round, one more had them).
     check(gt["kernels"] <= 20 * closed, "kernel records only in the rounds timed whole (on again at a round mark)",
