@@ -1056,6 +1056,150 @@ static CUfunction serve_copy(struct target *t, struct built *b, char *why, size_
     return fn;
 }
 
+/* ---- The served copy's load at a quiet moment ----
+ *
+ * A module load in the program's context waits for the context's queue to
+ * drain, and holds the program's launch calls meanwhile: on the H200 the
+ * served copy's load took 520-850 ms under a queue of 1500 n-body launches,
+ * and once a launch call waited 672 ms for it. Right after the program's
+ * own synchronize returns, the queue is empty. So once the search chose a
+ * variant that is not yet proven on enough launches, drk asks for its copy
+ * to be loaded by the program's next synchronize, on the program's thread,
+ * before the call returns (drk_engine_quiet); drk's thread takes the loaded
+ * function on its next tick. A copy not loaded by the time it is to serve
+ * is loaded by drk's thread as before. One request at a time; it holds its
+ * own copy of the cubin, so drk may free the build meanwhile. */
+enum { QUIET_IDLE, QUIET_ASKED, QUIET_LOADING, QUIET_DONE };
+#define QUIET_ROUNDS 8 /* rounds a request may wait for a synchronize */
+static struct {
+    _Atomic int state;
+    /* Written by drk's thread before ASKED; read by the loading thread. */
+    CUcontext ctx;
+    void *cubin;
+    const char *name;
+    drk_variant attrv;
+    /* Written by the loading thread before DONE. */
+    CUmodule module;
+    CUfunction fn;
+    CUresult r;
+    const char *what;
+    uint64_t ns;
+    /* drk's thread's own. */
+    struct target *t;
+    uint32_t id;
+    unsigned asked_round;
+} quiet;
+static unsigned quiet_loads;
+
+/* Asks for `b`'s served copy at the program's next synchronize. */
+static void quiet_ask(struct target *t, const struct built *b)
+{
+    if (b->pfn || !b->cubin || !prog_ctx || atomic_load_explicit(&quiet.state, memory_order_acquire) != QUIET_IDLE)
+        return;
+    void *copy = malloc(b->cubin_len);
+    if (!copy)
+        return;
+    memcpy(copy, b->cubin, b->cubin_len);
+    free(quiet.cubin);
+    quiet.cubin = copy;
+    quiet.ctx = prog_ctx, quiet.name = t->rec->name, quiet.attrv = b->attrv;
+    quiet.t = t, quiet.id = b->id, quiet.asked_round = rounds_seen;
+    atomic_store_explicit(&quiet.state, QUIET_ASKED, memory_order_release);
+}
+
+void drk_engine_quiet(void)
+{
+    if (atomic_load_explicit(&quiet.state, memory_order_acquire) != QUIET_ASKED)
+        return;
+    CUcontext cur = NULL;
+    if (drv.ctx_get_current(&cur) != CUDA_SUCCESS || cur != quiet.ctx)
+        return; /* another context's synchronize: its queue says nothing of this one's */
+    int want = QUIET_ASKED;
+    if (!atomic_compare_exchange_strong(&quiet.state, &want, QUIET_LOADING))
+        return;
+    struct timespec a, z;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    CUmodule m = NULL;
+    CUfunction fn = NULL;
+    const char *what = "cuModuleLoadDataEx";
+    CUresult r = drv.module_load_data_ex(&m, quiet.cubin, 0, NULL, NULL);
+    if (r == CUDA_SUCCESS && (r = drv.module_get_function(&fn, m, quiet.name)) != CUDA_SUCCESS)
+        what = "cuModuleGetFunction";
+    if (r == CUDA_SUCCESS && !drk_variant_is_default(&quiet.attrv)) {
+        drk_build_in in = {.drv = &drv, .fn = fn};
+        drk_built at;
+        if (drk_source_attr.build(&in, &quiet.attrv, &at) != 0)
+            r = at.rc != CUDA_SUCCESS ? at.rc : CUDA_ERROR_UNKNOWN, what = "cuFuncSetAttribute";
+    }
+    if (r == CUDA_SUCCESS && drv.func_load && (r = drv.func_load(fn)) != CUDA_SUCCESS) {
+        if (r == CUDA_ERROR_NOT_FOUND || r == CUDA_ERROR_NOT_SUPPORTED)
+            r = CUDA_SUCCESS; /* an older driver: the first launch loads it */
+        else
+            what = "cuFuncLoad";
+    }
+    if (r != CUDA_SUCCESS && m) {
+        CUresult u = drv.module_unload(m);
+        (void)u; /* the load's failure is the one to tell */
+        m = NULL;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &z);
+    quiet.module = m, quiet.fn = fn, quiet.r = r, quiet.what = what;
+    quiet.ns = (uint64_t)(z.tv_sec - a.tv_sec) * 1000000000u + (uint64_t)z.tv_nsec - (uint64_t)a.tv_nsec;
+    atomic_store_explicit(&quiet.state, QUIET_DONE, memory_order_release);
+}
+
+void drk_engine_after_fork_child(void)
+{
+    free(quiet.cubin);
+    quiet.cubin = NULL;
+    atomic_store(&quiet.state, QUIET_IDLE);
+}
+
+/* drk's thread: a loaded copy goes to its build (still there, not loaded
+ * since); a request no synchronize answered in QUIET_ROUNDS rounds, or
+ * whose target ended, is taken back. `all`: at exit, waits for a load in
+ * flight. */
+static void quiet_take(int all)
+{
+    int s = atomic_load_explicit(&quiet.state, memory_order_acquire);
+    if (s == QUIET_ASKED && (all || rounds_seen - quiet.asked_round > QUIET_ROUNDS ||
+                             quiet.t->state == DRK_TARGET_FAILED || atomic_load(&quiet.t->gone))) {
+        int want = QUIET_ASKED;
+        if (atomic_compare_exchange_strong(&quiet.state, &want, QUIET_IDLE)) {
+            free(quiet.cubin); /* no synchronize can take it now */
+            quiet.cubin = NULL;
+            return;
+        }
+        s = want;
+    }
+    while (all && s == QUIET_LOADING) {
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+        s = atomic_load_explicit(&quiet.state, memory_order_acquire);
+    }
+    if (s != QUIET_DONE)
+        return;
+    struct target *t = quiet.t;
+    struct built *b = built_of(t, quiet.id);
+    double ms = ms_of(quiet.ns);
+    if (quiet.r != CUDA_SUCCESS) {
+        drk_log(DRK_LOG_DEBUG, "evolve: %.80s: the served copy's load at a synchronize failed: %s (%d)", t->rec->name,
+                quiet.what, (int)quiet.r);
+    } else if (b && !b->pfn && !atomic_load(&t->gone)) {
+        b->pmodule = quiet.module, b->pfn = quiet.fn;
+        served_loads++;
+        quiet_loads++;
+        served_load_ms_max = ms > served_load_ms_max ? ms : served_load_ms_max;
+        drk_log(DRK_LOG_DEBUG, "evolve: %.80s: the served copy loaded into the program's context at its "
+                               "synchronize in %.2f ms", t->rec->name, ms);
+    } else {
+        bury(quiet.module); /* its build went, or was loaded meanwhile */
+    }
+    free(quiet.cubin);
+    quiet.cubin = NULL;
+    atomic_store_explicit(&quiet.state, QUIET_IDLE, memory_order_release);
+}
+
 /* ---- One search round on a captured launch ---- */
 
 /* The program's original kernel in drk's context (current), loaded again
@@ -1199,6 +1343,8 @@ static void publish(struct target *t, const drk_evo_decision *d)
          * the original runs, and the search keeps measuring it. */
         if (b && b->proven >= DRK_PROOF_LAUNCHES)
             fn = serve_proven(t, b);
+        else if (b)
+            quiet_ask(t, b); /* to serve once proven: its copy loaded while the program's queue is empty */
         /* The search moved on to a variant not yet proven on enough
          * launches (or not loadable): an earlier choice proven since, and
          * faster, serves meanwhile; else what serves goes on serving
@@ -2033,7 +2179,10 @@ int drk_engine_round_untimed(void)
 
 void drk_engine_tick(void)
 {
-    if (!on || !active)
+    if (!on)
+        return;
+    quiet_take(0);
+    if (!active)
         return;
     static drk_capture_got got;
     if (!drk_capture_take(&got))
@@ -2091,6 +2240,7 @@ void drk_engine_stop(void)
             partial_stored++;
         }
     }
+    quiet_take(1);
     if ((active || ngraves) && push(env_device)) {
         if (active)
             free_snapshot(active);
@@ -2155,5 +2305,6 @@ drk_engine_totals drk_engine_totals_get(void)
     for (unsigned i = 0; i < ntargets; i++)
         s.saved_ns += (uint64_t)(targets[i].saved_ns + 0.5);
     s.served_loads = served_loads, s.served_load_ms_max = served_load_ms_max;
+    s.quiet_loads = quiet_loads;
     return s;
 }

@@ -67,6 +67,15 @@ int drk_engine_searching(void);
  * (a variant is due to be measured again, or a target ended and the next
  * is to be chosen from a timed round). */
 int drk_engine_round_untimed(void);
+/* A program thread, right after its synchronize (cuCtxSynchronize,
+ * cuStreamSynchronize) returned success: its context's queue is empty, so
+ * a served copy drk asked for is loaded into it now, in well under a
+ * millisecond instead of waiting for a deep queue. One atomic load when
+ * nothing is asked. */
+void drk_engine_quiet(void);
+/* In a fork child: no served copy is asked for (the parent's context is
+ * not the child's). */
+void drk_engine_after_fork_child(void);
 /* Each tick: captures taken are worked on. */
 void drk_engine_tick(void);
 /* At exit, after drk's thread stopped: disarms, frees trials (served
@@ -127,6 +136,7 @@ typedef struct drk_engine_totals {
     uint64_t own_ctx_bytes;     /* device memory drk's context took (trials run there); 0 if none was made */
     uint64_t saved_ns;          /* the rows' saved_ns, summed */
     unsigned served_loads;      /* served variants loaded into the program's context */
+    unsigned quiet_loads;       /* of them, loaded at the program's synchronize (drk_engine_quiet) */
     double served_load_ms_max;  /* the longest of those loads (it may wait for the program's queue) */
 } drk_engine_totals;
 

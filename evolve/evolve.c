@@ -25,4 +25,5 @@ void drk_evolve_after_fork_child(void)
     drk_counters_after_fork_child();
     drk_capture_after_fork_child();
     drk_occupancy_after_fork_child();
+    drk_engine_after_fork_child();
 }

@@ -1,10 +1,12 @@
 /* Stream hooks: created and destroyed streams are told to the device pool
  * (frees without a stream wait for work on each of them); a program waiting
  * for a stream or the device (cuStreamSynchronize, cuCtxSynchronize) is a
- * quiet moment for the pool to give back idle pages. */
+ * quiet moment for the pool to give back idle pages, and for evolution to
+ * load a served copy while the queue is empty. */
 #include "shim/hook.h"
 
 #include "alloc/device.h"
+#include "evolve/engine.h"
 
 /* A created stream is told to the pool: frees without a stream must wait
  * for its work, also in a pool that starts later. */
@@ -40,6 +42,8 @@ static inline __attribute__((always_inline)) CUresult waited(drk_sym sym, CUresu
 {
     if (r == CUDA_SUCCESS && drk_pooling())
         drk_dpool_quiet();
+    if (r == CUDA_SUCCESS)
+        drk_engine_quiet();
     return drk_counted(sym, r);
 }
 

@@ -46,6 +46,7 @@ void drk_report_evolve(drk_json *j)
     drk_json_u64(j, "partial_hits", t.partial_hits);
     drk_json_u64(j, "partial_stored", t.partial_stored);
     drk_json_u64(j, "served_loads", t.served_loads);
+    drk_json_u64(j, "quiet_loads", t.quiet_loads);
     drk_json_f64(j, "served_load_ms_max", t.served_load_ms_max);
     drk_capture_stats c = drk_capture_stats_get();
     drk_json_open(j, "captures", '{');

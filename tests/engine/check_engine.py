@@ -4,7 +4,7 @@
 planted bad variant rejected, the faster one proven and served, no wrong
 result ever; a nondeterministic kernel refused; DRK_EVOLVE=0 does nothing.
 
-Usage: check_engine.py --program PATH --preload LIBS --mode evolve|plant|cache|regress|switch|ladder|nondet|off|noctx|unload|turns|late|short
+Usage: check_engine.py --program PATH --preload LIBS --mode evolve|plant|cache|regress|switch|ladder|nondet|off|noctx|unload|turns|late|short|nosync
 """
 import argparse
 import glob
@@ -78,6 +78,11 @@ def case_evolve(args):
     check(r["serving"].startswith("regs=32") and r["trusted"] >= 1 and r["speedup"] > 1.5,
           "the 2x faster variant (regs=32) is served", r)
     check(r["captures"] >= 3, "served only after 3 captured launches or more were proven", r)
+    check(ev.get("quiet_loads") == 1 and ev.get("served_loads") == 1 and
+          "served copy loaded into the program's context at its synchronize" in p.stderr and
+          p.stderr.find("at its synchronize") < p.stderr.find("serving regs=32"),
+          "the served copy was loaded at the program's synchronize, before it served (asked once the search chose it)",
+          ({k: ev.get(k) for k in ("served_loads", "quiet_loads", "served_load_ms_max")}, p.stderr[-1500:]))
     # Served at 2x from round ~5 of 16, 20 launches of 1 us a round: each timed round saves ~20 us.
     check(r.get("saved_ns", 0) >= 20000 and ev.get("saved_ns") == r["saved_ns"],
           "the GPU time the served variant saved, estimated, per kernel and in all", (r, ev.get("saved_ns")))
@@ -268,6 +273,18 @@ def case_short(args):
           "short: one wait a batch, the reference's own two on the first capture only", (waits, batches))
 
 
+def case_nosync(args):
+    # No synchronize to load the served copy at: drk's thread loads it when it is to serve.
+    rep, p = run(args, "nosync", {"DRK_EVOLVE": "1", "DRK_LOG_LEVEL": "debug"})
+    ev = rep["evolve"]
+    rows = [r for r in ev["by_kernel"] if r["name"] == "axpy"]
+    check(rows and rows[0]["serving"].startswith("regs=32"), "nosync: the 2x faster variant is served", rows)
+    check(ev.get("served_loads") == 1 and ev.get("quiet_loads") == 0 and
+          "the served copy loaded into the program's context in" in p.stderr,
+          "nosync: drk's thread loaded the served copy itself", {k: ev.get(k) for k in ("served_loads", "quiet_loads")})
+    check_contexts(p, "nosync", True)
+
+
 def case_off(args):
     rep, p = run(args, "evolve", {"DRK_EVOLVE": "0", "DRK_PROFILE": "1"})
     ev = rep["evolve"]
@@ -326,10 +343,11 @@ def main():
     ap.add_argument("--preload", required=True)
     ap.add_argument("--nvjitlink", required=True, help="the stand-in's nvJitLink (the fake driver's library)")
     ap.add_argument("--mode", required=True, choices=["evolve", "plant", "cache", "regress", "switch", "ladder", "nondet", "off", "noctx", "unload",
-                                                          "turns", "late", "short"])
+                                                          "turns", "late", "short", "nosync"])
     args = ap.parse_args()
     {"evolve": case_evolve, "plant": case_plant, "cache": case_cache, "regress": case_regress, "switch": case_switch, "ladder": case_ladder, "nondet": case_nondet, "off": case_off,
-     "noctx": case_noctx, "unload": case_unload, "turns": case_turns, "late": case_late, "short": case_short}[args.mode](args)
+     "noctx": case_noctx, "unload": case_unload, "turns": case_turns, "late": case_late, "short": case_short,
+     "nosync": case_nosync}[args.mode](args)
     print(f"{'FAILED' if failures else 'passed'}: {failures} failures")
     sys.exit(1 if failures else 0)
 

@@ -43,6 +43,9 @@
  *                         its launches half as long): run with
  *                         DRK_EVOLVE_TURN=2, axpy's search passes its turn
  *                         to axpyb after 2 rounds and goes on after it.
+ *   engine_route nosync   the evolve rounds without the cuCtxSynchronize
+ *                         each round makes: drk's thread loads the served
+ *                         copy itself when it is to serve.
  *   engine_route unload   the evolve rounds, but after round 2 (drk is
  *                         searching) the program unloads its module and
  *                         loads it again: drk's work on the old module ends
@@ -131,6 +134,7 @@ int main(int argc, char **argv)
     const char *mode = argc > 1 ? argv[1] : "evolve";
     nondet = strcmp(mode, "nondet") == 0;
     int late = strcmp(mode, "late") == 0, shorter = strcmp(mode, "short") == 0;
+    int nosync = strcmp(mode, "nosync") == 0;
     /* 2 ms a launch on the fake clock: a round's kernel time (40 ms) pays
      * for the trials' wall time on this machine's CPU; short: 4 ms. */
     int launches = shorter ? 200 : LAUNCHES;
@@ -244,7 +248,10 @@ int main(int argc, char **argv)
             for (int i = 0; i < N; i++)
                 wantz[i] = __builtin_fmaf(x[i], a, wantz[i]);
         }
-        if (!check(cuMemcpyDtoH(y, dy, sizeof y), "copy back") ||
+        /* As a trainer waits for its step: a served copy drk asked for is
+         * loaded here, while the queue is empty (drk_engine_quiet). */
+        if ((!nosync && !check(cuCtxSynchronize(), "cuCtxSynchronize")) ||
+            !check(cuMemcpyDtoH(y, dy, sizeof y), "copy back") ||
             (turns && !check(cuMemcpyDtoH(z, dz, sizeof z), "copy z back")))
             return 1;
         if (!nondet && (memcmp(y, want, sizeof y) != 0 || (turns && memcmp(z, wantz, sizeof z) != 0)))
