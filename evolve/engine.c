@@ -1158,7 +1158,8 @@ void drk_engine_after_fork_child(void)
 /* drk's thread: a loaded copy goes to its build (still there, not loaded
  * since); a request no synchronize answered in QUIET_ROUNDS rounds, or
  * whose target ended, is taken back. `all`: at exit, waits for a load in
- * flight. */
+ * flight (right after a synchronize it takes well under a millisecond;
+ * after 2 s the exit goes on and leaves it its cubin). */
 static void quiet_take(int all)
 {
     int s = atomic_load_explicit(&quiet.state, memory_order_acquire);
@@ -1172,7 +1173,7 @@ static void quiet_take(int all)
         }
         s = want;
     }
-    while (all && s == QUIET_LOADING) {
+    for (int waited = 0; all && s == QUIET_LOADING && waited < 2000; waited++) {
         struct timespec ms = {0, 1000000};
         nanosleep(&ms, NULL);
         s = atomic_load_explicit(&quiet.state, memory_order_acquire);
