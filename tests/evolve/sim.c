@@ -155,7 +155,9 @@ void sim_run(sim_kernel *k, const sim_opts *o, sim_result *r)
     /* Codes built so far (with their carveout), for the engine's skip. */
     static uint64_t built[SIM_VARIANTS];
     static uint32_t built_id[SIM_VARIANTS];
-    unsigned nbuilt = 0;
+    unsigned nbuilt = 0, captures = 0;
+    static unsigned char loaded[SIM_VARIANTS];
+    memset(loaded, 0, sizeof loaded);
     double ledger = 0, credit = 0;
     for (unsigned round = 1; round <= rounds; round++) {
         if (round == o->swap_round && served) {
@@ -191,7 +193,7 @@ void sim_run(sim_kernel *k, const sim_opts *o, sim_result *r)
                                   o->engine ? SIM_ENGINE_PAIRS : SIM_TRIAL_LAUNCHES);
         credit = 0;
         drk_variant cand[8];
-        unsigned n;
+        unsigned n, tried = 0, loads = 0;
         while ((n = drk_evolution_next(e, cand, 8)) > 0)
             for (unsigned i = 0; i < n; i++) {
                 uint32_t id = drk_variant_id(&drk_space_ptx, &cand[i]);
@@ -209,8 +211,12 @@ void sim_run(sim_kernel *k, const sim_opts *o, sim_result *r)
                     if (j == nbuilt)
                         built[nbuilt] = key, built_id[nbuilt++] = id;
                 }
-                if (o->engine)
+                if (o->engine) {
                     cost += k->ms[id] * 1e6; /* its proof's run */
+                    tried++;
+                    loads += !loaded[id];
+                    loaded[id] = 1;
+                }
                 if (!k->ok[id]) {
                     drk_evolution_reject(e, &cand[i]);
                     continue;
@@ -253,6 +259,11 @@ void sim_run(sim_kernel *k, const sim_opts *o, sim_result *r)
                             st.lower, st.upper, st.n, st.scale);
                 }
             }
+        if (o->engine && o->switch_ns > 0) {
+            unsigned waits = tried ? (tried + SIM_ENGINE_BATCH - 1) / SIM_ENGINE_BATCH : 1;
+            cost += o->switch_ns * (waits + (captures == 0 ? 2 : 0) + loads);
+        }
+        captures++;
         drk_evo_decision d = drk_evolution_end_round(e);
         served = d.serve ? drk_variant_id(&drk_space_ptx, &d.variant) : 0;
         if (o->engine && proven[served] < SIM_PROOF_CAPTURES)

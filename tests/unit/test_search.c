@@ -498,7 +498,7 @@ static void test_recorded(void)
             memset(w, 0, sizeof *w);
             for (uint64_t seed = 1; seed <= SEEDS; seed++) {
                 sim_kernel k = kernels[ki];
-                sim_opts o = {sigma, seed, ROUNDS, NULL, 0, 0};
+                sim_opts o = {sigma, seed, ROUNDS, NULL, 0, 0, 0};
                 static sim_result r;
                 sim_run(&k, &o, &r);
                 row_add(w, seed, &r);
@@ -555,7 +555,7 @@ static void test_new_shape(void)
             for (uint64_t seed = 1; seed <= SEEDS; seed++) {
                 static sim_result r;
                 sim_kernel a = *k;
-                sim_opts o = {sigmas[si], seed, ROUNDS, NULL, 0, 0};
+                sim_opts o = {sigmas[si], seed, ROUNDS, NULL, 0, 0, 0};
                 sim_run(&a, &o, &r);
                 drk_predictor p;
                 drk_predictor_init(&p);
@@ -571,7 +571,7 @@ static void test_new_shape(void)
                     b.ms[v] *= 3.7 * (1 + 0.001 * ((double)(z >> 40) / (double)(1u << 24) - 0.5));
                 }
                 sim_best(&b);
-                sim_opts o2 = {sigmas[si], seed + 1000, ROUNDS, &start, 0, 0};
+                sim_opts o2 = {sigmas[si], seed + 1000, ROUNDS, &start, 0, 0, 0};
                 sim_run(&b, &o2, &r);
                 if (!drk_variant_is_default(&start)) {
                     started++;
@@ -636,7 +636,7 @@ static void test_predictor(void)
             for (uint64_t seed = 1; seed <= SEEDS; seed++) {
                 static sim_result r;
                 sim_kernel x = *k;
-                sim_opts o = {sigmas[si], seed, ROUNDS, &guess, 0, 0};
+                sim_opts o = {sigmas[si], seed, ROUNDS, &guess, 0, 0, 0};
                 sim_run(&x, &o, &r);
                 row_add(&w, seed, &r);
             }
@@ -693,7 +693,7 @@ static void test_planted_drop(void)
             for (uint64_t seed = 1; seed <= SEEDS; seed++) {
                 static sim_result r;
                 sim_kernel k = *k0;
-                sim_opts o = {sigmas[si], seed, 40, NULL, 16, 0};
+                sim_opts o = {sigmas[si], seed, 40, NULL, 16, 0, 0};
                 sim_run(&k, &o, &r);
                 CHECK(r.served[15] != 0); /* served before the swap */
                 CHECK(r.drop_round >= 16 && r.drop_round < 16 + DROP_ROUNDS);
@@ -719,7 +719,7 @@ static void test_nothing_to_win(void)
         for (uint64_t seed = 1; seed <= SEEDS; seed++) {
             static sim_result r;
             sim_kernel k = *k0;
-            sim_opts o = {sigmas[si], seed, ROUNDS, NULL, 0, 0};
+            sim_opts o = {sigmas[si], seed, ROUNDS, NULL, 0, 0, 0};
             sim_run(&k, &o, &r);
             CHECK(r.worst_speedup >= 0.99);
             CHECK(r.speedup[ROUNDS] >= 0.99 && r.speedup[ROUNDS] <= k.ms[0] / k.best_ms + 1e-9);
@@ -746,7 +746,7 @@ static void test_flat_settles(void)
             for (uint64_t seed = 1; seed <= SEEDS; seed++) {
                 static sim_result r;
                 sim_kernel k = kernels[ki];
-                sim_opts o = {sigmas[si], seed, ROUNDS, NULL, 0, SIM_ENGINE};
+                sim_opts o = {sigmas[si], seed, ROUNDS, NULL, 0, SIM_ENGINE, 0};
                 sim_run(&k, &o, &r);
                 CHECK(r.worst_speedup >= 0.99);
                 at[seed - 1] = r.settled_at ? r.settled_at : UINT32_MAX;
@@ -839,7 +839,7 @@ static void test_engine_costs(void)
                 double share = 0;
                 for (uint64_t seed = 1; seed <= SEEDS; seed++) {
                     sim_kernel k = kernels[ki];
-                    sim_opts o = {sigmas[si], seed, ROUNDS, NULL, 0, mode};
+                    sim_opts o = {sigmas[si], seed, ROUNDS, NULL, 0, mode, 0};
                     static sim_result r;
                     sim_run(&k, &o, &r);
                     row_add(&w, seed, &r);
@@ -876,6 +876,48 @@ static void test_engine_costs(void)
     }
 }
 
+/* As the engine pays, with its ledger's charge for the GPU's switch to
+ * drk's context (SWITCH_NS, 1 ms a wait and a first load) besides the GPU
+ * time: what the H200 runs see (2026-12-02: the n-body served from round
+ * 11, naive matmul's corner not found in 16 rounds). Printed for the next
+ * policy to be judged by; checked only for what must hold under any
+ * costs: nothing served below 0.99x. The share printed counts the charges
+ * with the GPU time, and a run's last capture may overrun what its rounds
+ * granted (paid back by rounds the run no longer has). */
+static void test_switch_charged(void)
+{
+    printf("\nas the engine pays, with 1 ms charged a wait and a first load (its SWITCH_NS), %d seeds of %d rounds: "
+           "within 2%% of the best by round %d and by round 16 (median, worst round); lowest served; GPU share (most)\n",
+           SEEDS, ROUNDS, WITHIN_ROUNDS);
+    for (unsigned si = 0; si < 2; si++)
+        for (unsigned ki = 0; ki < nkernels; ki++) {
+            row w;
+            memset(&w, 0, sizeof w);
+            double share = 0;
+            unsigned by16 = 0;
+            for (uint64_t seed = 1; seed <= SEEDS; seed++) {
+                sim_kernel k = kernels[ki];
+                sim_opts o = {sigmas[si], seed, ROUNDS, NULL, 0, SIM_ENGINE, 1e6};
+                static sim_result r;
+                sim_run(&k, &o, &r);
+                row_add(&w, seed, &r);
+                by16 += r.within <= 16;
+                double s = r.engine_ns / r.gpu_ns;
+                share = s > share ? s : share;
+                CHECK(r.worst_speedup >= 0.99);
+            }
+            if (kernels[ki].ms[0] / kernels[ki].best_ms < 1.02)
+                continue; /* the flat ones: checked, not printed */
+            unsigned median, worst;
+            rounds_of(&w, &median, &worst);
+            printf("  sigma %.0f%% %-14s %6.3fx | %2u/%d by round %d, %2u/%d by 16 |", sigmas[si] * 100, kernels[ki].name,
+                   kernels[ki].ms[0] / kernels[ki].best_ms, w.on_time, SEEDS, WITHIN_ROUNDS, by16, SEEDS);
+            print_round(median);
+            print_round(worst);
+            printf(" | lowest %.3fx | %5.2f%%\n", w.lowest, 100 * share);
+        }
+}
+
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0); /* tables and failures in order */
@@ -892,6 +934,7 @@ int main(void)
     nkernels = sim_load(DRK_SPACES_DIR "/h200-2026-12-01.json", kernels, 16);
     CHECK(nkernels == 12);
     test_recorded();
+    test_switch_charged();
     test_new_shape();
     test_predictor();
     test_planted_drop();
