@@ -1007,10 +1007,36 @@ static CUfunction build(struct target *t, const drk_variant *v, int *same, char 
     return trial_fn(b);
 }
 
-/* The served copy of `b`: its cubin loaded into the program's context
- * (current), the carveout set as on the trials' copy, and the function
+/* A served copy into the current context: the cubin loaded, the kernel
+ * looked up, the carveout set as on the trials' copy, and the function
  * loaded now (cuFuncLoad), so that its first launch does not wait for the
- * program's queue to drain. Its function, or NULL (why). */
+ * program's queue to drain. CUDA_SUCCESS, or the failing call's result
+ * (in *what; *m may then hold the module, the caller's to unload). */
+static CUresult load_copy(const void *cubin, const char *name, const drk_variant *attrv, CUmodule *m, CUfunction *fn,
+                          const char **what)
+{
+    *m = NULL, *fn = NULL, *what = "cuModuleLoadDataEx";
+    CUresult r = drv.module_load_data_ex(m, cubin, 0, NULL, NULL);
+    if (r == CUDA_SUCCESS && (r = drv.module_get_function(fn, *m, name)) != CUDA_SUCCESS)
+        *what = "cuModuleGetFunction";
+    if (r == CUDA_SUCCESS && !drk_variant_is_default(attrv)) {
+        drk_build_in in = {.drv = &drv, .fn = *fn};
+        drk_built a;
+        if (drk_source_attr.build(&in, attrv, &a) != 0)
+            r = a.rc != CUDA_SUCCESS ? a.rc : CUDA_ERROR_UNKNOWN, *what = "cuFuncSetAttribute";
+    }
+    if (r == CUDA_SUCCESS && drv.func_load && (r = drv.func_load(*fn)) != CUDA_SUCCESS) {
+        /* An older driver lacks it: the first launch loads the function. */
+        if (r == CUDA_ERROR_NOT_FOUND || r == CUDA_ERROR_NOT_SUPPORTED)
+            r = CUDA_SUCCESS;
+        else
+            *what = "cuFuncLoad";
+    }
+    return r;
+}
+
+/* The served copy of `b` in the program's context (load_copy). Its
+ * function, or NULL (why). */
 static CUfunction serve_copy(struct target *t, struct built *b, char *why, size_t len)
 {
     if (b->pfn)
@@ -1018,28 +1044,13 @@ static CUfunction serve_copy(struct target *t, struct built *b, char *why, size_
     if (!b->cubin)
         return snprintf(why, len, "its cubin was not kept"), NULL;
     uint64_t t0 = clock_ns();
-    CUmodule m = NULL;
-    CUfunction fn = NULL;
+    CUmodule m;
+    CUfunction fn;
+    const char *what;
     CUresult r = drv.ctx_push_current(prog_ctx);
     if (r != CUDA_SUCCESS)
         return snprintf(why, len, "cuCtxPushCurrent (the program's context) failed (%d)", (int)r), NULL;
-    r = drv.module_load_data_ex(&m, b->cubin, 0, NULL, NULL);
-    const char *what = "cuModuleLoadDataEx";
-    if (r == CUDA_SUCCESS && (r = drv.module_get_function(&fn, m, t->rec->name)) != CUDA_SUCCESS)
-        what = "cuModuleGetFunction";
-    if (r == CUDA_SUCCESS && !drk_variant_is_default(&b->attrv)) {
-        drk_build_in in = {.drv = &drv, .fn = fn};
-        drk_built a;
-        if (drk_source_attr.build(&in, &b->attrv, &a) != 0)
-            r = a.rc != CUDA_SUCCESS ? a.rc : CUDA_ERROR_UNKNOWN, what = "cuFuncSetAttribute";
-    }
-    if (r == CUDA_SUCCESS && drv.func_load && (r = drv.func_load(fn)) != CUDA_SUCCESS) {
-        /* An older driver lacks it: the first launch loads the function. */
-        if (r == CUDA_ERROR_NOT_FOUND || r == CUDA_ERROR_NOT_SUPPORTED)
-            r = CUDA_SUCCESS;
-        else
-            what = "cuFuncLoad";
-    }
+    r = load_copy(b->cubin, t->rec->name, &b->attrv, &m, &fn, &what);
     CUcontext popped;
     drv.ctx_pop_current(&popped);
     if (r != CUDA_SUCCESS) {
@@ -1117,34 +1128,18 @@ void drk_engine_quiet(void)
     int want = QUIET_ASKED;
     if (!atomic_compare_exchange_strong(&quiet.state, &want, QUIET_LOADING))
         return;
-    struct timespec a, z;
-    clock_gettime(CLOCK_MONOTONIC, &a);
-    CUmodule m = NULL;
-    CUfunction fn = NULL;
-    const char *what = "cuModuleLoadDataEx";
-    CUresult r = drv.module_load_data_ex(&m, quiet.cubin, 0, NULL, NULL);
-    if (r == CUDA_SUCCESS && (r = drv.module_get_function(&fn, m, quiet.name)) != CUDA_SUCCESS)
-        what = "cuModuleGetFunction";
-    if (r == CUDA_SUCCESS && !drk_variant_is_default(&quiet.attrv)) {
-        drk_build_in in = {.drv = &drv, .fn = fn};
-        drk_built at;
-        if (drk_source_attr.build(&in, &quiet.attrv, &at) != 0)
-            r = at.rc != CUDA_SUCCESS ? at.rc : CUDA_ERROR_UNKNOWN, what = "cuFuncSetAttribute";
-    }
-    if (r == CUDA_SUCCESS && drv.func_load && (r = drv.func_load(fn)) != CUDA_SUCCESS) {
-        if (r == CUDA_ERROR_NOT_FOUND || r == CUDA_ERROR_NOT_SUPPORTED)
-            r = CUDA_SUCCESS; /* an older driver: the first launch loads it */
-        else
-            what = "cuFuncLoad";
-    }
+    uint64_t t0 = clock_ns();
+    CUmodule m;
+    CUfunction fn;
+    const char *what;
+    CUresult r = load_copy(quiet.cubin, quiet.name, &quiet.attrv, &m, &fn, &what);
     if (r != CUDA_SUCCESS && m) {
         CUresult u = drv.module_unload(m);
         (void)u; /* the load's failure is the one to tell */
         m = NULL;
     }
-    clock_gettime(CLOCK_MONOTONIC, &z);
     quiet.module = m, quiet.fn = fn, quiet.r = r, quiet.what = what;
-    quiet.ns = (uint64_t)(z.tv_sec - a.tv_sec) * 1000000000u + (uint64_t)z.tv_nsec - (uint64_t)a.tv_nsec;
+    quiet.ns = clock_ns() - t0;
     atomic_store_explicit(&quiet.state, QUIET_DONE, memory_order_release);
 }
 

@@ -531,10 +531,13 @@ static void reader_free(reader *R)
     free(R->sym_frame);
 }
 
-int drk_cubin_read_private(void *data, size_t size, drk_cubin *out, char *err, size_t errlen)
+/* Opens the cubin at `data` (libelf may write into it), reads its header
+ * into *hdr and its sections, entries and module info, then runs `then`
+ * on it: 0, or -1 with a message in err. */
+static int with_reader(void *data, size_t size, drk_cubin *hdr, char *err, size_t errlen,
+                       int (*then)(reader *R, void *arg), void *arg)
 {
-    memset(out, 0, sizeof *out);
-    if (!data || read_header(data, size, out, err, errlen))
+    if (!data || read_header(data, size, hdr, err, errlen))
         return data ? -1 : drk_fail(err, errlen, "cubin: no data");
     reader R = {.E = drk_elf(), .err = err, .errlen = errlen};
     if (!R.E)
@@ -545,9 +548,18 @@ int drk_cubin_read_private(void *data, size_t size, drk_cubin *out, char *err, s
         drk_fail(err, errlen, "cubin: libelf rejects it (%s)", R.E->elf_errmsg(-1));
     else if (!load_sections(&R)) {
         link_kernel_sections(&R);
-        rc = find_entries(&R) || read_module_info(&R) || read_kernels(&R, out) ? -1 : 0;
+        rc = find_entries(&R) || read_module_info(&R) || then(&R, arg) ? -1 : 0;
     }
     reader_free(&R);
+    return rc;
+}
+
+static int then_kernels(reader *R, void *out) { return read_kernels(R, out); }
+
+int drk_cubin_read_private(void *data, size_t size, drk_cubin *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof *out);
+    int rc = with_reader(data, size, out, err, errlen, then_kernels, out);
     if (rc)
         drk_cubin_free(out);
     return rc;
@@ -617,31 +629,30 @@ static int digest_kernel(reader *R, const char *kernel, uint64_t *digest)
     return rc;
 }
 
+struct digest_of {
+    const char *kernel;
+    uint64_t *digest;
+};
+
+static int then_digest(reader *R, void *arg)
+{
+    const struct digest_of *d = arg;
+    return digest_kernel(R, d->kernel, d->digest);
+}
+
 int drk_cubin_code_digest(const void *data, size_t size, const char *kernel, uint64_t *digest, char *err,
                           size_t errlen)
 {
-    drk_cubin hdr;
-    memset(&hdr, 0, sizeof hdr);
     if (!data || !kernel || !digest)
         return drk_fail(err, errlen, "cubin: no data");
-    if (read_header(data, size, &hdr, err, errlen))
-        return -1;
-    reader R = {.E = drk_elf(), .err = err, .errlen = errlen};
-    if (!R.E)
-        return drk_fail(err, errlen, "cubin: libelf is missing (libelf.so.1 cannot be opened)");
     char *copy = malloc(size ? size : 1); /* libelf may write into its buffer */
     if (!copy)
         return drk_fail(err, errlen, "cubin: out of memory for %zu bytes", size);
     memcpy(copy, data, size);
-    int rc = -1;
-    R.elf = R.E->elf_memory(copy, size);
-    if (!R.elf || R.E->elf_kind(R.elf) != ELF_K_ELF)
-        drk_fail(err, errlen, "cubin: libelf rejects it (%s)", R.E->elf_errmsg(-1));
-    else if (!load_sections(&R)) {
-        link_kernel_sections(&R);
-        rc = find_entries(&R) || read_module_info(&R) || digest_kernel(&R, kernel, digest) ? -1 : 0;
-    }
-    reader_free(&R);
+    drk_cubin hdr;
+    memset(&hdr, 0, sizeof hdr);
+    struct digest_of d = {kernel, digest};
+    int rc = with_reader(copy, size, &hdr, err, errlen, then_digest, &d);
     free(copy);
     return rc;
 }
