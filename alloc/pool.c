@@ -480,9 +480,12 @@ void drk_pool_stream_destroyed(drk_pool *p, uintptr_t stream)
 }
 
 /* A block freed on `s`, still pending, that can hold `size` bytes without
- * wasting more than half of it: stream order makes it safe on `s` at once.
- * Looks at the newest SAME_STREAM_LOOK frees of the two size classes where
- * such a block can be. */
+ * wasting more than an eighth of it: stream order makes it safe on `s` at
+ * once. Looks at the newest SAME_STREAM_LOOK frees of the two size classes
+ * where such a block can be. Up to half wasted, the traces replayed as the
+ * pool runs (`drk trace replay`, model drk-pool, H200's reserve) peaked
+ * 4-9% higher: GPT with cudaMallocAsync 1.35 against 1.24 GiB, the
+ * synthetic GPT 29.2 against 28.0 GiB, with more driver time too. */
 #define SAME_STREAM_LOOK 8
 
 static pend *take_same_stream(drk_pool *p, stream_state *s, size_t size)
@@ -494,7 +497,7 @@ static pend *take_same_stream(drk_pool *p, stream_state *s, size_t size)
     for (int k = c; k <= c + 1 && k < CLASSES; k++) {
         int looked = 0;
         for (pend *b = s->by_class[k]; b && looked < SAME_STREAM_LOOK; b = b->cnext, looked++)
-            if (b->room >= size && b->room / 2 <= size) {
+            if (b->room >= size && b->room - b->room / 8 <= size) {
                 class_unlink(b);
                 batch_unlink(b);
                 pend_unindex(p, b);

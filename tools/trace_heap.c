@@ -43,6 +43,23 @@ typedef struct heap_model {
     drk_growth growth;
 } heap_model;
 
+int trace_heap_open(const trace_model_config *cfg, drk_page_backend **pages, drk_heap **heap)
+{
+    uint64_t page = cfg->page_size;
+    uint64_t cap = cfg->capacity ? cfg->capacity / page : (1u << 31) - 1;
+    *pages = drk_pages_counting(page, cap < (1u << 31) ? cap : (1u << 31) - 1);
+    /* Virtual space in chunks of 64 GiB: plenty, and reserved at no cost. */
+    *heap = *pages ? drk_heap_new(*pages, (size_t)((64ull << 30) / page * page)) : NULL;
+    if (!*heap) {
+        if (*pages)
+            (*pages)->destroy(*pages);
+        *pages = NULL;
+        return -1;
+    }
+    drk_heap_set_policy(*heap, DRK_HEAP_IDLE_PERMILLE, (size_t)(cfg->reserve / page), 1);
+    return 0;
+}
+
 static trace_model *create(const trace_model_config *cfg, int grow, size_t run_max)
 {
     heap_model *m = calloc(1, sizeof *m);
@@ -51,20 +68,11 @@ static trace_model *create(const trace_model_config *cfg, int grow, size_t run_m
     m->page = cfg->page_size;
     m->grow = grow;
     m->keep = (size_t)(cfg->reserve / m->page);
-    uint64_t cap = cfg->capacity ? cfg->capacity / m->page : (1u << 31) - 1;
-    m->pages = drk_pages_counting(m->page, cap < (1u << 31) ? cap : (1u << 31) - 1);
-    /* Virtual space in chunks of 64 GiB: plenty, and reserved at no cost. */
-    m->heap = m->pages ? drk_heap_new(m->pages, (size_t)((64ull << 30) / m->page * m->page)) : NULL;
-    if (m->heap) {
-        drk_heap_set_policy(m->heap, DRK_HEAP_IDLE_PERMILLE, m->keep, 1);
-        drk_heap_set_run_max(m->heap, run_max);
-    }
-    if (!m->heap) {
-        if (m->pages)
-            m->pages->destroy(m->pages);
+    if (trace_heap_open(cfg, &m->pages, &m->heap) != 0) {
         free(m);
         return NULL;
     }
+    drk_heap_set_run_max(m->heap, run_max);
     return (trace_model *)m;
 }
 
@@ -130,19 +138,26 @@ static void heap_clock(trace_model *tm, uint64_t t_ns)
         advance(m, t_ns);
 }
 
+int trace_slots_fit(uintptr_t **ptr, size_t *n, size_t slot)
+{
+    if (slot < *n)
+        return 0;
+    size_t want = *n ? *n : 1024;
+    while (want <= slot)
+        want *= 2;
+    uintptr_t *p = realloc(*ptr, want * sizeof *p);
+    if (!p)
+        return -1;
+    *ptr = p, *n = want;
+    return 0;
+}
+
 static int heap_alloc(trace_model *tm, size_t slot, uint64_t size, uint32_t stream)
 {
     heap_model *m = (heap_model *)tm;
     (void)stream;
-    if (slot >= m->nptr) {
-        size_t n = m->nptr ? m->nptr : 1024;
-        while (n <= slot)
-            n *= 2;
-        uintptr_t *p = realloc(m->ptr, n * sizeof *p);
-        if (!p)
-            return MODEL_NOMEM;
-        m->ptr = p, m->nptr = n;
-    }
+    if (trace_slots_fit(&m->ptr, &m->nptr, slot) != 0)
+        return MODEL_NOMEM;
     int r;
     while ((r = drk_heap_alloc(m->heap, size, &m->ptr[slot])) == DRK_PAGES_BUSY) {
         /* The pages it needs are being made: it waits for them. */
@@ -172,18 +187,22 @@ static uint64_t heap_reserved(const trace_model *tm)
     return drk_heap_get_stats(m->heap).pages * m->page;
 }
 
+void trace_heap_free_space(const drk_heap *h, uint64_t page, uint64_t *total, uint64_t *largest)
+{
+    drk_heap_stats st = drk_heap_get_stats(h);
+    *total = st.idle_pages * page;
+    *largest = st.idle_run_pages * page; /* runs with live data over a page are reused only in place */
+}
+
 static void heap_free_space(const trace_model *tm, uint64_t *total, uint64_t *largest)
 {
     const heap_model *m = (const heap_model *)tm;
-    drk_heap_stats st = drk_heap_get_stats(m->heap);
-    *total = st.idle_pages * m->page;
-    *largest = st.idle_run_pages * m->page; /* runs with live data over a page are reused only in place */
+    trace_heap_free_space(m->heap, m->page, total, largest);
 }
 
-static void heap_calls(const trace_model *tm, trace_model_calls *out)
+void trace_heap_calls(const drk_heap *h, uint64_t waits, uint64_t wait_ns, trace_model_calls *out)
 {
-    const heap_model *m = (const heap_model *)tm;
-    drk_heap_stats st = drk_heap_get_stats(m->heap);
+    drk_heap_stats st = drk_heap_get_stats(h);
     *out = (trace_model_calls){
         .pages_created = st.creates,
         .pages_moved = st.moves,
@@ -192,9 +211,15 @@ static void heap_calls(const trace_model *tm, trace_model_calls *out)
         .unmap_calls = st.unmap_calls,
         .pages_made_ahead = st.ahead_made,
         .pages_taken_ahead = st.ahead_used,
-        .waits = m->waits,
-        .driver_ns = st.create_calls * (uint64_t)MAKE_NS + st.move_calls * (uint64_t)MOVE_NS + m->wait_ns,
+        .waits = waits,
+        .driver_ns = st.create_calls * (uint64_t)MAKE_NS + st.move_calls * (uint64_t)MOVE_NS + wait_ns,
     };
+}
+
+static void heap_calls(const trace_model *tm, trace_model_calls *out)
+{
+    const heap_model *m = (const heap_model *)tm;
+    trace_heap_calls(m->heap, m->waits, m->wait_ns, out);
 }
 
 static void heap_destroy(trace_model *tm)

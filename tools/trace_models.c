@@ -92,5 +92,7 @@ const trace_model_ops *const trace_models[] = {
     &trace_model_drk_heap,
     &trace_model_drk_heap_pages,
     &trace_model_drk_heap_grow,
+    &trace_model_drk_pool,
 };
 const size_t trace_nmodels = sizeof trace_models / sizeof *trace_models;
+_Static_assert(sizeof trace_models / sizeof *trace_models <= TRACE_MAX_MODELS, "replay keeps TRACE_MAX_MODELS runs");

@@ -51,11 +51,26 @@ typedef struct trace_model_ops {
 
 extern const trace_model_ops trace_model_ideal, trace_model_driver, trace_model_first_fit,
     trace_model_best_fit_stream, trace_model_drk_heap, trace_model_drk_heap_pages,
-    trace_model_drk_heap_grow;
+    trace_model_drk_heap_grow, trace_model_drk_pool;
+
+/* For the models of drk's heap and pool (trace_heap.c): a heap on the
+ * counting page backend as cfg says (capacity, reserve), -1 if out of
+ * memory; its free space as free_space() gives it; its driver calls at an
+ * H200's costs, with `waits` for a grower that took `wait_ns`. */
+typedef struct drk_heap drk_heap;
+typedef struct drk_page_backend drk_page_backend;
+int trace_heap_open(const trace_model_config *cfg, drk_page_backend **pages, drk_heap **heap);
+void trace_heap_free_space(const drk_heap *h, uint64_t page, uint64_t *total, uint64_t *largest);
+void trace_heap_calls(const drk_heap *h, uint64_t waits, uint64_t wait_ns, trace_model_calls *out);
+/* Makes the array of *n addresses by slot hold `slot` (doubling, from
+ * 1024); 0, or -1 out of memory (nothing changed). */
+int trace_slots_fit(uintptr_t **ptr, size_t *n, size_t slot);
 
 /* Every model, in the order replay prints them. */
 extern const trace_model_ops *const trace_models[];
 extern const size_t trace_nmodels;
+/* At most this many (trace_models.c checks it). */
+#define TRACE_MAX_MODELS 16
 
 /* The granularity the driver model rounds each allocation to. */
 #define DRIVER_GRANULARITY (2u << 20)

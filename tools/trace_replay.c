@@ -90,7 +90,7 @@ typedef struct model_run {
 typedef struct replay_result {
     uint64_t page_size, ops, allocs, frees, max_live, peak_live, duration_ns;
     drk_trace_header header;
-    model_run runs[8];
+    model_run runs[TRACE_MAX_MODELS];
     size_t nruns;
 } replay_result;
 
@@ -322,7 +322,7 @@ static int cmd_replay(int argc, char **argv)
 {
     int json = 0, i = 1;
     uint64_t page_size = 0, capacity = 0, reserve = 0;
-    const trace_model_ops *chosen[8];
+    const trace_model_ops *chosen[TRACE_MAX_MODELS];
     size_t nchosen = 0;
     for (; i < argc; i++) {
         const char *a = argv[i];

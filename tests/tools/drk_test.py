@@ -1938,7 +1938,7 @@ def case_trace_replay_hole():
           and t["header"]["program"].startswith("hand-written"), f"trace totals: {t}", p)
     m = models_of(t)
     check(list(m) == ["ideal", "driver", "first-fit", "best-fit-per-stream", "drk-heap", "drk-heap-pages",
-                      "drk-heap-grow"],
+                      "drk-heap-grow", "drk-pool"],
           "every model, in order", p)
     for mm in m.values():
         expect_model(mm, p, peak_live_bytes=2883584, ooms=0, first_oom_line=None)
@@ -1967,6 +1967,10 @@ def case_trace_replay_hole():
     check(m["drk-heap-grow"].get("calls") == m["drk-heap"]["calls"] and
           m["drk-heap-grow"]["peak_reserved_bytes"] == 3 << 20, f"drk-heap-grow {m['drk-heap-grow']}", p)
     check("calls" not in m["first-fit"], "first-fit says nothing of calls", p)
+    # drk-pool: A's free is batched, given back when D finds no page: the
+    # pool reserves what drk-heap does
+    check(m["drk-pool"]["peak_reserved_bytes"] == 3 << 20 and m["drk-pool"].get("calls") == m["drk-heap"]["calls"],
+          f"drk-pool {m['drk-pool']}", p)
 
     # --page-size overrides the header: 2 MiB steps hold A, B and C, D grows to 4 MiB
     doc, p = replay_json("--page-size", "2M", "--model", "first-fit", trace_fixture("hole.trace"))

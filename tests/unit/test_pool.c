@@ -111,6 +111,12 @@ static void test_same_stream(void)
     /* A block much larger than asked is not taken: it would waste half. */
     CHECK(drk_pool_free(r.pool, c, 0x10, 1) == 0);
     CHECK(drk_pool_alloc(r.pool, 100, 0x10, 1, &c) == 0 && c != a);
+    /* Nor one that would waste a quarter (more than an eighth): 8 MiB
+     * pending serves 7.5 MiB, not 6. */
+    uintptr_t big, x;
+    CHECK(drk_pool_alloc(r.pool, 8 * MIB, 0x10, 1, &big) == 0 && drk_pool_free(r.pool, big, 0x10, 1) == 0);
+    CHECK(drk_pool_alloc(r.pool, 6 * MIB, 0x10, 1, &x) == 0 && x != big);
+    CHECK(drk_pool_alloc(r.pool, 15 * MIB / 2, 0x10, 1, &x) == 0 && x == big);
     rig_end(&r);
 }
 
