@@ -107,14 +107,18 @@ typedef struct drk_engine_row {
     unsigned tried, proven, rejected, trusted;
     unsigned same_code;         /* variants not tried: their code was a variant's compiled before */
     char serving[96];           /* the served variant ("default" if none) */
-    double speedup;             /* its median paired speedup (1: default) */
+    double speedup;             /* its speedup (1: default): run_speedup once timed, else replay_speedup */
+    double run_speedup;         /* in the program: the original's median launch over the served variant's,
+                                 * each timed in a round that ran it throughout (0: not both timed yet) */
+    double replay_speedup;      /* on replays in drk's context (several times too high under a busy program) */
     double build_ms;            /* total wall time of builds */
     unsigned builds;
     double build_ms_max;
     int from_cache;             /* served from the first launch on a result an earlier run found */
     uint64_t trial_ns;          /* GPU time of its replays */
     uint64_t saved_ns;          /* GPU time its served variant saved, estimated: the variant's time in each round
-                                 * it served x (speedup - 1); an untimed round counted as the latest timed one */
+                                 * it served x (speedup - 1, the speedup in the program once timed there, else on
+                                 * replays); an untimed round counted as the latest timed one */
     size_t snapshot_bytes;
 } drk_engine_row;
 

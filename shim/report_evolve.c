@@ -77,6 +77,8 @@ void drk_report_evolve(drk_json *j)
         drk_json_u64(j, "same_code", r->same_code);
         drk_json_str(j, "serving", r->serving);
         drk_json_f64(j, "speedup", r->speedup);
+        drk_json_f64(j, "run_speedup", r->run_speedup);
+        drk_json_f64(j, "replay_speedup", r->replay_speedup);
         drk_json_u64(j, "builds", r->builds);
         drk_json_f64(j, "build_ms", r->build_ms);
         drk_json_f64(j, "build_ms_max", r->build_ms_max);

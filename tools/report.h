@@ -181,6 +181,8 @@ typedef struct rep_evolve_row {
     uint64_t same_code; /* 0 in reports before it */
     uint64_t saved_ns; /* GPU time its served variant saved, estimated (0 in reports of an older drk) */
     double speedup, build_ms, build_ms_max; /* speedup: 1 serving the default */
+    double run_speedup;    /* timed on the program's own launches; 0: not (then speedup is replay_speedup) */
+    double replay_speedup; /* on replays in drk's context; the speedup of older reports */
     uint64_t pid;        /* its process's */
     size_t seq;          /* totals_merge's scratch: the row's place in its input */
 } rep_evolve_row;

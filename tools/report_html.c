@@ -609,7 +609,9 @@ static void evolve_table(FILE *f, const rep_evolve *e, size_t top)
                 percent_text(e->trial_ns, e->program_kernel_ns, 1, share, sizeof share),
                 human_ns(e->program_kernel_ns, program, sizeof program));
     fprintf(f, ", budget %.3g%%; %.1f%% of kernels re-searched per round over %" PRIu64 " round%s. A variant is "
-               "served only once proven bitwise equal to the original; speedup: its median paired speedup.</p>\n",
+               "served only once proven bitwise equal to the original; speedup: the original's median launch in the "
+               "program over the variant's, or marked (replays), until both were timed, an estimate from replays in "
+               "drk's context (too high while the program keeps the GPU busy).</p>\n",
             100 * e->budget, 100 * e->researched_share, e->rounds, e->rounds == 1 ? "" : "s");
     if (!e->nrows)
         return;
@@ -625,7 +627,7 @@ static void evolve_table(FILE *f, const rep_evolve *e, size_t top)
         char shape[256], total[32], max[32];
         shape_text(&key, shape, sizeof shape);
         if (strcmp(r->serving, "default") != 0)
-            fprintf(f, "<tr><td>%.2fx</td>", r->speedup);
+            fprintf(f, r->run_speedup > 0 ? "<tr><td>%.2fx</td>" : "<tr><td>%.2fx (replays)</td>", r->speedup);
         else
             fprintf(f, "<tr><td>-</td>");
         fprintf(f, "<td class=\"name\" title=\"");

@@ -584,8 +584,8 @@ static void print_evolve_rows(FILE *f, const rep_evolve *e, size_t top, size_t n
             tried[96], builds[96], total[32], max[32], why[4 * EVIDENCE_COLUMN + 4];
         text_fit(r->name, NAME_COLUMN, name, sizeof name);
         text_fit(r->serving, 48, serving, sizeof serving);
-        if (strcmp(r->serving, "default") != 0)
-            snprintf(speedup, sizeof speedup, "%.2fx", r->speedup);
+        if (strcmp(r->serving, "default") != 0) /* a replay estimate is marked (replays) */
+            snprintf(speedup, sizeof speedup, r->run_speedup > 0 ? "%.2fx" : "%.2fx (replays)", r->speedup);
         else
             snprintf(speedup, sizeof speedup, "-");
         snprintf(tried, sizeof tried, "%" PRIu64 " / %" PRIu64 " / %" PRIu64, r->tried, r->proven, r->rejected);
@@ -932,6 +932,8 @@ static void json_evolve(drk_json *j, FILE *f, const rep_evolve *e, size_t top)
         drk_json_u64(j, "same_code", r->same_code);
         drk_json_str(j, "serving", r->serving);
         drk_json_f64(j, "speedup", r->speedup);
+        drk_json_f64(j, "run_speedup", r->run_speedup);
+        drk_json_f64(j, "replay_speedup", r->replay_speedup);
         drk_json_u64(j, "builds", r->builds);
         drk_json_f64(j, "build_ms", r->build_ms);
         drk_json_f64(j, "build_ms_max", r->build_ms_max);

@@ -456,6 +456,15 @@ static void get_number(ctx *c, const json_value *obj, const char *where, const c
         *out = v->u.num.d;
 }
 
+/* A number newer reports have: `absent` when they have not. */
+static void get_number_optional(ctx *c, const json_value *obj, const char *where, const char *key, double *out,
+                                double absent)
+{
+    *out = absent;
+    if (json_get(obj, key))
+        get_number(c, obj, where, key, out);
+}
+
 /* gpu_time.counters, when the report has it (an older drk's has not). */
 static int read_counters(ctx *c, const json_value *gpu, rep_counters *k)
 {
@@ -609,6 +618,9 @@ static int read_evolve(ctx *c, const json_value *doc, rep_evolve *e, uint64_t pi
         get_u64_optional(c, r, where, "same_code", &x->same_code);
         x->serving = get_str(c, r, where, "serving");
         get_number(c, r, where, "speedup", &x->speedup);
+        /* Older reports: their speedup was the replays'. */
+        get_number_optional(c, r, where, "run_speedup", &x->run_speedup, 0);
+        get_number_optional(c, r, where, "replay_speedup", &x->replay_speedup, x->speedup);
         get_u64(c, r, where, "builds", &x->builds);
         get_number(c, r, where, "build_ms", &x->build_ms);
         get_number(c, r, where, "build_ms_max", &x->build_ms_max);

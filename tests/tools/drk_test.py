@@ -1565,10 +1565,11 @@ def case_report_evolve():
         p = drk("report", path)
         check(p.returncode != 0 and "own_context_mib" in p.stderr, "own_context_mib: a string is refused", p)
 
-    # Rows without a why ("" as the engine writes it) show "-".
+    # Rows without a why ("" as the engine writes it) show "-". A report of an older drk (no run_speedup):
+    # its speedup is the replays' estimate, marked so.
     p = drk("report", evolve_fixture(42))
     check(p.returncode == 0 and [cells(l) for l in evolve_lines(p.stdout)[2:]] == [
-        ["empty", "1x1x1", "32x1x1", "0", "searching", "regs=64 cache=1", "1.25x", "3 / 2 / 1",
+        ["empty", "1x1x1", "32x1x1", "0", "searching", "regs=64 cache=1", "1.25x (replays)", "3 / 2 / 1",
          "3 (450 ms, max 200 ms)", "regs=16 rejected: the outputs differ at byte 4096"],
         ["hidden", "2x1x1", "128x1x1", "256", "capturing", "default", "-", "0 / 0 / 0", "0", "-"]],
           "pid 42: served while searching first, no why as -", p)
@@ -1659,7 +1660,7 @@ def case_report_evolve():
               ["pid"] + list(EVOLVE_HEAD),
               ["41", "empty", "4x1x1", "64x1x1", "0", "settled", "regs=32", "2.00x", "6 / 4 / 2",
                "6 (1.20 s, max 400 ms)", "settled after 3 rounds"],
-              ["42", "empty", "1x1x1", "32x1x1", "0", "searching", "regs=64 cache=1", "1.25x", "3 / 2 / 1",
+              ["42", "empty", "1x1x1", "32x1x1", "0", "searching", "regs=64 cache=1", "1.25x (replays)", "3 / 2 / 1",
                "3 (450 ms, max 200 ms)", "regs=16 rejected: the outputs differ at byte 4096"],
               ["42", "hidden", "2x1x1", "128x1x1", "256", "capturing", "default", "-", "0 / 0 / 0", "0", "-"],
               ["41", long_cut, "8x1x1", "128x1x1", "4096", "failed", "default", "-", "2 / 0 / 1",
