@@ -439,6 +439,14 @@ static double run_speedup(const struct target *t)
     return t->served && t->run_default_ns > 0 && t->run_served_ns > 0 ? t->run_default_ns / t->run_served_ns : 0;
 }
 
+/* What the served variant is taken to win: the program's timing, else the
+ * replays'. */
+static double best_speedup(const struct target *t)
+{
+    double x = run_speedup(t);
+    return x > 0 ? x : t->speedup;
+}
+
 static void drop_ptx(struct target *t)
 {
     free((char *)t->ptx.text);
@@ -2137,7 +2145,7 @@ static const drk_time_row *row_of(const drk_round *r, const struct target *t)
  * latest timed round it served). */
 static void saved(struct target *t)
 {
-    double x = run_speedup(t) > 0 ? run_speedup(t) : t->speedup;
+    double x = best_speedup(t);
     if (t->served && x > 1)
         t->saved_ns += (double)t->served_round_ns * (x - 1);
 }
@@ -2308,7 +2316,7 @@ size_t drk_engine_rows(drk_engine_row *out, size_t max)
             snprintf(o->serving, sizeof o->serving, "default");
         o->replay_speedup = t->served ? t->speedup : 1.0;
         o->run_speedup = run_speedup(t);
-        o->speedup = o->run_speedup > 0 ? o->run_speedup : o->replay_speedup;
+        o->speedup = t->served ? best_speedup(t) : 1.0;
         o->build_ms = t->build_ms, o->builds = t->builds, o->build_ms_max = t->build_ms_max;
         o->trial_ns = t->trial_ns;
         o->saved_ns = (uint64_t)(t->saved_ns + 0.5);

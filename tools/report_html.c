@@ -624,12 +624,11 @@ static void evolve_table(FILE *f, const rep_evolve *e, size_t top)
         rep_time_row key = {.name = r->name, .shared_bytes = r->shared_bytes};
         memcpy(key.grid, r->grid, sizeof key.grid);
         memcpy(key.block, r->block, sizeof key.block);
-        char shape[256], total[32], max[32];
+        char shape[256], total[32], max[32], speedup[48];
         shape_text(&key, shape, sizeof shape);
-        if (strcmp(r->serving, "default") != 0)
-            fprintf(f, r->run_speedup > 0 ? "<tr><td>%.2fx</td>" : "<tr><td>%.2fx (replays)</td>", r->speedup);
-        else
-            fprintf(f, "<tr><td>-</td>");
+        fprintf(f, "<tr><td>%s</td>",
+                speedup_text(strcmp(r->serving, "default") != 0, r->speedup, r->run_speedup > 0, speedup,
+                             sizeof speedup));
         fprintf(f, "<td class=\"name\" title=\"");
         esc(f, r->name);
         fprintf(f, "\">");

@@ -584,10 +584,7 @@ static void print_evolve_rows(FILE *f, const rep_evolve *e, size_t top, size_t n
             tried[96], builds[96], total[32], max[32], why[4 * EVIDENCE_COLUMN + 4];
         text_fit(r->name, NAME_COLUMN, name, sizeof name);
         text_fit(r->serving, 48, serving, sizeof serving);
-        if (strcmp(r->serving, "default") != 0) /* a replay estimate is marked (replays) */
-            snprintf(speedup, sizeof speedup, r->run_speedup > 0 ? "%.2fx" : "%.2fx (replays)", r->speedup);
-        else
-            snprintf(speedup, sizeof speedup, "-");
+        speedup_text(strcmp(r->serving, "default") != 0, r->speedup, r->run_speedup > 0, speedup, sizeof speedup);
         snprintf(tried, sizeof tried, "%" PRIu64 " / %" PRIu64 " / %" PRIu64, r->tried, r->proven, r->rejected);
         if (r->builds)
             snprintf(builds, sizeof builds, "%" PRIu64 " (%s, max %s)", r->builds,

@@ -152,6 +152,15 @@ const char *sectors_text(double v, char *buf, size_t n)
     return buf;
 }
 
+const char *speedup_text(int served, double speedup, int in_program, char *buf, size_t n)
+{
+    if (served)
+        snprintf(buf, n, in_program ? "%.2fx" : "%.2fx (replays)", speedup);
+    else
+        snprintf(buf, n, "-");
+    return buf;
+}
+
 const char *percent_text(uint64_t part, uint64_t whole, int sign, char *buf, size_t n)
 {
     if (whole)

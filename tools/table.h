@@ -43,6 +43,10 @@ const char *human_ms(double ms, char *buf, size_t n);
 /* Sectors per request (counters): "-" when the kernel made no such requests (-1). */
 const char *sectors_text(double v, char *buf, size_t n);
 
+/* A served variant's speedup: "2.00x", "2.00x (replays)" when only replays
+ * measured it (not timed in the program); "-" when the default serves. */
+const char *speedup_text(int served, double speedup, int in_program, char *buf, size_t n);
+
 /* part of whole in percent, one decimal ("12.5", or "12.5%" with `sign`);
  * "-" when there is no whole. */
 const char *percent_text(uint64_t part, uint64_t whole, int sign, char *buf, size_t n);
