@@ -118,6 +118,14 @@ struct target {
     int from_cache;             /* serving an earlier run's result, proven again before it settles */
     int plant_tried;            /* DRK_EVOLVE_PLANT's variant was tried on it */
     int came_from_cache;        /* what it serves was an earlier run's result (the report's) */
+    /* An earlier run's result waiting for its copy in the program's
+     * context (loaded at a synchronize) before it serves; the round it
+     * was asked in, and the cache's read of its cubin. */
+    int cached_pending;
+    int search_on;              /* its search goes on once the cached result is proven again (PARTIAL_SERVING) */
+    unsigned pending_round;
+    double pending_read_ms;
+    unsigned timed_ask;         /* changed_at + 1 when records were asked back to time what serves */
     unsigned turn_rounds;       /* search rounds since its turn began */
     drk_proof_ref prev;         /* the latest capture's settled reference (prev.state EQUAL): the next is queued */
     int yielded;                /* its turn passed mid-search: it goes on when it is chosen again */
@@ -152,6 +160,10 @@ static uint64_t build_wall_ns; /* builds' wall time (nvJitLink on the CPU, the l
 static unsigned builds_made;    /* modules loaded in drk's context by builds (each a switch of the GPU) */
 static unsigned served_loads;
 static double served_load_ms_max;
+/* Earlier runs' results served from the cache: the cubin's read and its
+ * load into the program's context (at a synchronize, or by drk's thread). */
+static unsigned cache_serves;
+static double cache_serve_ms_sum, cache_serve_ms_max;
 
 /* ---- Settings ---- */
 
@@ -401,7 +413,13 @@ static void free_built(struct built *b)
 
 static CUfunction trial_fn(const struct built *b) { return b->has_attr ? b->attr.fn : b->jit.fn; }
 
-static int is_served(const struct target *t, const struct built *b) { return t->served && b->pfn == t->served; }
+/* What serves, or an earlier run's result that will once its copy is in
+ * the program's context. */
+static int is_served(const struct target *t, const struct built *b)
+{
+    return (t->served && b->pfn == t->served) ||
+           (t->cached_pending && b->id == drk_variant_id(&drk_space_ptx, &t->served_v));
+}
 
 static void free_snapshot(struct target *t)
 {
@@ -425,7 +443,7 @@ static void served_changed(struct target *t)
 static void withdraw(struct target *t)
 {
     drk_registry_serve(t->rec->handle, &t->shape, 0);
-    t->served = NULL, t->from_cache = t->came_from_cache = 0, t->speedup = 1;
+    t->served = NULL, t->from_cache = t->came_from_cache = t->cached_pending = 0, t->speedup = 1;
     served_changed(t);
 }
 
@@ -488,7 +506,7 @@ static void end_target(struct target *t, drk_target_state st, const char *fmt, .
     }
     t->state = st;
     drop_ptx(t);
-    if (t->served && t->from_cache && (st == DRK_TARGET_REFUSED || st == DRK_TARGET_FAILED)) {
+    if ((t->served || t->cached_pending) && t->from_cache && (st == DRK_TARGET_REFUSED || st == DRK_TARGET_FAILED)) {
         /* An earlier run's result not yet proven again here: withdrawn. */
         withdraw(t);
     }
@@ -606,8 +624,12 @@ static void result_key(struct target *t, int dev)
 }
 
 /* An earlier run's result for `t`: 1 and the variant (the default: nothing
- * won), 0 if none; *partial: a search the run ended before it settled,
- * and the variant its best so far (a start, not a result). */
+ * won), 0 if none; *partial: a search the run ended before it settled, and
+ * the variant its best so far (a start, not a result): PARTIAL_SERVING
+ * where that variant served there, proven (served again here once loaded,
+ * and the search goes on from it once proven again). */
+enum { PARTIAL_BEST = 1, PARTIAL_SERVING = 2 };
+
 static int result_get(struct target *t, drk_variant *v, double *speedup, int *partial)
 {
     drk_cache_blob b;
@@ -621,7 +643,7 @@ static int result_get(struct target *t, drk_variant *v, double *speedup, int *pa
     unsigned id;
     if (sscanf(text, "variant %u speedup %lf", &id, speedup) != 2 || drk_variant_from_id(&drk_space_ptx, id, v) != 0)
         return 0;
-    *partial = strstr(text, " partial\n") != NULL;
+    *partial = strstr(text, " partial serving\n") ? PARTIAL_SERVING : strstr(text, " partial\n") ? PARTIAL_BEST : 0;
     return 1;
 }
 
@@ -631,44 +653,13 @@ static void result_put(struct target *t, const drk_variant *v, double speedup, i
         return;
     char text[128];
     int n = snprintf(text, sizeof text, "variant %u speedup %.4f%s\n", drk_variant_id(&drk_space_ptx, v), speedup,
-                     partial ? " partial" : "");
+                     partial == PARTIAL_SERVING ? " partial serving" : partial ? " partial" : "");
     if (n > 0 && drk_cache_put(cfg.cache, &t->key, RESULT_KIND, text, (size_t)n, t->rec->name) == 0)
         cache_stored++;
 }
 
-static CUfunction build(struct target *t, const drk_variant *v, int *same, char *why, size_t len);
-static struct built *built_of(struct target *t, uint32_t id);
-static CUfunction serve_copy(struct target *t, struct built *b, char *why, size_t len);
-
-/* A result from the cache: served at once, and proven again on the next
- * launches before the target settles (a proof that fails withdraws it and
- * the search starts). */
-static void from_cache(struct target *t, const drk_variant *v, double speedup)
-{
-    cache_hits++;
-    char text[96], why[256];
-    drk_variant_text(&drk_space_ptx, v, text, sizeof text);
-    if (drk_variant_is_default(v)) {
-        end_target(t, DRK_TARGET_SETTLED, "an earlier run found nothing faster (the cache)");
-        return;
-    }
-    CUfunction fn = build(t, v, NULL, why, sizeof why);
-    struct built *b = fn ? built_of(t, drk_variant_id(&drk_space_ptx, v)) : NULL;
-    if (b)
-        fn = serve_copy(t, b, why, sizeof why);
-    if (!fn) {
-        drk_log(DRK_LOG_INFO, "evolve: %.80s: the cached result %s does not build (%.160s): searching", t->rec->name,
-                text, why);
-        return;
-    }
-    drk_registry_serve(t->rec->handle, &t->shape, (uintptr_t)fn);
-    t->served = fn, t->served_v = *v, t->speedup = speedup, t->from_cache = t->came_from_cache = 1;
-    served_changed(t);
-    drk_log(DRK_LOG_INFO, "evolve: %.80s at grid (%u,%u,%u) block (%u,%u,%u): serving %s from the cache (%.3fx in an "
-                          "earlier run), to be proven again on %d launches",
-            t->rec->name, t->shape.grid[0], t->shape.grid[1], t->shape.grid[2], t->shape.block[0], t->shape.block[1],
-            t->shape.block[2], text, speedup, DRK_PROOF_LAUNCHES);
-}
+static void from_cache(struct target *t, const drk_variant *v, double speedup);
+static void serve_cached(struct target *t, struct built *b, double load_ms);
 
 static struct target *make_target(const drk_kernel_record *r, int slot, const drk_time_row *row)
 {
@@ -739,9 +730,15 @@ static struct target *make_target(const drk_kernel_record *r, int slot, const dr
         char text[96];
         drk_evolution_init(&t->evo, &drk_space_ptx, (uint64_t)(uintptr_t)r ^ t->cls, &cached);
         partial_hits++;
-        drk_log(DRK_LOG_INFO, "evolve: %.80s: an earlier run's search ended at %s (%.3fx, not yet proven here): "
-                              "searching on from it", r->name,
-                drk_variant_text(&drk_space_ptx, &cached, text, sizeof text), speedup);
+        drk_log(DRK_LOG_INFO, "evolve: %.80s: an earlier run's search ended %s %s (%.3fx, not yet proven here): %s",
+                r->name, partial == PARTIAL_SERVING ? "serving" : "at",
+                drk_variant_text(&drk_space_ptx, &cached, text, sizeof text), speedup,
+                partial == PARTIAL_SERVING ? "served again, and searched on from it once proven again"
+                                           : "searching on from it");
+        if (partial == PARTIAL_SERVING) {
+            t->search_on = 1;
+            from_cache(t, &cached, speedup);
+        }
     } else if (got) {
         from_cache(t, &cached, speedup);
     }
@@ -905,6 +902,82 @@ static int same_code(struct target *t, uint32_t id, const drk_variant *attr, con
     return 0;
 }
 
+/* What a build of `t` in drk's context starts from. */
+static drk_build_in own_build_in(struct target *t)
+{
+    return (drk_build_in){.drv = &drv, .ctx = own_ctx, .k = &t->sk,
+                          .block_threads = t->shape.block[0] * t->shape.block[1] * t->shape.block[2],
+                          .sm = env.sm > 0 ? (unsigned)env.sm : 0};
+}
+
+/* The cache's key of `t`'s cubin built with the PTX source's variant
+ * `jit`: the PTX, the compile's options, the device and nvJitLink. 0 or -1. */
+static int cubin_key(struct target *t, const drk_build_in *in, const drk_variant *jit, drk_cache_key *ck)
+{
+    char extra[320], opts[160];
+    drk_source_variant_text(&drk_source_ptx, jit, in->block_threads, opts, sizeof opts);
+    snprintf(extra, sizeof extra, "cubin 1|sm %u|nvjitlink %u|%s", in->sm, drk_jitlink_version(), opts);
+    return key_of(t, env_device, extra, ck);
+}
+
+/* Loads `in->cubin` into drk's context as build `b` (its slot kept on
+ * failure: the caller's) and sets its attributes (`attr`): its trial
+ * function, or NULL (why). Counted as a build: a module in drk's context. */
+static CUfunction load_own(struct target *t, struct built *b, drk_build_in *in, const drk_variant *jit,
+                           const drk_variant *attr, char *why, size_t len)
+{
+    if (drk_source_ptx.build(in, jit, &b->jit) != 0)
+        return snprintf(why, len, "build failed: %.220s", b->jit.why), NULL;
+    t->builds++;
+    builds_made++;
+    build_wall_ns += b->jit.build_ns;
+    b->attrv = *attr;
+    if (!drk_variant_is_default(attr)) {
+        in->fn = b->jit.fn;
+        if (drk_source_attr.build(in, attr, &b->attr) != 0)
+            return snprintf(why, len, "attribute failed: %.220s", b->attr.why), NULL;
+        b->has_attr = 1;
+    }
+    return trial_fn(b);
+}
+
+static void cubin_hit(double ms, double read_ms)
+{
+    cubin_hits++;
+    cubin_hit_ms_sum += ms;
+    cubin_read_ms_sum += read_ms;
+    cubin_hit_ms_max = ms > cubin_hit_ms_max ? ms : cubin_hit_ms_max;
+}
+
+static void built_ms(struct target *t, const struct built *b, const char *text, int from_cache)
+{
+    double ms = ms_of(b->jit.build_ns);
+    drk_log(DRK_LOG_DEBUG, "evolve: %.80s: %s built in %.1f ms (compile %.1f ms%s, load %.2f ms)", t->rec->name, text,
+            ms, b->jit.jit_ms > 0 ? b->jit.jit_ms : 0.0, from_cache ? ", a cached cubin" : "", ms_of(b->jit.load_ns));
+    t->build_ms += ms;
+    if (ms > t->build_ms_max)
+        t->build_ms_max = ms;
+}
+
+/* An earlier run's result that serves (or will) from the program's
+ * context without a build in drk's: its cubin, read from the cache then,
+ * loaded into drk's context now, for its proofs. */
+static CUfunction load_cached_own(struct target *t, struct built *b, drk_build_in *in, const drk_variant *jit,
+                                  const drk_variant *attr, char *why, size_t len)
+{
+    if (!b->cubin || !t->sk.ptx)
+        return snprintf(why, len, "%s", b->cubin ? "its PTX is gone" : "its cubin was not kept"), NULL;
+    uint64_t c0 = clock_ns();
+    in->cubin = b->cubin;
+    CUfunction fn = load_own(t, b, in, jit, attr, why, len);
+    if (fn) {
+        char text[96];
+        cubin_hit(ms_of(clock_ns() - c0) + t->pending_read_ms, t->pending_read_ms);
+        built_ms(t, b, drk_variant_text(&drk_space_ptx, &t->served_v, text, sizeof text), 1);
+    }
+    return fn;
+}
+
 /* Builds variant `v` of `t` (or finds it built): its function, or NULL
  * (why). A rebuild is compiled (or read from the cache) first, on the CPU:
  * one that makes the same code as a variant compiled before sets *same
@@ -915,18 +988,18 @@ static CUfunction build(struct target *t, const drk_variant *v, int *same, char 
     struct built *b = built_of(t, id);
     if (same)
         *same = 0;
-    if (b)
+    if (b && trial_fn(b))
         return trial_fn(b);
     drk_variant jit, attr;
     to_sources(v, &jit, &attr);
-    if (!t->sk.ptx)
-        return snprintf(why, len, "its PTX is gone"), NULL;
     if (!own_ctx)
         return snprintf(why, len, "drk's context is gone"), NULL;
     /* Built in drk's context; loaded into the program's only once served. */
-    drk_build_in in = {.drv = &drv, .ctx = own_ctx, .k = &t->sk,
-                       .block_threads = t->shape.block[0] * t->shape.block[1] * t->shape.block[2],
-                       .sm = env.sm > 0 ? (unsigned)env.sm : 0};
+    drk_build_in in = own_build_in(t);
+    if (b)
+        return load_cached_own(t, b, &in, &jit, &attr, why, len);
+    if (!t->sk.ptx)
+        return snprintf(why, len, "its PTX is gone"), NULL;
     char text[96];
     drk_variant_text(&drk_space_ptx, v, text, sizeof text);
     drk_source_kernel wrong;
@@ -949,10 +1022,7 @@ static CUfunction build(struct target *t, const drk_variant *v, int *same, char 
     int cached = 0, from_cache = 0;
     uint64_t c0 = clock_ns();
     if (!edited && cfg.cache) {
-        char extra[320], opts[160];
-        drk_source_variant_text(&drk_source_ptx, &jit, in.block_threads, opts, sizeof opts);
-        snprintf(extra, sizeof extra, "cubin 1|sm %u|nvjitlink %u|%s", in.sm, drk_jitlink_version(), opts);
-        cached = key_of(t, env_device, extra, &ck) == 0;
+        cached = cubin_key(t, &in, &jit, &ck) == 0;
         if (cached && drk_cache_get(cfg.cache, &ck, CUBIN_KIND, &hit) == 0)
             from_cache = 1;
     }
@@ -987,58 +1057,32 @@ static CUfunction build(struct target *t, const drk_variant *v, int *same, char 
         return snprintf(why, len, "no slot to build in"), NULL;
     }
     in.cubin = code;
-    int failed = drk_source_ptx.build(&in, &jit, &b->jit) != 0;
+    CUfunction fn = load_own(t, b, &in, &jit, &attr, why, len);
     free(edited);
-    if (!failed) {
-        /* Kept to serve: the served copy is this cubin again. */
-        if (from_cache) {
-            if ((b->cubin = malloc(code_len)) != NULL) {
-                memcpy(b->cubin, code, code_len);
-                b->cubin_len = code_len;
-            }
-            double ms = ms_of(clock_ns() - c0);
-            cubin_hits++;
-            cubin_hit_ms_sum += ms;
-            cubin_read_ms_sum += ms_of(c1 - c0);
-            cubin_hit_ms_max = ms > cubin_hit_ms_max ? ms : cubin_hit_ms_max;
-        } else {
-            b->cubin = compiled.cubin, b->cubin_len = code_len;
-            compiled.cubin = NULL;
-            b->jit.jit_ms = compiled.jit_ms;
-            b->jit.build_ns += compiled.build_ns;
-            memcpy(b->jit.log, compiled.log, sizeof b->jit.log);
-        }
-    }
-    drk_cache_blob_free(&hit);
-    free(compiled.cubin); /* the build failed: the driver did not keep it */
-    if (failed) {
-        snprintf(why, len, "build failed: %.220s", b->jit.why);
-        free(b->cubin);
-        memset(b, 0, sizeof *b);
-        b->id = DRK_VARIANT_NONE;
+    if (!fn) {
+        drk_cache_blob_free(&hit);
+        free(compiled.cubin); /* the driver did not keep it */
+        free_built(b);
         return NULL;
     }
-    b->id = id;
-    t->builds++;
-    builds_made++;
-    build_wall_ns += b->jit.build_ns;
-    double ms = ms_of(b->jit.build_ns);
-    drk_log(DRK_LOG_DEBUG, "evolve: %.80s: %s built in %.1f ms (compile %.1f ms%s, load %.2f ms)", t->rec->name, text,
-            ms, b->jit.jit_ms > 0 ? b->jit.jit_ms : 0.0, from_cache ? ", a cached cubin" : "", ms_of(b->jit.load_ns));
-    t->build_ms += ms;
-    if (ms > t->build_ms_max)
-        t->build_ms_max = ms;
-    b->attrv = attr;
-    if (!drk_variant_is_default(&attr)) {
-        in.fn = b->jit.fn;
-        if (drk_source_attr.build(&in, &attr, &b->attr) != 0) {
-            snprintf(why, len, "attribute failed: %.220s", b->attr.why);
-            free_built(b);
-            return NULL;
+    /* Kept to serve: the served copy is this cubin again. */
+    if (from_cache) {
+        if ((b->cubin = malloc(code_len)) != NULL) {
+            memcpy(b->cubin, code, code_len);
+            b->cubin_len = code_len;
         }
-        b->has_attr = 1;
+        drk_cache_blob_free(&hit);
+        cubin_hit(ms_of(clock_ns() - c0), ms_of(c1 - c0));
+    } else {
+        b->cubin = compiled.cubin, b->cubin_len = code_len;
+        b->jit.jit_ms = compiled.jit_ms;
+        b->jit.build_ns += compiled.build_ns;
+        build_wall_ns += compiled.build_ns;
+        memcpy(b->jit.log, compiled.log, sizeof b->jit.log);
     }
-    return trial_fn(b);
+    b->id = id;
+    built_ms(t, b, text, from_cache);
+    return fn;
 }
 
 /* A served copy into the current context: the cubin loaded, the kernel
@@ -1212,9 +1256,15 @@ static void quiet_take(int all)
     struct target *t = quiet.t;
     struct built *b = built_of(t, quiet.id);
     double ms = ms_of(quiet.ns);
+    int pending = b && t->cached_pending && is_served(t, b);
     if (quiet.r != CUDA_SUCCESS) {
-        drk_log(DRK_LOG_DEBUG, "evolve: %.80s: the served copy's load at a synchronize failed: %s (%d)", t->rec->name,
-                quiet.what, (int)quiet.r);
+        drk_log(pending ? DRK_LOG_INFO : DRK_LOG_DEBUG, "evolve: %.80s: the served copy's load at a synchronize "
+                "failed: %s (%d)%s", t->rec->name, quiet.what, (int)quiet.r,
+                pending ? "; the cached result is withdrawn, searching" : "");
+        if (pending) {
+            withdraw(t);
+            free_built(b);
+        }
     } else if (b && !b->pfn && !atomic_load(&t->gone)) {
         b->pmodule = quiet.module, b->pfn = quiet.fn;
         served_loads++;
@@ -1222,12 +1272,94 @@ static void quiet_take(int all)
         served_load_ms_max = ms > served_load_ms_max ? ms : served_load_ms_max;
         drk_log(DRK_LOG_DEBUG, "evolve: %.80s: the served copy loaded into the program's context at its "
                                "synchronize in %.2f ms", t->rec->name, ms);
+        if (pending)
+            serve_cached(t, b, ms);
     } else {
         bury(quiet.module); /* its build went, or was loaded meanwhile */
     }
     free(quiet.cubin);
     quiet.cubin = NULL;
     atomic_store_explicit(&quiet.state, QUIET_IDLE, memory_order_release);
+}
+
+/* ---- Earlier runs' results (the cache) ---- */
+
+/* Variant `v` of `t` read from the cache into a build slot, not loaded in
+ * any context yet (load_cached_own loads it into drk's for proofs), or
+ * NULL if its cubin is not in the cache. */
+static struct built *cached_slot(struct target *t, const drk_variant *v)
+{
+    if (!cfg.cache)
+        return NULL;
+    drk_variant jit, attr;
+    to_sources(v, &jit, &attr);
+    drk_build_in in = own_build_in(t);
+    drk_cache_key ck;
+    drk_cache_blob hit = {0};
+    if (cubin_key(t, &in, &jit, &ck) != 0 || drk_cache_get(cfg.cache, &ck, CUBIN_KIND, &hit) != 0)
+        return NULL;
+    struct built *b = slot_for(t);
+    void *cubin = b ? malloc(hit.len) : NULL;
+    if (cubin) {
+        memcpy(cubin, hit.data, hit.len);
+        b->cubin = cubin, b->cubin_len = hit.len;
+        b->id = drk_variant_id(&drk_space_ptx, v), b->attrv = attr;
+    }
+    drk_cache_blob_free(&hit);
+    return cubin ? b : NULL;
+}
+
+/* An earlier run's result serves: its copy in the program's context loaded
+ * in `load_ms` (at a synchronize, or by drk's thread). */
+static void serve_cached(struct target *t, struct built *b, double load_ms)
+{
+    t->cached_pending = 0;
+    drk_registry_serve(t->rec->handle, &t->shape, (uintptr_t)b->pfn);
+    t->served = b->pfn;
+    served_changed(t);
+    double ms = t->pending_read_ms + load_ms;
+    cache_serves++;
+    cache_serve_ms_sum += ms;
+    cache_serve_ms_max = ms > cache_serve_ms_max ? ms : cache_serve_ms_max;
+    char text[96];
+    drk_log(DRK_LOG_INFO, "evolve: %.80s at grid (%u,%u,%u) block (%u,%u,%u): serving %s from the cache (%.3fx in an "
+                          "earlier run; read and loaded in %.2f ms)%s",
+            t->rec->name, t->shape.grid[0], t->shape.grid[1], t->shape.grid[2], t->shape.block[0], t->shape.block[1],
+            t->shape.block[2], drk_variant_text(&drk_space_ptx, &t->served_v, text, sizeof text), t->speedup, ms,
+            t->from_cache ? ", to be proven again on launches" : ", proven again on launches already");
+}
+
+/* A result from the cache: served from the program's next synchronize,
+ * its copy loaded into the program's context there with its queue empty
+ * (quiet_ask; drk's thread loaded it at once before, behind a busy queue
+ * that the program's launch calls then waited for: 672 ms once on the
+ * H200), and proven again on the next launches before the target settles
+ * (a proof that fails withdraws it and the search starts). Its cubin comes
+ * from the cache without a load into drk's context, which waits for the
+ * GPU to switch to it (1-3 ms on a busy H200): the proofs load it there. */
+static void from_cache(struct target *t, const drk_variant *v, double speedup)
+{
+    cache_hits++;
+    char text[96], why[256];
+    drk_variant_text(&drk_space_ptx, v, text, sizeof text);
+    if (drk_variant_is_default(v)) {
+        end_target(t, DRK_TARGET_SETTLED, "an earlier run found nothing faster (the cache)");
+        return;
+    }
+    uint64_t c0 = clock_ns();
+    struct built *b = cached_slot(t, v);
+    if (!b && build(t, v, NULL, why, sizeof why)) /* its cubin not in the cache: compiled */
+        b = built_of(t, drk_variant_id(&drk_space_ptx, v));
+    if (!b) {
+        drk_log(DRK_LOG_INFO, "evolve: %.80s: the cached result %s does not build (%.160s): searching", t->rec->name,
+                text, why);
+        return;
+    }
+    t->served_v = *v, t->speedup = speedup, t->from_cache = t->came_from_cache = 1;
+    t->cached_pending = 1, t->pending_round = rounds_seen, t->pending_read_ms = ms_of(clock_ns() - c0);
+    quiet_ask(t, b);
+    drk_log(DRK_LOG_DEBUG, "evolve: %.80s: the cached %s (%.3fx in an earlier run) serves from the program's next "
+                           "synchronize", t->rec->name, text, speedup);
 }
 
 /* ---- One search round on a captured launch ---- */
@@ -1364,6 +1496,11 @@ static CUfunction serve_proven(struct target *t, struct built *b)
 static void publish(struct target *t, const drk_evo_decision *d)
 {
     CUfunction fn = NULL;
+    /* An earlier run's choice (PARTIAL_SERVING) serves on while this
+     * search has not measured it slower than the original. */
+    drk_ratio_stats was = drk_evolution_stats(&t->evo, &t->served_v);
+    if (!d->serve && t->served && t->came_from_cache && (!was.n || was.median >= 1))
+        return;
     drk_variant v = d->variant;
     double median = d->stats.median;
     if (d->serve) {
@@ -1406,6 +1543,7 @@ static void publish(struct target *t, const drk_evo_decision *d)
         drk_log(DRK_LOG_INFO, "evolve: %.80s: back to the program's own function", t->rec->name);
     }
     t->served = fn;
+    t->came_from_cache = 0;
     served_changed(t);
 }
 
@@ -1461,10 +1599,17 @@ static void verify_cached(struct target *t, drk_trial *tr, const drk_proof_ref *
     struct built *b = served_built(t);
     if (!b)
         return;
-    tr->variant = trial_fn(b);
-    drk_proof_result pr = drk_proof_variant(&ops, ref);
-    char text[96];
+    char text[96], why[256];
     drk_variant_text(&drk_space_ptx, &t->served_v, text, sizeof text);
+    /* Served from its cubin alone so far: loaded into drk's context now. */
+    if (!(tr->variant = trial_fn(b)) && !(tr->variant = build(t, &t->served_v, NULL, why, sizeof why))) {
+        withdraw(t);
+        free_built(b);
+        snprintf(t->why, sizeof t->why, "the cached %.40s does not load for its proofs: %.100s", text, why);
+        drk_log(DRK_LOG_INFO, "evolve: %.80s: %s; withdrawn, searching", t->rec->name, t->why);
+        return;
+    }
+    drk_proof_result pr = drk_proof_variant(&ops, ref);
     if (pr.verdict == DRK_PROOF_EQUAL) {
         if (b && b->proven_on != t->captures)
             b->proven++, b->proven_on = t->captures;
@@ -1472,6 +1617,12 @@ static void verify_cached(struct target *t, drk_trial *tr, const drk_proof_ref *
         if (b && b->proven >= DRK_PROOF_LAUNCHES) {
             t->proven++, t->trusted++;
             t->from_cache = 0; /* proven here now: measured again like any served variant */
+            if (t->search_on) {
+                t->search_on = 0;
+                drk_log(DRK_LOG_INFO, "evolve: %.80s: the cached %s proven again on %d launches: its search goes on",
+                        t->rec->name, text, DRK_PROOF_LAUNCHES);
+                return;
+            }
             drk_log(DRK_LOG_INFO, "evolve: %.80s: the cached %s proven again on %d launches", t->rec->name, text,
                     DRK_PROOF_LAUNCHES);
             rest(t, "an earlier run's result (the cache), proven again on 3 launches");
@@ -2209,7 +2360,15 @@ int drk_engine_round_untimed(void)
     if (want_choice)
         return 1; /* the next target is chosen from a timed round */
     for (unsigned i = 0; i < ntargets; i++) {
-        const struct target *t = &targets[i];
+        struct target *t = &targets[i];
+        /* What serves was never timed in the program (a cached result
+         * settles within a few rounds, and the records then rested for 20,
+         * so the H200's warm runs reported the replays' 5.7x for a 2.0x
+         * n-body): one timed round, once for each change. */
+        if (t->served && !t->run_served_ns && t->changed_at + 1 < rounds_seen && t->timed_ask != t->changed_at + 1) {
+            t->timed_ask = t->changed_at + 1;
+            return 1;
+        }
         if (t->state == DRK_TARGET_SETTLED && t->served && !t->from_cache && !atomic_load(&t->gone) &&
             rounds_seen - t->rested_at >= RECHECK)
             return 1;
@@ -2217,11 +2376,45 @@ int drk_engine_round_untimed(void)
     return 0;
 }
 
+/* Earlier runs' results waiting to serve: each asks for its load at a
+ * synchronize in turn (one request at a time); one that no synchronize
+ * loaded in QUIET_ROUNDS rounds is loaded by drk's thread. */
+static void serve_pending(void)
+{
+    for (unsigned i = 0; i < ntargets; i++) {
+        struct target *t = &targets[i];
+        if (!t->cached_pending)
+            continue;
+        struct built *b = built_of(t, drk_variant_id(&drk_space_ptx, &t->served_v));
+        if (!b || atomic_load(&t->gone)) {
+            withdraw(t);
+            continue;
+        }
+        if (rounds_seen - t->pending_round <= QUIET_ROUNDS) {
+            quiet_ask(t, b);
+            continue;
+        }
+        if (atomic_load_explicit(&quiet.state, memory_order_acquire) != QUIET_IDLE && quiet.t == t)
+            continue; /* asked: quiet_take takes it back first */
+        char why[192];
+        uint64_t t0 = clock_ns();
+        if (serve_copy(t, b, why, sizeof why)) {
+            serve_cached(t, b, ms_of(clock_ns() - t0));
+        } else {
+            drk_log(DRK_LOG_INFO, "evolve: %.80s: the cached result cannot be served: %s; searching", t->rec->name,
+                    why);
+            withdraw(t);
+            free_built(b);
+        }
+    }
+}
+
 void drk_engine_tick(void)
 {
     if (!on)
         return;
     quiet_take(0);
+    serve_pending();
     if (!active)
         return;
     static drk_capture_got got;
@@ -2271,11 +2464,20 @@ void drk_engine_stop(void)
         struct target *t = &targets[i];
         drk_variant best;
         if (t->stored || t->from_cache || !t->rounds || atomic_load(&t->gone) ||
-            drk_variant_from_id(&drk_space_ptx, t->evo.center, &best) != 0 || drk_variant_is_default(&best))
+            (t->state == DRK_TARGET_SETTLED && t->came_from_cache))
+            continue; /* nothing searched here, or its result is in the cache already */
+        if (t->served) {
+            /* Proven and serving: the next run serves it at once. */
+            result_put(t, &t->served_v, best_speedup(t), PARTIAL_SERVING);
+            t->stored = 1;
+            partial_stored++;
+            continue;
+        }
+        if (drk_variant_from_id(&drk_space_ptx, t->evo.center, &best) != 0 || drk_variant_is_default(&best))
             continue;
         drk_ratio_stats st = drk_evolution_stats(&t->evo, &best);
         if (st.n && st.median >= 1 + DRK_EVO_MARGIN) {
-            result_put(t, &best, st.median, 1);
+            result_put(t, &best, st.median, PARTIAL_BEST);
             t->stored = 1;
             partial_stored++;
         }
@@ -2347,6 +2549,8 @@ drk_engine_totals drk_engine_totals_get(void)
     for (unsigned i = 0; i < ntargets; i++)
         s.saved_ns += (uint64_t)(targets[i].saved_ns + 0.5);
     s.served_loads = served_loads, s.served_load_ms_max = served_load_ms_max;
+    s.cache_serves = cache_serves, s.cache_serve_ms_max = cache_serve_ms_max;
+    s.cache_serve_ms_mean = cache_serves ? cache_serve_ms_sum / cache_serves : 0;
     s.quiet_loads = quiet_loads;
     return s;
 }

@@ -142,6 +142,9 @@ typedef struct drk_engine_totals {
     unsigned served_loads;      /* served variants loaded into the program's context */
     unsigned quiet_loads;       /* of them, loaded at the program's synchronize (drk_engine_quiet) */
     double served_load_ms_max;  /* the longest of those loads (it may wait for the program's queue) */
+    unsigned cache_serves;      /* earlier runs' results served from the cache */
+    double cache_serve_ms_mean, cache_serve_ms_max; /* their time to serve: the cubin's read (or compile) and the
+                                                     * load into the program's context (at a synchronize) */
 } drk_engine_totals;
 
 size_t drk_engine_rows(drk_engine_row *out, size_t max);

@@ -48,6 +48,9 @@ void drk_report_evolve(drk_json *j)
     drk_json_u64(j, "served_loads", t.served_loads);
     drk_json_u64(j, "quiet_loads", t.quiet_loads);
     drk_json_f64(j, "served_load_ms_max", t.served_load_ms_max);
+    drk_json_u64(j, "cache_serves", t.cache_serves);
+    drk_json_f64(j, "cache_serve_ms_mean", t.cache_serve_ms_mean);
+    drk_json_f64(j, "cache_serve_ms_max", t.cache_serve_ms_max);
     drk_capture_stats c = drk_capture_stats_get();
     drk_json_open(j, "captures", '{');
     drk_json_u64(j, "captured", c.captured);

@@ -178,7 +178,8 @@ def main():
             "kernel": name, "native_ms": native_ms, "drk_ms": steady, "speedup": native_ms / steady,
             "possible": possible, "vs_best": steady / (native_ms / possible), "rounds_to_steady": reach,
             "serving": er.get("serving", "-"), "state": er.get("state", "not a target"),
-            "why": er.get("why", ""), "drk_speedup": er.get("speedup"),
+            "why": er.get("why", ""), "drk_speedup": er.get("speedup"), "drk_run_speedup": er.get("run_speedup"),
+            "drk_replay_speedup": er.get("replay_speedup"),
             "builds": builds, "build_ms_mean": build_ms / builds if builds else 0.0,
             "build_ms_max": max((r["build_ms_max"] for r in erows), default=0.0),
             "trial_share": ev.get("trial_share", float("nan")),
@@ -203,7 +204,12 @@ def main():
                            "stall_ms": max(warm.get("longest_launch_ms", [0])),
                            "cubin_hits": wev.get("cubin_hits", 0), "cubin_hit_ms_mean": wev.get("cubin_hit_ms_mean", 0),
                            "cubin_hit_ms_max": wev.get("cubin_hit_ms_max", 0),
-                           "cubin_read_ms_mean": wev.get("cubin_read_ms_mean", 0), "untimed": untimed(wrep)}
+                           "cubin_read_ms_mean": wev.get("cubin_read_ms_mean", 0), "untimed": untimed(wrep),
+                           "cache_serves": wev.get("cache_serves", 0),
+                           "cache_serve_ms_mean": wev.get("cache_serve_ms_mean", 0),
+                           "cache_serve_ms_max": wev.get("cache_serve_ms_max", 0),
+                           "quiet_loads": wev.get("quiet_loads", 0),
+                           "run_speedup": [k.get("run_speedup", 0) for k in wev.get("by_kernel", [])]}
         rows.append(row)
         print(f"  {name}: native {native_ms:.4f} ms, drk {steady:.4f} ms ({row['speedup']:.3f}x of a possible "
               f"{possible:.3f}x), serving {row['serving']} ({row['state']})", flush=True)
@@ -232,14 +238,22 @@ def main():
         print(f"nothing to win ({len(flat)} kernels, recorded best within {100 * (FLAT - 1):.0f}%): wall time a launch "
               f"drk/native {geomean([r['wall_ratio'] for r in flat]):.4f}, GPU time {geomean([r['gpu_ratio_all'] for r in flat]):.4f} "
               f"(geometric means over the rounds after the first)")
-    hits = [r["warm"] for r in ok if "warm" in r and r["warm"]["cubin_hits"]]
+    def warm_sum(key):
+        """The warm runs that counted `key`: how many in all, and a mean (of `key`_ms_mean) weighted by them."""
+        ws = [r["warm"] for r in ok if "warm" in r and r["warm"][key]]
+        n = sum(w[key] for w in ws)
+        return ws, n, lambda field: sum(w[field] * w[key] for w in ws) / n
+    served, n, mean = warm_sum("cache_serves")
+    if served:
+        print(f"cache: the warm runs served {n} earlier results from the cache, mean {mean('cache_serve_ms_mean'):.3f} "
+              f"ms, longest {max(h['cache_serve_ms_max'] for h in served):.3f} ms (the cubin's read and its load into "
+              f"the program's context; {sum(h['quiet_loads'] for h in served)} loaded at the program's synchronize)")
+    hits, n, mean = warm_sum("cubin_hits")
     if hits:
-        n = sum(h["cubin_hits"] for h in hits)
-        print(f"cache: the warm runs loaded {n} cubins from the cache, mean "
-              f"{sum(h['cubin_hit_ms_mean'] * h['cubin_hits'] for h in hits) / n:.3f} ms, longest "
-              f"{max(h['cubin_hit_ms_max'] for h in hits):.3f} ms (the read and the module's load); of it the "
-              f"cache's read {sum(h['cubin_read_ms_mean'] * h['cubin_hits'] for h in hits) / n:.3f} ms, the rest the "
-              f"driver's load (it waits for the GPU to switch to drk's context)")
+        print(f"cache: the warm runs loaded {n} cubins from the cache, mean {mean('cubin_hit_ms_mean'):.3f} ms, longest "
+              f"{max(h['cubin_hit_ms_max'] for h in hits):.3f} ms (the read and the module's load); of it the cache's "
+              f"read {mean('cubin_read_ms_mean'):.3f} ms, the rest the driver's load (it waits for the GPU to switch to "
+              f"drk's context), for trials and proofs")
     if ok:
         u = [r["untimed"] for r in ok]
         w = [r["warm"]["untimed"] for r in ok if "warm" in r]
@@ -253,8 +267,11 @@ def main():
               f"{sum(r['same'] for r in ok)} of {len(ok)}")
         wins = [r for r in ok if r["possible"] >= FLAT]
         for r in wins:
+            said = [f"{x:.3f}x" if x else "-" for x in [r.get("drk_run_speedup")] + r.get("warm", {}).get("run_speedup", [])]
             print(f"win: {r['kernel']} {r['speedup']:.3f}x of a possible {r['possible']:.3f}x, steady from round "
-                  f"{r['rounds_to_steady']}, serving {r['serving']}")
+                  f"{r['rounds_to_steady']}, serving {r['serving']}; drk's report says {' / '.join(said)} "
+                  f"(timed on the program's launches; warm run after the slash), {r.get('drk_replay_speedup') or 0:.3f}x "
+                  f"by its replays")
     with open(os.path.join(out, "evolve_bench.json"), "w") as f:
         json.dump({"rounds": args.rounds, "launches": args.launches, "budget": args.budget or None, "kernels": rows},
                   f, indent=1)

@@ -4,7 +4,7 @@
 planted bad variant rejected, the faster one proven and served, no wrong
 result ever; a nondeterministic kernel refused; DRK_EVOLVE=0 does nothing.
 
-Usage: check_engine.py --program PATH --preload LIBS --mode evolve|plant|cache|regress|switch|ladder|nondet|off|noctx|unload|turns|late|short|nosync
+Usage: check_engine.py --program PATH --preload LIBS --mode evolve|plant|cache|resume|regress|switch|ladder|nondet|off|noctx|unload|turns|late|short|nosync
 """
 import argparse
 import glob
@@ -147,7 +147,9 @@ def case_cache(args):
     ev2 = rep2["evolve"]
     rows = [r for r in ev2["by_kernel"] if r["name"] == "axpy"]
     check(ev2["cache_hits"] == 1 and f"serving {won} from the cache" in p2.stderr, "second run: served from the "
-          "cache as its target was made", (ev2, p2.stderr[-2000:]))
+          "cache", (ev2, p2.stderr[-2000:]))
+    check(rows and 1.8 <= rows[0].get("run_speedup", 0) <= 2.2 and rows[0]["speedup"] == rows[0]["run_speedup"],
+          "second run: its speedup timed on the program's own launches", rows)
     check(rows and rows[0]["from_cache"] and rows[0]["state"] == "settled" and rows[0]["serving"] == won and
           rows[0]["tried"] <= 1 and f"evolve: axpy: the cached {won} proven again on 3 launches" in p2.stderr,
           "second run: no search, the result proven again on 3 launches", (rows, p2.stderr[-2000:]))
@@ -155,6 +157,19 @@ def case_cache(args):
           (rows, first))
     check(ev2["cubin_hits"] >= 1 and ev2["cubins_stored"] == 0 and 0 < ev2["cubin_hit_ms_max"] < 50,
           "second run: the winner's cubin loaded from the cache, not compiled", ev2)
+    check(ev2.get("cache_serves") == 1 and ev2["quiet_loads"] == 1 and ev2["served_loads"] == 1 and
+          0 < ev2["cache_serve_ms_max"] < 50,
+          "second run: the cached winner's copy loaded into the program's context at its synchronize",
+          {k: ev2.get(k) for k in ("cache_serves", "cache_serve_ms_max", "quiet_loads", "served_loads")})
+    # No synchronize to load it at: drk's thread loads it once 8 rounds passed, and it serves from then.
+    rep8, p8 = run(args, "nosync", {"DRK_EVOLVE": "1"}, cache)
+    ev8 = rep8["evolve"]
+    rows8 = [r for r in ev8["by_kernel"] if r["name"] == "axpy"]
+    check(ev8["cache_hits"] == 1 and ev8.get("cache_serves") == 1 and ev8["quiet_loads"] == 0 and
+          ev8["served_loads"] == 1 and rows8 and rows8[0]["serving"] == won and rows8[0]["from_cache"] and
+          f"serving {won} from the cache" in p8.stderr,
+          "second run without a synchronize: drk's thread loads the cached winner's copy, which serves",
+          (ev8, p8.stderr[-2000:]))
     # A cached result that is wrong on this run is withdrawn: the nondeterministic mode shares axpy's PTX.
     rep3, p3 = run(args, "nondet", {"DRK_EVOLVE": "1"}, cache)
     r3 = [r for r in rep3["evolve"]["by_kernel"] if r["name"] == "axpy"]
@@ -189,6 +204,40 @@ def case_cache(args):
     rep7, p7 = run(args, "evolve", {"DRK_EVOLVE": "1"}, cache)
     check(rep7["evolve"]["cache_hits"] == 1 and rep7["evolve"]["partial_hits"] == 0,
           "then its settled result replaced the partial one: served from the cache", rep7["evolve"])
+
+
+def case_resume(args):
+    # A run that exits mid-search while a proven variant serves stores it as
+    # such; the next run serves it from its first synchronize, proves it
+    # again and searches on from it, never back to the program's own
+    # function. The ladder on a tight budget is still searching at round 10.
+    def attempt(rounds):
+        cache = scratch("drk-engine-resume-")
+        env = {"DRK_EVOLVE": "1", "DRK_EVOLVE_BUDGET": "10%"}
+        rep1, _ = run(args, "ladder", env, cache, rounds=rounds)
+        r1 = [r for r in rep1["evolve"]["by_kernel"] if r["name"] == "axpy"]
+        first = r1[0]["serving"] if r1 else "-"
+        rep2, p2 = run(args, "ladder", env, cache)
+        ev2 = rep2["evolve"]
+        r2 = [r for r in ev2["by_kernel"] if r["name"] == "axpy"]
+        return [(r1 and r1[0]["state"] == "searching" and first.startswith("regs=") and
+                 rep1["evolve"]["partial_stored"] == 1,
+                 "resume: the first run exits mid-search serving a proven variant, stored", (first, rep1["evolve"])),
+                (ev2["partial_hits"] == 1 and ev2["cache_serves"] == 1 and
+                 f"serving {first} from the cache" in p2.stderr and
+                 f"the cached {first} proven again on 3 launches: its search goes on" in p2.stderr,
+                 "resume: the next run serves it from the cache, proves it again and searches on",
+                 (ev2, p2.stderr[-2500:])),
+                (r2 and r2[0]["serving"].startswith("regs=56") and "back to the program's own function" not in p2.stderr,
+                 "resume: the search goes on to the fastest, the program's own function never serving again",
+                 (r2, p2.stderr[-2500:]))]
+    got = attempt(10)
+    if not all(c for c, _, _ in got):
+        # The ladder's pace on a starved CPU (case_ladder): one more pair of runs.
+        print("NOTE resume: the first pair fell short " + str([w for c, w, _ in got if not c]) + "; one more")
+        got = attempt(12)
+    for c, w, d in got:
+        check(c, w, d)
 
 
 def case_regress(args):
@@ -346,10 +395,10 @@ def main():
     ap.add_argument("--program", required=True)
     ap.add_argument("--preload", required=True)
     ap.add_argument("--nvjitlink", required=True, help="the stand-in's nvJitLink (the fake driver's library)")
-    ap.add_argument("--mode", required=True, choices=["evolve", "plant", "cache", "regress", "switch", "ladder", "nondet", "off", "noctx", "unload",
+    ap.add_argument("--mode", required=True, choices=["evolve", "plant", "cache", "resume", "regress", "switch", "ladder", "nondet", "off", "noctx", "unload",
                                                           "turns", "late", "short", "nosync"])
     args = ap.parse_args()
-    {"evolve": case_evolve, "plant": case_plant, "cache": case_cache, "regress": case_regress, "switch": case_switch, "ladder": case_ladder, "nondet": case_nondet, "off": case_off,
+    {"evolve": case_evolve, "plant": case_plant, "cache": case_cache, "resume": case_resume, "regress": case_regress, "switch": case_switch, "ladder": case_ladder, "nondet": case_nondet, "off": case_off,
      "noctx": case_noctx, "unload": case_unload, "turns": case_turns, "late": case_late, "short": case_short,
      "nosync": case_nosync}[args.mode](args)
     print(f"{'FAILED' if failures else 'passed'}: {failures} failures")

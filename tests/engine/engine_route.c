@@ -140,8 +140,6 @@ int main(int argc, char **argv)
     int launches = shorter ? 200 : LAUNCHES;
     uint64_t spacing = shorter ? 100000 : 5000000, length = shorter ? 20000 : 2000000;
     int regress = strcmp(mode, "regress") == 0, rounds = regress ? 28 : ROUNDS;
-    if (argc > 2)
-        rounds = atoi(argv[2]); /* fewer: the program exits mid-search */
     int reload = strcmp(mode, "unload") == 0, turns = strcmp(mode, "turns") == 0;
     /* switch: two budgets faster than the default, 32 (2x) and 48 (2.5x). */
     int sw = strcmp(mode, "switch") == 0;
@@ -154,6 +152,8 @@ int main(int argc, char **argv)
         rounds = 36;
     if (turns)
         rounds = 24;
+    if (argc > 2)
+        rounds = atoi(argv[2]); /* fewer: the program exits mid-search */
     if (strcmp(mode, "noctx") == 0 && fakecuda_inject_error("cuCtxCreate_v4", CUDA_ERROR_OUT_OF_MEMORY, 1000000) != 0)
         return 1;
     /* As CUDA 13's CUPTI: a flush that is not forced hands over no partly
