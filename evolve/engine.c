@@ -84,7 +84,7 @@ struct target {
     int await_round;            /* searched on this round's capture: the next is armed when the round closes */
     unsigned rested_at;         /* settled serving a variant: the round it last was (for RECHECK) */
     int rechecking;             /* the capture in flight is for measuring the served variant again */
-    int stored;                 /* its result went to the cache */
+    int stored;                 /* its result went to the cache (2: with the speedup timed in the program) */
     unsigned captures, rounds, tried, proven, rejected, trusted;
     unsigned same;              /* variants not tried: they compiled to the code of one compiled before */
     struct code {
@@ -654,8 +654,9 @@ static void result_put(struct target *t, const drk_variant *v, double speedup, i
     char text[128];
     int n = snprintf(text, sizeof text, "variant %u speedup %.4f%s\n", drk_variant_id(&drk_space_ptx, v), speedup,
                      partial == PARTIAL_SERVING ? " partial serving" : partial ? " partial" : "");
-    if (n > 0 && drk_cache_put(cfg.cache, &t->key, RESULT_KIND, text, (size_t)n, t->rec->name) == 0)
-        cache_stored++;
+    if (n > 0 && drk_cache_put(cfg.cache, &t->key, RESULT_KIND, text, (size_t)n, t->rec->name) == 0 &&
+        t->stored != 1)
+        cache_stored++; /* (a settled result's update with the program's timing is not another) */
 }
 
 static void from_cache(struct target *t, const drk_variant *v, double speedup);
@@ -1962,7 +1963,7 @@ static void search_round(struct target *t, drk_trial *tr, drk_proof_ref *ref)
             drk_predictor_learn(&predictor, (uint64_t)(uintptr_t)t->rec, t->cls, &f, t->served ? &t->served_v : NULL,
                                 t->served ? t->speedup : 1.0);
             drk_variant none = {{0}};
-            result_put(t, t->served ? &t->served_v : &none, t->served ? t->speedup : 1.0, 0);
+            result_put(t, t->served ? &t->served_v : &none, t->served ? best_speedup(t) : 1.0, 0);
             t->stored = 1;
         }
         char why[96];
@@ -2246,6 +2247,12 @@ void drk_engine_round(const drk_round *r)
                 t->run_served_ns = (double)row->stats.median_ns;
             else
                 t->run_default_ns = (double)row->stats.median_ns;
+            /* A settled result went to the cache with the replays' speedup
+             * (settled before the program timed it): now the program's. */
+            if (t->stored == 1 && t->state == DRK_TARGET_SETTLED && run_speedup(t) > 0) {
+                result_put(t, &t->served_v, run_speedup(t), 0);
+                t->stored = 2;
+            }
         }
         /* What a served variant saved: its time in the round, had it
          * taken the original's, less what it took. */
