@@ -2470,9 +2470,10 @@ void drk_engine_stop(void)
     for (unsigned i = 0; i < ntargets; i++) {
         struct target *t = &targets[i];
         drk_variant best;
-        if (t->stored || t->from_cache || !t->rounds || atomic_load(&t->gone) ||
-            (t->state == DRK_TARGET_SETTLED && t->came_from_cache))
+        if (t->stored || t->from_cache || !t->rounds || (t->state == DRK_TARGET_SETTLED && t->came_from_cache))
             continue; /* nothing searched here, or its result is in the cache already */
+        /* A module the program unloaded (cudart unregisters its modules at
+         * exit, before this runs) leaves what was found in its PTX good. */
         if (t->served) {
             /* Proven and serving: the next run serves it at once. */
             result_put(t, &t->served_v, best_speedup(t), PARTIAL_SERVING);

@@ -287,5 +287,9 @@ int main(int argc, char **argv)
      * own launches alone. */
     printf("contexts: program %llu of %d launches, other contexts %llu; functions loaded ahead %llu\n",
            fakecuda_launches_in(ctx), rounds * launches, fakecuda_launches_in(NULL), fakecuda_func_loads());
+    /* As programs end (cudart unregisters its modules at exit): drk keeps
+     * what its searches found all the same. */
+    if (!check(cuModuleUnload(mod), "unload at the end") || (turns && !check(cuModuleUnload(modb), "unload b")))
+        return 1;
     return wrong_rounds ? 2 : 0;
 }
