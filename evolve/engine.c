@@ -647,16 +647,15 @@ static int result_get(struct target *t, drk_variant *v, double *speedup, int *pa
     return 1;
 }
 
-static void result_put(struct target *t, const drk_variant *v, double speedup, int partial)
+/* `t`'s result into the cache: 0, or -1 if it was not written. */
+static int result_put(struct target *t, const drk_variant *v, double speedup, int partial)
 {
     if (!t->keyed)
-        return;
+        return -1;
     char text[128];
     int n = snprintf(text, sizeof text, "variant %u speedup %.4f%s\n", drk_variant_id(&drk_space_ptx, v), speedup,
                      partial == PARTIAL_SERVING ? " partial serving" : partial ? " partial" : "");
-    if (n > 0 && drk_cache_put(cfg.cache, &t->key, RESULT_KIND, text, (size_t)n, t->rec->name) == 0 &&
-        t->stored != 1)
-        cache_stored++; /* (a settled result's update with the program's timing is not another) */
+    return n > 0 && drk_cache_put(cfg.cache, &t->key, RESULT_KIND, text, (size_t)n, t->rec->name) == 0 ? 0 : -1;
 }
 
 static void from_cache(struct target *t, const drk_variant *v, double speedup);
@@ -1963,7 +1962,7 @@ static void search_round(struct target *t, drk_trial *tr, drk_proof_ref *ref)
             drk_predictor_learn(&predictor, (uint64_t)(uintptr_t)t->rec, t->cls, &f, t->served ? &t->served_v : NULL,
                                 t->served ? t->speedup : 1.0);
             drk_variant none = {{0}};
-            result_put(t, t->served ? &t->served_v : &none, t->served ? best_speedup(t) : 1.0, 0);
+            cache_stored += result_put(t, t->served ? &t->served_v : &none, t->served ? best_speedup(t) : 1.0, 0) == 0;
             t->stored = 1;
         }
         char why[96];
@@ -2250,7 +2249,7 @@ void drk_engine_round(const drk_round *r)
             /* A settled result went to the cache with the replays' speedup
              * (settled before the program timed it): now the program's. */
             if (t->stored == 1 && t->state == DRK_TARGET_SETTLED && run_speedup(t) > 0) {
-                result_put(t, &t->served_v, run_speedup(t), 0);
+                result_put(t, &t->served_v, run_speedup(t), 0); /* the same result: not counted again */
                 t->stored = 2;
             }
         }
@@ -2476,7 +2475,7 @@ void drk_engine_stop(void)
          * exit, before this runs) leaves what was found in its PTX good. */
         if (t->served) {
             /* Proven and serving: the next run serves it at once. */
-            result_put(t, &t->served_v, best_speedup(t), PARTIAL_SERVING);
+            cache_stored += result_put(t, &t->served_v, best_speedup(t), PARTIAL_SERVING) == 0;
             t->stored = 1;
             partial_stored++;
             continue;
@@ -2485,7 +2484,7 @@ void drk_engine_stop(void)
             continue;
         drk_ratio_stats st = drk_evolution_stats(&t->evo, &best);
         if (st.n && st.median >= 1 + DRK_EVO_MARGIN) {
-            result_put(t, &best, st.median, PARTIAL_BEST);
+            cache_stored += result_put(t, &best, st.median, PARTIAL_BEST) == 0;
             t->stored = 1;
             partial_stored++;
         }
