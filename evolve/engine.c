@@ -320,6 +320,14 @@ static int make_own(int dev)
     return 0;
 }
 
+/* drk's context exists: the program's allocations may ask for its memory
+ * (drk_engine_give_back). */
+static atomic_int own_held;
+/* The program ran out of device memory: drk gave its own back, and makes
+ * no context of its own again in this process. */
+static int memory_out;
+static atomic_uint give_asked, give_done;
+
 static void close_own(void)
 {
     if (!own_ctx)
@@ -332,6 +340,7 @@ static void close_own(void)
     env_open = 0, env_device = -1;
     drv.ctx_destroy(own_ctx);
     own_ctx = NULL;
+    atomic_store(&own_held, 0);
 }
 
 /* drk's context and its means on `dev`, the program's context current. */
@@ -339,7 +348,7 @@ static int ensure_env(int dev)
 {
     if (env_open && env_device == dev)
         return 1;
-    if (env_open)
+    if (env_open || memory_out)
         return 0; /* one device's means at a time: a second device's kernels wait */
     if (own_failed_at && rounds_seen - own_failed_at < OWN_RETRY)
         return 0;
@@ -351,6 +360,7 @@ static int ensure_env(int dev)
     }
     own_failed_at = 0;
     env_open = 1, env_device = dev;
+    atomic_store(&own_held, 1);
     /* Trials' GPU time is drk's, not the program's: CUPTI's records of
      * drk's stream are counted apart. */
     if (drk_cupti_own_stream(own_ctx, env.stream) != 0)
@@ -570,8 +580,9 @@ static void features_of(const struct target *t, drk_kernel_features *f)
     };
 }
 
-/* Whether the kernel may be evolved at all; the reason when not. */
-static int eligible(const drk_kernel_record *r, const drk_launch_shape *s, char *why, size_t len)
+/* Whether the kernel may be evolved at all, whatever its launches; the
+ * reason when not. */
+static int eligible_kernel(const drk_kernel_record *r, char *why, size_t len)
 {
     if (!r->name)
         return snprintf(why, len, "unnamed"), 0;
@@ -579,8 +590,6 @@ static int eligible(const drk_kernel_record *r, const drk_launch_shape *s, char 
         return snprintf(why, len, "not in DRK_EVOLVE_ONLY"), 0;
     if (*cfg.skip && matches(cfg.skip, r->name))
         return snprintf(why, len, "in DRK_EVOLVE_SKIP"), 0;
-    if (s->entry < 32 && (cfg.cooperative_entries >> s->entry & 1))
-        return snprintf(why, len, "launched cooperatively"), 0;
     const drk_image_facts *im = atomic_load_explicit(&r->image, memory_order_acquire);
     if (!im)
         return snprintf(why, len, "no image facts (its module was not read)"), 0;
@@ -589,6 +598,31 @@ static int eligible(const drk_kernel_record *r, const drk_launch_shape *s, char 
     if (!im->flow->evolvable)
         return snprintf(why, len, "%s", im->flow->reason), 0;
     return 1;
+}
+
+/* Whether the kernel may be evolved in this launch shape. */
+static int eligible(const drk_kernel_record *r, const drk_launch_shape *s, char *why, size_t len)
+{
+    if (s->entry < 32 && (cfg.cooperative_entries >> s->entry & 1))
+        return snprintf(why, len, "launched cooperatively"), 0;
+    return eligible_kernel(r, why, len);
+}
+
+int drk_engine_could_evolve(void)
+{
+    if (!on)
+        return 0;
+    char why[192];
+    size_t n = drk_registry_size();
+    for (size_t i = 0; i < n; i++) {
+        /* Its facts first: they settle most kernels (SASS only, modules not
+         * read) before a name is matched or launches are summed. */
+        const drk_kernel_record *r = drk_registry_at(i);
+        const drk_image_facts *im = atomic_load_explicit(&r->image, memory_order_acquire);
+        if (im && im->flow && im->flow->evolvable && eligible_kernel(r, why, sizeof why) && drk_record_launches(r))
+            return 1;
+    }
+    return 0;
 }
 
 /* ---- Results between runs ---- */
@@ -720,6 +754,9 @@ static struct target *make_target(const drk_kernel_record *r, int slot, const dr
     drk_evolution_init(&t->evo, &drk_space_ptx, (uint64_t)(uintptr_t)r ^ t->cls, &start);
     t->state = DRK_TARGET_CAPTURING;
     snprintf(t->why, sizeof t->why, "waiting for a launch");
+    static int cache_opened;
+    if (!cache_opened++ && cfg.open_cache)
+        cfg.cache = cfg.open_cache();
     const drk_driver_facts *df = atomic_load_explicit(&r->driver, memory_order_acquire);
     result_key(t, df ? df->device : 0);
     drk_variant cached;
@@ -2271,8 +2308,9 @@ void drk_engine_round(const drk_round *r)
         choose(r);
     never_chosen = count_never_chosen(r); /* for the untimed rounds to come */
     want_choice = 0;
-    /* Nothing new to search: a rested variant is measured again. */
-    for (unsigned i = 0; i < ntargets && !active; i++) {
+    /* Nothing new to search: a rested variant is measured again (on
+     * replays in drk's context: none once drk gave its memory back). */
+    for (unsigned i = 0; i < ntargets && !active && !memory_out; i++) {
         struct target *t = &targets[i];
         if (t->state == DRK_TARGET_SETTLED && t->served && !t->from_cache && !atomic_load(&t->gone) &&
             rounds_seen - t->rested_at >= RECHECK) {
@@ -2415,6 +2453,61 @@ static void serve_pending(void)
     }
 }
 
+/* The program's allocation ran out of device memory: everything of drk's
+ * on the device goes (its context, with the copies, trial buffers and
+ * builds in it), and no trial runs again in this process. What serves was
+ * proven and stays (its copy is in the program's context). A capture that
+ * fired has its copies done before their buffers go: they read the
+ * program's memory in its stream's order. */
+static void give_back(void)
+{
+    unsigned asked = atomic_load(&give_asked);
+    if (!memory_out && own_ctx) {
+        memory_out = 1;
+        int dev = env_device;
+        size_t bytes = own_ctx_bytes;
+        drk_capture_disarm();
+        if (push(dev)) {
+            if (active && active->plan.done)
+                drv.event_synchronize(active->plan.done);
+            for (unsigned i = 0; i < ntargets; i++) {
+                struct target *t = &targets[i];
+                if (t->state == DRK_TARGET_CAPTURING || t->state == DRK_TARGET_SEARCHING)
+                    end_target(t, t->served && !t->from_cache ? DRK_TARGET_SETTLED : DRK_TARGET_REFUSED,
+                               "the program ran out of device memory: drk gave its own back, no more trials%s",
+                               t->served && !t->from_cache ? " (what serves was proven)" : "");
+            }
+            pop();
+        }
+        close_own();
+        env_device = dev; /* the served copies' device, for their unload at exit */
+        drk_log(DRK_LOG_WARN, "evolve: the program ran out of device memory: drk gave back its own (a context of "
+                              "%zu MiB, copies and builds); no more trials in this process, proven variants keep "
+                              "serving", bytes >> 20);
+    }
+    atomic_store(&give_done, asked);
+}
+
+int drk_engine_give_back(unsigned wait_ms)
+{
+    if (!atomic_load_explicit(&own_held, memory_order_relaxed))
+        return 0;
+    unsigned want = atomic_fetch_add(&give_asked, 1) + 1;
+    for (unsigned i = 0; i < wait_ms; i++) {
+        if ((int)(atomic_load(&give_done) - want) >= 0)
+            return 1;
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+    return 0;
+}
+
+void drk_engine_give_back_due(void)
+{
+    if (on && atomic_load(&give_asked) != atomic_load(&give_done))
+        give_back();
+}
+
 void drk_engine_tick(void)
 {
     if (!on)
@@ -2553,6 +2646,7 @@ drk_engine_totals drk_engine_totals_get(void)
     s.cubin_hit_ms_mean = cubin_hits ? cubin_hit_ms_sum / cubin_hits : 0, s.cubin_hit_ms_max = cubin_hit_ms_max;
     s.cubin_read_ms_mean = cubin_hits ? cubin_read_ms_sum / cubin_hits : 0;
     s.own_ctx_bytes = own_ctx_bytes;
+    s.gave_back = memory_out;
     for (unsigned i = 0; i < ntargets; i++)
         s.saved_ns += (uint64_t)(targets[i].saved_ns + 0.5);
     s.served_loads = served_loads, s.served_load_ms_max = served_load_ms_max;

@@ -42,6 +42,9 @@ typedef struct drk_engine_settings {
     const char *plant;          /* DRK_EVOLVE_PLANT: the variant (its text) built wrong on purpose ("" none) */
     unsigned turn;              /* DRK_EVOLVE_TURN: search rounds in a row while a kernel-shape awaits its first */
     struct drk_cache *cache;    /* where search results are kept between runs; NULL: none */
+    /* Opens the cache when the first kernel-shape is taken up, so that a
+     * program with nothing to evolve makes no directory; NULL: `cache` as is. */
+    struct drk_cache *(*open_cache)(void);
 } drk_engine_settings;
 
 /* Once, at configure: the driver table (copied). */
@@ -58,6 +61,11 @@ unsigned drk_engine_idle_rounds(void);
 /* Kernel-shapes the engine has taken up so far (searched, or refused):
  * 0 while the first rounds may still lack a kernel's facts. */
 unsigned drk_engine_targets(void);
+/* 1 once the program has launched a kernel the engine could take up (named,
+ * its image read, every pointer of its PTX found, not excluded by
+ * DRK_EVOLVE_ONLY/SKIP): until then evolution needs no GPU times. drk's
+ * thread; reads the registry, takes no lock. */
+int drk_engine_could_evolve(void);
 /* 1 while a search runs that needs no round's records (its kernel's time
  * is known): the caller may rest them but for a round now and then. */
 int drk_engine_searching(void);
@@ -76,6 +84,15 @@ void drk_engine_quiet(void);
 /* In a fork child: no served copy is asked for (the parent's context is
  * not the child's). */
 void drk_engine_after_fork_child(void);
+/* A program thread whose device allocation failed for want of memory:
+ * drk's thread gives back all the device memory evolution holds (its
+ * context: copies, trial buffers, builds) at its next tick, for good.
+ * Waits up to `wait_ms` for it; 1 when it was given back (the allocation
+ * is worth another try), 0 when evolution held none or it took longer.
+ * One atomic load when drk holds nothing. */
+int drk_engine_give_back(unsigned wait_ms);
+/* drk's thread, each tick whatever its timing's state: gives it back if asked. */
+void drk_engine_give_back_due(void);
 /* Each tick: captures taken are worked on. */
 void drk_engine_tick(void);
 /* At exit, after drk's thread stopped: disarms, frees trials (served
@@ -138,6 +155,7 @@ typedef struct drk_engine_totals {
     double cubin_read_ms_mean;  /* of it, the cache's part: the key, the read and its check (the rest is the
                                  * driver's load, which waits for the GPU to switch to drk's context) */
     uint64_t own_ctx_bytes;     /* device memory drk's context took (trials run there); 0 if none was made */
+    int gave_back;              /* the program ran out of device memory: drk gave its context back, trials ended */
     uint64_t saved_ns;          /* the rows' saved_ns, summed */
     unsigned served_loads;      /* served variants loaded into the program's context */
     unsigned quiet_loads;       /* of them, loaded at the program's synchronize (drk_engine_quiet) */

@@ -21,6 +21,12 @@
 
 int drk_evolve_wanted(void) { return drk_opt_num(DRK_OPT_EVOLVE) != 0; }
 
+/* Up to two of drk's ticks and a trial's wait: a program out of memory
+ * waits this once, at most, for evolution's memory. */
+#define GIVE_BACK_WAIT_MS 500
+
+int drk_evolve_give_back(void) { return drk_engine_give_back(GIVE_BACK_WAIT_MS); }
+
 /* An address's allocation: pool memory by the pool's records (a block in
  * a pool's range but not live is no allocation), else the driver's range
  * query; host memory (pinned, mapped, managed on the host) as device 0. */
@@ -59,6 +65,25 @@ void drk_evolve_wiring_configure(void)
     drk_images_keep_ptx(DRK_IMAGES_PTX_CAP);
 }
 
+/* The cache of search results, opened when the engine takes up its first
+ * kernel: a failure to open it leaves evolution working without one. */
+static drk_cache *open_cache(void)
+{
+    drk_cache *cache = NULL;
+    char dir[4096], why[256];
+    uint64_t cap = 0;
+    if (drk_cache_dir_choose(drk_opt_str(DRK_OPT_CACHE_DIR), drk_env(DRK_ENV_XDG_CACHE_HOME), drk_env(DRK_ENV_HOME), dir,
+                             sizeof dir) == 0 &&
+        (cap = drk_cache_cap_bytes(drk_opt_num(DRK_OPT_CACHE_SIZE), dir)) > 0 &&
+        drk_cache_open(&cache, dir, cap, 0, why, sizeof why) != 0) {
+        drk_log(DRK_LOG_INFO, "evolve: no cache (%s): every run searches afresh", why);
+        return NULL;
+    }
+    drk_log(DRK_LOG_INFO, "evolve: results %s%s", cache ? "cached in " : "not cached",
+            cache ? drk_cache_root(cache) : "");
+    return cache;
+}
+
 void drk_evolve_wiring_start(void)
 {
     if (!drk_evolve_wanted())
@@ -73,18 +98,6 @@ void drk_evolve_wiring_start(void)
             drv->device_total_mem(&total, dev) == CUDA_SUCCESS)
             copy_max = (size_t)((double)total * (double)-copy / 10000.0);
     }
-    /* The cache of search results: a failure to open it leaves evolution
-     * working without one. */
-    static drk_cache *cache;
-    char dir[4096], why[256];
-    uint64_t cap = 0;
-    if (drk_cache_dir_choose(drk_opt_str(DRK_OPT_CACHE_DIR), drk_env(DRK_ENV_XDG_CACHE_HOME), drk_env(DRK_ENV_HOME), dir,
-                             sizeof dir) == 0 &&
-        (cap = drk_cache_cap_bytes(drk_opt_num(DRK_OPT_CACHE_SIZE), dir)) > 0 &&
-        drk_cache_open(&cache, dir, cap, 0, why, sizeof why) != 0) {
-        drk_log(DRK_LOG_INFO, "evolve: no cache (%s): every run searches afresh", why);
-        cache = NULL;
-    }
     drk_engine_settings s = {
         .budget = (double)drk_opt_num(DRK_OPT_EVOLVE_BUDGET) / 10000.0,
         .copy_max = copy_max,
@@ -92,7 +105,7 @@ void drk_evolve_wiring_start(void)
         .skip = drk_opt_str(DRK_OPT_EVOLVE_SKIP),
         .plant = drk_opt_str(DRK_OPT_EVOLVE_PLANT),
         .turn = (unsigned)drk_opt_num(DRK_OPT_EVOLVE_TURN),
-        .cache = cache,
+        .open_cache = open_cache,
         .fatbin = drk_kernels_fatbin,
         .resolve = resolve,
         .cooperative_entries = 1u << DRK_SYM_cuLaunchCooperativeKernel | 1u << DRK_SYM_cuLaunchCooperativeKernel_ptsz,
@@ -103,6 +116,6 @@ void drk_evolve_wiring_start(void)
     exe[n > 0 ? n : 0] = '\0';
     drk_jitlink_configure(drk_opt_str(DRK_OPT_NVJITLINK), exe);
     drk_engine_start(&s);
-    drk_log(DRK_LOG_INFO, "evolve: on (budget %.1f%% of kernel time, copies up to %zu MiB a launch, results %s%s)",
-            100 * s.budget, copy_max >> 20, cache ? "cached in " : "not cached", cache ? drk_cache_root(cache) : "");
+    drk_log(DRK_LOG_INFO, "evolve: on (budget %.1f%% of kernel time, copies up to %zu MiB a launch)", 100 * s.budget,
+            copy_max >> 20);
 }

@@ -13,6 +13,7 @@
 #include "alloc/ipc.h"
 #include "alloc/recorder.h"
 #include "alloc/stats.h"
+#include "shim/evolve_wiring.h"
 #include "interpose/table.h"
 
 /* After a device allocation or free, pool's or driver's: counted, and
@@ -53,17 +54,28 @@ static inline __attribute__((always_inline)) int pool_stream(CUstream *s, int pe
     return *s != CU_STREAM_PER_THREAD;
 }
 
-DRK_BODY drk_body_mem_alloc(drk_sym sym, CUdeviceptr *dptr, size_t size)
+DRK_BODY device_alloc(drk_sym sym, CUdeviceptr *dptr, size_t size)
 {
     CUresult r;
     if (!drk_pooling() || !drk_dpool_alloc(dptr, size, NULL, 0, &r)) {
         DRK_REAL_OR_MISSING(mem_alloc);
         r = real(dptr, size);
     }
+    return r;
+}
+
+/* A device allocation that ran out of memory is tried once more after
+ * evolution gave its own memory back (drk_evolve_give_back): under drk
+ * the program never runs out where it would not without it. */
+DRK_BODY drk_body_mem_alloc(drk_sym sym, CUdeviceptr *dptr, size_t size)
+{
+    CUresult r = device_alloc(sym, dptr, size);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY && drk_evolve_give_back())
+        r = device_alloc(sym, dptr, size);
     return allocated(sym, r, DRK_ALLOC_DEVICE, size, 'a', r == CUDA_SUCCESS ? *dptr : 0, NULL, 0);
 }
 
-DRK_BODY drk_body_mem_alloc_async(drk_sym sym, CUdeviceptr *dptr, size_t size, CUstream stream)
+DRK_BODY async_alloc(drk_sym sym, CUdeviceptr *dptr, size_t size, CUstream stream)
 {
     CUresult r;
     CUstream s = stream;
@@ -72,6 +84,14 @@ DRK_BODY drk_body_mem_alloc_async(drk_sym sym, CUdeviceptr *dptr, size_t size, C
         DRK_REAL_OR_MISSING(mem_alloc_async);
         r = real(dptr, size, stream);
     }
+    return r;
+}
+
+DRK_BODY drk_body_mem_alloc_async(drk_sym sym, CUdeviceptr *dptr, size_t size, CUstream stream)
+{
+    CUresult r = async_alloc(sym, dptr, size, stream);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY && drk_evolve_give_back())
+        r = async_alloc(sym, dptr, size, stream);
     return allocated(sym, r, DRK_ALLOC_ASYNC, size, 'A', r == CUDA_SUCCESS ? *dptr : 0, stream, 1);
 }
 

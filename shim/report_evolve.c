@@ -42,6 +42,7 @@ void drk_report_evolve(drk_json *j)
     drk_json_f64(j, "cubin_hit_ms_max", t.cubin_hit_ms_max);
     drk_json_f64(j, "cubin_read_ms_mean", t.cubin_read_ms_mean);
     drk_json_u64(j, "own_context_mib", t.own_ctx_bytes >> 20);
+    drk_json_u64(j, "gave_back_memory", (uint64_t)t.gave_back);
     drk_json_u64(j, "saved_ns", t.saved_ns);
     drk_json_u64(j, "partial_hits", t.partial_hits);
     drk_json_u64(j, "partial_stored", t.partial_stored);

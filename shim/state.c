@@ -135,6 +135,7 @@ drk_mode drk_mode_start(void)
                                   .round_ms = drk_opt_num(DRK_OPT_ROUND_SECONDS),
                                   .counters = drk_opt_num(DRK_OPT_PROFILE) == DRK_PROFILE_COUNTERS,
                                   .profile = drk_opt_num(DRK_OPT_PROFILE) != 0,
+                                  .evolve_waits = drk_opt_num(DRK_OPT_PROFILE) == 0,
                                   .counters_budget = (double)drk_opt_num(DRK_OPT_COUNTERS_BUDGET) / 10000.0,
                                   .start_here = context_current()};
         drk_worker_start(&ws);

@@ -159,6 +159,7 @@ static void rest_records(uint64_t now)
  * tick after its end, when the records of what ran before it are in. */
 static void tick(void)
 {
+    drk_engine_give_back_due();
     int took = take_marks();
     uint64_t now = drk_cupti_now();
     if (!now)
@@ -231,18 +232,51 @@ static int start_cupti(void)
     return r;
 }
 
+/* Evolution's timing alone: nothing of CUPTI until the program launches a
+ * kernel evolution could take up (most programs' kernels are SASS only:
+ * PyTorch's, Triton's, CuPy's), looked for every WAIT_TICKS ticks. 1 when
+ * one was launched, 0 when the process exits first. */
+#define WAIT_TICKS 4
+static int kernel_to_evolve(void)
+{
+    pthread_mutex_lock(&lock);
+    while (!stop) {
+        pthread_mutex_unlock(&lock);
+        if (drk_engine_could_evolve())
+            return 1;
+        pthread_mutex_lock(&lock);
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += WAIT_TICKS * TICK_MS * 1000000L;
+        ts.tv_sec += ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&wake, &lock, &ts);
+    }
+    pthread_mutex_unlock(&lock);
+    return 0;
+}
+
 static void *run(void *arg)
 {
     (void)arg;
     char why[200];
+    if (cfg.evolve_waits) {
+        drk_evolve_wiring_start();
+        if (!kernel_to_evolve())
+            return NULL;
+        drk_log(DRK_LOG_DEBUG, "GPU times: CUPTI starts: the program launched a kernel evolution could take up");
+    }
     if (!atomic_load(&cupti_started))
         start_cupti();
-    if (atomic_load(&cupti_started) < 0)
+    if (atomic_load(&cupti_started) < 0) {
+        drk_engine_stop(); /* no rounds to evolve by; the report says why */
         return NULL;
+    }
     nvtx_note();
     if (cfg.counters && drk_counters_start(cfg.counters_budget, why, sizeof why) != 0)
         drk_log(DRK_LOG_INFO, "no counters: %s", why);
-    drk_evolve_wiring_start();
+    if (!cfg.evolve_waits)
+        drk_evolve_wiring_start();
     if (atexit(last_records) != 0)
         drk_log(DRK_LOG_INFO, "GPU times: cannot register an exit handler; the last records may be missing");
     pthread_mutex_lock(&lock);
@@ -268,8 +302,11 @@ void drk_worker_start(const drk_worker_settings *s)
         return;
     cfg = *s;
     snprintf(cupti_library, sizeof cupti_library, "%s", s->cupti_library ? s->cupti_library : "");
-    snprintf(off_why, sizeof off_why, "CUPTI not started yet");
-    if (s->start_here) {
+    snprintf(off_why, sizeof off_why, "%s",
+             s->evolve_waits ? "not needed: DRK_PROFILE=0, and the program launched no kernel evolution could take "
+                               "up (evolution starts GPU timing once it does)"
+                             : "CUPTI not started yet");
+    if (s->start_here && !s->evolve_waits) {
         /* CUPTI's start holds the program's launches while it attaches
          * (8-68 ms on the H200 behind a deep queue, tests/bench/drain_stall):
          * here, before the program's next call, it holds none. */

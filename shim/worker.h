@@ -19,6 +19,9 @@ typedef struct drk_worker_settings {
     int profile;               /* DRK_PROFILE set: every round timed; else (evolution's
                                 * timing only) kernel records rest while it has nothing
                                 * to search, one round timed in DRK_REST_SAMPLE */
+    int evolve_waits;          /* evolution's timing alone: CUPTI is started (its library
+                                * loaded, its cost paid) only once the program has launched
+                                * a kernel evolution could take up */
     int start_here;            /* CUPTI started by drk_worker_start's caller (a context is
                                 * current there: the program may launch next), not by the
                                 * thread (no context yet: it starts while one is made) */

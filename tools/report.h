@@ -204,6 +204,7 @@ typedef struct rep_evolve {
     double budget;      /* the first report's with evolve on (else the first's) */
     uint64_t rounds, trial_ns, program_kernel_ns;
     uint64_t own_context_mib; /* device memory of drk's context for trials (the largest of the processes') */
+    uint64_t gave_back;       /* processes whose evolution gave its device memory back (the program ran out) */
     uint64_t saved_ns;        /* GPU time served variants saved, estimated (summed) */
     double trial_share, researched_share;
     uint64_t kernels, evolved, refused, failed;

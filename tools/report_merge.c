@@ -556,6 +556,7 @@ static int merge_evolve(const rep_totals *const *parts, size_t n, rep_evolve *o)
         o->trial_ns = add(o->trial_ns, e->trial_ns);
         o->program_kernel_ns = add(o->program_kernel_ns, e->program_kernel_ns);
         o->own_context_mib = e->own_context_mib > o->own_context_mib ? e->own_context_mib : o->own_context_mib;
+        o->gave_back = add(o->gave_back, e->gave_back);
         o->saved_ns = add(o->saved_ns, e->saved_ns);
         o->kernels = add(o->kernels, e->kernels);
         o->evolved = add(o->evolved, e->evolved);

@@ -635,6 +635,9 @@ static void print_evolve(FILE *f, const rep_evolve *e, size_t top, size_t nprocs
             100 * e->researched_share, e->rounds, e->rounds == 1 ? "" : "s");
     if (e->own_context_mib)
         fprintf(f, "; trials in a context of drk's own (%" PRIu64 " MiB of device memory)", e->own_context_mib);
+    if (e->gave_back)
+        fprintf(f, "; trials ended where the program ran out of device memory, drk's given back (%" PRIu64
+                   " process%s)", e->gave_back, e->gave_back == 1 ? "" : "es");
     if (e->saved_ns) {
         char saved[32];
         fprintf(f, "; GPU time saved by served variants ~%s (estimated)", human_ns(e->saved_ns, saved, sizeof saved));
@@ -896,6 +899,7 @@ static void json_evolve(drk_json *j, FILE *f, const rep_evolve *e, size_t top)
     drk_json_u64(j, "trial_ns", e->trial_ns);
     drk_json_u64(j, "program_kernel_ns", e->program_kernel_ns);
     drk_json_u64(j, "own_context_mib", e->own_context_mib);
+    drk_json_u64(j, "gave_back_memory", e->gave_back);
     drk_json_u64(j, "saved_ns", e->saved_ns);
     drk_json_f64(j, "trial_share", e->trial_share);
     drk_json_f64(j, "researched_share", e->researched_share);

@@ -578,6 +578,7 @@ static int read_evolve(ctx *c, const json_value *doc, rep_evolve *e, uint64_t pi
     get_u64(c, o, at, "trial_ns", &e->trial_ns);
     get_u64(c, o, at, "program_kernel_ns", &e->program_kernel_ns);
     get_u64_optional(c, o, at, "own_context_mib", &e->own_context_mib);
+    get_u64_optional(c, o, at, "gave_back_memory", &e->gave_back);
     get_u64_optional(c, o, at, "saved_ns", &e->saved_ns);
     get_number(c, o, at, "trial_share", &e->trial_share);
     get_number(c, o, at, "researched_share", &e->researched_share);

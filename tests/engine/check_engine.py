@@ -68,6 +68,8 @@ def case_evolve(args):
     check_contexts(p, "evolve", True)
     ev = rep["evolve"]
     check(ev["enabled"] and ev["off_reason"] is None, "evolve: on", ev)
+    check("GPU times: CUPTI starts: the program launched a kernel evolution could take up" in p.stderr,
+          "evolve: CUPTI started once a kernel evolution could take up was launched", p.stderr[-1500:])
     rows = [r for r in ev["by_kernel"] if r["name"] == "axpy"]
     check(len(rows) == 1, "evolve: axpy is a target", ev["by_kernel"])
     if not rows:
@@ -350,6 +352,36 @@ def case_off(args):
           p.stdout)
 
 
+def case_untimed(args):
+    # Evolution on, but no kernel it may take up: no CUPTI at all.
+    cache = os.path.join(scratch("drk-engine-untimed-"), "cache")
+    rep, p = run(args, "untimed", {"DRK_EVOLVE": "1", "DRK_EVOLVE_SKIP": "axpy"}, cache)
+    m = re.search(r"cupti: cuptiSubscribe (\d+), cuptiActivityEnable (\d+)", p.stdout)
+    check(m is not None and m.group(1) == "0" and m.group(2) == "0",
+          "untimed: nothing to evolve, so CUPTI was never started", p.stdout + p.stderr[-1500:])
+    ev, gt = rep["evolve"], rep["gpu_time"]
+    check(ev["enabled"] and ev["by_kernel"] == [] and ev["captures"]["captured"] == 0 and ev["own_context_mib"] == 0,
+          "untimed: evolution on, nothing taken up, no context of drk's own", ev)
+    check("launched no kernel evolution could take up" in (gt.get("off_reason") or ""),
+          "untimed: the report says why there are no GPU times", gt.get("off_reason"))
+    check(not os.path.exists(cache), "untimed: no cache directory made", cache)
+
+
+def case_oom(args):
+    rep, p = run(args, "oom", {"DRK_EVOLVE": "1"})
+    ev = rep["evolve"]
+    check("oom: all the device memory" in p.stdout and "allocated" in p.stdout,
+          "oom: the program's allocation of all free memory succeeded under drk", p.stdout + p.stderr[-1500:])
+    check(ev.get("gave_back_memory") == 1 and "the program ran out of device memory: drk gave back its own" in p.stderr,
+          "oom: drk gave its device memory back, said once", (ev.get("gave_back_memory"), p.stderr[-1500:]))
+    rows = [r for r in ev["by_kernel"] if r["name"] == "axpy"]
+    got = launches(p)
+    check(rows and rows[0]["state"] in ("settled", "refused") and rows[0]["state"] != "failed" and ev["failed"] == 0,
+          "oom: its target ended, not failed", rows)
+    check(got is not None and got[1] > 0 and rows and rows[0]["serving"] == "regs=32",
+          "oom: the proven variant kept serving", (got, rows))
+
+
 def case_noctx(args):
     rep, p = run(args, "noctx", {"DRK_EVOLVE": "1"})
     ev = rep["evolve"]
@@ -396,11 +428,11 @@ def main():
     ap.add_argument("--preload", required=True)
     ap.add_argument("--nvjitlink", required=True, help="the stand-in's nvJitLink (the fake driver's library)")
     ap.add_argument("--mode", required=True, choices=["evolve", "plant", "cache", "resume", "regress", "switch", "ladder", "nondet", "off", "noctx", "unload",
-                                                          "turns", "late", "short", "nosync"])
+                                                          "turns", "late", "short", "nosync", "untimed", "oom"])
     args = ap.parse_args()
     {"evolve": case_evolve, "plant": case_plant, "cache": case_cache, "resume": case_resume, "regress": case_regress, "switch": case_switch, "ladder": case_ladder, "nondet": case_nondet, "off": case_off,
      "noctx": case_noctx, "unload": case_unload, "turns": case_turns, "late": case_late, "short": case_short,
-     "nosync": case_nosync}[args.mode](args)
+     "nosync": case_nosync, "untimed": case_untimed, "oom": case_oom}[args.mode](args)
     print(f"{'FAILED' if failures else 'passed'}: {failures} failures")
     sys.exit(1 if failures else 0)
 

@@ -46,6 +46,17 @@
  *   engine_route nosync   the evolve rounds without the cuCtxSynchronize
  *                         each round makes: drk's thread loads the served
  *                         copy itself when it is to serve.
+ *   engine_route untimed  4 evolve rounds, run where evolution may take up
+ *                         no kernel (DRK_EVOLVE_SKIP=axpy): it must not
+ *                         start CUPTI at all. It prints the CUPTI calls
+ *                         drk made.
+ *   engine_route oom      the evolve rounds; after round 8 (drk serving and
+ *                         searching on) the program allocates all the
+ *                         device memory cuMemGetInfo says is free, as a
+ *                         trainer filling the device would, and frees it:
+ *                         the allocation must succeed (drk gives back what
+ *                         its trials held), and the rounds after still
+ *                         run the served variant, bit for bit.
  *   engine_route unload   the evolve rounds, but after round 2 (drk is
  *                         searching) the program unloads its module and
  *                         loads it again: drk's work on the old module ends
@@ -65,6 +76,8 @@
 #define BLOCK 256
 #define ROUNDS 16
 #define LAUNCHES 20
+/* oom: x and y in allocations this large, which drk's snapshots copy whole. */
+#define OOM_ARRAY ((size_t)64 << 20)
 #define OWN_STREAM 99 /* what the fake CUPTI calls drk's stream */
 #define ROUND_NS 200000000ull /* a round on the fake CUPTI's clock; rounds start 2 apart */
 
@@ -152,6 +165,9 @@ int main(int argc, char **argv)
         rounds = 36;
     if (turns)
         rounds = 24;
+    int untimed = strcmp(mode, "untimed") == 0, oom = strcmp(mode, "oom") == 0;
+    if (untimed)
+        rounds = 4;
     if (argc > 2)
         rounds = atoi(argv[2]); /* fewer: the program exits mid-search */
     if (strcmp(mode, "noctx") == 0 && fakecuda_inject_error("cuCtxCreate_v4", CUDA_ERROR_OUT_OF_MEMORY, 1000000) != 0)
@@ -195,13 +211,26 @@ int main(int argc, char **argv)
     if (!check(cuInit(0), "cuInit") || !check(cuDeviceGet(&dev, 0), "cuDeviceGet") ||
         !check(cuDevicePrimaryCtxRetain(&ctx, dev), "retain") || !check(cuCtxSetCurrent(ctx), "set") ||
         !check(cuModuleLoadData(&mod, ptx), "load") || !check(cuModuleGetFunction(&fn, mod, "axpy"), "get") ||
-        !check(cuMemAlloc(&dx, N * sizeof(float)), "alloc x") || !check(cuMemAlloc(&dy, N * sizeof(float)), "alloc y"))
+        !check(cuMemAlloc(&dx, oom ? OOM_ARRAY : N * sizeof(float)), "alloc x") ||
+        !check(cuMemAlloc(&dy, oom ? OOM_ARRAY : N * sizeof(float)), "alloc y"))
         return 1;
     if (turns && (!check(cuModuleLoadData(&modb, ptxb), "load b") ||
                   !check(cuModuleGetFunction(&fnb, modb, "axpyb"), "get b") ||
                   !check(cuMemAlloc(&dz, N * sizeof(float)), "alloc z")))
         return 1;
-    if (!cupti_on()) {
+    /* As a program starts: a first launch (here one with nothing to do)
+     * before any GPU time is taken; evolution starts CUPTI only once a
+     * kernel it could take up was launched. */
+    int none = 0;
+    float a0 = 1.0f;
+    void *params0[] = {&dx, &dy, &a0, &none};
+    if (!check(cuLaunchKernel(fn, N / BLOCK, 1, 1, BLOCK, 1, 1, 0, NULL, params0, NULL), "first launch") ||
+        !check(cuCtxSynchronize(), "first synchronize"))
+        return 1;
+    if (untimed) {
+        struct timespec ts = {0, 300000000}; /* six of drk's ticks, for it to look */
+        nanosleep(&ts, NULL);
+    } else if (!cupti_on()) {
         fprintf(stderr, "engine_route: drk never enabled CUPTI's records\n");
         return 1;
     }
@@ -225,6 +254,21 @@ int main(int argc, char **argv)
             return 1;
         if (late && r == 3)
             nondet = 1;
+        if (oom && r == 8) {
+            /* All but its own arrays and a little, as sized on a run
+             * without drk. */
+            size_t free_b = 0, total_b = 0, want;
+            CUdeviceptr big;
+            if (!check(cuMemGetInfo(&free_b, &total_b), "cuMemGetInfo"))
+                return 1;
+            want = total_b - 2 * OOM_ARRAY - ((size_t)16 << 20);
+            printf("oom: all the device memory the program would have without drk, %zu MiB of %zu (%zu MiB free "
+                   "now): ", want >> 20, total_b >> 20, free_b >> 20);
+            if (!check(cuMemAlloc(&big, want), "the allocation of all free memory") ||
+                !check(cuMemFree(big), "its free"))
+                return 1;
+            printf("allocated\n");
+        }
         float a = 0.5f + (float)r * 0.125f; /* new inputs each round */
         for (int l = 0; l < launches; l++) {
             uint64_t s = t0 + 1000 + (uint64_t)l * spacing;
@@ -276,17 +320,19 @@ int main(int argc, char **argv)
          * end it has closed the round and done that tick's work. A loaded
          * machine (CI's two cores, tests in parallel) may take longer than
          * the pause; the search must not see rounds shift under it. */
-        for (int w = 0; w < 300 && fakecupti_calls("cuptiActivityFlushAll") < ticks + 3; w++) {
+        for (int w = 0; w < 300 && !untimed && fakecupti_calls("cuptiActivityFlushAll") < ticks + 3; w++) {
             struct timespec p = {0, 10000000};
             nanosleep(&p, NULL);
         }
     }
     printf("engine: %d rounds, %d wrong; launches by registers: 64=%llu 32=%llu 40=%llu 48=%llu\n", rounds,
            wrong_rounds, by_regs[64], by_regs[32], by_regs[40], by_regs[48]);
+    printf("cupti: cuptiSubscribe %llu, cuptiActivityEnable %llu\n", fakecupti_calls("cuptiSubscribe"),
+           fakecupti_calls("cuptiActivityEnable"));
     /* drk's trials run in a context of its own: the program's holds its
      * own launches alone. */
     printf("contexts: program %llu of %d launches, other contexts %llu; functions loaded ahead %llu\n",
-           fakecuda_launches_in(ctx), rounds * launches, fakecuda_launches_in(NULL), fakecuda_func_loads());
+           fakecuda_launches_in(ctx), rounds * launches + 1, fakecuda_launches_in(NULL), fakecuda_func_loads());
     /* As programs end (cudart unregisters its modules at exit): drk keeps
      * what its searches found all the same. */
     if (!check(cuModuleUnload(mod), "unload at the end") || (turns && !check(cuModuleUnload(modb), "unload b")))

@@ -238,7 +238,9 @@ def case_ppo(args, out):
     rc, nso, se = run(cmd, {}, out, "ppo-native", 300)
     check(rc == 0, f"ppo native: runs (exit {rc})", se[-400:])
     rep_dir = os.path.join(out, "ppo-drk")
-    rc, dso, se = run(cmd, drk_env(args, rep_dir), out, "ppo-drk", 300)
+    # DRK_PROFILE=1: every round timed, for the shares below (evolution
+    # alone starts no timing where no kernel could be evolved, PPO's case).
+    rc, dso, se = run(cmd, drk_env(args, rep_dir, {"DRK_PROFILE": "1"}), out, "ppo-drk", 300)
     check(rc == 0, f"ppo under DRK_EVOLVE=1: runs (exit {rc})", se[-400:])
     check(ppo_losses(nso) == ppo_losses(dso) and ppo_losses(nso)[0].startswith("final"),
           "ppo: final losses bit for bit with native under DRK_EVOLVE=1", (ppo_losses(nso), ppo_losses(dso)))

@@ -34,15 +34,17 @@
 # run may take, default 180); DRK_GPU_BUDGET (seconds for the whole suite,
 # default 540: later workloads are failed as skipped rather than overrun);
 # DRK_GPU_CUPTI_LIB (the libcupti.so.13 to use instead of searching for one);
-# DRK_GPU_SANITIZER (the compute-sanitizer to use); DRK_GPU_EVOLVE=1 (each
-# workload judged by "check.py workload" also runs in mode "evolve": drk with DRK_EVOLVE=1 and
-# its own cache, without the CUPTI counter, whose injection would make drk's
-# timing step aside; check.py --evolve holds its output to the native run's
-# byte for byte and prints the share of GPU time drk could evolve and what
-# it served); DRK_GPU_GROW=1 (every run under drk has its page grower on,
-# DRK_ALLOC_GROW=1). Other DRK_* variables and
-# PyTorch's allocator settings are removed from every run: each mode sets its
-# own.
+# DRK_GPU_SANITIZER (the compute-sanitizer to use); DRK_GPU_EVOLVE (default
+# 1: each workload judged by "check.py workload" also runs in mode "evolve":
+# drk with DRK_EVOLVE=1 and DRK_PROFILE=1, every round timed for the shares
+# below, without the CUPTI counter, whose injection would make drk's timing
+# step aside; check.py --evolve holds its output to the native run's byte
+# for byte and prints the share of GPU time drk could evolve and what it
+# served; 0 leaves the mode out); DRK_GPU_GROW=1 (every run under drk has
+# its page grower on, DRK_ALLOC_GROW=1). Every run under drk has a cache of
+# its own (DRK_CACHE_DIR), so no run's evolution finds another's results.
+# Other DRK_* variables and PyTorch's allocator settings are removed from
+# every run: each mode sets its own.
 set -u -o pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -187,7 +189,7 @@ done < <(compgen -e)
 # run_mode WORKLOAD MODE LIMIT COUNTED CMD...: one run, its outputs in
 # $work/WORKLOAD/MODE/ (see check.py for the layout). MODE: native, drk
 # (defaults: the device pool on), disabled (DRK_DISABLE=1), nodefrag
-# (DRK_DEFRAG=0), noalloc (DRK_ALLOC=0), evolve (DRK_EVOLVE=1).
+# (DRK_DEFRAG=0), noalloc (DRK_ALLOC=0), evolve (DRK_EVOLVE=1 DRK_PROFILE=1).
 run_mode() {
     local w=$1 mode=$2 limit=$3 counted=$4
     shift 4
@@ -211,10 +213,12 @@ run_mode() {
     native) env_args=(-u LD_PRELOAD "${env_args[@]}") ;;
     drk) env_args+=(LD_PRELOAD="$shim" DRK_REPORT="$d/reports/") ;;
     disabled) env_args+=(LD_PRELOAD="$shim" DRK_REPORT="$d/reports/" DRK_DISABLE=1) ;;
-    evolve) env_args+=(LD_PRELOAD="$shim" DRK_REPORT="$d/reports/" DRK_EVOLVE=1 DRK_CACHE_DIR="$d/cache") ;;
+    evolve) env_args+=(LD_PRELOAD="$shim" DRK_REPORT="$d/reports/" DRK_EVOLVE=1 DRK_PROFILE=1) ;;
     nodefrag) env_args+=(LD_PRELOAD="$shim" DRK_REPORT="$d/reports/" DRK_DEFRAG=0) ;;
     noalloc) env_args+=(LD_PRELOAD="$shim" DRK_REPORT="$d/reports/" DRK_ALLOC=0) ;;
     esac
+    # Each run's evolution cache is its own.
+    [ "$mode" != native ] && env_args+=(DRK_CACHE_DIR="$d/cache")
     # The page grower, off by default (it gains nothing measurable on the H200).
     [ "${DRK_GPU_GROW:-0}" = 1 ] && [ "$mode" != native ] && env_args+=(DRK_ALLOC_GROW=1)
     local t0 t1 ms
@@ -241,7 +245,7 @@ run_workload() {
     for mode in $modes; do
         run_mode "$w" "$mode" "$limit" "$counted" "$@"
     done
-    if [ "${DRK_GPU_EVOLVE:-0}" = 1 ] && [ "${check%% *}" = workload ]; then
+    if [ "${DRK_GPU_EVOLVE:-1}" = 1 ] && [ "${check%% *}" = workload ]; then
         run_mode "$w" evolve "$limit" 0 "$@"
         check="$check --evolve"
     fi

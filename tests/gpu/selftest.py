@@ -143,7 +143,7 @@ def expect(cond, what):
 
 
 def run_suite(build, fault, tmp):
-    env = dict(os.environ, FAKE_FAULT=fault, TMPDIR=tmp, PYTHON=sys.executable,
+    env = dict(os.environ, FAKE_FAULT=fault, TMPDIR=tmp, PYTHON=sys.executable, DRK_GPU_EVOLVE="0",
                DRK_GPU_CUPTI_LIB=os.path.join(tmp, "libcupti.so.13"))
     env.pop("OUT", None)
     p = subprocess.run(["bash", os.path.join(HERE, "run.sh"), build, "rt_vecadd", "drv_vecadd"],
@@ -230,7 +230,7 @@ def test_run_sh(tmp):
            f"crash: exit status and stderr shown: {fails[:1]}")
 
     # No CUPTI library: every CUPTI-based check fails, saying why.
-    env = dict(os.environ, TMPDIR=tmp, PYTHON=sys.executable, DRK_GPU_CUPTI_LIB=os.path.join(tmp, "nonexistent.so"))
+    env = dict(os.environ, TMPDIR=tmp, PYTHON=sys.executable, DRK_GPU_EVOLVE="0", DRK_GPU_CUPTI_LIB=os.path.join(tmp, "nonexistent.so"))
     p = subprocess.run(["bash", os.path.join(HERE, "run.sh"), build, "rt_vecadd"], env=env,
                        capture_output=True, text=True, timeout=120)
     fails = [ln for ln in p.stdout.splitlines() if ln.startswith("FAIL")]
@@ -240,7 +240,7 @@ def test_run_sh(tmp):
 
     # $OUT: a summary and one archive.
     out = os.path.join(tmp, "out")
-    env = dict(os.environ, TMPDIR=tmp, OUT=out, PYTHON=sys.executable,
+    env = dict(os.environ, TMPDIR=tmp, OUT=out, PYTHON=sys.executable, DRK_GPU_EVOLVE="0",
                DRK_GPU_CUPTI_LIB=os.path.join(tmp, "libcupti.so.13"))
     p = subprocess.run(["bash", os.path.join(HERE, "run.sh"), build, "rt_vecadd"], env=env,
                        capture_output=True, text=True, timeout=120)

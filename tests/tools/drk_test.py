@@ -1559,6 +1559,18 @@ def case_report_evolve():
         got = json.loads(p.stdout)["evolve"] if p.returncode == 0 else {}
         check(got.get("saved_ns") == 4000000 and got.get("own_context_mib") == 539,
               "two processes: saved_ns summed, own_context_mib the largest", p)
+        # A process whose program ran out of device memory: drk gave its own back, said and counted.
+        d["evolve"]["gave_back_memory"] = 1
+        with open(os.path.join(tmp, "drk-train-44.json"), "w") as f:
+            json.dump(d, f)
+        p = drk("report", tmp)
+        said = [ln for ln in p.stdout.splitlines() if ln.startswith("evolved kernels (2 of 2 processes)") and
+                "trials ended where the program ran out of device memory, drk's given back (1 process)" in ln]
+        check(p.returncode == 0 and len(said) == 1, "gave_back_memory: said on the combined totals' line", p)
+        p = drk("report", "--json", tmp)
+        got = json.loads(p.stdout)["evolve"] if p.returncode == 0 else {}
+        check(got.get("gave_back_memory") == 1, "gave_back_memory: counted over processes", p)
+        del d["evolve"]["gave_back_memory"]
         d["evolve"]["own_context_mib"] = "539"
         with open(path, "w") as f:
             json.dump(d, f)
@@ -1674,8 +1686,9 @@ def case_report_evolve():
     d = json.loads(p.stdout)
     got = d["evolve"]
     want = json.load(open(evolve_fixture(41)))["evolve"]
-    check({k: v for k, v in got.items() if k not in ("by_kernel", "reports", "processes", "distinct")}
-          == {k: v for k, v in want.items() if k != "by_kernel"}
+    # gave_back_memory: newer than the fixture, read as 0.
+    check({k: v for k, v in got.items() if k not in ("by_kernel", "reports", "processes", "distinct", "gave_back_memory")}
+          == {k: v for k, v in want.items() if k != "by_kernel"} and got.get("gave_back_memory") == 0
           and (got["reports"], got["processes"], got["distinct"]) == (1, 1, 3), f"evolve: {got}", p)
     check([{k: v for k, v in r.items() if k != "pid"} for r in got["by_kernel"]] == want["by_kernel"][::-1]
           and {r["pid"] for r in got["by_kernel"]} == {41}, f"the rows as in the report: {got['by_kernel']}", p)
@@ -1690,7 +1703,7 @@ def case_report_evolve():
     got = json.loads(p.stdout)["evolve"]
     check({k: v for k, v in got.items() if k != "by_kernel"} == {
         "enabled": True, "reports": 3, "processes": 2, "off_reason": "DRK_EVOLVE=0", "budget": 0.02, "rounds": 9,
-        "trial_ns": 9400, "program_kernel_ns": 720000, "own_context_mib": 0, "saved_ns": 0,
+        "trial_ns": 9400, "program_kernel_ns": 720000, "own_context_mib": 0, "gave_back_memory": 0, "saved_ns": 0,
         "trial_share": 0.0130556, "researched_share": 0.180556,
         "kernels": 5, "evolved": 2, "refused": 1, "failed": 1,
         "captures": {"captured": 5, "snapped": 4, "moved": 1, "busy": 2, "mismatched": 0}, "distinct": 5},
