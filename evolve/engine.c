@@ -754,9 +754,10 @@ static struct target *make_target(const drk_kernel_record *r, int slot, const dr
     drk_evolution_init(&t->evo, &drk_space_ptx, (uint64_t)(uintptr_t)r ^ t->cls, &start);
     t->state = DRK_TARGET_CAPTURING;
     snprintf(t->why, sizeof t->why, "waiting for a launch");
-    static int cache_opened;
-    if (!cache_opened++ && cfg.open_cache)
+    if (cfg.open_cache) { /* with the first target: once */
         cfg.cache = cfg.open_cache();
+        cfg.open_cache = NULL;
+    }
     const drk_driver_facts *df = atomic_load_explicit(&r->driver, memory_order_acquire);
     result_key(t, df ? df->device : 0);
     drk_variant cached;

@@ -237,22 +237,29 @@ static int start_cupti(void)
  * PyTorch's, Triton's, CuPy's), looked for every WAIT_TICKS ticks. 1 when
  * one was launched, 0 when the process exits first. */
 #define WAIT_TICKS 4
+
+/* Waits `ms` or until the thread is told to stop: 1 when it is to stop. */
+static int nap(long ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += ms * 1000000L;
+    ts.tv_sec += ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    pthread_mutex_lock(&lock);
+    while (!stop && pthread_cond_timedwait(&wake, &lock, &ts) != ETIMEDOUT)
+        ;
+    int s = stop;
+    pthread_mutex_unlock(&lock);
+    return s;
+}
+
 static int kernel_to_evolve(void)
 {
-    pthread_mutex_lock(&lock);
-    while (!stop) {
-        pthread_mutex_unlock(&lock);
+    do {
         if (drk_engine_could_evolve())
             return 1;
-        pthread_mutex_lock(&lock);
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += WAIT_TICKS * TICK_MS * 1000000L;
-        ts.tv_sec += ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
-        pthread_cond_timedwait(&wake, &lock, &ts);
-    }
-    pthread_mutex_unlock(&lock);
+    } while (!nap(WAIT_TICKS * TICK_MS));
     return 0;
 }
 
@@ -279,20 +286,8 @@ static void *run(void *arg)
         drk_evolve_wiring_start();
     if (atexit(last_records) != 0)
         drk_log(DRK_LOG_INFO, "GPU times: cannot register an exit handler; the last records may be missing");
-    pthread_mutex_lock(&lock);
-    while (!stop) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += TICK_MS * 1000000L;
-        if (ts.tv_nsec >= 1000000000L)
-            ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-        if (pthread_cond_timedwait(&wake, &lock, &ts) != ETIMEDOUT && stop)
-            break;
-        pthread_mutex_unlock(&lock);
+    while (!nap(TICK_MS))
         tick();
-        pthread_mutex_lock(&lock);
-    }
-    pthread_mutex_unlock(&lock);
     return NULL;
 }
 
