@@ -85,9 +85,10 @@ const drk_option_desc drk_option_table[DRK_OPT_COUNT] = {
     [DRK_OPT_EVOLVE] = {"DRK_EVOLVE", DRK_OPTION_BOOL, "0",
                         "evolve the hottest kernels: variants of their PTX built, proven bit for bit equal on "
                         "replays of real launches, timed, and served only when faster. GPU times are taken "
-                        "only once the program has launched a kernel drk could evolve; drk's device memory for "
-                        "trials is given back if the program runs out (off by default: the timing costs "
-                        "launch-bound programs, README says how much)"},
+                        "only once the program has launched a kernel drk could evolve, and kernel records cost "
+                        "its launches at most a quarter of DRK_EVOLVE_BUDGET of its run time; drk's device "
+                        "memory for trials is given back if the program runs out (off by default: CUPTI "
+                        "attached still costs launch-bound programs, README says how much)"},
     [DRK_OPT_EVOLVE_BUDGET] = {"DRK_EVOLVE_BUDGET", DRK_OPTION_PERCENT, "2%",
                                "with DRK_EVOLVE, the GPU time trials may take, as a share of the program's "
                                "kernel time"},

@@ -136,6 +136,7 @@ drk_mode drk_mode_start(void)
                                   .counters = drk_opt_num(DRK_OPT_PROFILE) == DRK_PROFILE_COUNTERS,
                                   .profile = drk_opt_num(DRK_OPT_PROFILE) != 0,
                                   .evolve_waits = drk_opt_num(DRK_OPT_PROFILE) == 0,
+                                  .records_share = (double)drk_opt_num(DRK_OPT_EVOLVE_BUDGET) / 10000.0 / 4,
                                   .counters_budget = (double)drk_opt_num(DRK_OPT_COUNTERS_BUDGET) / 10000.0,
                                   .start_here = context_current()};
         drk_worker_start(&ws);

@@ -22,6 +22,8 @@
 #include "evolve/findings.h"
 #include "evolve/gputime.h"
 #include "evolve/occupancy.h"
+#include "evolve/records_cost.h"
+#include "evolve/registry.h"
 #include "shim/evolve_wiring.h"
 
 #define MARKS 64
@@ -114,6 +116,20 @@ static int take_marks(void)
 static int resting;
 static unsigned rest_for;
 static uint64_t unsampled_at, untimed_seen, kept_at;
+/* The engine asked for a timed round, and records wait for the account. */
+static int want_timed;
+/* What the records cost the program (evolve/records_cost.h): kept with
+ * evolution's timing alone, from CUPTI's start (costed). */
+static drk_records_cost cost;
+static int costed;
+static uint64_t began_ns; /* the thread's start: the share is paid in from there */
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 /* Kernel records on again from `t`: the rounds from there are timed. */
 static void records_resumed(uint64_t t)
@@ -123,20 +139,30 @@ static void records_resumed(uint64_t t)
     kept_at = drk_gputime_rounds_closed(); /* a round kept after this one has been timed whole */
 }
 
-static void rest_records(uint64_t now)
+/* `ended`: the rounds that ended this tick. */
+static void rest_records(uint64_t now, unsigned ended)
 {
-    if (cfg.profile || !drk_engine_on())
+    if (cfg.profile || !drk_engine_on() || !costed)
         return;
+    drk_records_cost_reckon(&cost, mono_ns(), drk_registry_launches(), !resting, ended);
     int searching = drk_engine_searching();
     unsigned idle_enough = drk_engine_targets() ? 1 : REST_AFTER;
-    if (!resting && (searching || drk_engine_idle_rounds() >= idle_enough) && drk_gputime_rounds_closed() > kept_at) {
+    int whole = drk_gputime_rounds_closed() > kept_at; /* a round timed whole since they came on */
+    int spent = !drk_records_cost_affords(&cost), over = drk_records_cost_over(&cost);
+    int idle = drk_engine_idle_rounds() >= idle_enough;
+    if (!resting && (over || (whole && (searching || spent || idle)))) {
         if (drk_cupti_kernels(0) == 0) {
             drk_gputime_sampling(0, now);
             resting = 1;
-            rest_for = searching ? SEARCH_SAMPLE : REST_SAMPLE;
+            /* Out of account only: on again as soon as it holds a round. */
+            rest_for = searching ? SEARCH_SAMPLE : idle ? REST_SAMPLE : 1;
             unsampled_at = untimed_seen = drk_gputime_totals_get().unsampled;
-            drk_log(DRK_LOG_DEBUG, "GPU times: kernel records rest (%s); on again after %u rounds",
-                    searching ? "a search runs" : "evolution has nothing to search", rest_for);
+            const char *why = over ? "their cost ran over what the budget paid in: the round under way goes untimed"
+                              : spent ? "the budget has not paid in what timing the next round would cost"
+                              : searching ? "a search runs"
+                                          : "evolution has nothing to search";
+            drk_log(DRK_LOG_DEBUG, "GPU times: kernel records rest (%s); on again after %u rounds%s", why, rest_for,
+                    drk_records_cost_affords(&cost) ? "" : ", once the budget pays for one");
         }
         return;
     }
@@ -144,10 +170,10 @@ static void rest_records(uint64_t now)
         return; /* on at the program's next mark */
     /* Untimed rounds still count toward measuring served variants again. */
     uint64_t untimed = drk_gputime_totals_get().unsampled;
-    int due = 0;
     for (; untimed_seen < untimed; untimed_seen++)
-        due |= drk_engine_round_untimed();
-    if (due || untimed - unsampled_at >= rest_for) {
+        want_timed |= drk_engine_round_untimed();
+    if ((want_timed || untimed - unsampled_at >= rest_for) && drk_records_cost_affords(&cost)) {
+        want_timed = 0;
         if (atomic_load(&marked))
             atomic_store(&records_at_mark, 1); /* the program marks its rounds */
         else if (drk_cupti_kernels(1) == 0)
@@ -166,8 +192,10 @@ static void tick(void)
         return;
     /* The period ends rounds only while the program marks none. */
     if (!took && !atomic_load(&marked) && cfg.round_ms > 0 &&
-        now - drk_gputime_open_since() >= (uint64_t)cfg.round_ms * 1000000u)
+        now - drk_gputime_open_since() >= (uint64_t)cfg.round_ms * 1000000u) {
         mark_round(now, "period");
+        took = 1;
+    }
     /* Forced when a round is to close: a flush that is not forced hands
      * over only full buffers, and a buffer holds thousands of records (on
      * the H200, a program of 1500 launches a round had none of ten rounds'
@@ -188,7 +216,7 @@ static void tick(void)
             drk_engine_round(kept[n - 1]);
     }
     drk_engine_tick();
-    rest_records(now);
+    rest_records(now, (unsigned)took);
 }
 
 static void last_records(void);
@@ -267,6 +295,7 @@ static void *run(void *arg)
 {
     (void)arg;
     char why[200];
+    began_ns = mono_ns();
     if (cfg.evolve_waits) {
         drk_evolve_wiring_start();
         if (!kernel_to_evolve())
@@ -278,6 +307,12 @@ static void *run(void *arg)
     if (atomic_load(&cupti_started) < 0) {
         drk_engine_stop(); /* no rounds to evolve by; the report says why */
         return NULL;
+    }
+    if (!cfg.profile) {
+        /* Paid in from the thread's start; charged from here, the records
+         * being on from CUPTI's start. */
+        drk_records_cost_init(&cost, cfg.records_share, began_ns, drk_registry_launches());
+        costed = 1;
     }
     nvtx_note();
     if (cfg.counters && drk_counters_start(cfg.counters_budget, why, sizeof why) != 0)
@@ -386,6 +421,12 @@ static void last_records(void)
         drk_log(DRK_LOG_INFO, "finding %s (rounds %llu-%llu, %llu of them): %s", f[i]->name,
                 (unsigned long long)f[i]->first_round, (unsigned long long)f[i]->last_round,
                 (unsigned long long)f[i]->rounds, f[i]->evidence);
+    if (costed && cost.charged)
+        drk_log(DRK_LOG_INFO,
+                "GPU times: kernel records were on for %llu of the program's launches: about %.1f ms of its launch "
+                "calls, %.2f%% of its run time (at most %.2f%%: a quarter of DRK_EVOLVE_BUDGET)",
+                (unsigned long long)cost.charged, drk_records_cost_charged_ns(&cost) / 1e6,
+                100 * drk_records_cost_charged_share(&cost), 100 * cost.share);
     unsigned long lost = atomic_load(&marks_lost);
     if (lost)
         drk_log(DRK_LOG_INFO, "GPU times: %lu round marks came faster than drk could end rounds; merged", lost);

@@ -19,6 +19,8 @@ typedef struct drk_worker_settings {
     int profile;               /* DRK_PROFILE set: every round timed; else (evolution's
                                 * timing only) kernel records rest while it has nothing
                                 * to search, one round timed in DRK_REST_SAMPLE */
+    double records_share;      /* evolution's timing alone: what kernel records may cost the
+                                * program, a share of its run time (evolve/records_cost.h) */
     int evolve_waits;          /* evolution's timing alone: CUPTI is started (its library
                                 * loaded, its cost paid) only once the program has launched
                                 * a kernel evolution could take up */

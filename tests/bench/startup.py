@@ -4,6 +4,7 @@ whole processes, natively and under drk (default options, so images are
 read), interleaved round by round so both see the same machine.
 
     tests/bench/startup.py [--build BUILD] [--rounds N] [--ppo-steps K] [--json OUT]
+                           [--with-report] [--evolve-off]
 
 Cases: `import torch; torch.zeros(1, device='cuda')` (PyTorch start-up, the
 first CUDA context and the first kernel), and the PPO trainer of the GPU
@@ -55,6 +56,8 @@ def main():
     ap.add_argument("--cases", default="torch_zeros,ppo", help="comma-separated: torch_zeros, ppo")
     ap.add_argument("--with-report", action="store_true",
                     help="also time drk with DRK_REPORT set (images left unread at load are read at exit)")
+    ap.add_argument("--evolve-off", action="store_true",
+                    help="also time drk with DRK_EVOLVE=0 (what evolution, on by default, adds)")
     a = ap.parse_args()
     shim = os.path.join(a.build, "lib", "libdrk_shim.so")
     if not os.path.exists(shim):
@@ -63,6 +66,8 @@ def main():
     envs = {"native": base, "drk": dict(base, LD_PRELOAD=shim)}
     if a.with_report:
         envs["drk_report"] = dict(base, LD_PRELOAD=shim, DRK_REPORT=tempfile.mkdtemp(prefix="drk-startup-") + "/")
+    if a.evolve_off:
+        envs["drk_evolve_off"] = dict(base, LD_PRELOAD=shim, DRK_EVOLVE="0")
     cases = {
         "torch_zeros": [sys.executable, "-c", TORCH_ZEROS],
         "ppo": [sys.executable, os.path.join(ROOT, "tests", "gpu", "workloads", "ppo.py"), "--steps", str(a.ppo_steps)],

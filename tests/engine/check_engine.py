@@ -382,6 +382,22 @@ def case_oom(args):
           "oom: the proven variant kept serving", (got, rows))
 
 
+def case_flood(args):
+    # Launch-bound: 5,000 launches a round besides axpy's 20, at the default
+    # budget. Timing a round would cost ~10 ms of launch calls; a quarter of
+    # the 2% budget pays in under 1 ms a round: the records go off at once
+    # and stay off.
+    rep, p = run(args, "flood", {"DRK_EVOLVE": "1", "DRK_EVOLVE_BUDGET": "2%"})
+    gt, rounds = rep["gpu_time"], rep["rounds"]
+    check(rounds["closed"] <= 1 and gt.get("unsampled_rounds", 0) >= 14,
+          "flood: kernel records kept off (the rounds untimed, their cost over the budget)",
+          {"closed": rounds["closed"], "unsampled_rounds": gt.get("unsampled_rounds")})
+    m = re.search(r"kernel records were on for (\d+) of the program's launches: about ([\d.]+) ms of its launch "
+                  r"calls, ([\d.]+)% of its run time \(at most ([\d.]+)%", p.stderr)
+    check(m is not None and float(m.group(4)) == 0.5 and float(m.group(3)) <= 0.5 * 1.5,
+          "flood: what the records cost, said at exit, within the budget's quarter", p.stderr[-2000:])
+
+
 def case_noctx(args):
     rep, p = run(args, "noctx", {"DRK_EVOLVE": "1"})
     ev = rep["evolve"]
@@ -428,11 +444,12 @@ def main():
     ap.add_argument("--preload", required=True)
     ap.add_argument("--nvjitlink", required=True, help="the stand-in's nvJitLink (the fake driver's library)")
     ap.add_argument("--mode", required=True, choices=["evolve", "plant", "cache", "resume", "regress", "switch", "ladder", "nondet", "off", "noctx", "unload",
-                                                          "turns", "late", "short", "nosync", "untimed", "oom"])
+                                                          "turns", "late", "short", "nosync", "untimed", "oom", "flood"])
     args = ap.parse_args()
     {"evolve": case_evolve, "plant": case_plant, "cache": case_cache, "resume": case_resume, "regress": case_regress, "switch": case_switch, "ladder": case_ladder, "nondet": case_nondet, "off": case_off,
      "noctx": case_noctx, "unload": case_unload, "turns": case_turns, "late": case_late, "short": case_short,
-     "nosync": case_nosync, "untimed": case_untimed, "oom": case_oom}[args.mode](args)
+     "nosync": case_nosync, "untimed": case_untimed, "oom": case_oom,
+     "flood": case_flood}[args.mode](args)
     print(f"{'FAILED' if failures else 'passed'}: {failures} failures")
     sys.exit(1 if failures else 0)
 

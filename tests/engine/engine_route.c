@@ -57,6 +57,11 @@
  *                         the allocation must succeed (drk gives back what
  *                         its trials held), and the rounds after still
  *                         run the served variant, bit for bit.
+ *   engine_route flood    the evolve rounds, each also launching `axpyb`
+ *                         FLOOD times with nothing to do (no record on the
+ *                         fake CUPTI): a launch-bound program, for which
+ *                         kernel records would cost more than the budget
+ *                         pays in: drk must keep them off.
  *   engine_route unload   the evolve rounds, but after round 2 (drk is
  *                         searching) the program unloads its module and
  *                         loads it again: drk's work on the old module ends
@@ -76,6 +81,7 @@
 #define BLOCK 256
 #define ROUNDS 16
 #define LAUNCHES 20
+#define FLOOD 5000 /* flood: launches of nothing a round, at the H200's ~2 us of records each 10 ms */
 /* oom: x and y in allocations this large, which drk's snapshots copy whole. */
 #define OOM_ARRAY ((size_t)64 << 20)
 #define OWN_STREAM 99 /* what the fake CUPTI calls drk's stream */
@@ -166,6 +172,7 @@ int main(int argc, char **argv)
     if (turns)
         rounds = 24;
     int untimed = strcmp(mode, "untimed") == 0, oom = strcmp(mode, "oom") == 0;
+    int flood = strcmp(mode, "flood") == 0;
     if (untimed)
         rounds = 4;
     if (argc > 2)
@@ -214,7 +221,7 @@ int main(int argc, char **argv)
         !check(cuMemAlloc(&dx, oom ? OOM_ARRAY : N * sizeof(float)), "alloc x") ||
         !check(cuMemAlloc(&dy, oom ? OOM_ARRAY : N * sizeof(float)), "alloc y"))
         return 1;
-    if (turns && (!check(cuModuleLoadData(&modb, ptxb), "load b") ||
+    if ((turns || flood) && (!check(cuModuleLoadData(&modb, ptxb), "load b") ||
                   !check(cuModuleGetFunction(&fnb, modb, "axpyb"), "get b") ||
                   !check(cuMemAlloc(&dz, N * sizeof(float)), "alloc z")))
         return 1;
@@ -297,6 +304,10 @@ int main(int argc, char **argv)
             for (int i = 0; i < N; i++)
                 wantz[i] = __builtin_fmaf(x[i], a, wantz[i]);
         }
+        void *paramsf[] = {&dx, &dz, &a, &none};
+        for (int l = 0; flood && l < FLOOD; l++)
+            if (!check(cuLaunchKernel(fnb, 1, 1, 1, BLOCK, 1, 1, 0, NULL, paramsf, NULL), "flood launch"))
+                return 1;
         /* As a trainer waits for its step: a served copy drk asked for is
          * loaded here, while the queue is empty (drk_engine_quiet). */
         if ((!nosync && !check(cuCtxSynchronize(), "cuCtxSynchronize")) ||
@@ -335,7 +346,8 @@ int main(int argc, char **argv)
            fakecuda_launches_in(ctx), rounds * launches + 1, fakecuda_launches_in(NULL), fakecuda_func_loads());
     /* As programs end (cudart unregisters its modules at exit): drk keeps
      * what its searches found all the same. */
-    if (!check(cuModuleUnload(mod), "unload at the end") || (turns && !check(cuModuleUnload(modb), "unload b")))
+    if (!check(cuModuleUnload(mod), "unload at the end") ||
+        ((turns || flood) && !check(cuModuleUnload(modb), "unload b")))
         return 1;
     return wrong_rounds ? 2 : 0;
 }
