@@ -340,11 +340,10 @@ void drk_worker_start(const drk_worker_settings *s)
         /* CUPTI's start holds the program's launches while it attaches
          * (8-68 ms on the H200 behind a deep queue, tests/bench/drain_stall):
          * here, before the program's next call, it holds none. */
-        struct timespec a, b;
-        clock_gettime(CLOCK_MONOTONIC, &a);
-        if (start_cupti() == 0 && clock_gettime(CLOCK_MONOTONIC, &b) == 0)
+        uint64_t t0 = mono_ns();
+        if (start_cupti() == 0)
             drk_log(DRK_LOG_DEBUG, "GPU times: CUPTI started in the program's first call to drk (%.1f ms)",
-                    (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6);
+                    (double)(mono_ns() - t0) / 1e6);
     }
     if (drk_thread_start(&thread, run, NULL) != 0) {
         drk_cupti_stop("drk could not start its thread"); /* if started here: no thread takes its records */

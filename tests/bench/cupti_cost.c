@@ -32,38 +32,10 @@
 
 #define BENCH_NAME "cupti_cost"
 #include "bench_cuda.h"
+#include "bench_cupti.h"
 
 static const char ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
                           ".visible .entry empty()\n{\nret;\n}\n";
-
-static struct {
-    CUptiResult (*register_callbacks)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc);
-    CUptiResult (*enable)(CUpti_ActivityKind);
-    CUptiResult (*disable)(CUpti_ActivityKind);
-    CUptiResult (*flush_all)(uint32_t);
-    CUptiResult (*finalize)(void);
-} cupti;
-
-static void CUPTIAPI buffer_requested(uint8_t **buf, size_t *size, size_t *max_records)
-{
-    *size = 4u << 20, *max_records = 0;
-    *buf = aligned_alloc(64, *size);
-}
-
-static void CUPTIAPI buffer_completed(CUcontext c, uint32_t stream, uint8_t *buf, size_t size, size_t valid)
-{
-    (void)c, (void)stream, (void)size, (void)valid;
-    free(buf);
-}
-
-#define CUPTI_CHECK(x)                                                                                                \
-    do {                                                                                                             \
-        CUptiResult r_ = (x);                                                                                        \
-        if (r_ != CUPTI_SUCCESS) {                                                                                   \
-            fprintf(stderr, "cupti_cost: %s: CUPTI error %d (line %d)\n", #x, (int)r_, __LINE__);                    \
-            exit(1);                                                                                                 \
-        }                                                                                                            \
-    } while (0)
 
 enum { DETACHED, COPIES, KERNELS, NO_KINDS, STATES };
 static const char *const names[STATES] = {"detached", "copies", "kernels", "no_kinds"};
@@ -92,20 +64,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "cupti_cost: CYCLES, BATCHES and LAUNCHES must be positive\n");
         return 2;
     }
-    void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        fprintf(stderr, "cupti_cost: %s: %s\n", argv[1], dlerror());
-        return 1;
-    }
-    cupti.register_callbacks = (__typeof__(cupti.register_callbacks))dlsym(lib, "cuptiActivityRegisterCallbacks");
-    cupti.enable = (__typeof__(cupti.enable))dlsym(lib, "cuptiActivityEnable");
-    cupti.disable = (__typeof__(cupti.disable))dlsym(lib, "cuptiActivityDisable");
-    cupti.flush_all = (__typeof__(cupti.flush_all))dlsym(lib, "cuptiActivityFlushAll");
-    cupti.finalize = (__typeof__(cupti.finalize))dlsym(lib, "cuptiFinalize");
-    if (!cupti.register_callbacks || !cupti.enable || !cupti.disable || !cupti.flush_all) {
-        fprintf(stderr, "cupti_cost: %s lacks the activity API\n", argv[1]);
-        return 1;
-    }
+    bench_cupti_open(argv[1]);
     CUdevice dev;
     CUmodule mod;
     CUfunction fn;
@@ -134,7 +93,7 @@ int main(int argc, char **argv)
             if (s == DETACHED && attached)
                 continue; /* cuptiFinalize refused: no detached state after the first cycle */
             if (s == COPIES) {
-                CUPTI_CHECK(cupti.register_callbacks(buffer_requested, buffer_completed));
+                bench_cupti_register();
                 for (size_t k = 0; k < sizeof copies / sizeof *copies; k++)
                     CUPTI_CHECK(cupti.enable(copies[k]));
                 attached = 1;

@@ -42,6 +42,7 @@
 
 #define BENCH_NAME "drain_stall"
 #include "bench_cuda.h"
+#include "bench_cupti.h"
 
 /* spin(cycles): one thread waits out `cycles` of its SM's clock; tiny(p):
  * writes one word (the launch drk's thread makes). */
@@ -99,37 +100,8 @@ static void *program(void *arg)
     return NULL;
 }
 
-/* CUPTI as drk's GPU times use it (evolve/cupti.c), opened with dlopen. */
-static struct {
-    void *lib;
-    CUptiResult (*register_callbacks)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc);
-    CUptiResult (*enable)(CUpti_ActivityKind);
-    CUptiResult (*disable)(CUpti_ActivityKind);
-    CUptiResult (*flush_all)(uint32_t);
-} cupti;
 static const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
                                            CUPTI_ACTIVITY_KIND_MEMSET};
-
-static void CUPTIAPI buffer_requested(uint8_t **buf, size_t *size, size_t *max_records)
-{
-    *size = 4u << 20, *max_records = 0;
-    *buf = aligned_alloc(64, *size);
-}
-
-static void CUPTIAPI buffer_completed(CUcontext c, uint32_t stream, uint8_t *buf, size_t size, size_t valid)
-{
-    (void)c, (void)stream, (void)size, (void)valid;
-    free(buf);
-}
-
-#define CUPTI_CHECK(x)                                                                                                \
-    do {                                                                                                             \
-        CUptiResult r_ = (x);                                                                                        \
-        if (r_ != CUPTI_SUCCESS) {                                                                                   \
-            fprintf(stderr, "drain_stall: %s: CUPTI error %d (line %d)\n", #x, (int)r_, __LINE__);                   \
-            exit(1);                                                                                                 \
-        }                                                                                                            \
-    } while (0)
 
 static CUdevice device;
 static CUcontext made; /* ctx_create's */
@@ -139,21 +111,10 @@ static void cupti_op(const char *name, const char *so)
     if (!strcmp(name, "cupti_start")) {
         if (!cupti.lib) {
             double t0 = now_ms();
-            if (!(cupti.lib = dlopen(so, RTLD_NOW | RTLD_LOCAL))) {
-                fprintf(stderr, "drain_stall: %s: %s\n", so, dlerror());
-                exit(1);
-            }
-            cupti.register_callbacks = (__typeof__(cupti.register_callbacks))dlsym(cupti.lib, "cuptiActivityRegisterCallbacks");
-            cupti.enable = (__typeof__(cupti.enable))dlsym(cupti.lib, "cuptiActivityEnable");
-            cupti.disable = (__typeof__(cupti.disable))dlsym(cupti.lib, "cuptiActivityDisable");
-            cupti.flush_all = (__typeof__(cupti.flush_all))dlsym(cupti.lib, "cuptiActivityFlushAll");
-            if (!cupti.register_callbacks || !cupti.enable || !cupti.disable || !cupti.flush_all) {
-                fprintf(stderr, "drain_stall: %s lacks the activity API\n", so);
-                exit(1);
-            }
+            bench_cupti_open(so);
             printf("cupti: %s opened in %.3f ms (in cupti_start's first time)\n", so, now_ms() - t0);
         }
-        CUPTI_CHECK(cupti.register_callbacks(buffer_requested, buffer_completed));
+        bench_cupti_register();
         for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
             CUPTI_CHECK(cupti.enable(kinds[i]));
     } else if (!strcmp(name, "kernels_off")) {
