@@ -82,13 +82,14 @@ const drk_option_desc drk_option_table[DRK_OPT_COUNT] = {
     [DRK_OPT_CACHE_SIZE] = {"DRK_CACHE_SIZE", DRK_OPTION_AMOUNT, "1G",
                             "the cache's cap: past it the least recently used entries go (bytes, or a share "
                             "of the file system holding it); 0: no cache, every run searches afresh"},
-    [DRK_OPT_EVOLVE] = {"DRK_EVOLVE", DRK_OPTION_BOOL, "0",
+    [DRK_OPT_EVOLVE] = {"DRK_EVOLVE", DRK_OPTION_BOOL, "1",
                         "evolve the hottest kernels: variants of their PTX built, proven bit for bit equal on "
                         "replays of real launches, timed, and served only when faster. GPU times are taken "
-                        "only once the program has launched a kernel drk could evolve, and kernel records cost "
-                        "its launches at most a quarter of DRK_EVOLVE_BUDGET of its run time; drk's device "
-                        "memory for trials is given back if the program runs out (off by default: CUPTI "
-                        "attached still costs launch-bound programs, README says how much)"},
+                        "only once the program has launched a kernel drk could evolve, and only while CUPTI "
+                        "attached costs its launch calls at most a quarter of DRK_EVOLVE_BUDGET of its run time "
+                        "(a launch-bound program is left without); kernel records are kept within the same "
+                        "quarter; drk's device memory for trials is given back if the program runs out. 0: off, "
+                        "the A/B"},
     [DRK_OPT_EVOLVE_BUDGET] = {"DRK_EVOLVE_BUDGET", DRK_OPTION_PERCENT, "2%",
                                "with DRK_EVOLVE, the GPU time trials may take, as a share of the program's "
                                "kernel time"},

@@ -50,6 +50,17 @@ int drk_records_cost_over(const drk_records_cost *c)
     return c->bank_ns < -(DRK_RECORD_NS * c->round_launches + c->share * OVER_SPAN_NS);
 }
 
+double drk_attach_cost_ns(uint64_t launches, uint64_t waited_ns)
+{
+    double cost = DRK_ATTACHED_NS * (double)launches - (double)waited_ns;
+    return cost > 0 ? cost : 0;
+}
+
+int drk_attach_affordable(double share, uint64_t span_ns, uint64_t launches, uint64_t waited_ns)
+{
+    return span_ns > 0 && drk_attach_cost_ns(launches, waited_ns) <= share * (double)span_ns;
+}
+
 double drk_records_cost_charged_ns(const drk_records_cost *c) { return DRK_RECORD_NS * (double)c->charged; }
 
 double drk_records_cost_charged_share(const drk_records_cost *c)

@@ -19,6 +19,12 @@
  * H200's 1.82 us (launch) and 1.88 us (launchex) a launch. */
 #define DRK_RECORD_NS 2000.0
 
+/* A launch call's cost while CUPTI is attached with kernel records off:
+ * the H200 measured 0.37-0.92 us (copy records on, or no kind at all;
+ * tests/bench/cupti_cost, 2026-12-03), rounded up. It lasts as long as
+ * CUPTI stays attached, records on or off. */
+#define DRK_ATTACHED_NS 1000.0
+
 typedef struct drk_records_cost {
     double share;          /* of the time passed, what the records may cost */
     double bank_ns;        /* paid in less charged */
@@ -50,6 +56,18 @@ int drk_records_cost_affords(const drk_records_cost *c);
  * more, than expected): they rest at once, the round they were timing left
  * untimed. */
 int drk_records_cost_over(const drk_records_cost *c);
+
+/* What CUPTI attached would have cost a window of the program's run in
+ * which it made `launches` launch calls and waited `waited_ns` for the GPU
+ * in its synchronize calls (ns): DRK_ATTACHED_NS a launch, less what those
+ * waits absorb (a program that waits for the GPU has that time to spare:
+ * slower launch calls shorten its waits, not its run). */
+double drk_attach_cost_ns(uint64_t launches, uint64_t waited_ns);
+
+/* 1 when that cost fits `share` of the window's `span_ns`: evolution's
+ * timing may attach CUPTI. A launch-bound program (launch calls back to
+ * back, few waits) is left without it. */
+int drk_attach_affordable(double share, uint64_t span_ns, uint64_t launches, uint64_t waited_ns);
 
 /* The charged cost (ns) and its share of the time since the first reckoning. */
 double drk_records_cost_charged_ns(const drk_records_cost *c);

@@ -98,7 +98,8 @@
     X(cuStreamSynchronize,              stream_synchronize,     stream) \
     X(cuStreamSynchronize_ptsz,         stream_synchronize,     stream) \
     X(cuCtxSynchronize,                 ctx_synchronize,        stream) \
-    X(cuCtxSynchronize_v2,              ctx_synchronize_v2,     stream)
+    X(cuCtxSynchronize_v2,              ctx_synchronize_v2,     stream) \
+    X(cuEventSynchronize,               event_synchronize,      stream)
 
 #define DRK_HOOKS_ENTRY(X)                                             \
     X(cuGetProcAddress,                 get_proc_address_v1,    entry) \

@@ -137,6 +137,7 @@
 #define DRK_SIG_stream_synchronize(M, ...) M(__VA_ARGS__, (CUstream stream), (stream))
 #define DRK_SIG_ctx_synchronize(M, ...) M(__VA_ARGS__, (void), ())
 #define DRK_SIG_ctx_synchronize_v2(M, ...) M(__VA_ARGS__, (CUcontext ctx), (ctx))
+#define DRK_SIG_event_synchronize(M, ...) M(__VA_ARGS__, (CUevent event), (event))
 #define DRK_SIG_begin_capture_v1(M, ...) M(__VA_ARGS__, (CUstream stream), (stream))
 #define DRK_SIG_begin_capture(M, ...)                                          \
     M(__VA_ARGS__, (CUstream stream, CUstreamCaptureMode mode), (stream, mode))

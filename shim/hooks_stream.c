@@ -2,11 +2,14 @@
  * (frees without a stream wait for work on each of them); a program waiting
  * for a stream or the device (cuStreamSynchronize, cuCtxSynchronize) is a
  * quiet moment for the pool to give back idle pages, and for evolution to
- * load a served copy while the queue is empty. */
+ * load a served copy while the queue is empty. How long the program waits
+ * for the GPU there and in cuEventSynchronize tells drk's thread whether its
+ * launch calls have time to spare (shim/worker.h). */
 #include "shim/hook.h"
 
 #include "alloc/device.h"
 #include "evolve/engine.h"
+#include "shim/worker.h"
 
 /* A created stream is told to the pool: frees without a stream must wait
  * for its work, also in a pool that starts later. */
@@ -38,8 +41,9 @@ DRK_BODY drk_body_stream_destroy(drk_sym sym, CUstream stream)
     return drk_counted(sym, real(stream));
 }
 
-static inline __attribute__((always_inline)) CUresult waited(drk_sym sym, CUresult r)
+static inline __attribute__((always_inline)) CUresult waited(drk_sym sym, CUresult r, uint64_t since)
 {
+    drk_worker_wait_ends(since);
     if (r == CUDA_SUCCESS && drk_pooling())
         drk_dpool_quiet();
     if (r == CUDA_SUCCESS)
@@ -50,20 +54,34 @@ static inline __attribute__((always_inline)) CUresult waited(drk_sym sym, CUresu
 DRK_BODY drk_body_ctx_synchronize(drk_sym sym)
 {
     DRK_REAL_OR_MISSING(ctx_synchronize);
-    return waited(sym, real());
+    uint64_t t0 = drk_worker_wait_begins();
+    return waited(sym, real(), t0);
 }
 
 DRK_BODY drk_body_stream_synchronize(drk_sym sym, CUstream stream)
 {
     DRK_REAL_OR_MISSING(stream_synchronize);
-    return waited(sym, real(stream));
+    uint64_t t0 = drk_worker_wait_begins();
+    return waited(sym, real(stream), t0);
 }
 
 /* CUDA 13's form, which names the context. */
 DRK_BODY drk_body_ctx_synchronize_v2(drk_sym sym, CUcontext ctx)
 {
     DRK_REAL_OR_MISSING(ctx_synchronize_v2);
-    return waited(sym, real(ctx));
+    uint64_t t0 = drk_worker_wait_begins();
+    return waited(sym, real(ctx), t0);
+}
+
+/* Only timed: work after the event may still be queued, so not a quiet
+ * moment. */
+DRK_BODY drk_body_event_synchronize(drk_sym sym, CUevent event)
+{
+    DRK_REAL_OR_MISSING(event_synchronize);
+    uint64_t t0 = drk_worker_wait_begins();
+    CUresult r = real(event);
+    drk_worker_wait_ends(t0);
+    return drk_counted(sym, r);
 }
 
 DRK_HOOKS_STREAM(DRK_EXPORT)

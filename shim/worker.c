@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "alloc/device.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/options.h"
 #include "base/thread.h"
@@ -123,12 +124,21 @@ static int want_timed;
 static drk_records_cost cost;
 static int costed;
 static uint64_t began_ns; /* the thread's start: the share is paid in from there */
+/* The program's waits for the GPU in its synchronize calls (a blocking
+ * call: a lock is no cost there): those ended, in all (ns), and those under
+ * way, their count and the sum of their starts. */
+static pthread_mutex_t waits_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t waits_ns, waits_open, waits_open_sum;
 
-static uint64_t mono_ns(void)
+/* The waits so far, those under way included, at *now (read under the
+ * lock: every wait under way began before it). */
+static uint64_t waited_until(uint64_t *now)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    pthread_mutex_lock(&waits_lock);
+    *now = drk_mono_ns();
+    uint64_t w = waits_ns + waits_open * *now - waits_open_sum;
+    pthread_mutex_unlock(&waits_lock);
+    return w;
 }
 
 /* Kernel records on again from `t`: the rounds from there are timed. */
@@ -144,7 +154,7 @@ static void rest_records(uint64_t now, unsigned ended)
 {
     if (cfg.profile || !drk_engine_on() || !costed)
         return;
-    drk_records_cost_reckon(&cost, mono_ns(), drk_registry_launches(), !resting, ended);
+    drk_records_cost_reckon(&cost, drk_mono_ns(), drk_registry_launches(), !resting, ended);
     int searching = drk_engine_searching();
     unsigned idle_enough = drk_engine_targets() ? 1 : REST_AFTER;
     int whole = drk_gputime_rounds_closed() > kept_at; /* a round timed whole since they came on */
@@ -262,8 +272,14 @@ static int start_cupti(void)
 
 /* Evolution's timing alone: nothing of CUPTI until the program launches a
  * kernel evolution could take up (most programs' kernels are SASS only:
- * PyTorch's, Triton's, CuPy's), looked for every WAIT_TICKS ticks. 1 when
- * one was launched, 0 when the process exits first. */
+ * PyTorch's, Triton's, CuPy's), looked for every WAIT_TICKS ticks. Nor
+ * while the program is launch-bound: once attached, CUPTI slows every
+ * launch call for the rest of the run, kernel records on or off
+ * (DRK_ATTACHED_NS; drk cannot detach it safely while the program's calls
+ * run), so it attaches only after a look in which that cost, less what the
+ * program's waits for the GPU absorb, fits the records' share
+ * (drk_attach_affordable). 1 when it may start, 0 when the process exits
+ * first. */
 #define WAIT_TICKS 4
 
 /* Waits `ms` or until the thread is told to stop: 1 when it is to stop. */
@@ -282,11 +298,44 @@ static int nap(long ms)
     return s;
 }
 
+static char held_why[256];
+
 static int kernel_to_evolve(void)
 {
+    /* The first look that finds a kernel judges the run so far; each later
+     * one the time since the look before (the registry's count is read only
+     * once there is a kernel: it walks every kernel record). */
+    uint64_t at, launches = 0, waited = waited_until(&at);
+    at = began_ns;
+    int held = 0;
     do {
-        if (drk_engine_could_evolve())
+        if (!drk_engine_could_evolve())
+            continue;
+        uint64_t now, l = drk_registry_launches(), w = waited_until(&now);
+        uint64_t span = now - at, made = l - launches, gave = w - waited;
+        at = now, launches = l, waited = w;
+        if (drk_attach_affordable(cfg.records_share, span, made, gave)) {
+            if (held)
+                drk_log(DRK_LOG_INFO, "evolve: GPU timing starts: the program's launch calls now leave room for "
+                                      "CUPTI (%llu launches in %.0f ms, %.0f ms of it waiting for the GPU)",
+                        (unsigned long long)made, span / 1e6, gave / 1e6);
             return 1;
+        }
+        if (!held) {
+            held = 1;
+            double cost = span ? drk_attach_cost_ns(made, gave) / (double)span : 0;
+            snprintf(held_why, sizeof held_why,
+                     "not started: the program is launch-bound, and CUPTI attached would slow its launch calls by "
+                     "about %.1f%% of its run time, more than a quarter of DRK_EVOLVE_BUDGET (%.2f%%)",
+                     100 * cost, 100 * cfg.records_share);
+            atomic_store(&off, (const char *)held_why);
+            drk_log(DRK_LOG_INFO,
+                    "evolve: GPU timing waits: %llu launches in %.0f ms (%.0f ms of it waiting for the GPU): CUPTI "
+                    "attached would slow the program's launch calls by about %.1f%% of its run time, more than a "
+                    "quarter of DRK_EVOLVE_BUDGET (%.2f%%); drk looks again every %d ms",
+                    (unsigned long long)made, span / 1e6, gave / 1e6, 100 * cost, 100 * cfg.records_share,
+                    WAIT_TICKS * TICK_MS);
+        }
     } while (!nap(WAIT_TICKS * TICK_MS));
     return 0;
 }
@@ -295,7 +344,7 @@ static void *run(void *arg)
 {
     (void)arg;
     char why[200];
-    began_ns = mono_ns();
+    began_ns = drk_mono_ns();
     if (cfg.evolve_waits) {
         drk_evolve_wiring_start();
         if (!kernel_to_evolve())
@@ -340,10 +389,10 @@ void drk_worker_start(const drk_worker_settings *s)
         /* CUPTI's start holds the program's launches while it attaches
          * (8-68 ms on the H200 behind a deep queue, tests/bench/drain_stall):
          * here, before the program's next call, it holds none. */
-        uint64_t t0 = mono_ns();
+        uint64_t t0 = drk_mono_ns();
         if (start_cupti() == 0)
             drk_log(DRK_LOG_DEBUG, "GPU times: CUPTI started in the program's first call to drk (%.1f ms)",
-                    (double)(mono_ns() - t0) / 1e6);
+                    (double)(drk_mono_ns() - t0) / 1e6);
     }
     if (drk_thread_start(&thread, run, NULL) != 0) {
         drk_cupti_stop("drk could not start its thread"); /* if started here: no thread takes its records */
@@ -352,6 +401,24 @@ void drk_worker_start(const drk_worker_settings *s)
         drk_log(DRK_LOG_WARN, "no GPU times: drk could not start its thread");
         atomic_store(&started, 2);
     }
+}
+
+uint64_t drk_worker_wait_begins(void)
+{
+    uint64_t t0 = drk_mono_ns();
+    pthread_mutex_lock(&waits_lock);
+    waits_open++, waits_open_sum += t0;
+    pthread_mutex_unlock(&waits_lock);
+    return t0;
+}
+
+void drk_worker_wait_ends(uint64_t t0)
+{
+    uint64_t now = drk_mono_ns();
+    pthread_mutex_lock(&waits_lock);
+    waits_open--, waits_open_sum -= t0;
+    waits_ns += now > t0 ? now - t0 : 0;
+    pthread_mutex_unlock(&waits_lock);
 }
 
 void drk_worker_mark(const char *why)
@@ -435,6 +502,10 @@ void drk_worker_at_exit(void) { last_records(); }
 
 void drk_worker_after_fork_child(void)
 {
+    /* A thread of the parent's may have held it at the fork; the child's
+     * waits start afresh. */
+    pthread_mutex_init(&waits_lock, NULL);
+    waits_ns = waits_open = waits_open_sum = 0;
     if (atomic_load(&started) == 0)
         return;
     atomic_store(&started, 2);

@@ -36,6 +36,14 @@ void drk_worker_start(const drk_worker_settings *s);
  * takes no lock, never waits; a mark made while 64 are pending is lost. */
 void drk_worker_mark(const char *why);
 
+/* A program call begins, and ends, waiting for the GPU
+ * (cuStreamSynchronize, cuCtxSynchronize, cuEventSynchronize): time in
+ * which slower launch calls would not have lengthened its run. Any thread;
+ * a short lock each (never on a launch or allocation path). begins returns
+ * what ends is given. */
+uint64_t drk_worker_wait_begins(void);
+void drk_worker_wait_ends(uint64_t began);
+
 /* At exit: the thread stops, the last records are taken and the open round
  * ends. Before the report is written. */
 void drk_worker_at_exit(void);

@@ -88,14 +88,25 @@ int main(int argc, char **argv)
         }
     static const CUpti_ActivityKind copies[] = {CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET};
     int detaches = cupti.finalize != NULL, attached = 0;
+    /* What a detach and the next attach cost the calling thread. */
+    double *attach_ms = malloc((size_t)cycles * sizeof *attach_ms);
+    double *finalize_ms = malloc((size_t)cycles * sizeof *finalize_ms);
+    size_t nattach = 0, nfinalize = 0;
+    if (!attach_ms || !finalize_ms) {
+        fprintf(stderr, "cupti_cost: out of memory\n");
+        return 1;
+    }
     for (int c = 0; c < cycles; c++) {
         for (int s = 0; s < STATES; s++) {
             if (s == DETACHED && attached)
                 continue; /* cuptiFinalize refused: no detached state after the first cycle */
             if (s == COPIES) {
+                double t0 = now_ms();
                 bench_cupti_register();
                 for (size_t k = 0; k < sizeof copies / sizeof *copies; k++)
                     CUPTI_CHECK(cupti.enable(copies[k]));
+                if (!attached)
+                    attach_ms[nattach++] = now_ms() - t0;
                 attached = 1;
             } else if (s == KERNELS) {
                 CUPTI_CHECK(cupti.enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
@@ -115,8 +126,10 @@ int main(int argc, char **argv)
         }
         CUPTI_CHECK(cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
         if (detaches) {
+            double t0 = now_ms();
             CUptiResult r = cupti.finalize();
             if (r == CUPTI_SUCCESS) {
+                finalize_ms[nfinalize++] = now_ms() - t0;
                 attached = 0;
             } else {
                 printf("cupti_cost: cuptiFinalize refused (CUPTI error %d): the cycles go on attached\n", (int)r);
@@ -132,6 +145,11 @@ int main(int argc, char **argv)
         printf("  %-9s %7.4f us a launch (median of %zu batches)  %.4fx detached's time\n", names[s], m, n[s],
                m / base);
     }
+    if (nattach)
+        printf("  attach (register the buffers, enable copies): median %.3f ms of %zu\n", median(attach_ms, nattach),
+               nattach);
+    if (nfinalize)
+        printf("  detach (cuptiFinalize): median %.3f ms of %zu\n", median(finalize_ms, nfinalize), nfinalize);
     CHECK(cuStreamDestroy(stream));
     CHECK(cuModuleUnload(mod));
     return 0;

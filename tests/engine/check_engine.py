@@ -4,7 +4,7 @@
 planted bad variant rejected, the faster one proven and served, no wrong
 result ever; a nondeterministic kernel refused; DRK_EVOLVE=0 does nothing.
 
-Usage: check_engine.py --program PATH --preload LIBS --mode evolve|plant|cache|resume|regress|switch|ladder|nondet|off|noctx|unload|turns|late|short|nosync
+Usage: check_engine.py --program PATH --preload LIBS --mode evolve|plant|cache|resume|regress|switch|ladder|nondet|off|noctx|unload|turns|late|short|nosync|untimed|oom|flood|busy
 """
 import argparse
 import glob
@@ -382,6 +382,28 @@ def case_oom(args):
           "oom: the proven variant kept serving", (got, rows))
 
 
+def case_busy(args):
+    # Launch-bound from its first launch: 5,000 launches a look, no wait drk
+    # sees. CUPTI attached (records off) would cost ~1 us each, far more
+    # than a quarter of the 2% budget: drk never attaches it, and says why.
+    rep, p = run(args, "busy", {"DRK_EVOLVE": "1", "DRK_EVOLVE_BUDGET": "2%"})
+    m = re.search(r"busy: CUPTI's kernel records enabled (\d+) times", p.stdout)
+    check(m is not None and int(m.group(1)) == 0, "busy: CUPTI never attached to a launch-bound program",
+          p.stdout[-500:])
+    check(re.search(r"evolve: GPU timing waits: \d+ launches in \d+ ms \(0 ms of it waiting for the GPU\)",
+                    p.stderr) is not None and p.stderr.count("GPU timing waits") == 1,
+          "busy: the log says once why GPU timing waits", p.stderr[-2000:])
+    off = rep["gpu_time"].get("off_reason") or ""
+    check("launch-bound" in off and "DRK_EVOLVE_BUDGET" in off, "busy: the report says why there are no GPU times",
+          rep["gpu_time"])
+    # The same budget lets a program that waits for its GPU have it.
+    rep, p = run(args, "waits", {"DRK_EVOLVE": "1", "DRK_EVOLVE_BUDGET": "2%"})
+    m = re.search(r"waits: CUPTI's kernel records enabled (\d+) times", p.stdout)
+    check(m is not None and int(m.group(1)) > 0 and "GPU timing waits" not in p.stderr,
+          "waits: the same launches, with the program waiting for the GPU: CUPTI attached",
+          p.stdout[-500:] + p.stderr[-1500:])
+
+
 def case_flood(args):
     # Launch-bound: 5,000 launches a round besides axpy's 20, at the default
     # budget. Timing a round would cost ~10 ms of launch calls; a quarter of
@@ -444,12 +466,13 @@ def main():
     ap.add_argument("--preload", required=True)
     ap.add_argument("--nvjitlink", required=True, help="the stand-in's nvJitLink (the fake driver's library)")
     ap.add_argument("--mode", required=True, choices=["evolve", "plant", "cache", "resume", "regress", "switch", "ladder", "nondet", "off", "noctx", "unload",
-                                                          "turns", "late", "short", "nosync", "untimed", "oom", "flood"])
+                                                          "turns", "late", "short", "nosync", "untimed", "oom", "flood",
+                                                          "busy"])
     args = ap.parse_args()
     {"evolve": case_evolve, "plant": case_plant, "cache": case_cache, "resume": case_resume, "regress": case_regress, "switch": case_switch, "ladder": case_ladder, "nondet": case_nondet, "off": case_off,
      "noctx": case_noctx, "unload": case_unload, "turns": case_turns, "late": case_late, "short": case_short,
      "nosync": case_nosync, "untimed": case_untimed, "oom": case_oom,
-     "flood": case_flood}[args.mode](args)
+     "flood": case_flood, "busy": case_busy}[args.mode](args)
     print(f"{'FAILED' if failures else 'passed'}: {failures} failures")
     sys.exit(1 if failures else 0)
 

@@ -62,6 +62,16 @@
  *                         fake CUPTI): a launch-bound program, for which
  *                         kernel records would cost more than the budget
  *                         pays in: drk must keep them off.
+ *   engine_route busy     from its first launch on, LOOKS rounds of FLOOD
+ *                         launches of `axpyb` with nothing to do and a
+ *                         pause drk does not see as a wait (host work):
+ *                         launch-bound from the start, so CUPTI attached
+ *                         would cost more than the budget allows: drk must
+ *                         never attach it. Prints how often it was enabled.
+ *   engine_route waits    the same launches, each round ending in a
+ *                         cuCtxSynchronize that waits as long as busy's
+ *                         pause (a GPU busy with long kernels): the waits
+ *                         absorb CUPTI's cost, and drk attaches it.
  *   engine_route unload   the evolve rounds, but after round 2 (drk is
  *                         searching) the program unloads its module and
  *                         loads it again: drk's work on the old module ends
@@ -82,6 +92,7 @@
 #define ROUNDS 16
 #define LAUNCHES 20
 #define FLOOD 5000 /* flood: launches of nothing a round, at the H200's ~2 us of records each 10 ms */
+#define LOOKS 12  /* busy, waits: rounds, each about one of drk's looks (200 ms) */
 /* oom: x and y in allocations this large, which drk's snapshots copy whole. */
 #define OOM_ARRAY ((size_t)64 << 20)
 #define OWN_STREAM 99 /* what the fake CUPTI calls drk's stream */
@@ -173,6 +184,7 @@ int main(int argc, char **argv)
         rounds = 24;
     int untimed = strcmp(mode, "untimed") == 0, oom = strcmp(mode, "oom") == 0;
     int flood = strcmp(mode, "flood") == 0;
+    int busy = strcmp(mode, "busy") == 0, waits = strcmp(mode, "waits") == 0;
     if (untimed)
         rounds = 4;
     if (argc > 2)
@@ -221,7 +233,7 @@ int main(int argc, char **argv)
         !check(cuMemAlloc(&dx, oom ? OOM_ARRAY : N * sizeof(float)), "alloc x") ||
         !check(cuMemAlloc(&dy, oom ? OOM_ARRAY : N * sizeof(float)), "alloc y"))
         return 1;
-    if ((turns || flood) && (!check(cuModuleLoadData(&modb, ptxb), "load b") ||
+    if ((turns || flood || busy || waits) && (!check(cuModuleLoadData(&modb, ptxb), "load b") ||
                   !check(cuModuleGetFunction(&fnb, modb, "axpyb"), "get b") ||
                   !check(cuMemAlloc(&dz, N * sizeof(float)), "alloc z")))
         return 1;
@@ -234,6 +246,24 @@ int main(int argc, char **argv)
     if (!check(cuLaunchKernel(fn, N / BLOCK, 1, 1, BLOCK, 1, 1, 0, NULL, params0, NULL), "first launch") ||
         !check(cuCtxSynchronize(), "first synchronize"))
         return 1;
+    if (busy || waits) {
+        void *paramsf[] = {&dx, &dz, &a0, &none};
+        fakecuda_set_sync_ns(waits ? 150000000ull : 0);
+        for (int r = 0; r < LOOKS; r++) {
+            for (int l = 0; l < FLOOD; l++)
+                if (!check(cuLaunchKernel(fnb, 1, 1, 1, BLOCK, 1, 1, 0, NULL, paramsf, NULL), "flood launch"))
+                    return 1;
+            if (busy) {
+                struct timespec ts = {0, 150000000};
+                nanosleep(&ts, NULL);
+            }
+            if (!check(cuCtxSynchronize(), "cuCtxSynchronize"))
+                return 1;
+        }
+        fakecuda_set_sync_ns(0);
+        printf("%s: CUPTI's kernel records enabled %llu times\n", mode, fakecupti_calls("cuptiActivityEnable"));
+        return check(cuModuleUnload(modb), "unload b") && check(cuModuleUnload(mod), "unload") ? 0 : 1;
+    }
     if (untimed) {
         struct timespec ts = {0, 300000000}; /* six of drk's ticks, for it to look */
         nanosleep(&ts, NULL);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ------------------------------------------------------------------------ */
 /* Exported names, call counts, fault injection                             */
@@ -543,17 +544,35 @@ FC_EXPORT CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
     return ctx_device(device, ctx);
 }
 
+static _Atomic unsigned long long sync_ns;
+
+FC_EXPORT void fakecuda_set_sync_ns(unsigned long long ns) { atomic_store(&sync_ns, ns); }
+
+void fc_sync_wait(void)
+{
+    unsigned long long ns = atomic_load(&sync_ns);
+    struct timespec ts = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
+    while (ns && nanosleep(&ts, &ts) != 0)
+        ;
+}
+
 FC_EXPORT CUresult cuCtxSynchronize(void)
 {
     ENTER_INIT(cuCtxSynchronize);
-    return current_ctx() ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+    if (!current_ctx())
+        return CUDA_ERROR_INVALID_CONTEXT;
+    fc_sync_wait();
+    return CUDA_SUCCESS;
 }
 
 FC_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx)
 {
     ENTER_INIT(cuCtxSynchronize_v2);
     CUdevice dev;
-    return ctx_device(&dev, ctx);
+    CUresult r = ctx_device(&dev, ctx);
+    if (r == CUDA_SUCCESS)
+        fc_sync_wait();
+    return r;
 }
 
 /* One device: every context lives on device 0, and a device cannot be its

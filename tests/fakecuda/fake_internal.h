@@ -232,6 +232,10 @@ struct stream {
     struct ctx *ctx; /* current at creation, else the primary */
 };
 
+/* Synchronizing waits what fakecuda_set_sync_ns set (fake_core.c). Not
+ * under the lock. */
+FC_HIDDEN void fc_sync_wait(void);
+
 /* Capture status of the NULL, legacy and per-thread streams. */
 FC_HIDDEN extern int g_capture_builtin[3];
 

@@ -70,17 +70,24 @@ FC_EXPORT CUresult cuStreamDestroy_v2(CUstream hStream)
     return stream_destroy(hStream);
 }
 
-/* Everything already ran: synchronizing and querying only validate. */
+/* Everything already ran: synchronizing and querying only validate
+ * (synchronizing waits as long as fakecuda_set_sync_ns says). */
 FC_EXPORT CUresult cuStreamSynchronize(CUstream hStream)
 {
     ENTER_INIT(cuStreamSynchronize);
-    return stream_ok(hStream) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    if (!stream_ok(hStream))
+        return CUDA_ERROR_INVALID_HANDLE;
+    fc_sync_wait();
+    return CUDA_SUCCESS;
 }
 
 FC_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream hStream)
 {
     ENTER_INIT(cuStreamSynchronize_ptsz);
-    return stream_ok(hStream) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    if (!stream_ok(hStream))
+        return CUDA_ERROR_INVALID_HANDLE;
+    fc_sync_wait();
+    return CUDA_SUCCESS;
 }
 
 FC_EXPORT CUresult cuStreamQuery(CUstream hStream)

@@ -288,6 +288,11 @@ unsigned long long fakecuda_func_loads(void);
 int fakecuda_set_kernel_time(const char *name, unsigned int regs, unsigned long long ns);
 unsigned long long fakecuda_gpu_ns(void);
 
+/* Synchronizing (cuCtxSynchronize, cuStreamSynchronize) sleeps `ns`, as a
+ * program waiting for a GPU busy with its long kernels (0, the default: it
+ * returns at once, everything having run already). */
+void fakecuda_set_sync_ns(unsigned long long ns);
+
 /* ---- call counting -------------------------------------------------------- */
 
 /* Calls so far of the exported function named exactly exported_name

@@ -212,6 +212,7 @@ static CUipcMemHandle no_ipc;
     X(cuDevicePrimaryCtxReset_v2, CUDA_ERROR_INVALID_DEVICE, 1)                                          \
     X(cuDevicePrimaryCtxGetState, CUDA_ERROR_INVALID_VALUE, 0, NULL, NULL)                               \
     X(cuCtxSynchronize_v2, CUDA_ERROR_INVALID_CONTEXT, (CUcontext)&no_ipc)                               \
+    X(cuEventSynchronize, CUDA_ERROR_INVALID_HANDLE, (CUevent)&no_ipc)                                   \
     X(cuCtxGetLimit, CUDA_ERROR_INVALID_VALUE, NULL, CU_LIMIT_STACK_SIZE)                                \
     X(cuCtxSetLimit, CUDA_ERROR_INVALID_VALUE, CU_LIMIT_MAX, 0)                                          \
     X(cuFuncLoad, CUDA_ERROR_INVALID_HANDLE, NULL)                                                       \
@@ -388,6 +389,7 @@ static const struct {
     {"cuCtxSynchronize", 12080, PT, "cuCtxSynchronize", CU_GET_PROC_ADDRESS_SUCCESS},
     {"cuCtxSynchronize", 13000, 0, "cuCtxSynchronize_v2", CU_GET_PROC_ADDRESS_SUCCESS},
     {"cuStreamSynchronize", 2000, 0, "cuStreamSynchronize", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuEventSynchronize", 2000, 0, "cuEventSynchronize", CU_GET_PROC_ADDRESS_SUCCESS},
     {"cuStreamBeginCapture", 10000, 0, "cuStreamBeginCapture", CU_GET_PROC_ADDRESS_SUCCESS},
     {"cuStreamBeginCapture", 10000, PT, "cuStreamBeginCapture_ptsz", CU_GET_PROC_ADDRESS_SUCCESS},
     {"cuStreamBeginCapture", 10010, 0, "cuStreamBeginCapture_v2", CU_GET_PROC_ADDRESS_SUCCESS},

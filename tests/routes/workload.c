@@ -338,6 +338,10 @@ int workload_run(const route_api *route, int rounds, const char *counts_path)
         /* drk retains and releases primary contexts of its own. */
         if (drk_on && strncmp(route_fn_name[i], "cuDevicePrimaryCtx", 18) == 0 && seen >= own[i])
             continue;
+        /* drk waits for events of its own (the pool's frees, evolution's
+         * snapshots). */
+        if (drk_on && strcmp(route_fn_name[i], "cuEventSynchronize") == 0 && seen >= own[i])
+            continue;
         /* The host pool pins chunks of its own: the driver's counts tell nothing. */
         if (host_pooled && family[i] && strcmp(family[i], "host_memory") == 0)
             continue;

@@ -1,7 +1,8 @@
 /* The account that bounds what kernel records cost the program
  * (evolve/records_cost.h), driven as drk's thread drives it: a reckoning a
  * 50 ms tick, records on (or kept on) at a round's start when the account
- * holds the round, resting there otherwise, and at once when over. */
+ * holds the round, resting there otherwise, and at once when over; and the
+ * rule for attaching CUPTI at all. */
 #include <stdint.h>
 #include <stdio.h>
 
@@ -105,5 +106,28 @@ int main(void)
     drk_records_cost_init(&s.c, 0, s.now, 0);
     run(&s, 60, 1000, TICK);
     CHECK(s.timed == 0 && s.c.charged == 0);
+
+    /* Attaching CUPTI at all, judged over drk's 200 ms looks: */
+    const uint64_t look = 200000000ull;
+    /* launch_bench on the H200 (250,000 launches a second, no waits):
+     * 50 ms of launch calls a look against 1 ms of share: never. */
+    CHECK(!drk_attach_affordable(SHARE, look, 50000, 0));
+    CHECK(drk_attach_cost_ns(50000, 0) == 50000 * DRK_ATTACHED_NS);
+    /* The same launches while the program waits 150 ms of the look for the
+     * GPU (its kernels long): the waits absorb them. */
+    CHECK(drk_attach_affordable(SHARE, look, 50000, 150000000ull));
+    CHECK(drk_attach_cost_ns(50000, 150000000ull) == 0);
+    /* The n-body of evolve_bench, 1,500 launches a second with no wait
+     * drk saw: 0.3 ms of 200 against 1 ms. */
+    CHECK(drk_attach_affordable(SHARE, look, 300, 0));
+    /* At the edge: 1,000 launches are the share of 200 ms exactly, one
+     * more is over, and a wait of 1 us brings it back. */
+    CHECK(drk_attach_affordable(SHARE, look, 1000, 0));
+    CHECK(!drk_attach_affordable(SHARE, look, 1001, 0));
+    CHECK(drk_attach_affordable(SHARE, look, 1001, 1000));
+    /* No time passed, or no share: never. */
+    CHECK(!drk_attach_affordable(SHARE, 0, 0, 0));
+    CHECK(!drk_attach_affordable(0, look, 1, 0));
+    CHECK(drk_attach_affordable(0, look, 0, 0));
     return CHECK_DONE();
 }
