@@ -302,17 +302,19 @@ static char held_why[256];
 
 static int kernel_to_evolve(void)
 {
-    /* The first look that finds a kernel judges the run so far; each later
-     * one the time since the look before (the registry's count is read only
-     * once there is a kernel: it walks every kernel record). */
-    uint64_t at, launches = 0, waited = waited_until(&at);
-    at = began_ns;
+    /* Each look that finds a kernel judges the time since the look before
+     * that did (the first: since the thread started), once it spans half a
+     * look at least: a look at the thread's start, behind launches made
+     * before it, judges nothing. */
+    uint64_t at, launches = drk_registry_launches(), waited = waited_until(&at);
     int held = 0;
     do {
         if (!drk_engine_could_evolve())
             continue;
         uint64_t now, l = drk_registry_launches(), w = waited_until(&now);
-        uint64_t span = now - at, made = l - launches, gave = w - waited;
+        if (now - at < (uint64_t)WAIT_TICKS * TICK_MS * 1000000u / 2)
+            continue;
+        uint64_t span = now - at, made = l > launches ? l - launches : 0, gave = w > waited ? w - waited : 0;
         at = now, launches = l, waited = w;
         if (drk_attach_affordable(cfg.records_share, span, made, gave)) {
             if (held)
@@ -403,10 +405,12 @@ void drk_worker_start(const drk_worker_settings *s)
     }
 }
 
+/* Both read the clock under the lock, so the waits at a look never exceed
+ * what a later look finds. */
 uint64_t drk_worker_wait_begins(void)
 {
-    uint64_t t0 = drk_mono_ns();
     pthread_mutex_lock(&waits_lock);
+    uint64_t t0 = drk_mono_ns();
     waits_open++, waits_open_sum += t0;
     pthread_mutex_unlock(&waits_lock);
     return t0;
@@ -414,8 +418,8 @@ uint64_t drk_worker_wait_begins(void)
 
 void drk_worker_wait_ends(uint64_t t0)
 {
-    uint64_t now = drk_mono_ns();
     pthread_mutex_lock(&waits_lock);
+    uint64_t now = drk_mono_ns();
     waits_open--, waits_open_sum -= t0;
     waits_ns += now > t0 ? now - t0 : 0;
     pthread_mutex_unlock(&waits_lock);
