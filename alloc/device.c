@@ -28,6 +28,7 @@
 #include "alloc/pages_vmm.h"
 #include "alloc/pool.h"
 #include "alloc/pool_events.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/thread.h"
 
@@ -535,13 +536,6 @@ static void leave(dpool *d, shard *s, CUcontext cur)
     pthread_mutex_unlock(&s->lock);
 }
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void note_ns(uint64_t *hist, uint64_t ns)
 {
     int b = ns ? 63 - __builtin_clzll(ns) : 0;
@@ -681,7 +675,7 @@ static void grow_shard(dpool *d, shard *s)
 {
     pthread_mutex_lock(&s->lock);
     while (!s->retired && !atomic_load_explicit(&grow_stop, memory_order_relaxed)) {
-        uint64_t now = now_ns();
+        uint64_t now = drk_mono_ns();
         if (now < s->grow_after_ns)
             break;
         uintptr_t va;
@@ -706,7 +700,7 @@ static void grow_shard(dpool *d, shard *s)
         atomic_fetch_add_explicit(&s->claims_done, 1, memory_order_release);
         account(d, s);
         if (rc) {
-            s->grow_after_ns = now_ns() + GROW_BACKOFF_NS;
+            s->grow_after_ns = drk_mono_ns() + GROW_BACKOFF_NS;
             if (rc != DRK_PAGES_OOM && !atomic_exchange(&warned_grow, 1))
                 drk_log(DRK_LOG_INFO, "device %d: drk could not make a page ahead of demand (error %d); "
                                       "allocations make their own when it fails", d->ordinal, rc);
@@ -773,13 +767,13 @@ static void grower_start(void)
  * ended, 0 after BUSY_WAIT_NS. */
 static int wait_claim(shard *s, unsigned seen)
 {
-    uint64_t until = now_ns() + BUSY_WAIT_NS;
+    uint64_t until = drk_mono_ns() + BUSY_WAIT_NS;
     for (int spins = 0; atomic_load_explicit(&s->claims_done, memory_order_acquire) == seen; spins++) {
         if (spins < 64) {
             sched_yield();
             continue;
         }
-        if (now_ns() > until)
+        if (drk_mono_ns() > until)
             return 0;
         struct timespec ts = {0, 20000};
         nanosleep(&ts, NULL);
@@ -851,7 +845,7 @@ int drk_dpool_alloc(CUdeviceptr *ptr, size_t size, CUstream stream, int has_stre
             return 0;
         }
         int timed = (s->allocs % SAMPLE_EVERY) == 0;
-        uint64_t t0 = timed ? now_ns() : 0;
+        uint64_t t0 = timed ? drk_mono_ns() : 0;
         rc = drk_pool_alloc(s->pool, size, (uintptr_t)stream, has_stream, &p);
         if (rc == DRK_PAGES_BUSY) {
             /* The grower is making pages this block needs: wait, ask again. */
@@ -869,7 +863,7 @@ int drk_dpool_alloc(CUdeviceptr *ptr, size_t size, CUstream stream, int has_stre
         }
         s->allocs++;
         if (timed) {
-            note_ns(s->alloc_ns, now_ns() - t0);
+            note_ns(s->alloc_ns, drk_mono_ns() - t0);
             s->samples++;
         }
         if (cfg.grow) {
@@ -942,10 +936,10 @@ int drk_dpool_free(CUdeviceptr ptr, CUstream stream, int has_stream, CUresult *r
         return 0;
     }
     int timed = (s->frees % SAMPLE_EVERY) == 0;
-    uint64_t t0 = timed ? now_ns() : 0;
+    uint64_t t0 = timed ? drk_mono_ns() : 0;
     int rc = drk_pool_free(s->pool, (uintptr_t)ptr, (uintptr_t)stream, has_stream);
     if (timed)
-        note_ns(s->free_ns, now_ns() - t0);
+        note_ns(s->free_ns, drk_mono_ns() - t0);
     if (rc == 0)
         s->frees++;
     else if (rc == DRK_PAGES_INVALID)

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "base/clock.h"
+
 #define LEGACY_STREAM ((uintptr_t)0x1)
 /* Seals not known complete at once, at most: past them a seal that is not
  * urgent is held back, an urgent one waits for the oldest. */
@@ -41,13 +43,6 @@ struct drk_epochs {
 static void count(_Atomic uint64_t *c, uint64_t n) { atomic_fetch_add_explicit(c, n, memory_order_relaxed); }
 
 uint64_t drk_epochs_stamp(drk_epochs *e) { return atomic_load(&e->begun); }
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 drk_epochs *drk_epochs_new(const drk_pool_events *events, uint64_t gap_ns)
 {
@@ -123,7 +118,7 @@ static int held_back(drk_epochs *e, const void *who, uint64_t last_free)
 {
     uint64_t ord = atomic_load_explicit(&e->newest_ord, memory_order_acquire);
     return ord && ord <= last_free && who != atomic_load_explicit(&e->last_who, memory_order_relaxed) &&
-           now_ns() - atomic_load_explicit(&e->newest_start, memory_order_relaxed) <
+           drk_mono_ns() - atomic_load_explicit(&e->newest_start, memory_order_relaxed) <
                atomic_load_explicit(&e->gap_total, memory_order_relaxed);
 }
 
@@ -170,7 +165,7 @@ int drk_epochs_seal(drk_epochs *e, const void *who, uint64_t last_free, int urge
      * its pool's lock), so every event below follows that work in its
      * stream. */
     s->ord = atomic_fetch_add(&e->begun, 1) + 1;
-    s->start_ns = now_ns();
+    s->start_ns = drk_mono_ns();
     s->nev = 0;
     int r = e->ev.record(e->ev.ctx, LEGACY_STREAM, &s->ev[0]);
     s->nev += r == 0;

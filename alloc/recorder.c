@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "alloc/trace.h"
+#include "base/clock.h"
 
 atomic_int drk_recording;
 
@@ -40,13 +41,6 @@ static uint32_t stream_index(uintptr_t s)
     return STREAMS - 1; /* beyond the table: merged into its last number */
 }
 
-static uint64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
 static drk_rec *chunk(size_t c)
 {
     drk_rec *p = atomic_load_explicit(&chunks[c], memory_order_acquire);
@@ -72,7 +66,7 @@ void drk_record_slow(char kind, uintptr_t ptr, size_t size, uintptr_t stream, in
         atomic_fetch_add_explicit(&dropped, 1, memory_order_relaxed);
         return;
     }
-    c[i % DRK_REC_CHUNK] = (drk_rec){now_ns(), ptr, size, has_stream ? stream_index(stream) : UINT32_MAX, kind};
+    c[i % DRK_REC_CHUNK] = (drk_rec){drk_mono_ns(), ptr, size, has_stream ? stream_index(stream) : UINT32_MAX, kind};
 }
 
 void drk_recorder_start(const char *path)

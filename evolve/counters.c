@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "base/dlsym.h"
 #include "base/log.h"
 #include "evolve/cupti.h"
@@ -93,13 +94,6 @@ static drk_counters_row rows[DRK_COUNTERS_KEYS];
 static char *row_names[DRK_COUNTERS_KEYS];
 static uint64_t row_tried[DRK_COUNTERS_KEYS]; /* round of the last try that found no launch, +1 */
 static size_t nrows;
-
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static const char *result_text(CUptiResult r)
 {
@@ -204,7 +198,7 @@ static uintptr_t handle_of(const drk_time_key *k)
     return r ? r->handle : 0;
 }
 
-static int within_budget(void) { return mono_ns() >= next_ns; }
+static int within_budget(void) { return drk_mono_ns() >= next_ns; }
 
 /* Whether kernel-shape `k` is due a sample in round `round`. */
 static int due(const drk_time_key *k, uint64_t round)
@@ -394,7 +388,7 @@ int drk_counters_begin(uintptr_t f, const uint32_t grid[3], const uint32_t block
         turn_off("GPU times stopped", CUPTI_SUCCESS);
         goto no;
     }
-    sample_mono0 = mono_ns(); /* the profiler's setup is the sample's cost too */
+    sample_mono0 = drk_mono_ns(); /* the profiler's setup is the sample's cost too */
     /* Kernel replay cannot run inside a capture; a later launch will do. */
     if (!drv.stream_is_capturing || drv.stream_is_capturing(stream, &cap) != CUDA_SUCCESS ||
         cap != CU_STREAM_CAPTURE_STATUS_NONE)
@@ -480,7 +474,7 @@ void drk_counters_end(CUresult launched)
         release();
         prepared = 0;
     }
-    uint64_t end = mono_ns(), cost = end - sample_mono0;
+    uint64_t end = drk_mono_ns(), cost = end - sample_mono0;
     st.cost_ns += cost;
     if (st.budget > 0 && st.budget < 1)
         next_ns = end + (uint64_t)((double)cost * (1 / st.budget - 1));

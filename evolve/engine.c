@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "base/cache.h"
+#include "base/clock.h"
 #include "base/log.h"
 #include "evolve/capture.h"
 #include "evolve/cupti.h"
@@ -864,13 +865,6 @@ static struct built *slot_for(struct target *t)
 
 static double ms_of(uint64_t ns) { return (double)ns / 1e6; }
 
-static uint64_t clock_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* DRK_EVOLVE_PLANT's wrong code: the PTX with its float adds, multiplies
  * and fused multiply-adds rounding toward zero (valid PTX, results off in
  * their last bits), for the GPU suite to see the proof reject it. */
@@ -1005,12 +999,12 @@ static CUfunction load_cached_own(struct target *t, struct built *b, drk_build_i
 {
     if (!b->cubin || !t->sk.ptx)
         return snprintf(why, len, "%s", b->cubin ? "its PTX is gone" : "its cubin was not kept"), NULL;
-    uint64_t c0 = clock_ns();
+    uint64_t c0 = drk_mono_ns();
     in->cubin = b->cubin;
     CUfunction fn = load_own(t, b, in, jit, attr, why, len);
     if (fn) {
         char text[96];
-        cubin_hit(ms_of(clock_ns() - c0) + t->pending_read_ms, t->pending_read_ms);
+        cubin_hit(ms_of(drk_mono_ns() - c0) + t->pending_read_ms, t->pending_read_ms);
         built_ms(t, b, drk_variant_text(&drk_space_ptx, &t->served_v, text, sizeof text), 1);
     }
     return fn;
@@ -1058,13 +1052,13 @@ static CUfunction build(struct target *t, const drk_variant *v, int *same, char 
     drk_cache_key ck;
     drk_cache_blob hit = {0};
     int cached = 0, from_cache = 0;
-    uint64_t c0 = clock_ns();
+    uint64_t c0 = drk_mono_ns();
     if (!edited && cfg.cache) {
         cached = cubin_key(t, &in, &jit, &ck) == 0;
         if (cached && drk_cache_get(cfg.cache, &ck, CUBIN_KIND, &hit) == 0)
             from_cache = 1;
     }
-    uint64_t c1 = clock_ns();
+    uint64_t c1 = drk_mono_ns();
     const void *code = from_cache ? hit.data : NULL;
     size_t code_len = from_cache ? hit.len : 0;
     drk_built compiled = {.jit_ms = 0}; /* compiled.cubin: malloc'd, ours until a build keeps it */
@@ -1077,7 +1071,7 @@ static CUfunction build(struct target *t, const drk_variant *v, int *same, char 
         if (cached && drk_cache_put(cfg.cache, &ck, CUBIN_KIND, code, code_len, t->rec->name) == 0)
             cubins_stored++;
     }
-    uint64_t c2 = clock_ns();
+    uint64_t c2 = drk_mono_ns();
     if (!edited && same_code(t, id, &attr, code, code_len, why, len)) {
         drk_cache_blob_free(&hit);
         free(compiled.cubin);
@@ -1110,7 +1104,7 @@ static CUfunction build(struct target *t, const drk_variant *v, int *same, char 
             b->cubin_len = code_len;
         }
         drk_cache_blob_free(&hit);
-        cubin_hit(ms_of(clock_ns() - c0), ms_of(c1 - c0));
+        cubin_hit(ms_of(drk_mono_ns() - c0), ms_of(c1 - c0));
     } else {
         b->cubin = compiled.cubin, b->cubin_len = code_len;
         b->jit.jit_ms = compiled.jit_ms;
@@ -1159,7 +1153,7 @@ static CUfunction serve_copy(struct target *t, struct built *b, char *why, size_
         return b->pfn;
     if (!b->cubin)
         return snprintf(why, len, "its cubin was not kept"), NULL;
-    uint64_t t0 = clock_ns();
+    uint64_t t0 = drk_mono_ns();
     CUmodule m;
     CUfunction fn;
     const char *what;
@@ -1175,7 +1169,7 @@ static CUfunction serve_copy(struct target *t, struct built *b, char *why, size_
         return snprintf(why, len, "%s in the program's context failed (%d)", what, (int)r), NULL;
     }
     b->pmodule = m, b->pfn = fn;
-    double ms = ms_of(clock_ns() - t0);
+    double ms = ms_of(drk_mono_ns() - t0);
     served_loads++;
     served_load_ms_max = ms > served_load_ms_max ? ms : served_load_ms_max;
     drk_log(DRK_LOG_DEBUG, "evolve: %.80s: the served copy loaded into the program's context in %.1f ms",
@@ -1244,7 +1238,7 @@ void drk_engine_quiet(void)
     int want = QUIET_ASKED;
     if (!atomic_compare_exchange_strong(&quiet.state, &want, QUIET_LOADING))
         return;
-    uint64_t t0 = clock_ns();
+    uint64_t t0 = drk_mono_ns();
     CUmodule m;
     CUfunction fn;
     const char *what;
@@ -1255,7 +1249,7 @@ void drk_engine_quiet(void)
         m = NULL;
     }
     quiet.module = m, quiet.fn = fn, quiet.r = r, quiet.what = what;
-    quiet.ns = clock_ns() - t0;
+    quiet.ns = drk_mono_ns() - t0;
     atomic_store_explicit(&quiet.state, QUIET_DONE, memory_order_release);
 }
 
@@ -1384,7 +1378,7 @@ static void from_cache(struct target *t, const drk_variant *v, double speedup)
         end_target(t, DRK_TARGET_SETTLED, "an earlier run found nothing faster (the cache)");
         return;
     }
-    uint64_t c0 = clock_ns();
+    uint64_t c0 = drk_mono_ns();
     struct built *b = cached_slot(t, v);
     if (!b && build(t, v, NULL, why, sizeof why)) /* its cubin not in the cache: compiled */
         b = built_of(t, drk_variant_id(&drk_space_ptx, v));
@@ -1394,7 +1388,7 @@ static void from_cache(struct target *t, const drk_variant *v, double speedup)
         return;
     }
     t->served_v = *v, t->speedup = speedup, t->from_cache = t->came_from_cache = 1;
-    t->cached_pending = 1, t->pending_round = rounds_seen, t->pending_read_ms = ms_of(clock_ns() - c0);
+    t->cached_pending = 1, t->pending_round = rounds_seen, t->pending_read_ms = ms_of(drk_mono_ns() - c0);
     quiet_ask(t, b);
     drk_log(DRK_LOG_DEBUG, "evolve: %.80s: the cached %s (%.3fx in an earlier run) serves from the program's next "
                            "synchronize", t->rec->name, text, speedup);
@@ -2082,7 +2076,7 @@ static int trials(struct target *t, const drk_capture_got *got, const drk_reach 
     }
     drk_proof_ops ops = drk_trial_ops(&tr);
     drk_proof_ref ref;
-    uint64_t w0 = clock_ns(), b0 = build_wall_ns;
+    uint64_t w0 = drk_mono_ns(), b0 = build_wall_ns;
     unsigned b_made = builds_made;
     /* A search round's reference is queued with its first batch (after
      * its builds: the fence is never held across a compile), for one wait,
@@ -2106,7 +2100,7 @@ static int trials(struct target *t, const drk_capture_got *got, const drk_reach 
     if (!ref_prev && ref.state == DRK_PROOF_EQUAL && !ref.queued)
         t->prev = ref;
     ref_prev = NULL;
-    uint64_t wall = clock_ns() - w0, built = build_wall_ns - b0;
+    uint64_t wall = drk_mono_ns() - w0, built = build_wall_ns - b0;
     wall = wall > built ? wall - built : 0;
     /* The budget pays what the program loses: the trials' GPU time and, for
      * each wait, a switch of the GPU to drk's context and back (the
@@ -2442,9 +2436,9 @@ static void serve_pending(void)
         if (atomic_load_explicit(&quiet.state, memory_order_acquire) != QUIET_IDLE && quiet.t == t)
             continue; /* asked: quiet_take takes it back first */
         char why[192];
-        uint64_t t0 = clock_ns();
+        uint64_t t0 = drk_mono_ns();
         if (serve_copy(t, b, why, sizeof why)) {
-            serve_cached(t, b, ms_of(clock_ns() - t0));
+            serve_cached(t, b, ms_of(drk_mono_ns() - t0));
         } else {
             drk_log(DRK_LOG_INFO, "evolve: %.80s: the cached result cannot be served: %s; searching", t->rec->name,
                     why);

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/sha256.h"
 #include "evolve/image/fatbin.h"
@@ -40,13 +41,6 @@ static atomic_uint sm;
 
 void drk_images_set_sm(unsigned s) { atomic_store(&sm, s); }
 unsigned drk_images_sm(void) { return atomic_load(&sm); }
-
-static uint64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
 
 static void drop_image(loaded *l);
 
@@ -551,7 +545,7 @@ unsigned drk_images_loaded_ex(uintptr_t owner, const char *how, const void *data
     drk_image_options opt = {drk_images_sm(), keep != 0};
     drk_image img = {0};
     char err[160] = "";
-    uint64_t t0 = now_ns();
+    uint64_t t0 = drk_mono_ns();
     int r;
     const void *deferred = NULL;
     size_t size = 0;
@@ -575,7 +569,7 @@ unsigned drk_images_loaded_ex(uintptr_t owner, const char *how, const void *data
     void *copy = r == 0 ? again_at_load(&again, how_loaded, keep, digests != NULL, deferred != NULL, data, size,
                                         path, &copy_len, &pending)
                         : NULL;
-    uint64_t dt = now_ns() - t0;
+    uint64_t dt = drk_mono_ns() - t0;
     pthread_mutex_lock(&lock);
     stats.loads++;
     stats.read_ns += dt;
@@ -636,10 +630,10 @@ static void read_deferred(loaded *l)
     l->deferred = NULL;
     drk_image_options opt = {drk_images_sm(), ptx_cap != 0};
     char err[160] = "";
-    uint64_t t0 = now_ns();
+    uint64_t t0 = drk_mono_ns();
     /* dlclose may have unmapped it since. */
     int r = in_loaded_object(data) ? drk_image_read(data, l->deferred_size, &opt, &l->img, err, sizeof err) : -1;
-    uint64_t dt = now_ns() - t0;
+    uint64_t dt = drk_mono_ns() - t0;
     stats.read_ns += dt;
     stats.late_read_ns += dt;
     if (r == 0)
@@ -774,11 +768,11 @@ static void scan_objects(void)
     for (size_t i = 0; i < objs.n; i++) {
         drk_image img;
         char err[160];
-        uint64_t t0 = now_ns();
+        uint64_t t0 = drk_mono_ns();
         int r = classify_file(objs.paths[i]) == DRK_IMAGE_HOST_ELF
                     ? drk_image_read_file(objs.paths[i], &opt, &img, err, sizeof err)
                     : -1;
-        uint64_t dt = now_ns() - t0;
+        uint64_t dt = drk_mono_ns() - t0;
         stats.read_ns += dt;
         stats.late_read_ns += dt;
         if (r != 0 || img.nkernels == 0 || (count == cap && grow() != 0)) {

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "evolve/jitlink.h"
 
 enum { K_REGS, K_THREADS, K_MIN_CTA, K_OPT, K_CACHE, NKNOBS };
@@ -85,13 +86,6 @@ static int redundant(const drk_source_kernel *k, const drk_variant *v)
     if (v->k[K_MIN_CTA] && (v->k[K_REGS] || v->k[K_THREADS] || declared))
         return 1;
     return v->k[K_THREADS] && declared;
-}
-
-static uint64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
 static const char *result_name(CUresult r)
@@ -182,13 +176,13 @@ static int compile(const drk_build_in *in, const drk_variant *v, drk_built *out)
     unsigned sm;
     if (check(in, v, out, &sm) != 0)
         return -1;
-    uint64_t t0 = now_ns();
+    uint64_t t0 = drk_mono_ns();
     nvjl_opts o;
     options_of(v, sm, in->block_threads, &o);
     char error[sizeof out->why - 64];
     int rc = drk_jitlink_compile(in->k->ptx->text, in->k->ptx->len, o.opt, o.n, &out->cubin, &out->cubin_len,
                                  out->log, sizeof out->log, error, sizeof error);
-    out->build_ns = now_ns() - t0;
+    out->build_ns = drk_mono_ns() - t0;
     if (rc != 0) {
         out->cubin = NULL, out->cubin_len = 0;
         return fail(out, "nvJitLink", CUDA_ERROR_INVALID_PTX, error);
@@ -209,13 +203,13 @@ static int build(const drk_build_in *in, const drk_variant *v, drk_built *out)
         (in->ctx && (!d->ctx_push_current || !d->ctx_pop_current)))
         return fail(out, "the driver table", CUDA_ERROR_NOT_SUPPORTED, "lacks a module entry");
 
-    uint64_t t0 = now_ns();
+    uint64_t t0 = drk_mono_ns();
     void *cubin = NULL;
     size_t size = 0;
     if (!in->cubin) {
         drk_built c;
         if (compile(in, v, &c) != 0) {
-            out->build_ns = now_ns() - t0;
+            out->build_ns = drk_mono_ns() - t0;
             memcpy(out->why, c.why, sizeof out->why);
             memcpy(out->log, c.log, sizeof out->log);
             out->rc = c.rc;
@@ -224,7 +218,7 @@ static int build(const drk_build_in *in, const drk_variant *v, drk_built *out)
         cubin = c.cubin, size = c.cubin_len;
         memcpy(out->log, c.log, sizeof out->log);
     }
-    uint64_t t1 = now_ns();
+    uint64_t t1 = drk_mono_ns();
     out->jit_ms = (float)((double)(t1 - t0) / 1e6);
     /* Only the cubin's load takes the program's context, briefly. */
     CUresult rc;
@@ -256,8 +250,8 @@ static int build(const drk_build_in *in, const drk_variant *v, drk_built *out)
             failed = fail(out, "cuCtxPopCurrent", p, NULL);
         }
     }
-    out->load_ns = now_ns() - t1;
-    out->build_ns = now_ns() - t0;
+    out->load_ns = drk_mono_ns() - t1;
+    out->build_ns = drk_mono_ns() - t0;
     if (failed) {
         free(out->cubin);
         out->cubin = NULL, out->cubin_len = 0;

@@ -5,6 +5,7 @@
 #include <stdatomic.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "base/options.h"
 #include "evolve/cupti.h"
 #include "evolve/engine.h"
@@ -44,12 +45,7 @@ static void learn_sm(void)
 
 int drk_modules_reserved_shared(void) { return atomic_load(&reserved_shared); }
 
-uint64_t drk_modules_clock(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+uint64_t drk_modules_clock(void) { return drk_mono_ns(); }
 
 void drk_modules_loaded(int r, const void *const *owner, const char *how, const void *data, const char *path,
                         const drk_images_load *how_loaded, uint64_t load_ns)
