@@ -378,7 +378,9 @@ def case_oom(args):
     got = launches(p)
     check(rows and rows[0]["state"] in ("settled", "refused") and rows[0]["state"] != "failed" and ev["failed"] == 0,
           "oom: its target ended, not failed", rows)
-    check(got is not None and got[1] > 0 and rows and rows[0]["serving"] == "regs=32",
+    # The 2x variant is any built at 32 registers (a cache mode besides is
+    # as fast on the stand-in, and the search may settle on one).
+    check(got is not None and got[1] > 0 and rows and rows[0]["serving"].startswith("regs=32"),
           "oom: the proven variant kept serving", (got, rows))
 
 
