@@ -129,6 +129,10 @@ static uint64_t began_ns; /* the thread's start: the share is paid in from there
  * way, their count and the sum of their starts. */
 static pthread_mutex_t waits_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t waits_ns, waits_open, waits_open_sum;
+/* Only while drk's thread weighs whether to attach CUPTI (from the
+ * worker's start, which comes before any program call it hooks, to its
+ * decision) are waits timed; otherwise a synchronize pays one load. */
+static atomic_int waits_wanted;
 
 /* The waits so far, those under way included, at *now (read under the
  * lock: every wait under way began before it). */
@@ -300,7 +304,16 @@ static int nap(long ms)
 
 static char held_why[256];
 
+static int weigh_attach(void);
+
 static int kernel_to_evolve(void)
+{
+    int r = weigh_attach();
+    atomic_store(&waits_wanted, 0);
+    return r;
+}
+
+static int weigh_attach(void)
 {
     /* Each look that finds a kernel judges the time since the look before
      * that did (the first: since the thread started), once it spans half a
@@ -382,6 +395,7 @@ void drk_worker_start(const drk_worker_settings *s)
     if (atomic_exchange(&started, 1))
         return;
     cfg = *s;
+    atomic_store(&waits_wanted, s->evolve_waits);
     snprintf(cupti_library, sizeof cupti_library, "%s", s->cupti_library ? s->cupti_library : "");
     snprintf(off_why, sizeof off_why, "%s",
              s->evolve_waits ? "not needed: DRK_PROFILE=0, and the program launched no kernel evolution could take "
@@ -398,6 +412,7 @@ void drk_worker_start(const drk_worker_settings *s)
     }
     if (drk_thread_start(&thread, run, NULL) != 0) {
         drk_cupti_stop("drk could not start its thread"); /* if started here: no thread takes its records */
+        atomic_store(&waits_wanted, 0);
         snprintf(off_why, sizeof off_why, "drk could not start its thread");
         atomic_store(&off, off_why);
         drk_log(DRK_LOG_WARN, "no GPU times: drk could not start its thread");
@@ -409,6 +424,8 @@ void drk_worker_start(const drk_worker_settings *s)
  * what a later look finds. */
 uint64_t drk_worker_wait_begins(void)
 {
+    if (!atomic_load_explicit(&waits_wanted, memory_order_relaxed))
+        return 0;
     pthread_mutex_lock(&waits_lock);
     uint64_t t0 = drk_mono_ns();
     waits_open++, waits_open_sum += t0;
@@ -418,6 +435,8 @@ uint64_t drk_worker_wait_begins(void)
 
 void drk_worker_wait_ends(uint64_t t0)
 {
+    if (!t0)
+        return; /* not timed */
     pthread_mutex_lock(&waits_lock);
     uint64_t now = drk_mono_ns();
     waits_open--, waits_open_sum -= t0;
@@ -510,6 +529,7 @@ void drk_worker_after_fork_child(void)
      * waits start afresh. */
     pthread_mutex_init(&waits_lock, NULL);
     waits_ns = waits_open = waits_open_sum = 0;
+    atomic_store(&waits_wanted, 0); /* no thread weighs anything there */
     if (atomic_load(&started) == 0)
         return;
     atomic_store(&started, 2);

@@ -39,8 +39,9 @@ void drk_worker_mark(const char *why);
 /* A program call begins, and ends, waiting for the GPU
  * (cuStreamSynchronize, cuCtxSynchronize, cuEventSynchronize): time in
  * which slower launch calls would not have lengthened its run. Any thread;
- * a short lock each (never on a launch or allocation path). begins returns
- * what ends is given. */
+ * a short lock each while drk's thread weighs attaching CUPTI, one atomic
+ * load otherwise (never on a launch or allocation path). begins returns
+ * what ends is given (0: not timed). */
 uint64_t drk_worker_wait_begins(void);
 void drk_worker_wait_ends(uint64_t began);
 
