@@ -151,6 +151,7 @@ static CUcontext prog_ctx; /* the program's primary context of env_device, while
 static drk_predictor predictor;
 static drk_shapes shapes;
 static uint64_t trial_ns_all, program_ns_all;
+static double charged_all; /* what every capture's ledger was charged */
 static unsigned rounds_seen;
 static double researched_sum;
 static unsigned cache_hits, cache_stored;
@@ -2104,16 +2105,20 @@ static int trials(struct target *t, const drk_capture_got *got, const drk_reach 
     wall = wall > built ? wall - built : 0;
     /* The budget pays what the program loses: the trials' GPU time and, for
      * each wait, a switch of the GPU to drk's context and back (the
-     * program's kernels wait for both). Not the wall time: while drk
-     * waits, the GPU runs the program's kernels in their time slices. */
-    double charge = (double)tr.gpu_ns + (double)(tr.waits + builds_made - b_made) * SWITCH_NS;
+     * program's kernels wait for both). Not the wall time, nor the
+     * replays' events: while drk waits, the GPU runs the program's
+     * kernels in their time slices, and the events count those too. */
+    double gpu = drk_trial_gpu_ns(&tr);
+    double charge = gpu + (double)(tr.waits + builds_made - b_made) * SWITCH_NS;
     drk_log(DRK_LOG_DEBUG,
-            "evolve: %.80s: capture %u's trials took %.1f ms besides %.1f ms of builds (GPU %.1f ms, %u waits: "
-            "%.1f ms charged)",
-            t->rec->name, t->captures, ms_of(wall), ms_of(built), ms_of(tr.gpu_ns), tr.waits, charge / 1e6);
-    t->trial_ns += tr.gpu_ns;
+            "evolve: %.80s: capture %u's trials took %.1f ms besides %.1f ms of builds (GPU %.1f ms, by their "
+            "events %.1f ms, %u waits: %.1f ms charged)",
+            t->rec->name, t->captures, ms_of(wall), ms_of(built), gpu / 1e6, ms_of(tr.gpu_ns), tr.waits,
+            charge / 1e6);
+    t->trial_ns += (uint64_t)(gpu + 0.5);
     t->ledger_ns -= charge;
-    trial_ns_all += tr.gpu_ns;
+    charged_all += charge;
+    trial_ns_all += (uint64_t)(gpu + 0.5);
     drk_trial_close(&tr);
     return t->state == DRK_TARGET_SEARCHING && active == t;
 }
@@ -2216,6 +2221,18 @@ static void choose(const drk_round *r)
                 snprintf(had->why, sizeof had->why, "its search goes on: waiting for a launch");
                 drk_log(DRK_LOG_DEBUG, "evolve: %.80s: its turn again after %u round%s of search (round %u)",
                         rec->name, had->rounds, had->rounds == 1 ? "" : "s", rounds_seen);
+            }
+            if (!had) {
+                /* The budget the rounds before it earned and nothing spent
+                 * (the kernel ran meanwhile), up to the carry's cap: a
+                 * kernel that runs from the start begins its search with
+                 * credit, as one searched for a while keeps what it left. */
+                double cap = DRK_EVO_CARRY_ROUNDS * cfg.budget * (double)r->kernel_ns;
+                double earned = cfg.budget * (double)program_ns_all - charged_all;
+                t->ledger_ns = t->credit_ns = earned < 0 ? 0 : earned < cap ? earned : cap;
+                drk_log(DRK_LOG_DEBUG, "evolve: %.80s: chosen in round %u, with %.1f ms of credit the rounds before "
+                        "earned (a round grants %.1f ms)", rec->name, rounds_seen, t->ledger_ns / 1e6,
+                        cfg.budget * (double)r->kernel_ns / 1e6);
             }
             t->turn_rounds = 0;
             active = t;

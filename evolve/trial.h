@@ -65,6 +65,8 @@ enum { DRK_TRIAL_KEPT = 3 * DRK_REACH_MAX };
 /* Replays in flight between waits (their event pairs; one more waits for
  * the oldest first), and replay times kept for reading after a wait. */
 enum { DRK_TRIAL_EVENTS = 64, DRK_TRIAL_TICKETS = 256 };
+/* Functions a trial keeps each one's quickest run for (its GPU time). */
+enum { DRK_TRIAL_FNS = 24 };
 
 typedef struct drk_trial_env {
     drk_driver drv;
@@ -117,7 +119,15 @@ typedef struct drk_trial {
     const drk_ptx_flow *flow;
     uint32_t grid[3], block[3], shared_bytes;
     CUfunction original, variant;   /* what run(.., 0) and run(.., 1) launch */
-    uint64_t gpu_ns;                /* GPU time of its replays so far (the budget's) */
+    uint64_t gpu_ns;                /* the events' time of its replays so far (see drk_trial_gpu_ns) */
+    struct {
+        CUfunction fn;
+        unsigned runs;              /* replays of fn timed */
+        double min_ns;              /* the quickest of them */
+    } fns[DRK_TRIAL_FNS];
+    unsigned nfns;
+    double other_ns;                /* replays of functions past DRK_TRIAL_FNS: their events' time */
+    CUfunction ticket_fn[DRK_TRIAL_TICKETS]; /* what replay k ran, at [k % DRK_TRIAL_TICKETS] */
     double original_ns;             /* drk_trial_time_original's median; 0 before */
     int full;                       /* time every pair, however slow (a served variant measured again: a drop
                                      * wants its samples) */
@@ -175,6 +185,14 @@ int drk_trial_last_ticket(const drk_trial *t);
 int drk_trial_queue_runs(drk_trial *t, CUfunction fn, unsigned runs);
 int drk_trial_wait(drk_trial *t);
 double drk_trial_ticket_ns(drk_trial *t, int ticket);
+/* The GPU time the replays waited for so far took: each at the quickest
+ * run of its function in this trial. A replay's events also count the
+ * program's time slices when the GPU shares itself between the program's
+ * context and drk's (the H200, evolve_bench.py's n-body: 30-40 ms a
+ * capture by the events, about a third of it by the quickest runs), and
+ * the runs of one function on the same inputs take the same time on
+ * their own; a function timed once counts as its events say. */
+double drk_trial_gpu_ns(const drk_trial *t);
 
 /* Paired timing, queued: `pairs` pairs, the original then the variant
  * (order alternating pair by pair); the first ticket, or -1. After a wait,

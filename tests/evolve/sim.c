@@ -170,7 +170,13 @@ void sim_run(sim_kernel *k, const sim_opts *o, sim_result *r)
         double gpu = SIM_ROUND_LAUNCHES * k->ms[served] * 1e6; /* ns */
         r->gpu_ns += gpu;
         ledger += SIM_BUDGET * gpu, credit += SIM_BUDGET * gpu;
-        if (o->engine && ledger < 0) {
+        if (o->engine && round == o->start_rounds + 1) {
+            /* The search begins: with what the rounds before earned, up
+             * to the carry's cap, or from nothing. */
+            double cap = DRK_EVO_CARRY_ROUNDS * SIM_BUDGET * gpu;
+            ledger = credit = !o->start_credit ? SIM_BUDGET * gpu : ledger < cap ? ledger : cap;
+        }
+        if (o->engine && (ledger < 0 || round <= o->start_rounds)) {
             /* No capture this round: the decision stands. */
             r->served[round] = served;
             r->trials_at[round] = e->trials;

@@ -59,6 +59,9 @@ typedef struct sim_opts {
     int engine;                  /* 0: the search alone; else what evolve/engine.c pays and waits for (below) */
     double switch_ns;            /* engine: charged besides GPU time for each wait and each load of a new build,
                                   * as the engine's ledger charges SWITCH_NS (0: not charged) */
+    unsigned start_rounds;       /* engine: rounds the program runs (the default) before the search begins */
+    int start_credit;            /* engine: the search begins with what those rounds earned, at most
+                                  * DRK_EVO_CARRY_ROUNDS rounds' grant (the engine's since 2026-12-03) */
 } sim_opts;
 
 /* With engine set, a round is what evolve/engine.c does with one captured

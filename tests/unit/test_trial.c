@@ -403,8 +403,13 @@ static void test_proof(drk_trial_env *env, CUmodule other, CUmodule bad, CUmodul
     CHECK(fakecuda_set_kernel_time("tadd", 32, 5000) == 0); /* 2.5x slower: one run ends it */
     CHECK(drk_trial_time_variant(&t, 3, sp) == 1 && near(sp[0], 0.4));
     CHECK(fakecuda_set_kernel_time("tadd", 32, 1000) == 0);
-    /* The original's median: one run held up does not move it. */
+    /* The original's median: one run held up does not move it; nor the
+     * GPU time charged (each run at its function's quickest: a run held
+     * up by the program's time slices is counted as one that was not),
+     * while the events' time counts it. */
     int runs[4];
+    double charged = drk_trial_gpu_ns(&t);
+    before = t.gpu_ns;
     for (int i = 0; i < 4; i++) {
         CHECK(fakecuda_set_kernel_time("tadd", 64, i == 2 ? 20000 : 2000) == 0);
         CHECK((runs[i] = drk_trial_queue_timed(&t, f_tadd)) >= 0);
@@ -412,6 +417,7 @@ static void test_proof(drk_trial_env *env, CUmodule other, CUmodule bad, CUmodul
     CHECK(fakecuda_set_kernel_time("tadd", 64, 2000) == 0);
     CHECK(drk_trial_wait(&t) == 0 && drk_trial_read_original_at(&t, runs, 4) == 0 && near(t.original_ns, 2000));
     CHECK(drk_trial_read_original_at(&t, runs, 3) == 0 && near(t.original_ns, 2000)); /* odd: the middle one */
+    CHECK(t.gpu_ns - before == 3 * 2000 + 20000 && near(drk_trial_gpu_ns(&t) - charged, 4 * 2000));
 
     /* Nothing of the program's touched: c is still the program's. */
     static uint32_t now_c[N];
