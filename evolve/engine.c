@@ -1867,6 +1867,12 @@ static int run_batch(struct target *t, drk_trial *tr, drk_proof_ref *ref, struct
             goto failed_timing;
         if (c->got + m > 0)
             drk_evolution_record(&t->evo, &c->v, c->s, (unsigned)(c->got + m));
+        if (c->served && c->got >= 4) {
+            char text[96];
+            drk_log(DRK_LOG_DEBUG, "evolve: %.80s: the served %s measured in pairs on capture %u: %.3f %.3f %.3f %.3f",
+                    t->rec->name, drk_variant_text(&drk_space_ptx, &c->v, text, sizeof text), t->captures, c->s[0],
+                    c->s[1], c->s[2], c->s[3]);
+        }
     }
     return 0;
 failed:

@@ -661,21 +661,55 @@ static void restart(drk_evolution *e, int slower_than_default)
     e->drops++;
 }
 
-/* The latest trial of `id` below the rest of its history by
- * DRK_EVO_CHANGE_Z standard errors of the difference. */
+/* Trials of `id` in the memory's rounds up to `round`. */
+static unsigned trials_through(const drk_evolution *e, uint32_t id, uint64_t round)
+{
+    unsigned t = 0;
+    for (unsigned i = 0; i < e->count; i++) {
+        const drk_evo_round *r = mem_at_c(e, i);
+        for (unsigned j = 0; j < r->ntrials && r->round <= round; j++)
+            t += r->t[j].id == id;
+    }
+    return t;
+}
+
+/* The latest trial of the served `id` below the rest of its history since
+ * it began serving by DRK_EVO_CHANGE_Z standard errors of the difference.
+ * Not its trials before: replays share the GPU with the program's kernels,
+ * so their ratios move when the program's kernels do, and they do once a
+ * variant serves (H200, 2026-12-03: the n-body's regs=56 cache=1 measured
+ * 5.8x on replays before it served and 2.0x after, its true speedup;
+ * held against the 5.8x it was dropped, and the default served again). */
 static int changed(const drk_evolution *e, uint32_t id, double noise)
 {
     float a[POOL];
-    unsigned trials;
+    unsigned trials, first = trials_through(e, id, e->served_round);
     gather(e, id, 0, 0, a, &trials);
-    if (trials < 2)
+    if (trials < first + 2)
         return 0;
     unsigned n = gather(e, id, trials - 1, trials, a, NULL);
     drk_ratio_stats last = drk_ratio_stats_sorted(a, n, noise, DRK_SE_CAREFUL);
-    n = gather(e, id, 0, trials - 1, a, NULL);
+    n = gather(e, id, first, trials - 1, a, NULL);
     drk_ratio_stats before = drk_ratio_stats_sorted(a, n, noise, DRK_SE_CAREFUL);
     return last.n >= 3 && before.n >= 3 &&
            last.median < before.median - DRK_EVO_CHANGE_Z * drk_root(last.se * last.se + before.se * before.se);
+}
+
+/* The served `id`'s trials since it began serving, together, surely
+ * faster than the default (none: no). Its memory from before can mix two
+ * ways of timing (a candidate against the original's runs, the served
+ * variant in pairs) that a shared GPU moves apart; what it measured while
+ * serving is one of them. */
+static int surely_faster_serving(const drk_evolution *e, uint32_t id, double noise)
+{
+    float a[POOL];
+    unsigned trials, first = trials_through(e, id, e->served_round);
+    gather(e, id, 0, 0, a, &trials);
+    if (trials <= first)
+        return 0;
+    unsigned n = gather(e, id, first, trials, a, NULL);
+    drk_ratio_stats st = drk_ratio_stats_sorted(a, n, noise, DRK_SE_CAREFUL);
+    return surely_faster(&st);
 }
 
 drk_evo_decision drk_evolution_end_round(drk_evolution *e)
@@ -704,7 +738,7 @@ drk_evo_decision drk_evolution_end_round(drk_evolution *e)
                 restart(e, 0);
                 d.dropped = 1;
                 v.n = 0;
-            } else if (!trusted(find_known(&v, e->served))) {
+            } else if (!trusted(find_known(&v, e->served)) && !surely_faster_serving(e, e->served, v.noise)) {
                 e->served = DRK_VARIANT_NONE; /* lost trust: not slower, no longer surely faster */
             }
         }
@@ -715,8 +749,10 @@ drk_evo_decision drk_evolution_end_round(drk_evolution *e)
         /* Switch to another trusted one faster by the margin (both are
          * safe; noise between near equals costs nothing). */
         const known *now = e->served != DRK_VARIANT_NONE ? find_known(&v, e->served) : NULL;
-        if (best && best->id != e->served && (!now || best->st.median >= now->st.median * (1 + DRK_EVO_MARGIN)))
+        if (best && best->id != e->served && (!now || best->st.median >= now->st.median * (1 + DRK_EVO_MARGIN))) {
             e->served = best->id;
+            e->served_round = e->round;
+        }
         update_center(e, &v);
         if (e->state == DRK_EVO_SEARCHING && !d.dropped) {
             e->search_rounds++;

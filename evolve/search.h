@@ -140,6 +140,7 @@ typedef struct drk_evolution {
     unsigned cycle_moves;        /* center moves in the current cycle */
     int exhausted;               /* a whole cycle moved nothing */
     uint32_t served;             /* DRK_VARIANT_NONE: the default */
+    uint64_t served_round;       /* the round whose end chose it: its trials after it are measured while it serves */
 
     uint32_t pending[DRK_EVO_TRIALS]; /* proposed this round, not yet recorded */
     double pending_ns[DRK_EVO_TRIALS];

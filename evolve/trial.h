@@ -67,6 +67,10 @@ enum { DRK_TRIAL_KEPT = 3 * DRK_REACH_MAX };
 enum { DRK_TRIAL_EVENTS = 64, DRK_TRIAL_TICKETS = 256 };
 /* Functions a trial keeps each one's quickest run for (its GPU time). */
 enum { DRK_TRIAL_FNS = 24 };
+/* A run slower than the quickest of its function's runs read together by
+ * this factor was held up by the program's time slice (trial.c,
+ * clean_median). */
+#define DRK_TRIAL_HELD 1.25
 
 typedef struct drk_trial_env {
     drk_driver drv;
@@ -128,7 +132,7 @@ typedef struct drk_trial {
     unsigned nfns;
     double other_ns;                /* replays of functions past DRK_TRIAL_FNS: their events' time */
     CUfunction ticket_fn[DRK_TRIAL_TICKETS]; /* what replay k ran, at [k % DRK_TRIAL_TICKETS] */
-    double original_ns;             /* drk_trial_time_original's median; 0 before */
+    double original_ns;             /* drk_trial_time_original's median (held-up runs left out); 0 before */
     int full;                       /* time every pair, however slow (a served variant measured again: a drop
                                      * wants its samples) */
     /* Set by the caller, or NULL: held around each replay, and the
@@ -196,17 +200,20 @@ double drk_trial_gpu_ns(const drk_trial *t);
 
 /* Paired timing, queued: `pairs` pairs, the original then the variant
  * (order alternating pair by pair); the first ticket, or -1. After a wait,
- * _read_pairs: speedups[i] = the original's time / the variant's; a pair
- * whose variant is 2x slower ends the samples (one says enough), unless
- * t->full. The number of samples, or -1 (why). *original_ns (may be NULL):
- * the original's mean over them. */
+ * _read_pairs: speedups[i] = the original's time / the variant's, a run
+ * held up (DRK_TRIAL_HELD past the quickest of its side's runs) standing
+ * at the median of that side's runs that were not; a pair whose
+ * variant is 2x slower ends the samples (one says enough), unless t->full.
+ * The number of samples, or -1 (why). *original_ns (may be NULL): the
+ * original's median over them, held-up runs left out. */
 int drk_trial_queue_pairs(drk_trial *t, unsigned pairs);
 int drk_trial_read_pairs(drk_trial *t, int first, unsigned pairs, float *speedups, double *original_ns);
 /* `runs` consecutive tickets of one function against the original's median
  * on the capture (t->original_ns): speedups[i] = that median / run i's
  * time, a 2x slower run ending them. The number of samples, or -1 (why). */
 int drk_trial_read_runs(drk_trial *t, int first, unsigned runs, float *speedups);
-/* `runs` consecutive tickets of the original: their median into
+/* `runs` consecutive tickets of the original: the median of those not held
+ * up (DRK_TRIAL_HELD past the quickest of them) into
  * t->original_ns (0, or -1 with why). _at: tickets anywhere. */
 int drk_trial_read_original(drk_trial *t, int first, unsigned runs);
 int drk_trial_read_original_at(drk_trial *t, const int *tickets, unsigned runs);

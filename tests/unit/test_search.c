@@ -399,6 +399,43 @@ static void run_fall(float fall, unsigned *drops, int *last_served)
     *last_served = d.serve ? (int)d.variant.k[0] : -1;
 }
 
+/* As the H200's replays measured the n-body (2026-12-03): the winner 5.8x
+ * as a candidate (timed against the original's runs), and in pairs once it
+ * served, which a shared GPU spreads (about 1.5x here, with its default
+ * faster than 1 in one sample of five). From round `fall` on (0: never) it
+ * measures 1.005x: the world changed. The rounds after the first served
+ * variant that served the default go to *to_default. */
+static void run_regime(unsigned fall, unsigned *drops, int *last_served, unsigned *to_default)
+{
+    drk_space algo = {.name = "cublaslt", .ndims = 1, .dims = {{"algo", 6, {0, 1, 2, 3, 4, 5}}}};
+    const float truth[6] = {1.0f, 0.97f, 1.004f, 1.25f, 0.80f, 5.8f};
+    static const float paired[5] = {0.9f, 1.2f, 1.5f, 2.0f, 2.6f};
+    drk_evolution e;
+    drk_evolution_init(&e, &algo, 3, NULL);
+    drk_evo_decision d = {0};
+    int ever = 0;
+    *to_default = 0;
+    for (unsigned round = 1; round <= 16; round++) {
+        drk_evolution_begin_round(&e, 1e6, 1000, 5);
+        drk_variant c[8];
+        unsigned n = drk_evolution_next(&e, c, 2);
+        int serving5 = d.serve && d.variant.k[0] == 5;
+        for (unsigned i = 0; i < n; i++) {
+            if (c[i].k[0] == 5 && fall && round >= fall)
+                answer(&e, &c[i], 1.005f, 5);
+            else if (c[i].k[0] == 5 && serving5)
+                drk_evolution_record(&e, &c[i], paired, 5);
+            else
+                answer(&e, &c[i], truth[c[i].k[0]], 5);
+        }
+        d = drk_evolution_end_round(&e);
+        ever |= d.serve;
+        *to_default += ever && !d.serve;
+    }
+    *drops = e.drops;
+    *last_served = d.serve ? (int)d.variant.k[0] : -1;
+}
+
 static void test_served_falls(void)
 {
     unsigned drops;
@@ -407,6 +444,18 @@ static void test_served_falls(void)
     CHECK(drops == 0 && served == 5);
     run_fall(1.005f, &drops, &served);
     CHECK(drops >= 1 && served == 3);
+    /* Measured another way once it serves: held against its own pairs, not
+     * its candidate's 5.8x, it is never dropped, the search never starts
+     * again and the default never serves (before: dropped in the first
+     * round it served, the memory cleared, the default served). Where its
+     * pairs are not surely faster the other trusted variant serves, until
+     * it is measured as a candidate again. Measured 1.005x from round 12:
+     * the other serves at the end. */
+    unsigned to_default;
+    run_regime(0, &drops, &served, &to_default);
+    CHECK(drops == 0 && to_default == 0 && (served == 5 || served == 3));
+    run_regime(12, &drops, &served, &to_default);
+    CHECK(to_default == 0 && served == 3);
 }
 
 /* ---- The recorded spaces ---- */

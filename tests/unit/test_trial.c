@@ -418,6 +418,26 @@ static void test_proof(drk_trial_env *env, CUmodule other, CUmodule bad, CUmodul
     CHECK(drk_trial_wait(&t) == 0 && drk_trial_read_original_at(&t, runs, 4) == 0 && near(t.original_ns, 2000));
     CHECK(drk_trial_read_original_at(&t, runs, 3) == 0 && near(t.original_ns, 2000)); /* odd: the middle one */
     CHECK(t.gpu_ns - before == 3 * 2000 + 20000 && near(drk_trial_gpu_ns(&t) - charged, 4 * 2000));
+    /* Every second run held up (the H200's pairs: 9.0, 2.05, 9.5, 2.06 for a
+     * 2.05x variant): the median of the runs that were not, for the
+     * original's time and in each pair. */
+    for (int i = 0; i < 4; i++) {
+        CHECK(fakecuda_set_kernel_time("tadd", 64, i % 2 ? 2000 : 9000) == 0);
+        CHECK((runs[i] = drk_trial_queue_timed(&t, f_tadd)) >= 0);
+    }
+    CHECK(drk_trial_wait(&t) == 0 && drk_trial_read_original_at(&t, runs, 4) == 0 && near(t.original_ns, 2000));
+    int first = -1;
+    for (unsigned p = 0; p < 4; p++)
+        for (int j = 0; j < 2; j++) {
+            int v = p % 2 ? 1 - j : j;
+            CHECK(fakecuda_set_kernel_time("tadd", 64, !v && p % 2 == 0 ? 9000 : 2000) == 0);
+            int k = drk_trial_queue_timed(&t, v ? f32 : f_tadd);
+            CHECK(k >= 0);
+            first = first < 0 ? k : first;
+        }
+    CHECK(drk_trial_wait(&t) == 0 && drk_trial_read_pairs(&t, first, 4, sp, &orig) == 4);
+    CHECK(near(sp[0], 2.0) && near(sp[1], 2.0) && near(sp[2], 2.0) && near(sp[3], 2.0) && near(orig, 2000));
+    CHECK(fakecuda_set_kernel_time("tadd", 64, 2000) == 0);
 
     /* Nothing of the program's touched: c is still the program's. */
     static uint32_t now_c[N];
