@@ -192,8 +192,8 @@ double drk_trial_ticket_ns(drk_trial *t, int ticket);
 /* The GPU time the replays waited for so far took: each at the quickest
  * run of its function in this trial. A replay's events also count the
  * program's time slices when the GPU shares itself between the program's
- * context and drk's (the H200, evolve_bench.py's n-body: 30-40 ms a
- * capture by the events, about a third of it by the quickest runs), and
+ * context and drk's (the H200, evolve_bench.py's n-body: 24-40 ms a
+ * capture by the events, 10-23 ms by the quickest runs), and
  * the runs of one function on the same inputs take the same time on
  * their own; a function timed once counts as its events say. */
 double drk_trial_gpu_ns(const drk_trial *t);
