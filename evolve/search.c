@@ -661,14 +661,21 @@ static void restart(drk_evolution *e, int slower_than_default)
     e->drops++;
 }
 
-/* Trials of `id` in the memory's rounds up to `round`. */
-static unsigned trials_through(const drk_evolution *e, uint32_t id, uint64_t round)
+/* The served `id`'s trials in the memory (the return), and in *first the
+ * index of the first measured after the round that chose it: those were
+ * measured while it served. */
+static unsigned serving_trials(const drk_evolution *e, uint32_t id, unsigned *first)
 {
     unsigned t = 0;
+    *first = 0;
     for (unsigned i = 0; i < e->count; i++) {
         const drk_evo_round *r = mem_at_c(e, i);
-        for (unsigned j = 0; j < r->ntrials && r->round <= round; j++)
-            t += r->t[j].id == id;
+        for (unsigned j = 0; j < r->ntrials; j++)
+            if (r->t[j].id == id) {
+                t++;
+                if (r->round <= e->served_round)
+                    *first = t;
+            }
     }
     return t;
 }
@@ -683,8 +690,7 @@ static unsigned trials_through(const drk_evolution *e, uint32_t id, uint64_t rou
 static int changed(const drk_evolution *e, uint32_t id, double noise)
 {
     float a[POOL];
-    unsigned trials, first = trials_through(e, id, e->served_round);
-    gather(e, id, 0, 0, a, &trials);
+    unsigned first, trials = serving_trials(e, id, &first);
     if (trials < first + 2)
         return 0;
     unsigned n = gather(e, id, trials - 1, trials, a, NULL);
@@ -703,8 +709,7 @@ static int changed(const drk_evolution *e, uint32_t id, double noise)
 static int surely_faster_serving(const drk_evolution *e, uint32_t id, double noise)
 {
     float a[POOL];
-    unsigned trials, first = trials_through(e, id, e->served_round);
-    gather(e, id, 0, 0, a, &trials);
+    unsigned first, trials = serving_trials(e, id, &first);
     if (trials <= first)
         return 0;
     unsigned n = gather(e, id, first, trials, a, NULL);

@@ -304,15 +304,6 @@ static int nap(long ms)
 
 static char held_why[256];
 
-static int weigh_attach(void);
-
-static int kernel_to_evolve(void)
-{
-    int r = weigh_attach();
-    atomic_store(&waits_wanted, 0);
-    return r;
-}
-
 static int weigh_attach(void)
 {
     /* Each look that finds a kernel judges the time since the look before
@@ -353,6 +344,14 @@ static int weigh_attach(void)
         }
     } while (!nap(WAIT_TICKS * TICK_MS));
     return 0;
+}
+
+/* The waits are timed only until this returns. */
+static int kernel_to_evolve(void)
+{
+    int r = weigh_attach();
+    atomic_store(&waits_wanted, 0);
+    return r;
 }
 
 static void *run(void *arg)
