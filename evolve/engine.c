@@ -35,12 +35,6 @@
 #define BATCH 6             /* candidates proven and timed a wait (each holds a build slot: < BUILT - 1) */
 #define CODES 64            /* distinct codes remembered per target, to skip a variant that makes one again */
 #define CHOICES 2           /* the search's choices kept being proven until they can serve */
-/* What a wait of drk's trials, or a build's load, costs the program,
- * charged to the budget beside their GPU time: the GPU's switch to drk's
- * context and back. On the H200 (evolve_bench.py, docs/evolve.md) rounds
- * of saxpy whose one capture waited 3-4 times, with 0.6 ms of trial GPU
- * time and no builds, ran 4-5 ms slower: about 1 ms a wait. */
-#define SWITCH_NS 1000000.0
 #define HOT_SHARE 0.01      /* a kernel-shape below this share of a round's kernel time is not worth it */
 #define PATIENCE 3          /* rounds an armed capture may wait before the next target is tried */
 #define RECHECK 8           /* rounds a served variant rests before it is measured against the original again */
@@ -1770,8 +1764,8 @@ static int run_batch(struct target *t, drk_trial *tr, drk_proof_ref *ref, struct
     unsigned base = ref->queued; /* a queued reference's compares come first */
     int orig[PAIRS], norig = 0, need_orig = 0, more = 0;
     /* A short kernel's further runs cost less than the wait for them
-     * (SWITCH_NS): every candidate gets all its runs in this batch. */
-    int eager = timed && t->default_ns > 0 && t->default_ns * (PAIRS - 1) * nq < SWITCH_NS;
+     * (DRK_EVO_WAIT_NS): every candidate gets all its runs in this batch. */
+    int eager = timed && t->default_ns > 0 && t->default_ns * (PAIRS - 1) * nq < DRK_EVO_WAIT_NS;
     if (eager)
         drk_log(DRK_LOG_DEBUG, "evolve: %.80s: capture %u: %u candidates timed in full in one wait (%.1f us a run)",
                 t->rec->name, t->captures, nq, t->default_ns / 1e3);
@@ -2109,18 +2103,22 @@ static int trials(struct target *t, const drk_capture_got *got, const drk_reach 
     ref_prev = NULL;
     uint64_t wall = drk_mono_ns() - w0, built = build_wall_ns - b0;
     wall = wall > built ? wall - built : 0;
-    /* The budget pays what the program loses: the trials' GPU time and, for
-     * each wait, a switch of the GPU to drk's context and back (the
-     * program's kernels wait for both). Not the wall time, nor the
+    /* The budget pays what the program loses: the trials' GPU time and,
+     * for each wait and each build loaded in drk's context, the GPU's
+     * switch to that context and back (DRK_EVO_WAIT_NS, DRK_EVO_LOAD_NS:
+     * the program's kernels wait for both). Not the wall time, nor the
      * replays' events: while drk waits, the GPU runs the program's
      * kernels in their time slices, and the events count those too. */
-    double gpu = drk_trial_gpu_ns(&tr);
-    double charge = gpu + (double)(tr.waits + builds_made - b_made) * SWITCH_NS;
+    double gpu = drk_trial_gpu_ns(&tr), moved = (double)tr.moved;
+    for (unsigned i = 0; i < reach->n; i++)
+        moved += 2.0 * (double)reach->alloc[i].size; /* the snapshot, copied on the program's stream */
+    double charge = gpu + tr.waits * DRK_EVO_WAIT_NS + (builds_made - b_made) * DRK_EVO_LOAD_NS +
+                    moved * DRK_EVO_BYTE_NS;
     drk_log(DRK_LOG_DEBUG,
             "evolve: %.80s: capture %u's trials took %.1f ms besides %.1f ms of builds (GPU %.1f ms, by their "
-            "events %.1f ms, %u waits: %.1f ms charged)",
+            "events %.1f ms, %u waits, %u loads, %.0f MiB moved: %.1f ms charged)",
             t->rec->name, t->captures, ms_of(wall), ms_of(built), gpu / 1e6, ms_of(tr.gpu_ns), tr.waits,
-            charge / 1e6);
+            builds_made - b_made, moved / (1 << 20), charge / 1e6);
     t->trial_ns += (uint64_t)(gpu + 0.5);
     t->ledger_ns -= charge;
     charged_all += charge;
@@ -2402,20 +2400,23 @@ int drk_engine_round_untimed(void)
     if (!on)
         return 0;
     rounds_seen++;
+    /* The program ran its kernels all the same, about as long as in the
+     * latest timed round: what a search chosen later begins with counts
+     * it (on the H200 the records rested for the rounds before naive
+     * matmul's choice, which then began with one round's credit). */
+    program_ns_all += last_kernel_ns;
     for (unsigned n = 0; n < ntargets; n++)
         saved(&targets[n]);
     if (active && turn_over(active)) {
         /* Its turn is over (by the latest timed round's count of those
          * waiting): it passes now, before another capture is armed, and
          * the next is chosen from a timed round. */
-        program_ns_all += last_kernel_ns;
         yield_turn(active);
         return 1;
     }
     if (active) {
         /* A search goes on through untimed rounds, granted the latest
          * timed round's kernel time. */
-        program_ns_all += last_kernel_ns;
         target_round(active, last_kernel_ns);
         return want_choice;
     }

@@ -100,6 +100,27 @@
 #define DRK_EVO_SEARCH_ROUNDS 20 /* rounds of searching before the search settles regardless */
 #define DRK_EVO_BARREN_ROUNDS 8  /* measured rounds of searching after which one with no 2-margin win settles */
 #define DRK_EVO_CARRY_ROUNDS 4   /* rounds of grant that unspent budget may add up to */
+/* What a capture's trials are charged besides their replays' GPU time
+ * (evolve/engine.c's ledger; the simulator charges the first two): each
+ * wait for them and each build loaded in drk's context, and each byte
+ * their copies, poison and compares read or write and the snapshot
+ * copied. tests/bench/switch_cost.c measured the bare switches on the
+ * H200 (2026-12-03): rounds of 1500 kernels of 57 us lost 0.26 ms a wait
+ * and 0.51 ms a load (10 us kernels: 0.32 and 0.63; 200 us: 0.15 and
+ * 0.39). Charged at those (evolve_bench.py, all twelve), the kernels with
+ * nothing to win searched longer and ran at 0.972-0.990x of native
+ * (stencil5, softmax_rows, gather_rows, saxpy): a searching round costs
+ * more than its switches (its timed rounds' kernel records, +4 us a
+ * launch; its copies and compares, uncharged then), and naive matmul's
+ * corner was found no sooner (its captures' compiles, not the ledger,
+ * held them to two in the run). At 1 ms, with bytes charged, those ten
+ * ran at 0.989-1.009x (geometric mean 1.0000). Bytes at 2 TB/s, half what
+ * the H200's copies reach: never less than the bandwidth they take from
+ * a memory-bound kernel (to a compute-bound one, 512 MiB moved cost 0.08
+ * ms beyond the wait). */
+#define DRK_EVO_WAIT_NS 1000000.0
+#define DRK_EVO_LOAD_NS 1000000.0
+#define DRK_EVO_BYTE_NS 0.0005
 #define DRK_EVO_BUDGET_DEFAULT 0.02 /* DRK_EVOLVE_BUDGET's default: 2% of GPU time on trials */
 
 /* ---- The evolution of one kernel at one shape class ---- */

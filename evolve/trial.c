@@ -310,10 +310,12 @@ static int op_copy(drk_trial *t, unsigned dst, unsigned src)
     if (set_ok(t, dst, 1) || set_ok(t, src, 0))
         return -1;
     const drk_trial_env *env = t->env;
-    for (unsigned i = 0; i < t->reach.n; i++)
+    for (unsigned i = 0; i < t->reach.n; i++) {
         if (CALL(t, env->drv.memcpy_dtod_async(t->set[dst][i], t->set[src][i], t->reach.alloc[i].size, env->stream),
                  "cuMemcpyDtoDAsync_v2"))
             return -1;
+        t->moved += 2 * (uint64_t)t->reach.alloc[i].size;
+    }
     return 0;
 }
 
@@ -338,6 +340,7 @@ static int poison_fn(void *self, unsigned set, unsigned alloc, size_t off, size_
     }
     if (!len)
         return 0;
+    t->moved += len;
     CUdeviceptr dst = t->set[set][alloc] + off;
     if (env->kernels) {
         drk_trial_poison_params p = {dst, len, pattern};
@@ -393,6 +396,7 @@ static int compare_fn(void *self, unsigned a, unsigned b, unsigned alloc, unsign
     }
     CUdeviceptr pa = t->set[a][alloc], pb = t->set[b][alloc];
     size_t n = t->reach.alloc[alloc].size;
+    t->moved += 2 * (uint64_t)n;
     t->slots = slot + 1 > t->slots ? slot + 1 : t->slots;
     t->slot_grid[slot] = 0;
     if (env->kernels) {

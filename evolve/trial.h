@@ -151,6 +151,7 @@ typedef struct drk_trial {
     drk_diff slot_diff[DRK_PROOF_SLOTS]; /* host path: its result */
     unsigned tickets, harvested;    /* replays queued; those whose times were read */
     unsigned waits;                 /* waits for the GPU so far (the budget charges each a context switch) */
+    uint64_t moved;                 /* bytes drk's copies, poison and compares read and wrote (the budget charges them) */
     /* Set by the caller after the reference, or NULL: timed runs are
      * prepared as a variant's proof run is (W poisoned when ref->poisoned),
      * so that run's time is a sample like theirs. */

@@ -265,9 +265,9 @@ void sim_run(sim_kernel *k, const sim_opts *o, sim_result *r)
                             st.lower, st.upper, st.n, st.scale);
                 }
             }
-        if (o->engine && o->switch_ns > 0) {
+        if (o->engine) {
             unsigned waits = tried ? (tried + SIM_ENGINE_BATCH - 1) / SIM_ENGINE_BATCH : 1;
-            cost += o->switch_ns * (waits + (captures == 0 ? 2 : 0) + loads);
+            cost += o->wait_ns * (waits + (captures == 0 ? 2 : 0)) + o->load_ns * loads;
         }
         captures++;
         drk_evo_decision d = drk_evolution_end_round(e);

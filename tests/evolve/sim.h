@@ -57,8 +57,8 @@ typedef struct sim_opts {
     const drk_variant *start;    /* the predictor's candidate, or NULL */
     unsigned swap_round;         /* planted: at its start the served variant's and the default's times swap; 0 none */
     int engine;                  /* 0: the search alone; else what evolve/engine.c pays and waits for (below) */
-    double switch_ns;            /* engine: charged besides GPU time for each wait and each load of a new build,
-                                  * as the engine's ledger charges SWITCH_NS (0: not charged) */
+    double wait_ns, load_ns;     /* engine: charged besides GPU time for each wait and each load of a new build,
+                                  * as the engine's ledger charges WAIT_NS and LOAD_NS (0: not charged) */
     unsigned start_rounds;       /* engine: rounds the program runs (the default) before the search begins */
     int start_credit;            /* engine: the search begins with what those rounds earned, at most
                                   * DRK_EVO_CARRY_ROUNDS rounds' grant (the engine's since 2026-12-03) */
@@ -79,10 +79,11 @@ typedef struct sim_opts {
  *  - SIM_ENGINE_PAIRED_SCREEN: pairs (the original and the variant), one
  *    first, the rest only for a candidate faster by the margin;
  *  - SIM_ENGINE_EVERY_PAIR: every pair for every candidate.
- * With switch_ns, a round also pays it for each wait (one a batch of
+ * A round also pays wait_ns for each wait (one a batch of
  * SIM_ENGINE_BATCH candidates, one when none; two more on the first
- * capture, the reference's own) and each variant loaded the first time,
- * as the engine's ledger does for the GPU's switch to drk's context. */
+ * capture, the reference's own) and load_ns for each variant loaded the
+ * first time, as the engine's ledger does for the GPU's switches to drk's
+ * context. */
 #define SIM_ENGINE_BATCH 6
 enum { SIM_ENGINE = 1, SIM_ENGINE_PAIRED_SCREEN = 2, SIM_ENGINE_EVERY_PAIR = 3 };
 #define SIM_PROOF_CAPTURES 3

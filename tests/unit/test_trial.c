@@ -289,6 +289,16 @@ static void test_batch(drk_trial *t, const drk_proof_ref *ref, CUfunction same, 
     CHECK(ns_wrong > 0 && t->gpu_ns - before == 2 * (2000 + 1000) + 2 * (uint64_t)ns_wrong); /* two runs each */
     /* A slot read that nothing was compared into is refused. */
     CHECK(ops.wait(ops.self, d, 1) == -1 && strstr(t->why, "compare slot 0 was not queued"));
+    /* The bytes the budget charges: a copy reads and writes every
+     * allocation, poison writes its span, a compare reads both sides. */
+    uint64_t all = 0, moved = t->moved;
+    for (unsigned i = 0; i < ops.n; i++)
+        all += ops.size(ops.self, i);
+    CHECK(moved > 0 && ops.copy(ops.self, DRK_SET_WORK, DRK_SET_SNAPSHOT) == 0 && t->moved - moved == 2 * all);
+    CHECK(ops.poison(ops.self, DRK_SET_WORK, 2, 8, 40, DRK_PROOF_POISON) == 0 && t->moved - moved == 2 * all + 40);
+    CHECK(ops.compare(ops.self, DRK_SET_WORK, DRK_SET_REFERENCE, 2, 0) == 0 &&
+          t->moved - moved == 2 * all + 40 + 2 * ops.size(ops.self, 2));
+    CHECK(ops.wait(ops.self, d, 1) == 0 && d[0].ndiff > 0);
     t->fence = NULL, t->gone = NULL;
 }
 
