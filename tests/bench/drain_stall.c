@@ -42,19 +42,8 @@
 
 #define BENCH_NAME "drain_stall"
 #include "bench_cuda.h"
+#include "bench_spin.h"
 #include "bench_cupti.h"
-
-/* spin(cycles): one thread waits out `cycles` of its SM's clock; tiny(p):
- * writes one word (the launch drk's thread makes). */
-static const char ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
-                          ".visible .entry spin(.param .u64 cycles)\n{\n"
-                          ".reg .u64 %r<4>;\n.reg .pred %p;\n"
-                          "ld.param.u64 %r1, [cycles];\nmov.u64 %r2, %clock64;\n"
-                          "L: mov.u64 %r3, %clock64;\nsub.u64 %r3, %r3, %r2;\n"
-                          "setp.lt.u64 %p, %r3, %r1;\n@%p bra L;\nret;\n}\n"
-                          ".visible .entry tiny(.param .u64 p)\n{\n.reg .u64 %a;\n.reg .u32 %v;\n"
-                          "ld.param.u64 %a, [p];\ncvta.to.global.u64 %a, %a;\nmov.u32 %v, 7;\n"
-                          "st.global.u32 [%a], %v;\nret;\n}\n";
 
 /* The program's launch calls longer than HELD_MS, with when they began. */
 enum { HELD_MAX = 4096 };
@@ -221,7 +210,7 @@ int main(int argc, char **argv)
     CHECK(cuCtxSetCurrent(st.ctx[OWN]));
     CUlinkState link;
     CHECK(cuLinkCreate(0, NULL, NULL, &link));
-    CHECK(cuLinkAddData(link, CU_JIT_INPUT_PTX, (void *)ptx, sizeof ptx, "drain_stall", 0, NULL, NULL));
+    CHECK(cuLinkAddData(link, CU_JIT_INPUT_PTX, (void *)spin_ptx, sizeof spin_ptx, "drain_stall", 0, NULL, NULL));
     void *out;
     CHECK(cuLinkComplete(link, &out, &st.cubin_len));
     st.cubin = malloc(st.cubin_len);

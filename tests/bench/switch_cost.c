@@ -40,18 +40,7 @@
 
 #define BENCH_NAME "switch_cost"
 #include "bench_cuda.h"
-
-/* spin(cycles): each block's thread waits out `cycles` of its SM's clock;
- * tiny(p): writes one word. */
-static const char ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
-                          ".visible .entry spin(.param .u64 cycles)\n{\n"
-                          ".reg .u64 %r<4>;\n.reg .pred %p;\n"
-                          "ld.param.u64 %r1, [cycles];\nmov.u64 %r2, %clock64;\n"
-                          "L: mov.u64 %r3, %clock64;\nsub.u64 %r3, %r3, %r2;\n"
-                          "setp.lt.u64 %p, %r3, %r1;\n@%p bra L;\nret;\n}\n"
-                          ".visible .entry tiny(.param .u64 p)\n{\n.reg .u64 %a;\n.reg .u32 %v;\n"
-                          "ld.param.u64 %a, [p];\ncvta.to.global.u64 %a, %a;\nmov.u32 %v, 7;\n"
-                          "st.global.u32 [%a], %v;\nret;\n}\n";
+#include "bench_spin.h"
 
 enum kind { NONE, LOAD, UNLOAD, WAIT, TRIALS, BURST, COPY, KINDS };
 static const char *const kind_name[KINDS] = {"none", "load", "unload", "wait", "trials", "burst", "copy"};
@@ -212,12 +201,12 @@ int main(int argc, char **argv)
     /* The program's kernel, and its cubin linked once for drk's loads. */
     CUmodule pm;
     CUfunction prog_spin;
-    CHECK(cuModuleLoadData(&pm, ptx));
+    CHECK(cuModuleLoadData(&pm, spin_ptx));
     CHECK(cuModuleGetFunction(&prog_spin, pm, "spin"));
     CUlinkState ls;
     void *out;
     CHECK(cuLinkCreate(0, NULL, NULL, &ls));
-    CHECK(cuLinkAddData(ls, CU_JIT_INPUT_PTX, (void *)ptx, sizeof ptx, "switch_cost.ptx", 0, NULL, NULL));
+    CHECK(cuLinkAddData(ls, CU_JIT_INPUT_PTX, (void *)spin_ptx, sizeof spin_ptx, "switch_cost.ptx", 0, NULL, NULL));
     CHECK(cuLinkComplete(ls, &out, &cubin_len));
     if (!(cubin = malloc(cubin_len)))
         return 1;
@@ -228,7 +217,7 @@ int main(int argc, char **argv)
     CHECK(cuCtxCreate(&own, NULL, CU_CTX_SCHED_BLOCKING_SYNC, dev));
     CHECK(cuStreamCreate(&own_stream, CU_STREAM_NON_BLOCKING));
     CUmodule om;
-    CHECK(cuModuleLoadData(&om, ptx));
+    CHECK(cuModuleLoadData(&om, spin_ptx));
     CHECK(cuModuleGetFunction(&own_spin, om, "spin"));
     CHECK(cuModuleGetFunction(&own_tiny, om, "tiny"));
     CHECK(cuMemAlloc(&own_word, 4));
