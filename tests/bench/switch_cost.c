@@ -169,18 +169,10 @@ static double median(double *v, int n)
 
 int main(int argc, char **argv)
 {
-    if (argc > 1)
-        cycles = atoi(argv[1]);
-    if (argc > 2)
-        launches = atoi(argv[2]);
-    if (argc > 3)
-        kernel_us = atoi(argv[3]);
-    if (argc > 4)
-        k_ops = atoi(argv[4]);
-    if (argc > 5)
-        trial_runs = atoi(argv[5]);
-    if (argc > 6)
-        copy_mb = atoi(argv[6]);
+    /* The arguments in order, each optional after the ones before. */
+    int *const arg[] = {&cycles, &launches, &kernel_us, &k_ops, &trial_runs, &copy_mb};
+    for (int i = 1; i < argc && i <= (int)(sizeof arg / sizeof *arg); i++)
+        *arg[i - 1] = atoi(argv[i]);
     if (cycles < 1 || cycles > CYCLES_MAX || launches < 1 || kernel_us < 1 || k_ops < 1 || k_ops > KMAX / 2 ||
         trial_runs < 1 || copy_mb < 1 || copy_mb > 4096) {
         fprintf(stderr, "usage: switch_cost [CYCLES (1-%d) [LAUNCHES [KERNEL_US [K (1-%d) [TRIAL_RUNS [COPY_MB "
