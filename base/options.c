@@ -104,6 +104,9 @@ const drk_option_desc drk_option_table[DRK_OPT_COUNT] = {
     [DRK_OPT_EVOLVE_TURN] = {"DRK_EVOLVE_TURN", DRK_OPTION_COUNT, "10",
                              "with DRK_EVOLVE, the search rounds a kernel takes in a row while a hot kernel "
                              "that never had a turn waits; its search goes on once each has had one"},
+    [DRK_OPT_EVOLVE_COMPILE_THREADS] = {"DRK_EVOLVE_COMPILE_THREADS", DRK_OPTION_COUNT, "4",
+                                        "with DRK_EVOLVE, how many of a batch's variants nvJitLink compiles at once, "
+                                        "on threads drk starts for the batch (1: one after another, on drk's thread)"},
     [DRK_OPT_EVOLVE_PLANT] = {"DRK_EVOLVE_PLANT", DRK_OPTION_PATH, "",
                               "testing only: builds of the variant named so (e.g. 'regs=32') get their PTX's "
                               "float arithmetic rounded toward zero, wrong code the proof must reject"},

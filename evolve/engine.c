@@ -13,6 +13,7 @@
 #include "base/cache.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/thread.h"
 #include "evolve/capture.h"
 #include "evolve/cupti.h"
 #include "evolve/facts.h"
@@ -98,6 +99,7 @@ struct target {
     double credit_ns;           /* trial time granted and not yet used */
     double saved_ns;            /* GPU time the served variant saved, estimated (the report's) */
     uint64_t served_round_ns;   /* its kernel-shape's time in the latest timed round it served */
+    uint64_t round_ns;          /* its kernel-shape's time in the latest timed round that ran it */
     /* The program's own launches, timed by the per-kernel timing: their
      * median in the latest round that ran the original throughout, and in
      * the latest that ran what serves now throughout (0: none yet); and the
@@ -184,6 +186,9 @@ static int matches(const char *list, const char *name)
     return 0;
 }
 
+/* Threads a batch's compiles run on at once (compile_ahead). */
+static unsigned compile_threads = 1;
+
 void drk_engine_start(const drk_engine_settings *s)
 {
     cfg = *s;
@@ -195,6 +200,7 @@ void drk_engine_start(const drk_engine_settings *s)
         drk_log(DRK_LOG_WARN, "evolve: DRK_EVOLVE_PLANT=%s: that variant is built wrong on purpose (testing)", plant);
     drk_predictor_init(&predictor);
     drk_shapes_init(&shapes);
+    compile_threads = s->compile_threads < BATCH ? s->compile_threads : BATCH;
     on = started = 1;
 }
 
@@ -1009,6 +1015,103 @@ static CUfunction load_cached_own(struct target *t, struct built *b, drk_build_i
  * (why). A rebuild is compiled (or read from the cache) first, on the CPU:
  * one that makes the same code as a variant compiled before sets *same
  * (when given) and is neither loaded nor tried. */
+/* ---- Compiles ahead, several at once ----
+ *
+ * A batch's candidates are compiled one after another inside build(): on
+ * the H200, naive matmul's first capture compiled 14 variants at ~25 ms
+ * each (9 to find they make code compiled before), while the program ran
+ * on; its search took five of the program's rounds. So before a batch is
+ * built, the compiles it needs (its candidates' distinct option sets, not
+ * built yet, not in the cache, not planted) run on up to compile_threads
+ * threads at once (DRK_EVOLVE_COMPILE_THREADS, 4: on the H200 host 4
+ * threads compiled 3.96x as fast as one) -- drk's own thread among them,
+ * the others started for the batch and joined before it goes on -- and
+ * build() takes their cubins instead of compiling. */
+struct ahead {
+    drk_variant jit;            /* the PTX source's variant compiled */
+    drk_built c;                /* its cubin (malloc'd) or its failure, as drk_source_ptx.compile made it */
+    int rc;
+};
+static struct ahead aheads[BATCH];
+static unsigned naheads;
+static atomic_uint ahead_next;
+static drk_build_in ahead_in;
+
+static void *compile_jobs(void *arg)
+{
+    (void)arg;
+    for (unsigned i; (i = atomic_fetch_add(&ahead_next, 1)) < naheads;)
+        aheads[i].rc = drk_source_ptx.compile(&ahead_in, &aheads[i].jit, &aheads[i].c);
+    return NULL;
+}
+
+static void aheads_clear(void)
+{
+    for (unsigned i = 0; i < naheads; i++)
+        free(aheads[i].c.cubin);
+    naheads = 0;
+}
+
+/* The compile of `jit` made ahead, moved to *out (1), or 0 if none. */
+static int ahead_take(const drk_variant *jit, drk_built *out, int *rc)
+{
+    for (unsigned i = 0; i < naheads; i++)
+        if (drk_variant_equal(&aheads[i].jit, jit) && (aheads[i].c.cubin || aheads[i].rc != 0)) {
+            *out = aheads[i].c, *rc = aheads[i].rc;
+            aheads[i].c.cubin = NULL;
+            aheads[i].rc = 0;
+            return 1;
+        }
+    return 0;
+}
+
+static void compile_ahead(struct target *t, const drk_variant *cand, unsigned n)
+{
+    aheads_clear();
+    if (compile_threads < 2 || !t->sk.ptx || !own_ctx)
+        return;
+    drk_build_in in = own_build_in(t);
+    for (unsigned i = 0; i < n && naheads < BATCH; i++) {
+        uint32_t id = drk_variant_id(&drk_space_ptx, &cand[i]);
+        char text[96];
+        if (drk_variant_is_default(&cand[i]) || built_of(t, id) ||
+            (*cfg.plant && strcmp(cfg.plant, drk_variant_text(&drk_space_ptx, &cand[i], text, sizeof text)) == 0))
+            continue;
+        drk_variant jit, attr;
+        to_sources(&cand[i], &jit, &attr);
+        unsigned k = 0;
+        while (k < naheads && !drk_variant_equal(&aheads[k].jit, &jit))
+            k++;
+        if (k < naheads)
+            continue; /* another carveout of the same code */
+        drk_cache_key ck;
+        drk_cache_blob hit = {0};
+        if (cfg.cache && cubin_key(t, &in, &jit, &ck) == 0 && drk_cache_get(cfg.cache, &ck, CUBIN_KIND, &hit) == 0) {
+            drk_cache_blob_free(&hit);
+            continue; /* build() loads it from the cache */
+        }
+        aheads[naheads++] = (struct ahead){.jit = jit};
+    }
+    if (naheads < 2)
+        return aheads_clear(); /* one compile: build() makes it */
+    ahead_in = in;
+    atomic_store(&ahead_next, 0);
+    pthread_t th[BATCH];
+    unsigned started = 0;
+    uint64_t t0 = drk_mono_ns();
+    while (started + 1 < compile_threads && started + 1 < naheads &&
+           drk_thread_start(&th[started], compile_jobs, NULL) == 0)
+        started++;
+    compile_jobs(NULL);
+    for (unsigned i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    uint64_t each = 0;
+    for (unsigned i = 0; i < naheads; i++)
+        each += aheads[i].c.build_ns;
+    drk_log(DRK_LOG_DEBUG, "evolve: %.80s: %u compiles on %u threads at once in %.1f ms (%.1f ms one after another)",
+            t->rec->name, naheads, started + 1, ms_of(drk_mono_ns() - t0), ms_of(each));
+}
+
 static CUfunction build(struct target *t, const drk_variant *v, int *same, char *why, size_t len)
 {
     uint32_t id = drk_variant_id(&drk_space_ptx, v);
@@ -1058,7 +1161,10 @@ static CUfunction build(struct target *t, const drk_variant *v, int *same, char 
     size_t code_len = from_cache ? hit.len : 0;
     drk_built compiled = {.jit_ms = 0}; /* compiled.cubin: malloc'd, ours until a build keeps it */
     if (!code) {
-        if (drk_source_ptx.compile(&in, &jit, &compiled) != 0) {
+        int rc = 0;
+        if (edited || !ahead_take(&jit, &compiled, &rc))
+            rc = drk_source_ptx.compile(&in, &jit, &compiled);
+        if (rc != 0) {
             free(edited);
             return snprintf(why, len, "build failed: %.220s", compiled.why), NULL;
         }
@@ -1881,14 +1987,16 @@ failed_timing:
  * the fence is held from the first replay queued to the wait), then
  * proves and (`timed`) times them in one batch: 0, or -1 when the target
  * ended. */
-static int try_batch(struct target *t, drk_trial *tr, drk_proof_ref *ref, const drk_variant *cand, unsigned n,
-                     int timed)
+/* Builds candidates onto the queue (compiled ahead, several at once),
+ * up to BATCH queued: the search is told of those that build code built
+ * before, or fail. 0, or -1 when the target ended. */
+static int queue_builds(struct target *t, const drk_variant *cand, unsigned n, struct queued *q, unsigned *nq,
+                        int timed)
 {
-    struct queued q[BATCH];
-    unsigned nq = 0;
     char why[256];
     int rc = 0;
-    for (unsigned i = 0; i < n && nq < BATCH && rc == 0; i++) {
+    compile_ahead(t, cand, n);
+    for (unsigned i = 0; i < n && *nq < BATCH && rc == 0; i++) {
         const drk_variant *v = &cand[i];
         if (drk_variant_is_default(v))
             continue;
@@ -1910,9 +2018,19 @@ static int try_batch(struct target *t, drk_trial *tr, drk_proof_ref *ref, const 
             t->tried += fresh;
             struct built *b = built_of(t, id);
             b->busy = 1;
-            q[nq++] = (struct queued){.v = *v, .b = b, .served = timed && is_served(t, b), .first = -1, .more = -1};
+            q[(*nq)++] = (struct queued){.v = *v, .b = b, .served = timed && is_served(t, b), .first = -1, .more = -1};
         }
     }
+    aheads_clear();
+    return rc;
+}
+
+/* Proves and times the queued candidates in one wait (run_batch), then
+ * lets their builds go. 0, or -1 when the target ended (or `rc` was
+ * already -1: the queue is only let go). */
+static int run_queued(struct target *t, drk_trial *tr, drk_proof_ref *ref, struct queued *q, unsigned nq, int timed,
+                      int rc)
+{
     while (rc == 0 && nq && (rc = run_batch(t, tr, ref, q, nq, timed)) == 1)
         rc = 0; /* made again, unpoisoned */
     /* Dropped after the wait: nothing queued uses them any more. */
@@ -1925,6 +2043,15 @@ static int try_batch(struct target *t, drk_trial *tr, drk_proof_ref *ref, const 
         }
     }
     return rc;
+}
+
+static int try_batch(struct target *t, drk_trial *tr, drk_proof_ref *ref, const drk_variant *cand, unsigned n,
+                     int timed)
+{
+    struct queued q[BATCH];
+    unsigned nq = 0;
+    int rc = queue_builds(t, cand, n, q, &nq, timed);
+    return run_queued(t, tr, ref, q, nq, timed, rc);
 }
 
 /* The search's earlier choices not proven on enough launches yet, proven
@@ -1974,9 +2101,24 @@ static void search_round(struct target *t, drk_trial *tr, drk_proof_ref *ref)
     }
     if (prove_choices(t, tr, ref) != 0)
         return;
-    while ((n = drk_evolution_next(&t->evo, cand, BATCH)) > 0)
-        if (try_batch(t, tr, ref, cand, n, 1) != 0)
+    /* A wait for a full batch, or for what the search has left: proposals
+     * that build code built before drop out of a batch, and the search is
+     * asked for more before the wait (each wait is a switch of the GPU to
+     * drk's context, which the program pays). */
+    struct queued q[BATCH];
+    unsigned nq = 0;
+    for (;;) {
+        n = drk_evolution_next(&t->evo, cand, BATCH - nq);
+        int rc = n ? queue_builds(t, cand, n, q, &nq, 1) : 0;
+        if (rc != 0 || (nq && (nq == BATCH || !n))) {
+            rc = run_queued(t, tr, ref, q, nq, 1, rc);
+            nq = 0;
+        }
+        if (rc != 0)
             return;
+        if (!n && !nq)
+            break;
+    }
     drk_evo_decision d = drk_evolution_end_round(&t->evo);
     t->rounds++;
     t->turn_rounds++;
@@ -2309,6 +2451,8 @@ void drk_engine_round(const drk_round *r)
         /* What a served variant saved: its time in the round, had it
          * taken the original's, less what it took. */
         t->served_round_ns = t->served && row ? row->stats.total_ns : 0;
+        if (row)
+            t->round_ns = row->stats.total_ns;
         saved(t);
         if (t->yielded && atomic_load(&t->gone)) {
             t->yielded = 0;
@@ -2361,21 +2505,43 @@ static void saved(struct target *t)
         t->saved_ns += (double)t->served_round_ns * (x - 1);
 }
 
+/* How far below zero `t`'s ledger may go before the next capture waits:
+ * while its search has a variant in sight faster than what runs
+ * (drk_evolution_promise), what that variant would save in
+ * DRK_EVO_AHEAD_PAYBACK rounds, at most DRK_EVO_AHEAD_ROUNDS rounds'
+ * `grant`. The spend stays the budget's over the run; a kernel with a win
+ * in sight takes it sooner (search.h says why). */
+static double spend_ahead(const struct target *t, double grant)
+{
+    double gain = drk_evolution_promise(&t->evo, t->served ? &t->served_v : NULL) - 1;
+    if (gain <= 0 || !t->round_ns)
+        return 0;
+    double ahead = DRK_EVO_AHEAD_PAYBACK * gain * (double)t->round_ns, cap = DRK_EVO_AHEAD_ROUNDS * grant;
+    return ahead < cap ? ahead : cap;
+}
+
 /* A round of the active target's, timed or not (`kernel_ns`: the round's,
  * or the latest timed round's): its grant, and the next capture. */
 static void target_round(struct target *t, uint64_t kernel_ns)
 {
     /* The budget: this round's share of the program's kernel time, to the
      * kernel being searched. */
-    t->credit_ns += cfg.budget * (double)kernel_ns;
-    t->ledger_ns += cfg.budget * (double)kernel_ns;
+    double grant = cfg.budget * (double)kernel_ns;
+    t->credit_ns += grant;
+    t->ledger_ns += grant;
+    double ahead = t->await_round ? spend_ahead(t, grant) : 0;
     if (atomic_load(&t->gone)) {
         end_target(t, DRK_TARGET_FAILED, "its module was unloaded by the program");
-    } else if (t->await_round && t->ledger_ns < 0) {
+    } else if (t->await_round && t->ledger_ns < -ahead) {
         /* The budget is spent: the next capture waits for rounds to pay it back. */
-        snprintf(t->why, sizeof t->why, "the budget is spent: waiting %.1f ms of rounds' credit", -t->ledger_ns / 1e6);
+        snprintf(t->why, sizeof t->why, "the budget is spent: waiting %.1f ms of rounds' credit",
+                 (-ahead - t->ledger_ns) / 1e6);
     } else if (t->await_round) {
         t->await_round = 0;
+        if (t->ledger_ns < 0)
+            drk_log(DRK_LOG_DEBUG, "evolve: %.80s: a capture %.1f ms ahead of the budget, for a variant measured "
+                    "%.3fx or more of what runs", t->rec->name, -t->ledger_ns / 1e6,
+                    drk_evolution_promise(&t->evo, t->served ? &t->served_v : NULL));
         arm(t); /* this round's search is done: the next launch */
     } else if (++t->waited > PATIENCE) {
         /* Waiting on a capture that does not come (the kernel ran out of

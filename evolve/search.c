@@ -638,6 +638,21 @@ int drk_evolution_worth_serving(const drk_evolution *e, const drk_variant *v, dr
     return !is_banned(e, drk_variant_id(e->space, v)) && surely_faster(st);
 }
 
+double drk_evolution_promise(const drk_evolution *e, const drk_variant *running)
+{
+    view v;
+    look(e, &v);
+    uint32_t run = running ? drk_variant_id(e->space, running) : 0;
+    const known *r = run ? find_known(&v, run) : NULL;
+    double base = r ? r->st.median : 1.0, best = 1.0;
+    for (unsigned i = 0; i < v.n; i++) {
+        const known *x = &v.k[i];
+        if (x->id != run && !is_banned(e, x->id) && surely_faster(&x->st) && x->st.lower / base > best)
+            best = x->st.lower / base;
+    }
+    return best;
+}
+
 /* The served variant measured slower than the default, or slower than it
  * used to and no longer surely faster than the default: the world changed
  * (another input, another driver, another neighbour on the GPU); what the

@@ -121,6 +121,23 @@
 #define DRK_EVO_WAIT_NS 1000000.0
 #define DRK_EVO_LOAD_NS 1000000.0
 #define DRK_EVO_BYTE_NS 0.0005
+/* Spending ahead. A capture waits while the ledger is below zero -- but
+ * while the search has a variant in sight faster than what the program
+ * runs (drk_evolution_promise: its range's lower end, beyond noise), the
+ * ledger may go below zero by what that variant would save in
+ * DRK_EVO_AHEAD_PAYBACK rounds of the kernel's time, at most
+ * DRK_EVO_AHEAD_ROUNDS rounds' grant; later rounds' grants pay it back, so
+ * the spend over a run stays the budget's. A short kernel's round grants
+ * 1.75 ms and a capture costs several (its waits and loads), and a variant
+ * serves only once proven on 3 captures: waiting out the ledger each time,
+ * naive matmul's 1.10x corner came by round 10 in 0 of 20 of the
+ * simulator's seeds (1% noise), spending ahead in 20 of 20 (3% noise: 0
+ * and 7); the kernels with nothing to win spend no more (their most
+ * GPU share 2.79% and 2.69% of a run either way: noise rarely holds a
+ * variant beyond it), and none serves below 0.99x. tests/unit/test_search.c,
+ * "as the engine pays". */
+#define DRK_EVO_AHEAD_ROUNDS 12.0
+#define DRK_EVO_AHEAD_PAYBACK 4.0
 #define DRK_EVO_BUDGET_DEFAULT 0.02 /* DRK_EVOLVE_BUDGET's default: 2% of GPU time on trials */
 
 /* ---- The evolution of one kernel at one shape class ---- */
@@ -216,6 +233,13 @@ void drk_evolution_same(drk_evolution *e, const drk_variant *v);
  * by the margin beyond noise over the memory (its stats in *st): a variant
  * the search chose once and still worth serving. */
 int drk_evolution_worth_serving(const drk_evolution *e, const drk_variant *v, drk_ratio_stats *st);
+
+/* What the search has in sight beyond what the program runs (`running`;
+ * NULL: the default): the lower end of the range of the best variant
+ * measured faster than the default by the margin beyond noise, not
+ * rejected or dropped, over the running variant's median (the default's:
+ * 1); 1 when there is none. What a budget may spend ahead for. */
+double drk_evolution_promise(const drk_evolution *e, const drk_variant *running);
 
 typedef struct drk_evo_decision {
     int serve;                   /* 1: serve `variant`; 0: the default */

@@ -105,6 +105,7 @@ void drk_evolve_wiring_start(void)
         .skip = drk_opt_str(DRK_OPT_EVOLVE_SKIP),
         .plant = drk_opt_str(DRK_OPT_EVOLVE_PLANT),
         .turn = (unsigned)drk_opt_num(DRK_OPT_EVOLVE_TURN),
+        .compile_threads = (unsigned)drk_opt_num(DRK_OPT_EVOLVE_COMPILE_THREADS),
         .open_cache = open_cache,
         .fatbin = drk_kernels_fatbin,
         .resolve = resolve,

@@ -117,6 +117,17 @@ def case_evolve(args):
           {"kernel records": gt["kernels"], "rounds.closed": closed})
     rest, serve = p.stderr.find("kernel records rest (a search runs)"), p.stderr.find("serving regs=32")
     check(0 <= rest < serve, "kernel records rested while the search ran, and it went on to serve", p.stderr[-3000:])
+    # A batch's compiles ran on several threads at once (DRK_EVOLVE_COMPILE_THREADS, 4), the planted failure among
+    # them; one at a time (1) the search finds the same and never compiles ahead.
+    at_once = re.findall(r"evolve: axpy: (\d+) compiles on (\d+) threads at once", p.stderr)
+    check(at_once and all(int(n) >= 2 and 2 <= int(t) <= 4 for n, t in at_once),
+          "a batch's compiles ran on 2 to 4 threads at once", (at_once, p.stderr[-2000:]))
+    rep1, p1 = run(args, "evolve", {"DRK_EVOLVE": "1", "DRK_LOG_LEVEL": "debug", "DRK_EVOLVE_COMPILE_THREADS": "1"})
+    r1 = [x for x in rep1["evolve"]["by_kernel"] if x["name"] == "axpy"]
+    check("threads at once" not in p1.stderr and len(r1) == 1 and r1[0]["serving"] == r["serving"] and
+          r1[0]["rejected"] >= 1 and "regs=40 rejected" in p1.stderr,
+          "compiled one at a time (DRK_EVOLVE_COMPILE_THREADS=1): the same variant served, the planted one rejected",
+          (r1, r))
 
 
 def case_plant(args):

@@ -176,7 +176,15 @@ void sim_run(sim_kernel *k, const sim_opts *o, sim_result *r)
             double cap = DRK_EVO_CARRY_ROUNDS * SIM_BUDGET * gpu;
             ledger = credit = !o->start_credit ? SIM_BUDGET * gpu : ledger < cap ? ledger : cap;
         }
-        if (o->engine && (ledger < 0 || round <= o->start_rounds)) {
+        double ahead = 0;
+        if (o->engine && o->ahead_rounds > 0) {
+            drk_variant run;
+            drk_variant_from_id(&drk_space_ptx, served, &run);
+            double gain = (drk_evolution_promise(e, &run) - 1) * gpu * o->ahead_payback;
+            ahead = o->ahead_rounds * SIM_BUDGET * gpu;
+            ahead = gain < ahead ? gain : ahead;
+        }
+        if (o->engine && (ledger < -ahead || round <= o->start_rounds)) {
             /* No capture this round: the decision stands. */
             r->served[round] = served;
             r->trials_at[round] = e->trials;

@@ -62,6 +62,9 @@ typedef struct sim_opts {
     unsigned start_rounds;       /* engine: rounds the program runs (the default) before the search begins */
     int start_credit;            /* engine: the search begins with what those rounds earned, at most
                                   * DRK_EVO_CARRY_ROUNDS rounds' grant (the engine's since 2026-12-03) */
+    double ahead_rounds, ahead_payback; /* engine: a capture may spend ahead, down to the smaller of this many
+                                  * rounds' grant and this many rounds of what the promise
+                                  * (drk_evolution_promise) would save (0: never below 0) */
 } sim_opts;
 
 /* With engine set, a round is what evolve/engine.c does with one captured
