@@ -1011,10 +1011,6 @@ static CUfunction load_cached_own(struct target *t, struct built *b, drk_build_i
     return fn;
 }
 
-/* Builds variant `v` of `t` (or finds it built): its function, or NULL
- * (why). A rebuild is compiled (or read from the cache) first, on the CPU:
- * one that makes the same code as a variant compiled before sets *same
- * (when given) and is neither loaded nor tried. */
 /* ---- Compiles ahead, several at once ----
  *
  * A batch's candidates are compiled one after another inside build(): on
@@ -1112,6 +1108,10 @@ static void compile_ahead(struct target *t, const drk_variant *cand, unsigned n)
             t->rec->name, naheads, started + 1, ms_of(drk_mono_ns() - t0), ms_of(each));
 }
 
+/* Builds variant `v` of `t` (or finds it built): its function, or NULL
+ * (why). A rebuild is compiled (or read from the cache) first, on the CPU:
+ * one that makes the same code as a variant compiled before sets *same
+ * (when given) and is neither loaded nor tried. */
 static CUfunction build(struct target *t, const drk_variant *v, int *same, char *why, size_t len)
 {
     uint32_t id = drk_variant_id(&drk_space_ptx, v);
@@ -1983,13 +1983,11 @@ failed_timing:
     return -1;
 }
 
-/* Builds up to BATCH candidates (on the CPU, before anything is queued:
- * the fence is held from the first replay queued to the wait), then
- * proves and (`timed`) times them in one batch: 0, or -1 when the target
+/* Builds candidates onto the queue (compiled ahead, several at once; on
+ * the CPU, before anything is queued: the fence is held from the first
+ * replay queued to the wait), up to BATCH queued: the search is told of
+ * those that build code built before, or fail. 0, or -1 when the target
  * ended. */
-/* Builds candidates onto the queue (compiled ahead, several at once),
- * up to BATCH queued: the search is told of those that build code built
- * before, or fail. 0, or -1 when the target ended. */
 static int queue_builds(struct target *t, const drk_variant *cand, unsigned n, struct queued *q, unsigned *nq,
                         int timed)
 {
@@ -2045,6 +2043,8 @@ static int run_queued(struct target *t, drk_trial *tr, drk_proof_ref *ref, struc
     return rc;
 }
 
+/* Builds up to BATCH candidates, then proves and (`timed`) times them in
+ * one batch: 0, or -1 when the target ended. */
 static int try_batch(struct target *t, drk_trial *tr, drk_proof_ref *ref, const drk_variant *cand, unsigned n,
                      int timed)
 {
