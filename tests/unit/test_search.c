@@ -372,6 +372,34 @@ static void test_rules(void)
     CHECK(d.serve && d.variant.k[0] == 3);
 }
 
+/* What a budget may spend ahead for (drk_evolution_promise): nothing
+ * before a trial, nor for a variant within noise or slower; a variant
+ * faster beyond noise gives its range's lower end over what runs; what
+ * runs is never its own promise, and a rejected variant is none. */
+static void test_promise(void)
+{
+    drk_space algo = {.name = "algo", .ndims = 1, .dims = {{"algo", 4, {0, 1, 2, 3}}}};
+    drk_evolution e;
+    drk_evolution_init(&e, &algo, 5, NULL);
+    drk_variant v1 = {{1}}, v2 = {{2}}, v3 = {{3}};
+    CHECK(drk_evolution_promise(&e, NULL) == 1.0);
+    drk_evolution_begin_round(&e, 1e6, 1000, 5);
+    answer(&e, &v1, 1.005f, 5); /* within the margin */
+    answer(&e, &v2, 0.90f, 5);  /* slower */
+    CHECK(drk_evolution_promise(&e, NULL) == 1.0);
+    answer(&e, &v3, 1.20f, 5);
+    double p = drk_evolution_promise(&e, NULL);
+    drk_ratio_stats st = drk_evolution_stats(&e, &v3);
+    CHECK(p > 1.1 && p < 1.2 && fabs(p - st.lower) < 1e-9);
+    /* What runs is v3: nothing beyond it in sight. */
+    CHECK(drk_evolution_promise(&e, &v3) == 1.0);
+    /* What runs is v1 (1.005x): v3's lower end over v1's median. */
+    double p1 = drk_evolution_promise(&e, &v1);
+    CHECK(p1 > 1.1 && fabs(p1 - st.lower / drk_evolution_stats(&e, &v1).median) < 1e-9);
+    drk_evolution_reject(&e, &v3);
+    CHECK(drk_evolution_promise(&e, NULL) == 1.0);
+}
+
 /* A served variant whose trials fall but stay surely faster than the
  * default keeps serving (on the H200 an n-body variant's trials fell from
  * 2.0x to ~1.5x once it served); one that falls to about the default is
@@ -1045,6 +1073,7 @@ int main(void)
     test_determinism();
     test_temperature();
     test_rules();
+    test_promise();
     test_served_falls();
     test_shapes();
     nkernels = sim_load(DRK_SPACES_DIR "/h200-2026-12-01.json", kernels, 16);
