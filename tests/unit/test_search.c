@@ -598,7 +598,7 @@ static void test_recorded(void)
             memset(w, 0, sizeof *w);
             for (uint64_t seed = 1; seed <= SEEDS; seed++) {
                 sim_kernel k = kernels[ki];
-                sim_opts o = {sigma, seed, ROUNDS, NULL, 0, 0, 0, 0, 0, 0, 0, 0};
+                sim_opts o = {.sigma = sigma, .seed = seed, .rounds = ROUNDS};
                 static sim_result r;
                 sim_run(&k, &o, &r);
                 row_add(w, seed, &r);
@@ -655,7 +655,7 @@ static void test_new_shape(void)
             for (uint64_t seed = 1; seed <= SEEDS; seed++) {
                 static sim_result r;
                 sim_kernel a = *k;
-                sim_opts o = {sigmas[si], seed, ROUNDS, NULL, 0, 0, 0, 0, 0, 0, 0, 0};
+                sim_opts o = {.sigma = sigmas[si], .seed = seed, .rounds = ROUNDS};
                 sim_run(&a, &o, &r);
                 drk_predictor p;
                 drk_predictor_init(&p);
@@ -671,7 +671,7 @@ static void test_new_shape(void)
                     b.ms[v] *= 3.7 * (1 + 0.001 * ((double)(z >> 40) / (double)(1u << 24) - 0.5));
                 }
                 sim_best(&b);
-                sim_opts o2 = {sigmas[si], seed + 1000, ROUNDS, &start, 0, 0, 0, 0, 0, 0, 0, 0};
+                sim_opts o2 = {.sigma = sigmas[si], .seed = seed + 1000, .rounds = ROUNDS, .start = &start};
                 sim_run(&b, &o2, &r);
                 if (!drk_variant_is_default(&start)) {
                     started++;
@@ -736,7 +736,7 @@ static void test_predictor(void)
             for (uint64_t seed = 1; seed <= SEEDS; seed++) {
                 static sim_result r;
                 sim_kernel x = *k;
-                sim_opts o = {sigmas[si], seed, ROUNDS, &guess, 0, 0, 0, 0, 0, 0, 0, 0};
+                sim_opts o = {.sigma = sigmas[si], .seed = seed, .rounds = ROUNDS, .start = &guess};
                 sim_run(&x, &o, &r);
                 row_add(&w, seed, &r);
             }
@@ -793,7 +793,7 @@ static void test_planted_drop(void)
             for (uint64_t seed = 1; seed <= SEEDS; seed++) {
                 static sim_result r;
                 sim_kernel k = *k0;
-                sim_opts o = {sigmas[si], seed, 40, NULL, 16, 0, 0, 0, 0, 0, 0, 0};
+                sim_opts o = {.sigma = sigmas[si], .seed = seed, .rounds = 40, .swap_round = 16};
                 sim_run(&k, &o, &r);
                 CHECK(r.served[15] != 0); /* served before the swap */
                 CHECK(r.drop_round >= 16 && r.drop_round < 16 + DROP_ROUNDS);
@@ -819,7 +819,7 @@ static void test_nothing_to_win(void)
         for (uint64_t seed = 1; seed <= SEEDS; seed++) {
             static sim_result r;
             sim_kernel k = *k0;
-            sim_opts o = {sigmas[si], seed, ROUNDS, NULL, 0, 0, 0, 0, 0, 0, 0, 0};
+            sim_opts o = {.sigma = sigmas[si], .seed = seed, .rounds = ROUNDS};
             sim_run(&k, &o, &r);
             CHECK(r.worst_speedup >= 0.99);
             CHECK(r.speedup[ROUNDS] >= 0.99 && r.speedup[ROUNDS] <= k.ms[0] / k.best_ms + 1e-9);
@@ -846,7 +846,7 @@ static void test_flat_settles(void)
             for (uint64_t seed = 1; seed <= SEEDS; seed++) {
                 static sim_result r;
                 sim_kernel k = kernels[ki];
-                sim_opts o = {sigmas[si], seed, ROUNDS, NULL, 0, SIM_ENGINE, 0, 0, 0, 0, 0, 0};
+                sim_opts o = {.sigma = sigmas[si], .seed = seed, .rounds = ROUNDS, .engine = SIM_ENGINE};
                 sim_run(&k, &o, &r);
                 CHECK(r.worst_speedup >= 0.99);
                 at[seed - 1] = r.settled_at ? r.settled_at : UINT32_MAX;
