@@ -1,9 +1,11 @@
 /* Whether nvJitLink compiles on several threads at once, and what that
  * buys: what a capture's builds would take if drk compiled its candidates
- * together (evolve/jitlink.c serializes them now; on the H200 one search
- * round of naive matmul compiled 16 variants one after another, 28-30 ms
- * each: docs/evolve.md, "What a switch costs"). Needs no GPU: nvJitLink
- * works on the CPU.
+ * together (on the H200 one search round of naive matmul had compiled 16
+ * variants one after another, 28-30 ms each: docs/evolve.md, "What a
+ * switch costs"; since the eighth session drk compiles a batch's on
+ * DRK_EVOLVE_COMPILE_THREADS threads, on this measurement). It calls
+ * nvJitLink itself, not through drk, so it measures nvJitLink alone.
+ * Needs no GPU: nvJitLink works on the CPU.
  *
  * It compiles PTX_FILE (every kernel in it, as drk rebuilds a module) with
  * SETS option sets (register caps, then with -dlcm=cg), first one after
