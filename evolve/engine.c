@@ -715,6 +715,11 @@ static struct target *make_target(const drk_kernel_record *r, int slot, const dr
                                 drk_images_ptx(atomic_load_explicit(&r->owner, memory_order_acquire), r->name), 0};
     t->default_ns = (double)row->stats.median_ns;
     t->run_default_ns = t->default_ns; /* a round that ran the original throughout: nothing served before */
+    /* Its time in the round that chose it: what spending ahead weighs a
+     * promise by until the next timed round (records rest while it
+     * searches: on the H200 naive matmul's second capture waited five
+     * rounds for want of it). */
+    t->round_ns = row->stats.total_ns;
     char why[192];
     if (!eligible(r, &t->shape, why, sizeof why)) {
         end_target(t, DRK_TARGET_REFUSED, "%s", why);
@@ -1590,6 +1595,24 @@ static CUfunction original_of(struct target *t, char *why, size_t len)
     return fn;
 }
 
+/* A target just chosen (the program's context current): its original
+ * loaded into drk's context while its captures are awaited, not after the
+ * first comes. A module's load JIT-compiles its PTX image whole: 150-300
+ * ms for evolve_bench's twelve kernels on the H200, which held up naive
+ * matmul's first capture. A failure is left for its trials to say. */
+static void load_original_ahead(struct target *t)
+{
+    char why[192];
+    if (push_own() != 0)
+        return;
+    uint64_t t0 = drk_mono_ns();
+    CUfunction fn = original_of(t, why, sizeof why);
+    pop_own();
+    if (fn)
+        drk_log(DRK_LOG_DEBUG, "evolve: %.80s: its original loaded in drk's context in %.1f ms, ahead of its captures",
+                t->rec->name, ms_of(drk_mono_ns() - t0));
+}
+
 static uint32_t served_id(const struct target *t)
 {
     return t->served ? drk_variant_id(&drk_space_ptx, &t->served_v) : DRK_VARIANT_NONE;
@@ -2383,6 +2406,8 @@ static void choose(const drk_round *r)
             t->turn_rounds = 0;
             active = t;
             arm(t);
+            if (!had)
+                load_original_ahead(t);
             pop();
         }
 }

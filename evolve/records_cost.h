@@ -5,11 +5,15 @@
  * a third of its launch rate for every round timed. With evolution's timing
  * alone (DRK_PROFILE=0) drk's thread keeps an account: the share of the time
  * passed is paid in, every launch made while the records are on is charged
- * DRK_RECORD_NS, and records go on for a round only when the account holds
- * what the round is expected to cost. A program that launches little (its
- * kernels long) keeps them on; a launch-bound one gets a timed round only as
- * often as it pays for one. Pure arithmetic on the caller's clock and the
- * program's launch count; tests/unit/test_records_cost.c. */
+ * DRK_RECORD_NS less what the program's waits for the GPU absorb (as for
+ * attaching, below: a program that waits for its GPU has that time to
+ * spare, and slower launch calls shorten its waits, not its run), and
+ * records go on for a round only when the account holds what the round is
+ * expected to cost. A program that launches little (its kernels long), or
+ * waits for its GPU, keeps them on; a launch-bound one gets a timed round
+ * only as often as it pays for one. Pure arithmetic on the caller's clock,
+ * the program's launch count and its waits;
+ * tests/unit/test_records_cost.c. */
 #ifndef DRK_EVOLVE_RECORDS_COST_H
 #define DRK_EVOLVE_RECORDS_COST_H
 
@@ -27,34 +31,56 @@
 
 typedef struct drk_records_cost {
     double share;          /* of the time passed, what the records may cost */
-    double bank_ns;        /* paid in less charged */
+    double bank_ns;        /* paid in less charged for the rounds ended */
     uint64_t at_ns;        /* the latest reckoning */
     uint64_t launches;     /* the program's launches then */
+    uint64_t waited;       /* its waits for the GPU then (ns) */
     uint64_t round_from;   /* its launches when the latest round ended */
+    uint64_t waited_from;  /* its waits then */
+    uint64_t open_on;      /* launches of the open round made with records on */
+    uint64_t rounds;       /* rounds ended since the account started */
     double round_launches; /* launches in a round, by the latest rounds ended */
+    double round_waited;   /* waits in a round (ns), the same way */
     uint64_t charged;      /* launches made while the records were on */
+    double charged_ns;     /* what they cost the rounds ended, net of the waits */
     uint64_t since_ns;     /* the first reckoning */
 } drk_records_cost;
 
-void drk_records_cost_init(drk_records_cost *c, double share, uint64_t now_ns, uint64_t launches);
+void drk_records_cost_init(drk_records_cost *c, double share, uint64_t now_ns, uint64_t launches, uint64_t waited);
 
-/* A reckoning at `now_ns`, the program having made `launches` in all:
- * `on` when the records were on since the last one (charged for every
- * launch since), `rounds_ended` the rounds that ended since. */
-void drk_records_cost_reckon(drk_records_cost *c, uint64_t now_ns, uint64_t launches, int on, unsigned rounds_ended);
+/* A reckoning at `now_ns`, the program having made `launches` in all and
+ * waited `waited` ns for the GPU in its synchronize calls: `on` when the
+ * records were on since the last one, `rounds_ended` the rounds that ended
+ * since. A round is charged when it ends, for its launches made with
+ * records on, net of its waits (drk_records_cost_of): a program's launches
+ * and the waits that absorb them (a burst, then a synchronize) fall in
+ * different reckonings but in one round. Until then the open round counts
+ * as charged with the waits of the latest rounds (it has not waited yet). */
+void drk_records_cost_reckon(drk_records_cost *c, uint64_t now_ns, uint64_t launches, uint64_t waited, int on,
+                             unsigned rounds_ended);
+
+/* What records on for `on` of a stretch's `launches` launch calls cost,
+ * the program having waited `waited_ns` for the GPU in it: DRK_RECORD_NS a
+ * launch, less the waits left after CUPTI's attached cost (DRK_ATTACHED_NS
+ * for every launch, which they absorb first). */
+double drk_records_cost_of(double on, double launches, double waited_ns);
 
 /* What timing the next round whole is expected to cost (ns): its launches
- * as the latest rounds', or the open round's so far where that is more. */
+ * and waits as the latest rounds', or the open round's so far where either
+ * is more. */
 double drk_records_cost_round(const drk_records_cost *c);
 
 /* 1 when the account holds the next round's cost: records may go on, or
- * stay on, for it (at a round's end they rest otherwise). */
+ * stay on, for it (at a round's end they rest otherwise). Before a round
+ * has ended since the account started, nothing says what one costs (a
+ * burst of launches, its waits still to come, would look launch-bound):
+ * 1 unless over. */
 int drk_records_cost_affords(const drk_records_cost *c);
 
 /* 1 when they cost a round's worth (as the latest rounds ended) and a
- * second's share more than was paid in (the round is longer, or launches
- * more, than expected): they rest at once, the round they were timing left
- * untimed. */
+ * second's share more than was paid in (the round is longer, launches
+ * more or waits less than expected): they rest at once, the round they
+ * were timing left untimed. */
 int drk_records_cost_over(const drk_records_cost *c);
 
 /* What CUPTI attached would have cost a window of the program's run in
@@ -69,7 +95,8 @@ double drk_attach_cost_ns(uint64_t launches, uint64_t waited_ns);
  * back, few waits) is left without it. */
 int drk_attach_affordable(double share, uint64_t span_ns, uint64_t launches, uint64_t waited_ns);
 
-/* The charged cost (ns) and its share of the time since the first reckoning. */
+/* The charged cost (ns, net of the waits; the open round's as it stands)
+ * and its share of the time since the first reckoning. */
 double drk_records_cost_charged_ns(const drk_records_cost *c);
 double drk_records_cost_charged_share(const drk_records_cost *c);
 

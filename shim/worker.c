@@ -123,15 +123,21 @@ static int want_timed;
  * evolution's timing alone, from CUPTI's start (costed). */
 static drk_records_cost cost;
 static int costed;
+/* Marks the program made before the account started (from CUPTI's start,
+ * which may take a round's time, to the account's): the rounds they end
+ * began before it, and the launches and waits since its start are not
+ * theirs. */
+static unsigned long marks_uncosted;
 static uint64_t began_ns; /* the thread's start: the share is paid in from there */
 /* The program's waits for the GPU in its synchronize calls (a blocking
  * call: a lock is no cost there): those ended, in all (ns), and those under
  * way, their count and the sum of their starts. */
 static pthread_mutex_t waits_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t waits_ns, waits_open, waits_open_sum;
-/* Only while drk's thread weighs whether to attach CUPTI (from the
- * worker's start, which comes before any program call it hooks, to its
- * decision) are waits timed; otherwise a synchronize pays one load. */
+/* While drk's thread weighs whether to attach CUPTI (from the worker's
+ * start, which comes before any program call it hooks, to its decision),
+ * and while it keeps the records' account (the waits absorb what they
+ * cost), waits are timed; otherwise a synchronize pays one load. */
 static atomic_int waits_wanted;
 
 /* The waits so far, those under way included, at *now (read under the
@@ -158,7 +164,10 @@ static void rest_records(uint64_t now, unsigned ended)
 {
     if (cfg.profile || !drk_engine_on() || !costed)
         return;
-    drk_records_cost_reckon(&cost, drk_mono_ns(), drk_registry_launches(), !resting, ended);
+    unsigned skip = marks_uncosted < ended ? (unsigned)marks_uncosted : ended;
+    marks_uncosted -= skip;
+    uint64_t at, waited = waited_until(&at);
+    drk_records_cost_reckon(&cost, at, drk_registry_launches(), waited, !resting, ended - skip);
     int searching = drk_engine_searching();
     unsigned idle_enough = drk_engine_targets() ? 1 : REST_AFTER;
     int whole = drk_gputime_rounds_closed() > kept_at; /* a round timed whole since they came on */
@@ -175,8 +184,12 @@ static void rest_records(uint64_t now, unsigned ended)
                               : spent ? "the budget has not paid in what timing the next round would cost"
                               : searching ? "a search runs"
                                           : "evolution has nothing to search";
-            drk_log(DRK_LOG_DEBUG, "GPU times: kernel records rest (%s); on again after %u rounds%s", why, rest_for,
-                    drk_records_cost_affords(&cost) ? "" : ", once the budget pays for one");
+            drk_log(DRK_LOG_DEBUG,
+                    "GPU times: kernel records rest (%s); on again after %u rounds%s (account %.2f ms; a round "
+                    "expected to cost %.2f ms: %.0f launches, %.1f ms of waits)",
+                    why, rest_for, drk_records_cost_affords(&cost) ? "" : ", once the budget pays for one",
+                    cost.bank_ns / 1e6, drk_records_cost_round(&cost) / 1e6, cost.round_launches,
+                    cost.round_waited / 1e6);
         }
         return;
     }
@@ -346,11 +359,12 @@ static int weigh_attach(void)
     return 0;
 }
 
-/* The waits are timed only until this returns. */
+/* The waits go on being timed for the records' account once it returns 1. */
 static int kernel_to_evolve(void)
 {
     int r = weigh_attach();
-    atomic_store(&waits_wanted, 0);
+    if (!r)
+        atomic_store(&waits_wanted, 0);
     return r;
 }
 
@@ -368,14 +382,21 @@ static void *run(void *arg)
     if (!atomic_load(&cupti_started))
         start_cupti();
     if (atomic_load(&cupti_started) < 0) {
+        atomic_store(&waits_wanted, 0);
         drk_engine_stop(); /* no rounds to evolve by; the report says why */
         return NULL;
     }
     if (!cfg.profile) {
         /* Paid in from the thread's start; charged from here, the records
          * being on from CUPTI's start. */
-        drk_records_cost_init(&cost, cfg.records_share, began_ns, drk_registry_launches());
+        atomic_store(&waits_wanted, 1);
+        uint64_t at, waited = waited_until(&at);
+        (void)at;
+        drk_records_cost_init(&cost, cfg.records_share, began_ns, drk_registry_launches(), waited);
+        marks_uncosted = atomic_load(&mark_head) - atomic_load(&mark_tail);
         costed = 1;
+    } else {
+        atomic_store(&waits_wanted, 0);
     }
     nvtx_note();
     if (cfg.counters && drk_counters_start(cfg.counters_budget, why, sizeof why) != 0)
@@ -512,9 +533,11 @@ static void last_records(void)
     if (costed && cost.charged)
         drk_log(DRK_LOG_INFO,
                 "GPU times: kernel records were on for %llu of the program's launches: about %.1f ms of its launch "
-                "calls, %.2f%% of its run time (at most %.2f%%: a quarter of DRK_EVOLVE_BUDGET)",
-                (unsigned long long)cost.charged, drk_records_cost_charged_ns(&cost) / 1e6,
-                100 * drk_records_cost_charged_share(&cost), 100 * cost.share);
+                "calls, %.1f ms of it not absorbed by its waits for the GPU, %.2f%% of its run time (at most "
+                "%.2f%%: a quarter of DRK_EVOLVE_BUDGET)",
+                (unsigned long long)cost.charged, DRK_RECORD_NS * (double)cost.charged / 1e6,
+                drk_records_cost_charged_ns(&cost) / 1e6, 100 * drk_records_cost_charged_share(&cost),
+                100 * cost.share);
     unsigned long lost = atomic_load(&marks_lost);
     if (lost)
         drk_log(DRK_LOG_INFO, "GPU times: %lu round marks came faster than drk could end rounds; merged", lost);

@@ -14,7 +14,7 @@
 
 typedef struct sim {
     drk_records_cost c;
-    uint64_t now, launches;
+    uint64_t now, launches, waited;
     int on;
     uint64_t on_ns;       /* time with records on */
     unsigned timed, cuts; /* rounds timed whole; rounds cut short */
@@ -32,7 +32,7 @@ static void run(sim *s, double seconds, double rate, uint64_t round_ns)
         if (s->on)
             s->on_ns += TICK;
         unsigned ended = s->now - round_start >= round_ns;
-        drk_records_cost_reckon(&s->c, s->now, s->launches, s->on, ended);
+        drk_records_cost_reckon(&s->c, s->now, s->launches, s->waited, s->on, ended);
         if (ended) {
             round_start = s->now;
             s->timed += timing && s->on;
@@ -48,7 +48,43 @@ static void run(sim *s, double seconds, double rate, uint64_t round_ns)
 static void start(sim *s, int on)
 {
     *s = (sim){.now = 1000000000ull, .on = on};
-    drk_records_cost_init(&s->c, SHARE, s->now, 0);
+    drk_records_cost_init(&s->c, SHARE, s->now, 0, 0);
+}
+
+/* `rounds` rounds of a program that launches `launches` kernels in a burst
+ * at each round's start (its first tick), then waits for the GPU `wait_ns`
+ * in a synchronize over its other ticks (the round `ticks` ticks long), as
+ * evolve_bench's programs and a trainer's steps do. */
+static void run_bursts(sim *s, unsigned rounds, uint64_t launches, uint64_t wait_ns, unsigned ticks)
+{
+    /* A round timed whole since the records came on: as on the H200, the
+     * one before the account started (CUPTI's start takes a while). */
+    int whole = s->on;
+    for (unsigned r = 0; r < rounds; r++) {
+        int timing = s->on;
+        for (unsigned t = 0; t < ticks; t++) {
+            s->now += TICK;
+            if (t == 0)
+                s->launches += launches;
+            else
+                s->waited += wait_ns / (ticks - 1);
+            if (s->on)
+                s->on_ns += TICK;
+            unsigned ended = t == ticks - 1;
+            drk_records_cost_reckon(&s->c, s->now, s->launches, s->waited, s->on, ended);
+            if (ended) {
+                s->timed += timing && s->on;
+                whole = s->on && (whole || timing);
+                s->on = drk_records_cost_affords(&s->c);
+                whole &= s->on;
+            } else if (s->on && (drk_records_cost_over(&s->c) || (whole && !drk_records_cost_affords(&s->c)))) {
+                /* As drk's thread rests them mid-round: over, or spent
+                 * once a round was timed whole. */
+                s->on = timing = whole = 0;
+                s->cuts++;
+            }
+        }
+    }
 }
 
 int main(void)
@@ -101,9 +137,48 @@ int main(void)
     CHECK(share <= SHARE * 1.05 && s.timed > 25000 && s.timed < 36000);
     printf("3000 launches/s, 100 ms rounds: %.3f%% of the time, %u rounds timed of 36000\n", 100 * share, s.timed);
 
+    /* Naive matmul in evolve_bench on the H200: 1,500 launches a round, 3 ms
+     * of records, then ~80 ms waiting for the GPU. Charged by launches
+     * alone, one round in seven was timed; the waits absorb the records'
+     * cost, so every round is, from the first, none cut mid-round (not
+     * even the account's first, whose burst comes before any wait). */
+    start(&s, 1);
+    run_bursts(&s, 2000, 1500, 80000000ull, 2);
+    CHECK(s.timed == 2000 && s.cuts == 0 && s.c.charged == 2000 * 1500ull);
+    CHECK(drk_records_cost_charged_ns(&s.c) == 0);
+    printf("1500 launches then 80 ms of waits a round: %u rounds timed of 2000, %.1f ms charged\n", s.timed,
+           drk_records_cost_charged_ns(&s.c) / 1e6);
+    /* Waits that absorb CUPTI's attached cost and part of the records':
+     * 10,000 launches a 150 ms round (10 ms attached, 20 ms of records)
+     * against 25 ms of waits cost 5 ms a round net, the share pays 0.75:
+     * one round in about 7 timed (one in 27 by launches alone), within the
+     * share. */
+    start(&s, 1);
+    run_bursts(&s, 4000, 10000, 25000000ull, 3);
+    share = drk_records_cost_charged_share(&s.c);
+    CHECK(share <= SHARE * 1.05 && share >= SHARE * 0.8 && s.timed >= 500 && s.timed <= 700);
+    printf("10000 launches then 25 ms of waits a round: %.3f%% of the time, %u rounds timed of 4000\n", 100 * share,
+           s.timed);
+    /* A program that stops waiting (its kernels now short, its launches
+     * the same): within a round or two the records rest, and from then on
+     * it is the launch-bound case. */
+    start(&s, 1);
+    run_bursts(&s, 100, 1500, 80000000ull, 2);
+    CHECK(s.timed == 100 && s.on);
+    unsigned before_t = s.timed;
+    run_bursts(&s, 3, 15000, 0, 2);
+    CHECK(!s.on && s.timed - before_t <= 1);
+    run_bursts(&s, 3000, 15000, 0, 2);
+    share = drk_records_cost_charged_share(&s.c);
+    CHECK(share <= SHARE * 1.05);
+    CHECK(drk_records_cost_of(1500, 1500, 0) == 1500 * DRK_RECORD_NS);
+    CHECK(drk_records_cost_of(1500, 1500, 80e6) == 0);
+    CHECK(drk_records_cost_of(1000, 1000, 1.5e6) == 1000 * DRK_RECORD_NS - 0.5e6);
+    CHECK(drk_records_cost_of(0, 1000, 0) == 0);
+
     /* No share: records never afford a round with launches in it. */
     start(&s, 0);
-    drk_records_cost_init(&s.c, 0, s.now, 0);
+    drk_records_cost_init(&s.c, 0, s.now, 0, 0);
     run(&s, 60, 1000, TICK);
     CHECK(s.timed == 0 && s.c.charged == 0);
 
