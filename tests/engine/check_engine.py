@@ -124,9 +124,12 @@ def case_evolve(args):
           "a batch's compiles ran on 2 to 4 threads at once", (at_once, p.stderr[-2000:]))
     rep1, p1 = run(args, "evolve", {"DRK_EVOLVE": "1", "DRK_LOG_LEVEL": "debug", "DRK_EVOLVE_COMPILE_THREADS": "1"})
     r1 = [x for x in rep1["evolve"]["by_kernel"] if x["name"] == "axpy"]
-    check("threads at once" not in p1.stderr and len(r1) == 1 and r1[0]["serving"] == r["serving"] and
+    # The stand-in times a variant by its register budget alone: regs=32 with or without cache=1 is the same
+    # 2x, and which the search settles on depends on the order its timings come in.
+    check("threads at once" not in p1.stderr and len(r1) == 1 and r1[0]["serving"].startswith("regs=32") and
+          r["serving"].startswith("regs=32") and
           r1[0]["rejected"] >= 1 and "regs=40 rejected" in p1.stderr,
-          "compiled one at a time (DRK_EVOLVE_COMPILE_THREADS=1): the same variant served, the planted one rejected",
+          "compiled one at a time (DRK_EVOLVE_COMPILE_THREADS=1): the same 2x variant served, the planted one rejected",
           (r1, r))
 
 
