@@ -20,6 +20,32 @@ typedef struct sim {
     unsigned timed, cuts; /* rounds timed whole; rounds cut short */
 } sim;
 
+/* drk's thread at a tick, after the program's launches and waits in it:
+ * the reckoning, then at a round's end records on for the next round if
+ * the account affords it; mid-round cut when over, or (with `whole`
+ * followed: a round timed whole since they came on) when spent. */
+static void tick(sim *s, unsigned ended, int *timing, int *whole)
+{
+    s->now += TICK;
+    if (s->on)
+        s->on_ns += TICK;
+    drk_records_cost_reckon(&s->c, s->now, s->launches, s->waited, s->on, ended);
+    if (ended) {
+        s->timed += *timing && s->on;
+        if (whole)
+            *whole = s->on && (*whole || *timing);
+        s->on = *timing = drk_records_cost_affords(&s->c);
+        if (whole)
+            *whole &= s->on;
+    } else if (s->on &&
+               (drk_records_cost_over(&s->c) || (whole && *whole && !drk_records_cost_affords(&s->c)))) {
+        s->on = *timing = 0;
+        if (whole)
+            *whole = 0;
+        s->cuts++;
+    }
+}
+
 /* `seconds` of a program launching `rate` kernels a second, its rounds
  * `round_ns` long (ending on ticks). */
 static void run(sim *s, double seconds, double rate, uint64_t round_ns)
@@ -27,21 +53,11 @@ static void run(sim *s, double seconds, double rate, uint64_t round_ns)
     uint64_t end = s->now + (uint64_t)(seconds * 1e9), round_start = s->now;
     int timing = s->on; /* the open round is timed whole so far */
     while (s->now < end) {
-        s->now += TICK;
         s->launches += (uint64_t)(rate * (double)TICK / 1e9);
-        if (s->on)
-            s->on_ns += TICK;
-        unsigned ended = s->now - round_start >= round_ns;
-        drk_records_cost_reckon(&s->c, s->now, s->launches, s->waited, s->on, ended);
-        if (ended) {
+        unsigned ended = s->now + TICK - round_start >= round_ns;
+        tick(s, ended, &timing, NULL);
+        if (ended)
             round_start = s->now;
-            s->timed += timing && s->on;
-            s->on = drk_records_cost_affords(&s->c);
-            timing = s->on;
-        } else if (s->on && drk_records_cost_over(&s->c)) {
-            s->on = timing = 0;
-            s->cuts++;
-        }
     }
 }
 
@@ -63,26 +79,11 @@ static void run_bursts(sim *s, unsigned rounds, uint64_t launches, uint64_t wait
     for (unsigned r = 0; r < rounds; r++) {
         int timing = s->on;
         for (unsigned t = 0; t < ticks; t++) {
-            s->now += TICK;
             if (t == 0)
                 s->launches += launches;
             else
                 s->waited += wait_ns / (ticks - 1);
-            if (s->on)
-                s->on_ns += TICK;
-            unsigned ended = t == ticks - 1;
-            drk_records_cost_reckon(&s->c, s->now, s->launches, s->waited, s->on, ended);
-            if (ended) {
-                s->timed += timing && s->on;
-                whole = s->on && (whole || timing);
-                s->on = drk_records_cost_affords(&s->c);
-                whole &= s->on;
-            } else if (s->on && (drk_records_cost_over(&s->c) || (whole && !drk_records_cost_affords(&s->c)))) {
-                /* As drk's thread rests them mid-round: over, or spent
-                 * once a round was timed whole. */
-                s->on = timing = whole = 0;
-                s->cuts++;
-            }
+            tick(s, t == ticks - 1, &timing, &whole);
         }
     }
 }
