@@ -345,9 +345,106 @@ static void close_own(void)
     atomic_store(&own_held, 0);
 }
 
+/* drk's context made on `dev`: its means are open. */
+static void own_opened(int dev)
+{
+    own_failed_at = 0;
+    env_open = 1, env_device = dev;
+    atomic_store(&own_held, 1);
+    /* Trials' GPU time is drk's, not the program's: CUPTI's records of
+     * drk's stream are counted apart. */
+    if (drk_cupti_own_stream(own_ctx, env.stream) != 0)
+        drk_log(DRK_LOG_INFO, "evolve: CUPTI cannot name drk's stream: the trials' replays count in the program's "
+                              "GPU times");
+}
+
+/* ---- drk's context made early ----
+ *
+ * Making drk's context and its means takes a while: on the H200 0.35-0.55
+ * s (cuCtxCreate, drk's kernels loaded, the stream and buffers), which
+ * came between the round that chose naive matmul and its choice, three of
+ * its program's rounds after it began. So once the program has launched a
+ * kernel evolution could take up (CUPTI starts then), a helper thread
+ * makes it while the first rounds are timed; drk's thread takes it over
+ * (joins) before it touches drk's context. */
+enum { EARLY_IDLE, EARLY_RUNNING, EARLY_JOINED };
+static atomic_int early_state;
+static pthread_t early_thread;
+static int early_dev, early_rc;
+static uint64_t early_ns;
+
+static void *early_job(void *arg)
+{
+    (void)arg;
+    uint64_t t0 = drk_mono_ns();
+    unsigned flags;
+    int active_ctx = 0;
+    CUcontext ctx;
+    early_rc = -1;
+    snprintf(own_why, sizeof own_why, "the program's primary context on device %d could not be made current",
+             early_dev);
+    /* As push(): only where the program runs in the primary context. */
+    if (drv.primary_ctx_get_state && drv.primary_ctx_get_state((CUdevice)early_dev, &flags, &active_ctx) ==
+                                         CUDA_SUCCESS && active_ctx &&
+        drv.primary_ctx_retain(&ctx, (CUdevice)early_dev) == CUDA_SUCCESS) {
+        if (drv.ctx_push_current(ctx) == CUDA_SUCCESS) {
+            early_rc = make_own(early_dev);
+            CUcontext c;
+            drv.ctx_pop_current(&c);
+        }
+        drv.primary_ctx_release((CUdevice)early_dev);
+    }
+    if (early_rc == 0)
+        atomic_store(&own_held, 1); /* a program out of memory may ask for it back from now on */
+    early_ns = drk_mono_ns() - t0;
+    return NULL;
+}
+
+/* drk's thread: the early context taken over (waiting for it if it is
+ * still being made); nothing when none was started. */
+static void own_join(void)
+{
+    if (atomic_load(&early_state) != EARLY_RUNNING)
+        return;
+    pthread_join(early_thread, NULL);
+    atomic_store(&early_state, EARLY_JOINED);
+    if (early_rc == 0 && own_ctx) {
+        own_opened(early_dev);
+        drk_log(DRK_LOG_DEBUG, "evolve: drk's context was made on device %d in %.1f ms, ahead of a choice",
+                early_dev, early_ns / 1e6);
+    }
+}
+
+static int eligible_kernel(const drk_kernel_record *r, char *why, size_t len);
+
+void drk_engine_prepare(void)
+{
+    if (!on || atomic_load(&early_state) != EARLY_IDLE || own_ctx || memory_out)
+        return;
+    /* The device of the first kernel evolution could take up. */
+    char why[192];
+    int dev = -1;
+    size_t n = drk_registry_size();
+    for (size_t i = 0; i < n && dev < 0; i++) {
+        const drk_kernel_record *r = drk_registry_at(i);
+        const drk_image_facts *im = atomic_load_explicit(&r->image, memory_order_acquire);
+        const drk_driver_facts *f = atomic_load_explicit(&r->driver, memory_order_acquire);
+        if (im && im->flow && im->flow->evolvable && f && f->device >= 0 && eligible_kernel(r, why, sizeof why) &&
+            drk_record_launches(r))
+            dev = f->device;
+    }
+    if (dev < 0)
+        return;
+    early_dev = dev;
+    atomic_store(&early_state, EARLY_RUNNING);
+    if (drk_thread_start(&early_thread, early_job, NULL) != 0)
+        atomic_store(&early_state, EARLY_IDLE); /* made at the choice, as without */
+}
+
 /* drk's context and its means on `dev`, the program's context current. */
 static int ensure_env(int dev)
 {
+    own_join();
     if (env_open && env_device == dev)
         return 1;
     if (env_open || memory_out)
@@ -360,14 +457,7 @@ static int ensure_env(int dev)
         own_failed_at = rounds_seen ? rounds_seen : 1;
         return 0;
     }
-    own_failed_at = 0;
-    env_open = 1, env_device = dev;
-    atomic_store(&own_held, 1);
-    /* Trials' GPU time is drk's, not the program's: CUPTI's records of
-     * drk's stream are counted apart. */
-    if (drk_cupti_own_stream(own_ctx, env.stream) != 0)
-        drk_log(DRK_LOG_INFO, "evolve: CUPTI cannot name drk's stream: the trials' replays count in the program's "
-                              "GPU times");
+    own_opened(dev);
     return 1;
 }
 
@@ -378,6 +468,7 @@ static void end_target(struct target *t, drk_target_state st, const char *fmt, .
 static void target_round(struct target *t, uint64_t kernel_ns);
 static const drk_time_row *row_of(const drk_round *r, const struct target *t);
 static void saved(struct target *t);
+static void aheads_forget(const struct target *t);
 static uint64_t last_kernel_ns; /* the latest timed round's kernel time: an untimed round is granted as much */
 static int want_choice;         /* a target ended since the latest timed round: the next is chosen from one */
 static unsigned never_chosen;   /* hot kernel-shapes of the latest timed round that are no target yet */
@@ -518,6 +609,7 @@ static void end_target(struct target *t, drk_target_state st, const char *fmt, .
     }
     t->state = st;
     drop_ptx(t);
+    aheads_forget(t);
     if ((t->served || t->cached_pending) && t->from_cache && (st == DRK_TARGET_REFUSED || st == DRK_TARGET_FAILED)) {
         /* An earlier run's result not yet proven again here: withdrawn. */
         withdraw(t);
@@ -538,6 +630,7 @@ static void rest(struct target *t, const char *why)
     t->state = DRK_TARGET_SETTLED;
     let_go(t);
     drop_ptx(t);
+    aheads_forget(t);
     free_unserved(t);
     t->rested_at = rounds_seen;
 }
@@ -1027,90 +1120,158 @@ static CUfunction load_cached_own(struct target *t, struct built *b, drk_build_i
  * threads at once (DRK_EVOLVE_COMPILE_THREADS, 4: on the H200 host 4
  * threads compiled 3.96x as fast as one) -- drk's own thread among them,
  * the others started for the batch and joined before it goes on -- and
- * build() takes their cubins instead of compiling. */
+ * build() takes their cubins instead of compiling.
+ *
+ * Looking ahead. A candidate that makes code compiled before drops out of
+ * its batch and the search is asked for the next, one slot at a time: on
+ * the H200 naive matmul's second capture then compiled 11 such proposals
+ * one after another (~30 ms each, every register cap from 48 up with
+ * minctas=2 making regs=48's code), 0.33 s of the program's rounds. So a
+ * search round's batch compiles, besides its candidates, the proposals the
+ * search would make next were they all to drop out (asked of a copy of its
+ * state, told they did: its order does not depend on what trials measure
+ * within a round), up to LOOKAHEAD more; they wait for the round's next
+ * batches, and those the round does not take go to the cubin cache. */
+#define LOOKAHEAD 8
+#define AHEADS (BATCH + LOOKAHEAD)
 struct ahead {
     drk_variant jit;            /* the PTX source's variant compiled */
     drk_built c;                /* its cubin (malloc'd) or its failure, as drk_source_ptx.compile made it */
     int rc;
+    int keyed;                  /* ck holds its key in the cubin cache */
+    drk_cache_key ck;
 };
-static struct ahead aheads[BATCH];
-static unsigned naheads;
+static struct ahead aheads[AHEADS];
+static const struct target *ahead_owner; /* the target they were compiled for: no other takes them */
+static unsigned naheads, aheads_made; /* aheads_made: those compiled (the rest wait for compile_jobs) */
 static atomic_uint ahead_next;
 static drk_build_in ahead_in;
+static drk_evolution peek; /* compile_ahead's copy of a search (large: static) */
 
 static void *compile_jobs(void *arg)
 {
     (void)arg;
-    for (unsigned i; (i = atomic_fetch_add(&ahead_next, 1)) < naheads;)
+    for (unsigned i; (i = atomic_fetch_add(&ahead_next, 1) + aheads_made) < naheads;)
         aheads[i].rc = drk_source_ptx.compile(&ahead_in, &aheads[i].jit, &aheads[i].c);
     return NULL;
 }
 
+/* Lets the compiles made ahead go: those never taken to the cubin cache
+ * (a later round or run loads them instead of compiling). */
 static void aheads_clear(void)
 {
-    for (unsigned i = 0; i < naheads; i++)
+    for (unsigned i = 0; i < naheads; i++) {
+        if (aheads[i].c.cubin && aheads[i].rc == 0 && aheads[i].keyed && cfg.cache &&
+            drk_cache_put(cfg.cache, &aheads[i].ck, CUBIN_KIND, aheads[i].c.cubin, aheads[i].c.cubin_len,
+                          "compiled ahead") == 0)
+            cubins_stored++;
         free(aheads[i].c.cubin);
-    naheads = 0;
+    }
+    naheads = aheads_made = 0;
+    ahead_owner = NULL;
+}
+
+/* `t` ends or rests: what was compiled ahead for it goes (to the cache). */
+static void aheads_forget(const struct target *t)
+{
+    if (ahead_owner == t)
+        aheads_clear();
 }
 
 /* The compile of `jit` made ahead, moved to *out (1), or 0 if none. */
-static int ahead_take(const drk_variant *jit, drk_built *out, int *rc)
+static int ahead_take(const struct target *t, const drk_variant *jit, drk_built *out, int *rc)
 {
-    for (unsigned i = 0; i < naheads; i++)
+    if (t != ahead_owner)
+        return 0;
+    for (unsigned i = 0; i < aheads_made; i++)
         if (drk_variant_equal(&aheads[i].jit, jit) && (aheads[i].c.cubin || aheads[i].rc != 0)) {
             *out = aheads[i].c, *rc = aheads[i].rc;
             aheads[i].c.cubin = NULL;
             aheads[i].rc = 0;
+            aheads[i].keyed = 0;
             return 1;
         }
     return 0;
 }
 
-static void compile_ahead(struct target *t, const drk_variant *cand, unsigned n)
+/* Adds `v`'s compile to the list, unless it needs none or is there: 1 if added. */
+static int ahead_add(struct target *t, const drk_build_in *in, const drk_variant *v)
 {
-    aheads_clear();
+    uint32_t id = drk_variant_id(&drk_space_ptx, v);
+    char text[96];
+    if (naheads >= AHEADS || drk_variant_is_default(v) || built_of(t, id) ||
+        (*cfg.plant && strcmp(cfg.plant, drk_variant_text(&drk_space_ptx, v, text, sizeof text)) == 0))
+        return 0;
+    drk_variant jit, attr;
+    to_sources(v, &jit, &attr);
+    for (unsigned k = 0; k < naheads; k++)
+        if (drk_variant_equal(&aheads[k].jit, &jit))
+            return 0; /* another carveout of the same code, or compiled ahead already */
+    struct ahead a = {.jit = jit};
+    drk_cache_blob hit = {0};
+    if (cfg.cache && cubin_key(t, in, &jit, &a.ck) == 0) {
+        if (drk_cache_get(cfg.cache, &a.ck, CUBIN_KIND, &hit) == 0) {
+            drk_cache_blob_free(&hit);
+            return 0; /* build() loads it from the cache */
+        }
+        a.keyed = 1;
+    }
+    aheads[naheads++] = a;
+    return 1;
+}
+
+/* Compiles ahead what `cand` needs and, given the search they came from
+ * (`from`), what it would propose next (above); compiles made ahead for
+ * `t` before and not taken yet stay. */
+static void compile_ahead(struct target *t, const drk_variant *cand, unsigned n, const drk_evolution *from)
+{
     if (compile_threads < 2 || !t->sk.ptx || !own_ctx)
         return;
+    if (ahead_owner != t)
+        aheads_clear();
+    ahead_owner = t;
     drk_build_in in = own_build_in(t);
-    for (unsigned i = 0; i < n && naheads < BATCH; i++) {
-        uint32_t id = drk_variant_id(&drk_space_ptx, &cand[i]);
-        char text[96];
-        if (drk_variant_is_default(&cand[i]) || built_of(t, id) ||
-            (*cfg.plant && strcmp(cfg.plant, drk_variant_text(&drk_space_ptx, &cand[i], text, sizeof text)) == 0))
-            continue;
-        drk_variant jit, attr;
-        to_sources(&cand[i], &jit, &attr);
-        unsigned k = 0;
-        while (k < naheads && !drk_variant_equal(&aheads[k].jit, &jit))
-            k++;
-        if (k < naheads)
-            continue; /* another carveout of the same code */
-        drk_cache_key ck;
-        drk_cache_blob hit = {0};
-        if (cfg.cache && cubin_key(t, &in, &jit, &ck) == 0 && drk_cache_get(cfg.cache, &ck, CUBIN_KIND, &hit) == 0) {
-            drk_cache_blob_free(&hit);
-            continue; /* build() loads it from the cache */
-        }
-        aheads[naheads++] = (struct ahead){.jit = jit};
+    for (unsigned i = 0; i < n; i++)
+        ahead_add(t, &in, &cand[i]);
+    unsigned more = 0;
+    if (from) {
+        if (from != &peek)
+            peek = *from;
+        for (unsigned i = 0; i < n; i++)
+            drk_evolution_same(&peek, &cand[i]);
+        drk_variant next[BATCH];
+        /* At most 4 batches' proposals looked at: those already built or
+         * in the cache add nothing, and each costs a look in the cache. */
+        for (unsigned k, asks = 0;
+             asks < 4 && more < LOOKAHEAD && naheads < AHEADS && (k = drk_evolution_next(&peek, next, BATCH)); asks++)
+            for (unsigned i = 0; i < k; i++) {
+                more += ahead_add(t, &in, &next[i]);
+                drk_evolution_same(&peek, &next[i]);
+            }
     }
-    if (naheads < 2)
-        return aheads_clear(); /* one compile: build() makes it */
+    unsigned todo = naheads - aheads_made;
+    if (todo < 2) {
+        naheads = aheads_made; /* one compile: build() makes it when a candidate needs it */
+        return;
+    }
     ahead_in = in;
     atomic_store(&ahead_next, 0);
-    pthread_t th[BATCH];
+    pthread_t th[AHEADS];
     unsigned started = 0;
     uint64_t t0 = drk_mono_ns();
-    while (started + 1 < compile_threads && started + 1 < naheads &&
-           drk_thread_start(&th[started], compile_jobs, NULL) == 0)
+    while (started + 1 < compile_threads && started + 1 < todo && drk_thread_start(&th[started], compile_jobs, NULL) == 0)
         started++;
     compile_jobs(NULL);
     for (unsigned i = 0; i < started; i++)
         pthread_join(th[i], NULL);
     uint64_t each = 0;
-    for (unsigned i = 0; i < naheads; i++)
+    for (unsigned i = aheads_made; i < naheads; i++)
         each += aheads[i].c.build_ns;
-    drk_log(DRK_LOG_DEBUG, "evolve: %.80s: %u compiles on %u threads at once in %.1f ms (%.1f ms one after another)",
-            t->rec->name, naheads, started + 1, ms_of(drk_mono_ns() - t0), ms_of(each));
+    aheads_made = naheads;
+    drk_log(DRK_LOG_DEBUG,
+            "evolve: %.80s: %u compiles on %u threads at once in %.1f ms (%.1f ms one after another; %u of them "
+            "for the search's next proposals)",
+            t->rec->name, todo, started + 1, ms_of(drk_mono_ns() - t0), ms_of(each), more);
 }
 
 /* Builds variant `v` of `t` (or finds it built): its function, or NULL
@@ -1167,7 +1328,7 @@ static CUfunction build(struct target *t, const drk_variant *v, int *same, char 
     drk_built compiled = {.jit_ms = 0}; /* compiled.cubin: malloc'd, ours until a build keeps it */
     if (!code) {
         int rc = 0;
-        if (edited || !ahead_take(&jit, &compiled, &rc))
+        if (edited || !ahead_take(t, &jit, &compiled, &rc))
             rc = drk_source_ptx.compile(&in, &jit, &compiled);
         if (rc != 0) {
             free(edited);
@@ -1361,6 +1522,8 @@ void drk_engine_quiet(void)
 
 void drk_engine_after_fork_child(void)
 {
+    /* A helper making drk's context did not follow the fork. */
+    atomic_store(&early_state, EARLY_IDLE);
     free(quiet.cubin);
     quiet.cubin = NULL;
     atomic_store(&quiet.state, QUIET_IDLE);
@@ -2012,11 +2175,11 @@ failed_timing:
  * those that build code built before, or fail. 0, or -1 when the target
  * ended. */
 static int queue_builds(struct target *t, const drk_variant *cand, unsigned n, struct queued *q, unsigned *nq,
-                        int timed)
+                        int timed, int look)
 {
     char why[256];
     int rc = 0;
-    compile_ahead(t, cand, n);
+    compile_ahead(t, cand, n, look ? &t->evo : NULL);
     for (unsigned i = 0; i < n && *nq < BATCH && rc == 0; i++) {
         const drk_variant *v = &cand[i];
         if (drk_variant_is_default(v))
@@ -2042,7 +2205,8 @@ static int queue_builds(struct target *t, const drk_variant *cand, unsigned n, s
             q[(*nq)++] = (struct queued){.v = *v, .b = b, .served = timed && is_served(t, b), .first = -1, .more = -1};
         }
     }
-    aheads_clear();
+    if (!look)
+        aheads_clear();
     return rc;
 }
 
@@ -2073,7 +2237,7 @@ static int try_batch(struct target *t, drk_trial *tr, drk_proof_ref *ref, const 
 {
     struct queued q[BATCH];
     unsigned nq = 0;
-    int rc = queue_builds(t, cand, n, q, &nq, timed);
+    int rc = queue_builds(t, cand, n, q, &nq, timed, 0);
     return run_queued(t, tr, ref, q, nq, timed, rc);
 }
 
@@ -2132,16 +2296,19 @@ static void search_round(struct target *t, drk_trial *tr, drk_proof_ref *ref)
     unsigned nq = 0;
     for (;;) {
         n = drk_evolution_next(&t->evo, cand, BATCH - nq);
-        int rc = n ? queue_builds(t, cand, n, q, &nq, 1) : 0;
+        int rc = n ? queue_builds(t, cand, n, q, &nq, 1, 1) : 0;
         if (rc != 0 || (nq && (nq == BATCH || !n))) {
             rc = run_queued(t, tr, ref, q, nq, 1, rc);
             nq = 0;
         }
-        if (rc != 0)
+        if (rc != 0) {
+            aheads_clear();
             return;
+        }
         if (!n && !nq)
             break;
     }
+    aheads_clear();
     drk_evo_decision d = drk_evolution_end_round(&t->evo);
     t->rounds++;
     t->turn_rounds++;
@@ -2292,6 +2459,25 @@ static int trials(struct target *t, const drk_capture_got *got, const drk_reach 
     return t->state == DRK_TARGET_SEARCHING && active == t;
 }
 
+/* The first search round's compiles, made while its capture is awaited
+ * (the launch after the one whose bytes planned the snapshot): on the H200
+ * naive matmul's first capture came 0.15 s after its bytes, and its
+ * compiles then took 0.18 s more before the first trial. The search's
+ * first proposals are asked of a copy of it (the round opened as it will
+ * be), and compiled ahead with those it would propose next. */
+static void compile_first(struct target *t)
+{
+    if (t->captures || t->from_cache || t->rechecking || compile_threads < 2 || !t->sk.ptx)
+        return;
+    peek = t->evo;
+    drk_evolution_begin_round(&peek, t->credit_ns, t->default_ns > 0 ? t->default_ns : 1000.0, PAIRS);
+    drk_variant cand[BATCH];
+    unsigned n = drk_evolution_next(&peek, cand, BATCH);
+    drk_log(DRK_LOG_DEBUG, "evolve: %.80s: the first search round's compiles, while its capture is awaited",
+            t->rec->name);
+    compile_ahead(t, cand, n, &peek);
+}
+
 /* A capture came back: bytes only (plan the snapshot) or with it (prove,
  * search). The program's context is current. */
 static void captured(struct target *t, const drk_capture_got *got)
@@ -2310,8 +2496,10 @@ static void captured(struct target *t, const drk_capture_got *got)
             end_target(t, DRK_TARGET_REFUSED, "%s", reach.why);
             return;
         }
-        if (make_snapshot(t, &reach) == 0)
+        if (make_snapshot(t, &reach) == 0) {
             arm(t);
+            compile_first(t);
+        }
         return;
     }
     if (drv.event_synchronize(t->plan.done) != CUDA_SUCCESS) {
@@ -2671,6 +2859,7 @@ static void serve_pending(void)
  * program's memory in its stream's order. */
 static void give_back(void)
 {
+    own_join();
     unsigned asked = atomic_load(&give_asked);
     if (!memory_out && own_ctx) {
         memory_out = 1;
@@ -2766,6 +2955,7 @@ void drk_engine_stop(void)
 {
     if (!on)
         return;
+    own_join();
     drk_capture_disarm();
     /* Searches the exit ends: their best so far, for the next run to go
      * on from (a start: proven and measured again there). */

@@ -67,6 +67,10 @@ unsigned drk_engine_targets(void);
  * DRK_EVOLVE_ONLY/SKIP): until then evolution needs no GPU times. drk's
  * thread; reads the registry, takes no lock. */
 int drk_engine_could_evolve(void);
+/* drk's thread, once CUPTI has started for such a kernel: a helper thread
+ * makes drk's context for trials on its device now, while the first
+ * rounds are timed, rather than when a kernel is chosen. */
+void drk_engine_prepare(void);
 /* 1 while a search runs that needs no round's records (its kernel's time
  * is known): the caller may rest them but for a round now and then. */
 int drk_engine_searching(void);

@@ -386,6 +386,7 @@ static void *run(void *arg)
         drk_engine_stop(); /* no rounds to evolve by; the report says why */
         return NULL;
     }
+    drk_engine_prepare(); /* drk's context for trials, made while the first rounds are timed */
     if (!cfg.profile) {
         /* Paid in from the thread's start; charged from here, the records
          * being on from CUPTI's start. */

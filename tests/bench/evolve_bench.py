@@ -3,14 +3,17 @@
 (tests/bench/evolve_space.c measured every variant of each on an H200:
 tests/evolve/spaces/h200-2026-12-01.json). Each kernel is run as a program
 (evolve_run: its PTX loaded with cuModuleLoadData, rounds of launches at its
-recorded shape, each round ended by cuProfilerStop), twice, one after the
-other: natively (the driver's default JIT) and under drk with DRK_EVOLVE=1,
-both with CUDA_CACHE_DISABLE=1 (the driver's JIT cache would answer drk's
+recorded shape, each round ended by cuProfilerStop), one run after the
+other: natively (the driver's default JIT), under drk with DRK_EVOLVE=1
+(and warm, below), natively again, all with CUDA_CACHE_DISABLE=1 (the driver's JIT cache would answer drk's
 builds from an earlier run). A benchmark: it prints what it measured in this
 run and passes or fails nothing.
 
 Per kernel:
-  native      GPU time a launch natively (median over the rounds after the first)
+  native      GPU time a launch natively (median over both native runs' rounds
+              after their first: the one before drk's and the one after, so
+              that the GPU's drift between processes does not count for or
+              against drk)
   drk         GPU time a launch under drk at its steady state (median of the last 4 rounds)
   x           native / drk
   possible    the recorded space's default / its exhaustive best (what the
@@ -28,6 +31,8 @@ Per kernel:
               first round from which it is steady (the cached winner served
               from the first launch, its cubin loaded rather than compiled:
               the cache-hit time is printed below the table)
+  drift       the second native run over the first: what separate
+              processes differ by with nothing changed
   same        the outputs' hash equal natively and under drk (both drk runs)
 
 Then: compile time median and p95 over all builds (each kernel's builds taken
@@ -41,8 +46,8 @@ removed).
 
 Usage: evolve_bench.py [--build DIR] [--kernels a,b] [--rounds R] [--launches L]
                        [--budget PCT] [--log LEVEL] [--out DIR]
-Takes about 2.5 minutes on an H200 with the defaults (16 rounds of 1500
-launches: 1500 x the twelve defaults' 1.45 ms = 2.2 s a round, twice).
+Takes about 3.5 minutes on an H200 with the defaults (16 rounds of 1500
+launches and a 100 ms pause each, four runs a kernel).
 """
 import argparse
 import glob
@@ -159,10 +164,16 @@ def main():
         if args.warm and drk is not None:
             extra["DRK_REPORT"] = os.path.join(out, f"{name}.warm") + "/"
             warm = run(cmd, clean_env(extra), out, f"{name}.warm")
-        if nat is None or drk is None:
+        # Native again after drk's runs: the GPU drifts between processes
+        # (clocks, heat) by about as much as a flat kernel's margin, and a
+        # drk run always second would carry the drift as its own. Native is
+        # both runs' rounds together; `drift` says how far they were apart.
+        nat2 = run(cmd, clean_env({}), out, f"{name}.native2") if nat is not None else None
+        if nat is None or drk is None or nat2 is None:
             rows.append({"kernel": name, "error": "a run failed (see its .stderr)"})
             continue
-        native_ms = statistics.median(nat["gpu_ms"][1:] or nat["gpu_ms"])
+        nat_ms = [nat["gpu_ms"][1:] or nat["gpu_ms"], nat2["gpu_ms"][1:] or nat2["gpu_ms"]]
+        native_ms = statistics.median(nat_ms[0] + nat_ms[1])
         steady = statistics.median(drk["gpu_ms"][-4:])
         reach = 0
         for r, ms in enumerate(drk["gpu_ms"]):
@@ -183,13 +194,15 @@ def main():
             "builds": builds, "build_ms_mean": build_ms / builds if builds else 0.0,
             "build_ms_max": max((r["build_ms_max"] for r in erows), default=0.0),
             "trial_share": ev.get("trial_share", float("nan")),
+            "drift": statistics.median(nat_ms[1]) / statistics.median(nat_ms[0]),
             "wall_ratio": statistics.median(drk["wall_ms"][1:] or drk["wall_ms"]) /
-            statistics.median(nat["wall_ms"][1:] or nat["wall_ms"]),
+            statistics.median((nat["wall_ms"][1:] or nat["wall_ms"]) + (nat2["wall_ms"][1:] or nat2["wall_ms"])),
             "gpu_ratio_all": statistics.median(drk["gpu_ms"][1:] or drk["gpu_ms"]) / native_ms,
             "load_ms": {"native": nat["load_ms"], "drk": drk["load_ms"]},
             "same": nat["hash"] == drk["hash"] and (warm is None or warm["hash"] == nat["hash"]),
-            "native_rounds_ms": nat["gpu_ms"], "drk_rounds_ms": drk["gpu_ms"],
-            "stall_ms": {"native": max(nat.get("longest_launch_ms", [0])), "drk": max(drk.get("longest_launch_ms", [0]))},
+            "native_rounds_ms": nat["gpu_ms"], "native2_rounds_ms": nat2["gpu_ms"], "drk_rounds_ms": drk["gpu_ms"],
+            "stall_ms": {"native": max(nat.get("longest_launch_ms", [0]) + nat2.get("longest_launch_ms", [0])),
+                         "drk": max(drk.get("longest_launch_ms", [0]))},
             "untimed": untimed(rep),
         }
         if warm is not None:
@@ -217,7 +230,7 @@ def main():
     print()
     print(f"{'kernel':16} {'native ms':>10} {'drk ms':>10} {'x':>7} {'possible':>8} {'vs best':>8} {'rounds':>6}  "
           f"{'serving':28} {'builds':>6} {'mean ms':>8} {'max ms':>8} {'trial':>6} {'wall':>6} {'stall drk/nat ms':>16} "
-          f"{'warm x':>7} {'w.rnd':>5} same")
+          f"{'warm x':>7} {'w.rnd':>5} {'drift':>6} same")
     for r in rows:
         if "error" in r:
             print(f"{r['kernel']:16} {r['error']}")
@@ -227,7 +240,7 @@ def main():
               f"{r['build_ms_mean']:8.2f} {r['build_ms_max']:8.1f} {100 * r['trial_share']:5.2f}% "
               f"{r['wall_ratio']:6.3f} {r['stall_ms']['drk']:7.3f}/{r['stall_ms']['native']:<8.3f} "
               f"{r['warm']['speedup'] if 'warm' in r else float('nan'):6.3f}x "
-              f"{r['warm']['rounds_to_steady'] if 'warm' in r else -1:5d} {'yes' if r['same'] else 'NO'}")
+              f"{r['warm']['rounds_to_steady'] if 'warm' in r else -1:5d} {r['drift']:6.3f} {'yes' if r['same'] else 'NO'}")
     ok = [r for r in rows if "error" not in r]
     per_build = [r["build_ms_mean"] for r in ok for _ in range(r["builds"])]
     if per_build:
@@ -255,6 +268,9 @@ def main():
               f"read {mean('cubin_read_ms_mean'):.3f} ms, the rest the driver's load (it waits for the GPU to switch to "
               f"drk's context), for trials and proofs")
     if ok:
+        d = [r["drift"] for r in ok]
+        print(f"native drift: the second native run over the first {min(d):.3f}-{max(d):.3f} (median "
+              f"{statistics.median(d):.3f}): what separate processes differ by with nothing changed")
         u = [r["untimed"] for r in ok]
         w = [r["warm"]["untimed"] for r in ok if "warm" in r]
         print(f"kernel records rested in {sum(a for a, _ in u)} of {sum(b for _, b in u)} rounds"

@@ -122,6 +122,17 @@ def case_evolve(args):
     at_once = re.findall(r"evolve: axpy: (\d+) compiles on (\d+) threads at once", p.stderr)
     check(at_once and all(int(n) >= 2 and 2 <= int(t) <= 4 for n, t in at_once),
           "a batch's compiles ran on 2 to 4 threads at once", (at_once, p.stderr[-2000:]))
+    # drk's context for trials is made by a helper thread once CUPTI starts, before the first choice.
+    made, chosen = p.stderr.find("evolve: drk's context was made on device 0 in"), p.stderr.find("axpy: chosen in round")
+    check(0 <= made < chosen, "drk's context was made ahead of the first choice", p.stderr[:3000])
+    # The first round's compiles are made while its capture is awaited, and with them the proposals the search
+    # would make next; the first capture's builds then take them instead of compiling.
+    first = p.stderr.find("axpy: the first search round's compiles, while its capture is awaited")
+    snapped = p.stderr.find("axpy: a launch captured (with its snapshot)")
+    looked = [int(m) for m in re.findall(r"axpy: \d+ compiles on \d+ threads at once in [\d.]+ ms \([\d.]+ ms one "
+                                         r"after another; (\d+) of them for the search's next proposals\)", p.stderr)]
+    check(0 <= first < snapped and looked and looked[0] >= 1 and sum(looked) >= 4,
+          "the first round compiled ahead of its capture, with the search's next proposals", (first, snapped, looked))
     rep1, p1 = run(args, "evolve", {"DRK_EVOLVE": "1", "DRK_LOG_LEVEL": "debug", "DRK_EVOLVE_COMPILE_THREADS": "1"})
     r1 = [x for x in rep1["evolve"]["by_kernel"] if x["name"] == "axpy"]
     # The stand-in times a variant by its register budget alone: regs=32 with or without cache=1 is the same
