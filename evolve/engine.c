@@ -415,24 +415,14 @@ static void own_join(void)
     }
 }
 
-static int eligible_kernel(const drk_kernel_record *r, char *why, size_t len);
+static int first_evolvable(int on_device);
 
 void drk_engine_prepare(void)
 {
     if (!on || atomic_load(&early_state) != EARLY_IDLE || own_ctx || memory_out)
         return;
     /* The device of the first kernel evolution could take up. */
-    char why[192];
-    int dev = -1;
-    size_t n = drk_registry_size();
-    for (size_t i = 0; i < n && dev < 0; i++) {
-        const drk_kernel_record *r = drk_registry_at(i);
-        const drk_image_facts *im = atomic_load_explicit(&r->image, memory_order_acquire);
-        const drk_driver_facts *f = atomic_load_explicit(&r->driver, memory_order_acquire);
-        if (im && im->flow && im->flow->evolvable && f && f->device >= 0 && eligible_kernel(r, why, sizeof why) &&
-            drk_record_launches(r))
-            dev = f->device;
-    }
+    int dev = first_evolvable(1);
     if (dev < 0)
         return;
     early_dev = dev;
@@ -703,10 +693,10 @@ static int eligible(const drk_kernel_record *r, const drk_launch_shape *s, char 
     return eligible_kernel(r, why, len);
 }
 
-int drk_engine_could_evolve(void)
+/* The first launched kernel evolution could take up (`on_device`: whose
+ * device is known): its device (-1 when unknown), or -2 when there is none. */
+static int first_evolvable(int on_device)
 {
-    if (!on)
-        return 0;
     char why[192];
     size_t n = drk_registry_size();
     for (size_t i = 0; i < n; i++) {
@@ -714,10 +704,18 @@ int drk_engine_could_evolve(void)
          * read) before a name is matched or launches are summed. */
         const drk_kernel_record *r = drk_registry_at(i);
         const drk_image_facts *im = atomic_load_explicit(&r->image, memory_order_acquire);
-        if (im && im->flow && im->flow->evolvable && eligible_kernel(r, why, sizeof why) && drk_record_launches(r))
-            return 1;
+        const drk_driver_facts *f = atomic_load_explicit(&r->driver, memory_order_acquire);
+        int dev = f && f->device >= 0 ? f->device : -1;
+        if (im && im->flow && im->flow->evolvable && (dev >= 0 || !on_device) &&
+            eligible_kernel(r, why, sizeof why) && drk_record_launches(r))
+            return dev;
     }
-    return 0;
+    return -2;
+}
+
+int drk_engine_could_evolve(void)
+{
+    return on && first_evolvable(0) != -2;
 }
 
 /* ---- Results between runs ---- */
