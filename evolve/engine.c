@@ -1161,7 +1161,7 @@ static void aheads_clear(void)
     for (unsigned i = 0; i < naheads; i++) {
         if (aheads[i].c.cubin && aheads[i].rc == 0 && aheads[i].keyed && cfg.cache &&
             drk_cache_put(cfg.cache, &aheads[i].ck, CUBIN_KIND, aheads[i].c.cubin, aheads[i].c.cubin_len,
-                          "compiled ahead") == 0)
+                          ahead_owner ? ahead_owner->rec->name : "") == 0)
             cubins_stored++;
         free(aheads[i].c.cubin);
     }
