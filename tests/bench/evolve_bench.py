@@ -45,7 +45,7 @@ reports are then packed into --out/evolve_bench_logs.tar.gz (their caches
 removed).
 
 Usage: evolve_bench.py [--build DIR] [--kernels a,b] [--rounds R] [--launches L]
-                       [--budget PCT] [--log LEVEL] [--out DIR]
+                       [--budget PCT] [--pause MS] [--log LEVEL] [--out DIR]
 Takes about 3.5 minutes on an H200 with the defaults (16 rounds of 1500
 launches and a 100 ms pause each, four runs a kernel).
 """
@@ -126,6 +126,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=16)
     ap.add_argument("--launches", type=int, default=1500, help="launches a round (the simulator's 1500)")
     ap.add_argument("--budget", default="", help="DRK_EVOLVE_BUDGET (default: drk's, 2%%)")
+    ap.add_argument("--pause", type=int, default=100,
+                    help="ms the program idles after each round (0: its GPU busy but for each round's synchronize, "
+                         "as a trainer's: what drk's loads and waits cost it shows in its rounds)")
     ap.add_argument("--warm", type=int, default=1, help="1: a second drk run on the first's cache (0: none)")
     ap.add_argument("--log", default="info", help="DRK_LOG_LEVEL of the drk runs (debug: every build and trial)")
     ap.add_argument("--out")
@@ -141,7 +144,8 @@ def main():
             sys.exit(f"evolve_bench: {f} not found (build first: cmake --build {args.build})")
     space = {k["kernel"]: k for k in json.load(open(SPACE))["kernels"]}
     names = [n for n in args.kernels.split(",") if n] or list(space)
-    print(f"evolve_bench: {len(names)} kernels, {args.rounds} rounds of {args.launches} launches, budget "
+    print(f"evolve_bench: {len(names)} kernels, {args.rounds} rounds of {args.launches} launches and "
+          f"{args.pause} ms of pause, budget "
           f"{args.budget or 'default'}; logs and reports in {out}", flush=True)
 
     rows = []
@@ -150,7 +154,7 @@ def main():
         if rec is None:
             print(f"  {name}: not in {SPACE}", file=sys.stderr)
             continue
-        cmd = [prog, ptx, name, str(args.rounds), str(args.launches)]
+        cmd = [prog, ptx, name, str(args.rounds), str(args.launches), str(args.pause)]
         nat = run(cmd, clean_env({}), out, f"{name}.native")
         rep_dir = os.path.join(out, f"{name}.drk")
         cache = os.path.join(out, f"{name}.cache")
@@ -289,7 +293,8 @@ def main():
                   f"(timed on the program's launches; warm run after the slash), {r.get('drk_replay_speedup') or 0:.3f}x "
                   f"by its replays")
     with open(os.path.join(out, "evolve_bench.json"), "w") as f:
-        json.dump({"rounds": args.rounds, "launches": args.launches, "budget": args.budget or None, "kernels": rows},
+        json.dump({"rounds": args.rounds, "launches": args.launches, "pause_ms": args.pause,
+                   "budget": args.budget or None, "kernels": rows},
                   f, indent=1)
     if args.out:
         pack(out)
