@@ -227,20 +227,36 @@ static char own_why[192];
  * least: 1 GiB (a quarter on a smaller device); and twice that before. */
 #define OWN_MIN_FREE(total) ((total) / 4 < ((size_t)1 << 30) ? (total) / 4 : ((size_t)1 << 30))
 
-static int push(int dev)
+/* The program's primary context of `dev`, retained and made current on the
+ * calling thread: 1 and *ctx, or 0. primary_pop() undoes it. */
+static int primary_push(int dev, CUcontext *ctx)
 {
     unsigned flags;
     int active_ctx = 0;
-    CUcontext ctx;
     if (!drv.primary_ctx_get_state || drv.primary_ctx_get_state((CUdevice)dev, &flags, &active_ctx) != CUDA_SUCCESS ||
         !active_ctx)
         return 0; /* the program runs in contexts of its own: drk makes none */
-    if (drv.primary_ctx_retain(&ctx, (CUdevice)dev) != CUDA_SUCCESS)
+    if (drv.primary_ctx_retain(ctx, (CUdevice)dev) != CUDA_SUCCESS)
         return 0;
-    if (drv.ctx_push_current(ctx) != CUDA_SUCCESS) {
+    if (drv.ctx_push_current(*ctx) != CUDA_SUCCESS) {
         drv.primary_ctx_release((CUdevice)dev);
         return 0;
     }
+    return 1;
+}
+
+static void primary_pop(int dev)
+{
+    CUcontext c;
+    drv.ctx_pop_current(&c);
+    drv.primary_ctx_release((CUdevice)dev);
+}
+
+static int push(int dev)
+{
+    CUcontext ctx;
+    if (!primary_push(dev, &ctx))
+        return 0;
     pushed = dev + 1;
     prog_ctx = ctx;
     return 1;
@@ -250,9 +266,7 @@ static void pop(void)
 {
     if (!pushed)
         return;
-    CUcontext c;
-    drv.ctx_pop_current(&c);
-    drv.primary_ctx_release((CUdevice)(pushed - 1));
+    primary_pop(pushed - 1);
     pushed = 0;
 }
 
@@ -377,22 +391,14 @@ static void *early_job(void *arg)
 {
     (void)arg;
     uint64_t t0 = drk_mono_ns();
-    unsigned flags;
-    int active_ctx = 0;
     CUcontext ctx;
     early_rc = -1;
     snprintf(own_why, sizeof own_why, "the program's primary context on device %d could not be made current",
              early_dev);
-    /* As push(): only where the program runs in the primary context. */
-    if (drv.primary_ctx_get_state && drv.primary_ctx_get_state((CUdevice)early_dev, &flags, &active_ctx) ==
-                                         CUDA_SUCCESS && active_ctx &&
-        drv.primary_ctx_retain(&ctx, (CUdevice)early_dev) == CUDA_SUCCESS) {
-        if (drv.ctx_push_current(ctx) == CUDA_SUCCESS) {
-            early_rc = make_own(early_dev);
-            CUcontext c;
-            drv.ctx_pop_current(&c);
-        }
-        drv.primary_ctx_release((CUdevice)early_dev);
+    /* As push(), on this thread: push()'s globals are drk's thread's. */
+    if (primary_push(early_dev, &ctx)) {
+        early_rc = make_own(early_dev);
+        primary_pop(early_dev);
     }
     if (early_rc == 0)
         atomic_store(&own_held, 1); /* a program out of memory may ask for it back from now on */
