@@ -98,6 +98,8 @@
     X(launch_kernel, cuLaunchKernel,                                                                       \
       (CUfunction fn, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by, \
        unsigned int bz, unsigned int shared, CUstream stream, void **params, void **extra))                \
+    X(launch_kernel_ex, cuLaunchKernelEx,                                                                   \
+      (const CUlaunchConfig *config, CUfunction fn, void **params, void **extra))                          \
     X(stream_create, cuStreamCreate, (CUstream *stream, unsigned int flags))                               \
     X(stream_destroy, cuStreamDestroy_v2, (CUstream stream))                                               \
     X(stream_wait_event, cuStreamWaitEvent, (CUstream stream, CUevent event, unsigned int flags))          \

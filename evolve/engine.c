@@ -51,15 +51,16 @@ static char off_why[160] = "DRK_EVOLVE=0";
 /* A variant built for a target, and what its proofs found. */
 struct built {
     uint32_t id;                /* drk_variant_id in drk_space_ptx; DRK_VARIANT_NONE: free slot */
-    drk_built jit, attr;        /* in drk's context: the PTX build; the carveout set on its function */
-    int has_attr;
+    drk_built jit;              /* in drk's context: the PTX build (its trials ask for the carveout a launch) */
+    int borrowed;               /* jit's module is another slot's (the same code): not unloaded with this one */
+    uint64_t code;              /* its code's digest (drk_cubin_code_digest); 0: unknown */
     drk_variant attrv;          /* the attribute source's variant (the carveout), set again to serve */
     void *cubin;                /* what jit loaded (malloc'd): loaded again to serve */
     size_t cubin_len;
     CUmodule pmodule;           /* served: the cubin loaded into the program's context */
     CUfunction pfn;             /* its function there (the carveout set), or NULL */
     unsigned proven;            /* captured launches it was proven equal on */
-    uint64_t proven_on;         /* the capture it was last proven on */
+    uint64_t proven_on;         /* the captures it was proven on: bit (capture % 64) (a launch counts once) */
     int busy;                   /* in the batch being tried: not evicted by its builds */
 };
 
@@ -133,6 +134,32 @@ struct target {
     unsigned nchoices;
 };
 
+/* ---- Launches kept for proofs ----
+ *
+ * A variant serves once proven on DRK_PROOF_LAUNCHES captured launches, and
+ * the search trusts it only after two trials, so one the search meets at
+ * capture k could serve at capture k + 2 at the earliest, each capture
+ * waiting for the budget: on the H200 naive matmul met its carveout=100
+ * corner at its second capture and, its budget spent, never served it in
+ * 16 rounds (it needed a fourth capture). So the latest KEPT captures'
+ * trials stay open after their round -- the launch's snapshot, the
+ * original's output on it and a work set, with its reference -- and the
+ * search's choice, not yet proven on enough launches, is proven on them
+ * at once: each kept launch a wait, charged as any. Distinct real launches
+ * still, each proven as on its own capture; only no longer paced by the
+ * captures to come. A launch is kept only while its target searches, and
+ * only while all kept copies take at most KEPT_BYTES. */
+#define KEPT 2
+#define KEPT_BYTES (48u << 20)
+static struct kept {
+    const struct target *t;     /* NULL: free */
+    unsigned capture;           /* the capture it was */
+    size_t bytes;               /* its three sets */
+    drk_trial tr;
+    drk_proof_ref ref;          /* settled: O1 in set 1 */
+} kept[KEPT];
+static void kept_forget(const struct target *t);
+
 static struct target targets[TARGETS];
 static _Atomic unsigned ntargets; /* read by drk_engine_unloading on a program thread */
 /* Held around every replay and by a program's unload: a handle is never
@@ -156,6 +183,7 @@ static unsigned cubin_hits, cubins_stored; /* cubins loaded from the cache; writ
 static double cubin_hit_ms_sum, cubin_hit_ms_max, cubin_read_ms_sum;
 static uint64_t build_wall_ns; /* builds' wall time (nvJitLink on the CPU, the load): not the GPU's */
 static unsigned builds_made;    /* modules loaded in drk's context by builds (each a switch of the GPU) */
+static unsigned borrowed_loads; /* builds that borrowed a module another build loaded (the same cubin) */
 static unsigned served_loads;
 static double served_load_ms_max;
 /* Earlier runs' results served from the cache: the cubin's read and its
@@ -348,6 +376,7 @@ static void close_own(void)
 {
     if (!own_ctx)
         return;
+    kept_forget(NULL);
     if (push_own() == 0) {
         if (env_open)
             drk_trial_env_close(&env);
@@ -495,10 +524,16 @@ static void unload_graves(void)
     ngraves = next_grave = 0;
 }
 
-/* The program's context is current (pushed). */
-static void free_built(struct built *b)
+/* The program's context is current (pushed). A module other slots of `t`
+ * borrow goes to one of them rather than away. */
+static void free_built(struct target *t, struct built *b)
 {
-    if (b->jit.module && push_own() == 0) {
+    for (unsigned i = 0; i < BUILT && b->jit.module && !b->borrowed; i++)
+        if (&t->b[i] != b && t->b[i].borrowed && t->b[i].jit.module == b->jit.module) {
+            t->b[i].borrowed = 0;
+            b->borrowed = 1;
+        }
+    if (b->jit.module && !b->borrowed && push_own() == 0) {
         drk_build_in in = {.drv = &drv};
         drk_source_ptx.unload(&in, &b->jit);
         pop_own();
@@ -510,7 +545,25 @@ static void free_built(struct built *b)
     b->id = DRK_VARIANT_NONE;
 }
 
-static CUfunction trial_fn(const struct built *b) { return b->has_attr ? b->attr.fn : b->jit.fn; }
+/* The carveout variant `attr` asks for (-1: none). */
+static int carveout_of(const drk_variant *attr)
+{
+    return drk_source_attr.knobs[0].values[attr->k[0] < drk_source_attr.knobs[0].nvalues ? attr->k[0] : 0];
+}
+
+static drk_trial_fn trial_fn(const struct built *b) { return (drk_trial_fn){b->jit.fn, carveout_of(&b->attrv)}; }
+
+static int proven_at(const struct built *b, unsigned capture) { return (int)(b->proven_on >> (capture & 63) & 1); }
+
+/* b proven on capture `capture`: counted once a launch. 1 if it was not yet. */
+static int count_proof(struct built *b, unsigned capture)
+{
+    if (proven_at(b, capture))
+        return 0;
+    b->proven_on |= 1ull << (capture & 63);
+    b->proven++;
+    return 1;
+}
 
 /* What serves, or an earlier run's result that will once its copy is in
  * the program's context. */
@@ -589,7 +642,7 @@ static void free_unserved(struct target *t)
 {
     for (unsigned i = 0; i < BUILT; i++)
         if (t->b[i].id != DRK_VARIANT_NONE && !is_served(t, &t->b[i]))
-            free_built(&t->b[i]);
+            free_built(t, &t->b[i]);
 }
 
 static void end_target(struct target *t, drk_target_state st, const char *fmt, ...)
@@ -606,6 +659,7 @@ static void end_target(struct target *t, drk_target_state st, const char *fmt, .
     t->state = st;
     drop_ptx(t);
     aheads_forget(t);
+    kept_forget(t);
     if ((t->served || t->cached_pending) && t->from_cache && (st == DRK_TARGET_REFUSED || st == DRK_TARGET_FAILED)) {
         /* An earlier run's result not yet proven again here: withdrawn. */
         withdraw(t);
@@ -627,6 +681,7 @@ static void rest(struct target *t, const char *why)
     let_go(t);
     drop_ptx(t);
     aheads_forget(t);
+    kept_forget(t);
     free_unserved(t);
     t->rested_at = rounds_seen;
 }
@@ -962,7 +1017,7 @@ static struct built *slot_for(struct target *t)
             best = b, best_rank = rank;
     }
     if (best)
-        free_built(best);
+        free_built(t, best);
     return best;
 }
 
@@ -1008,16 +1063,19 @@ static char *planted(const drk_ptx_text *ptx, unsigned *nedits)
 
 /* Whether variant `id` (its jit part compiled to `cubin`) runs the same
  * code as a variant of `t` compiled before, with the same attributes: 1
- * with the twin's words in `why`. Otherwise its code is remembered. */
-static int same_code(struct target *t, uint32_t id, const drk_variant *attr, const void *cubin, size_t len, char *why,
-                     size_t wlen)
+ * with the twin's words in `why`. Otherwise its code is remembered. The
+ * code's digest in *digest (0 when it has none). */
+static int same_code(struct target *t, uint32_t id, const drk_variant *attr, const void *cubin, size_t len,
+                     uint64_t *digest, char *why, size_t wlen)
 {
     uint64_t key;
     char err[160];
+    *digest = 0;
     if (drk_cubin_code_digest(cubin, len, t->rec->name, &key, err, sizeof err) != 0) {
         drk_log(DRK_LOG_DEBUG, "evolve: %.80s: no digest of a build's code (%s): not compared", t->rec->name, err);
         return 0;
     }
+    *digest = key ? key : 1;
     for (unsigned i = 0; i < DRK_SPACE_DIMS; i++)
         key = (key ^ attr->k[i]) * 0x100000001b3ull;
     unsigned n = t->ncodes < CODES ? t->ncodes : CODES;
@@ -1055,24 +1113,42 @@ static int cubin_key(struct target *t, const drk_build_in *in, const drk_variant
     return key_of(t, env_device, extra, ck);
 }
 
-/* Loads `in->cubin` into drk's context as build `b` (its slot kept on
- * failure: the caller's) and sets its attributes (`attr`): its trial
- * function, or NULL (why). Counted as a build: a module in drk's context. */
-static CUfunction load_own(struct target *t, struct built *b, drk_build_in *in, const drk_variant *jit,
-                           const drk_variant *attr, char *why, size_t len)
+/* Loads `in->cubin` (in_len bytes; its code's digest `code`, 0 if none)
+ * into drk's context as build `b` (its slot kept on failure: the
+ * caller's), with its carveout (`attr`) asked for by each of its trials'
+ * launches: its trial function, or one with fn NULL (why). Counted as a
+ * build: a module in drk's context. The module of another slot with the
+ * same code -- the same bytes, or the same digest: the same instructions
+ * on the same resources -- is borrowed instead, and *lender set to that
+ * slot (its cubin then serves for both): a load in drk's context costs
+ * the program's kernels a switch of the GPU, and on the H200 naive
+ * matmul's captures loaded 5-8 modules each, most of them siblings of one
+ * loaded before (another carveout, or a knob that changed nothing). */
+static drk_trial_fn load_own(struct target *t, struct built *b, drk_build_in *in, size_t in_len, uint64_t code,
+                             const drk_variant *jit, const drk_variant *attr, const struct built **lender, char *why,
+                             size_t len)
 {
+    b->attrv = *attr;
+    b->code = code;
+    *lender = NULL;
+    for (unsigned i = 0; i < BUILT; i++) {
+        const struct built *o = &t->b[i];
+        if (o != b && o->id != DRK_VARIANT_NONE && o->jit.module && o->cubin &&
+            ((code && o->code == code) ||
+             (o->cubin_len == in_len && memcmp(o->cubin, in->cubin, in_len) == 0))) {
+            b->jit = (drk_built){.module = o->jit.module, .fn = o->jit.fn, .jit_ms = 0};
+            b->code = o->code;
+            b->borrowed = 1;
+            *lender = o;
+            borrowed_loads++;
+            return trial_fn(b);
+        }
+    }
     if (drk_source_ptx.build(in, jit, &b->jit) != 0)
-        return snprintf(why, len, "build failed: %.220s", b->jit.why), NULL;
+        return snprintf(why, len, "build failed: %.220s", b->jit.why), (drk_trial_fn){NULL, -1};
     t->builds++;
     builds_made++;
     build_wall_ns += b->jit.build_ns;
-    b->attrv = *attr;
-    if (!drk_variant_is_default(attr)) {
-        in->fn = b->jit.fn;
-        if (drk_source_attr.build(in, attr, &b->attr) != 0)
-            return snprintf(why, len, "attribute failed: %.220s", b->attr.why), NULL;
-        b->has_attr = 1;
-    }
     return trial_fn(b);
 }
 
@@ -1087,8 +1163,9 @@ static void cubin_hit(double ms, double read_ms)
 static void built_ms(struct target *t, const struct built *b, const char *text, int from_cache)
 {
     double ms = ms_of(b->jit.build_ns);
-    drk_log(DRK_LOG_DEBUG, "evolve: %.80s: %s built in %.1f ms (compile %.1f ms%s, load %.2f ms)", t->rec->name, text,
-            ms, b->jit.jit_ms > 0 ? b->jit.jit_ms : 0.0, from_cache ? ", a cached cubin" : "", ms_of(b->jit.load_ns));
+    drk_log(DRK_LOG_DEBUG, "evolve: %.80s: %s built in %.1f ms (compile %.1f ms%s, %s %.2f ms)", t->rec->name, text,
+            ms, b->jit.jit_ms > 0 ? b->jit.jit_ms : 0.0, from_cache ? ", a cached cubin" : "",
+            b->borrowed ? "its module loaded before for another carveout, no load:" : "load", ms_of(b->jit.load_ns));
     t->build_ms += ms;
     if (ms > t->build_ms_max)
         t->build_ms_max = ms;
@@ -1097,15 +1174,17 @@ static void built_ms(struct target *t, const struct built *b, const char *text, 
 /* An earlier run's result that serves (or will) from the program's
  * context without a build in drk's: its cubin, read from the cache then,
  * loaded into drk's context now, for its proofs. */
-static CUfunction load_cached_own(struct target *t, struct built *b, drk_build_in *in, const drk_variant *jit,
-                                  const drk_variant *attr, char *why, size_t len)
+static drk_trial_fn load_cached_own(struct target *t, struct built *b, drk_build_in *in, const drk_variant *jit,
+                                    const drk_variant *attr, char *why, size_t len)
 {
     if (!b->cubin || !t->sk.ptx)
-        return snprintf(why, len, "%s", b->cubin ? "its PTX is gone" : "its cubin was not kept"), NULL;
+        return snprintf(why, len, "%s", b->cubin ? "its PTX is gone" : "its cubin was not kept"),
+               (drk_trial_fn){NULL, -1};
     uint64_t c0 = drk_mono_ns();
     in->cubin = b->cubin;
-    CUfunction fn = load_own(t, b, in, jit, attr, why, len);
-    if (fn) {
+    const struct built *lender; /* the same bytes only (no digest): its cubin is b's already */
+    drk_trial_fn fn = load_own(t, b, in, b->cubin_len, 0, jit, attr, &lender, why, len);
+    if (fn.fn) {
         char text[96];
         cubin_hit(ms_of(drk_mono_ns() - c0) + t->pending_read_ms, t->pending_read_ms);
         built_ms(t, b, drk_variant_text(&drk_space_ptx, &t->served_v, text, sizeof text), 1);
@@ -1175,6 +1254,21 @@ static void aheads_clear(void)
     ahead_owner = NULL;
 }
 
+/* Compiles ahead that build() took leave the list, so that a round's later
+ * batches can look ahead again: on the H200 naive matmul's first capture
+ * filled all AHEADS at once, and its next 14 proposals (every register cap
+ * with minctas=2: regs=48's code) were then compiled one after another,
+ * 0.3 s. A take leaves the entry's cubin NULL and its rc 0; what remains
+ * is compiled and not taken. */
+static void aheads_compact(void)
+{
+    unsigned k = 0;
+    for (unsigned i = 0; i < aheads_made; i++)
+        if (aheads[i].c.cubin || aheads[i].rc != 0)
+            aheads[k++] = aheads[i];
+    naheads = aheads_made = k;
+}
+
 /* `t` ends or rests: what was compiled ahead for it goes (to the cache). */
 static void aheads_forget(const struct target *t)
 {
@@ -1233,6 +1327,8 @@ static void compile_ahead(struct target *t, const drk_variant *cand, unsigned n,
         return;
     if (ahead_owner != t)
         aheads_clear();
+    else
+        aheads_compact();
     ahead_owner = t;
     drk_build_in in = own_build_in(t);
     for (unsigned i = 0; i < n; i++)
@@ -1282,24 +1378,25 @@ static void compile_ahead(struct target *t, const drk_variant *cand, unsigned n,
  * (why). A rebuild is compiled (or read from the cache) first, on the CPU:
  * one that makes the same code as a variant compiled before sets *same
  * (when given) and is neither loaded nor tried. */
-static CUfunction build(struct target *t, const drk_variant *v, int *same, char *why, size_t len)
+static drk_trial_fn build(struct target *t, const drk_variant *v, int *same, char *why, size_t len)
 {
+    const drk_trial_fn none = {NULL, -1};
     uint32_t id = drk_variant_id(&drk_space_ptx, v);
     struct built *b = built_of(t, id);
     if (same)
         *same = 0;
-    if (b && trial_fn(b))
+    if (b && b->jit.fn)
         return trial_fn(b);
     drk_variant jit, attr;
     to_sources(v, &jit, &attr);
     if (!own_ctx)
-        return snprintf(why, len, "drk's context is gone"), NULL;
+        return snprintf(why, len, "drk's context is gone"), none;
     /* Built in drk's context; loaded into the program's only once served. */
     drk_build_in in = own_build_in(t);
     if (b)
         return load_cached_own(t, b, &in, &jit, &attr, why, len);
     if (!t->sk.ptx)
-        return snprintf(why, len, "its PTX is gone"), NULL;
+        return snprintf(why, len, "its PTX is gone"), none;
     char text[96];
     drk_variant_text(&drk_space_ptx, v, text, sizeof text);
     drk_source_kernel wrong;
@@ -1336,14 +1433,14 @@ static CUfunction build(struct target *t, const drk_variant *v, int *same, char 
             rc = drk_source_ptx.compile(&in, &jit, &compiled);
         if (rc != 0) {
             free(edited);
-            return snprintf(why, len, "build failed: %.220s", compiled.why), NULL;
+            return snprintf(why, len, "build failed: %.220s", compiled.why), none;
         }
         code = compiled.cubin, code_len = compiled.cubin_len;
         if (cached && drk_cache_put(cfg.cache, &ck, CUBIN_KIND, code, code_len, t->rec->name) == 0)
             cubins_stored++;
     }
-    uint64_t c2 = drk_mono_ns();
-    if (!edited && same_code(t, id, &attr, code, code_len, why, len)) {
+    uint64_t c2 = drk_mono_ns(), digest = 0;
+    if (!edited && same_code(t, id, &attr, code, code_len, &digest, why, len)) {
         drk_cache_blob_free(&hit);
         free(compiled.cubin);
         t->same++;
@@ -1351,22 +1448,23 @@ static CUfunction build(struct target *t, const drk_variant *v, int *same, char 
             *same = 1;
         drk_log(DRK_LOG_DEBUG, "evolve: %.80s: %s makes %s (%.1f ms): not tried", t->rec->name, text, why,
                 ms_of(c2 - c0));
-        return NULL;
+        return none;
     }
     if (!(b = slot_for(t))) {
         drk_cache_blob_free(&hit);
         free(compiled.cubin);
         free(edited);
-        return snprintf(why, len, "no slot to build in"), NULL;
+        return snprintf(why, len, "no slot to build in"), none;
     }
     in.cubin = code;
-    CUfunction fn = load_own(t, b, &in, &jit, &attr, why, len);
+    const struct built *lender;
+    drk_trial_fn fn = load_own(t, b, &in, code_len, edited ? 0 : digest, &jit, &attr, &lender, why, len);
     free(edited);
-    if (!fn) {
+    if (!fn.fn) {
         drk_cache_blob_free(&hit);
         free(compiled.cubin); /* the driver did not keep it */
-        free_built(b);
-        return NULL;
+        free_built(t, b);
+        return none;
     }
     /* Kept to serve: the served copy is this cubin again. */
     if (from_cache) {
@@ -1382,6 +1480,16 @@ static CUfunction build(struct target *t, const drk_variant *v, int *same, char 
         b->jit.build_ns += compiled.build_ns;
         build_wall_ns += compiled.build_ns;
         memcpy(b->jit.log, compiled.log, sizeof b->jit.log);
+    }
+    /* Borrowed by its digest, with other bytes: the lender's cubin serves,
+     * whose module its proofs ran (its own, the same code by the digest,
+     * only if no copy can be made). */
+    void *copy;
+    if (lender && b->cubin && (lender->cubin_len != b->cubin_len || memcmp(lender->cubin, b->cubin, b->cubin_len)) &&
+        (copy = malloc(lender->cubin_len))) {
+        memcpy(copy, lender->cubin, lender->cubin_len);
+        free(b->cubin);
+        b->cubin = copy, b->cubin_len = lender->cubin_len;
     }
     b->id = id;
     built_ms(t, b, text, from_cache);
@@ -1526,8 +1634,10 @@ void drk_engine_quiet(void)
 
 void drk_engine_after_fork_child(void)
 {
-    /* A helper making drk's context did not follow the fork. */
+    /* A helper making drk's context did not follow the fork; nor do the
+     * parent's kept launches (its buffers). */
     atomic_store(&early_state, EARLY_IDLE);
+    memset(kept, 0, sizeof kept);
     free(quiet.cubin);
     quiet.cubin = NULL;
     atomic_store(&quiet.state, QUIET_IDLE);
@@ -1568,7 +1678,7 @@ static void quiet_take(int all)
                 pending ? "; the cached result is withdrawn, searching" : "");
         if (pending) {
             withdraw(t);
-            free_built(b);
+            free_built(t, b);
         }
     } else if (b && !b->pfn && !atomic_load(&t->gone)) {
         b->pmodule = quiet.module, b->pfn = quiet.fn;
@@ -1653,7 +1763,7 @@ static void from_cache(struct target *t, const drk_variant *v, double speedup)
     }
     uint64_t c0 = drk_mono_ns();
     struct built *b = cached_slot(t, v);
-    if (!b && build(t, v, NULL, why, sizeof why)) /* its cubin not in the cache: compiled */
+    if (!b && build(t, v, NULL, why, sizeof why).fn) /* its cubin not in the cache: compiled */
         b = built_of(t, drk_variant_id(&drk_space_ptx, v));
     if (!b) {
         drk_log(DRK_LOG_INFO, "evolve: %.80s: the cached result %s does not build (%.160s): searching", t->rec->name,
@@ -1925,17 +2035,17 @@ static void verify_cached(struct target *t, drk_trial *tr, const drk_proof_ref *
     char text[96], why[256];
     drk_variant_text(&drk_space_ptx, &t->served_v, text, sizeof text);
     /* Served from its cubin alone so far: loaded into drk's context now. */
-    if (!(tr->variant = trial_fn(b)) && !(tr->variant = build(t, &t->served_v, NULL, why, sizeof why))) {
+    if (!(tr->variant = trial_fn(b)).fn && !(tr->variant = build(t, &t->served_v, NULL, why, sizeof why)).fn) {
         withdraw(t);
-        free_built(b);
+        free_built(t, b);
         snprintf(t->why, sizeof t->why, "the cached %.40s does not load for its proofs: %.100s", text, why);
         drk_log(DRK_LOG_INFO, "evolve: %.80s: %s; withdrawn, searching", t->rec->name, t->why);
         return;
     }
     drk_proof_result pr = drk_proof_variant(&ops, ref);
     if (pr.verdict == DRK_PROOF_EQUAL) {
-        if (b && b->proven_on != t->captures)
-            b->proven++, b->proven_on = t->captures;
+        if (b)
+            count_proof(b, t->captures);
         t->rounds++;
         if (b && b->proven >= DRK_PROOF_LAUNCHES) {
             t->proven++, t->trusted++;
@@ -1963,7 +2073,7 @@ static void verify_cached(struct target *t, drk_trial *tr, const drk_proof_ref *
     snprintf(t->why, sizeof t->why, "the cached %.40s rejected: %.120s", text, pr.why);
     drk_log(DRK_LOG_WARN, "evolve: %.80s: %s; withdrawn, searching", t->rec->name, t->why);
     if (b)
-        free_built(b);
+        free_built(t, b);
 }
 
 /* A rested variant measured again on this launch: proven, then timed in all
@@ -2128,10 +2238,8 @@ static int run_batch(struct target *t, drk_trial *tr, drk_proof_ref *ref, struct
         }
         drk_log(DRK_LOG_DEBUG, "evolve: %.80s: %s proven bit for bit on capture %u (%u allocations compared)",
                 t->rec->name, text, t->captures, ops.n);
-        if (c->b->proven_on != t->captures) {
-            c->b->proven++, c->b->proven_on = t->captures;
+        if (count_proof(c->b, t->captures))
             t->proven += c->b->proven == 1;
-        }
         if (!timed)
             continue;
         tr->full = c->served;
@@ -2191,7 +2299,7 @@ static int queue_builds(struct target *t, const drk_variant *cand, unsigned n, s
         uint32_t id = drk_variant_id(&drk_space_ptx, v);
         int fresh = !built_of(t, id);
         int same;
-        CUfunction fn = build(t, v, &same, why, sizeof why);
+        CUfunction fn = build(t, v, &same, why, sizeof why).fn;
         if (same) {
             drk_evolution_same(&t->evo, v);
         } else if (!fn && drk_jitlink_closed()) {
@@ -2228,7 +2336,7 @@ static int run_queued(struct target *t, drk_trial *tr, drk_proof_ref *ref, struc
         if (rc == 0 && q[k].pr.verdict == DRK_PROOF_DIFFERS) {
             if (is_served(t, q[k].b))
                 withdraw(t);
-            free_built(q[k].b);
+            free_built(t, q[k].b);
         }
     }
     return rc;
@@ -2245,6 +2353,120 @@ static int try_batch(struct target *t, drk_trial *tr, drk_proof_ref *ref, const 
     return run_queued(t, tr, ref, q, nq, timed, rc);
 }
 
+
+/* Its buffers back to drk's trial means (drk's context pushed: a target
+ * may end with the program's current). */
+static void kept_close(struct kept *k)
+{
+    if (!k->t)
+        return;
+    if (env_open && push_own() == 0) {
+        drk_trial_close(&k->tr);
+        pop_own();
+    }
+    memset(&k->tr, 0, sizeof k->tr);
+    k->t = NULL;
+}
+
+/* `t`'s kept launches go (NULL: all of them). */
+static void kept_forget(const struct target *t)
+{
+    for (unsigned i = 0; i < KEPT; i++)
+        if (kept[i].t && (!t || kept[i].t == t))
+            kept_close(&kept[i]);
+}
+
+/* Keeps the trial of `t`'s capture just done (moved out of *tr, which is
+ * then closed empty) when it can serve later proofs: 1, or 0 (the caller
+ * closes it). */
+static int keep_trial(struct target *t, drk_trial *tr, const drk_proof_ref *ref)
+{
+    size_t bytes = 3 * tr->reach.bytes;
+    if (t->state != DRK_TARGET_SEARCHING || active != t || t->rechecking || t->from_cache ||
+        ref->state != DRK_PROOF_EQUAL || !ref->runs || ref->queued || tr->fenced || tr->unloaded ||
+        bytes > KEPT_BYTES)
+        return 0;
+    /* Another target's go (one searches at a time); then the oldest, while
+     * all kept would take more than KEPT_BYTES. */
+    for (unsigned i = 0; i < KEPT; i++)
+        if (kept[i].t && kept[i].t != t)
+            kept_close(&kept[i]);
+    for (;;) {
+        size_t held = 0;
+        struct kept *old = NULL, *free_one = NULL;
+        for (unsigned i = 0; i < KEPT; i++) {
+            if (!kept[i].t)
+                free_one = free_one ? free_one : &kept[i];
+            else if (held += kept[i].bytes, !old || kept[i].capture < old->capture)
+                old = &kept[i];
+        }
+        if (free_one && held + bytes <= KEPT_BYTES) {
+            free_one->t = t, free_one->capture = t->captures, free_one->bytes = bytes;
+            free_one->tr = *tr;
+            free_one->ref = *ref;
+            free_one->tr.ref = &free_one->ref;
+            memset(tr, 0, sizeof *tr); /* the buffers are the kept one's now */
+            return 1;
+        }
+        if (!old)
+            return 0;
+        kept_close(old);
+    }
+}
+
+/* Variant `v` of `t`, the search's choice, proven on the kept launches it
+ * was not proven on, until it has enough. Charged to the ledger as a
+ * capture's trials are. 0, or -1 when the target ended. */
+static int prove_kept(struct target *t, const drk_variant *v)
+{
+    struct built *b = built_of(t, drk_variant_id(&drk_space_ptx, v));
+    if (!b || !b->jit.fn || b->proven >= DRK_PROOF_LAUNCHES)
+        return 0;
+    char text[96];
+    drk_variant_text(&drk_space_ptx, v, text, sizeof text);
+    for (unsigned i = 0; i < KEPT && b->proven < DRK_PROOF_LAUNCHES; i++) {
+        struct kept *k = &kept[i];
+        if (k->t != t || k->capture == t->captures || proven_at(b, k->capture))
+            continue;
+        drk_trial *tr = &k->tr;
+        unsigned w0 = tr->waits;
+        uint64_t m0 = tr->moved;
+        double g0 = drk_trial_gpu_ns(tr);
+        drk_proof_ops ops = drk_trial_ops(tr);
+        tr->variant = trial_fn(b);
+        drk_proof_result pr = drk_proof_variant(&ops, &k->ref);
+        double gpu = drk_trial_gpu_ns(tr) - g0,
+               charge = gpu + (tr->waits - w0) * DRK_EVO_WAIT_NS + (double)(tr->moved - m0) * DRK_EVO_BYTE_NS;
+        t->trial_ns += (uint64_t)(gpu + 0.5);
+        trial_ns_all += (uint64_t)(gpu + 0.5);
+        t->ledger_ns -= charge;
+        charged_all += charge;
+        if (pr.verdict == DRK_PROOF_ERROR) {
+            int unloaded = tr->unloaded;
+            kept_forget(t);
+            if (!unloaded)
+                end_target(t, DRK_TARGET_FAILED, "a replay failed on a kept launch: %s", pr.why);
+            return unloaded ? 0 : -1;
+        }
+        if (pr.verdict != DRK_PROOF_EQUAL) {
+            snprintf(t->why, sizeof t->why, "%.60s rejected: %.120s", text, pr.why);
+            drk_log(DRK_LOG_INFO, "evolve: %.80s: %s (a kept launch, capture %u)", t->rec->name, t->why, k->capture);
+            drk_evolution_reject(&t->evo, v);
+            t->rejected++;
+            if (is_served(t, b))
+                withdraw(t);
+            free_built(t, b);
+            return 0;
+        }
+        if (count_proof(b, k->capture))
+            t->proven += b->proven == 1;
+        drk_log(DRK_LOG_DEBUG, "evolve: %.80s: %s proven bit for bit on capture %u, kept (%u of %d launches; %.1f ms "
+                               "charged)",
+                t->rec->name, text, k->capture, b->proven, DRK_PROOF_LAUNCHES, charge / 1e6);
+    }
+    return 0;
+}
+
 /* The search's earlier choices not proven on enough launches yet, proven
  * (untimed) on this capture; the one the search serves now is measured by
  * it anyway. 0, or -1 when the target ended. */
@@ -2255,11 +2477,22 @@ static int prove_choices(struct target *t, drk_trial *tr, drk_proof_ref *ref)
     unsigned n = 0;
     for (unsigned i = 0; i < t->nchoices; i++) {
         const struct built *b = built_of(t, t->choices[i]);
-        if (t->choices[i] != now_id && (!b || (b->proven < DRK_PROOF_LAUNCHES && b->proven_on != t->captures)) &&
+        if (t->choices[i] != now_id && (!b || (b->proven < DRK_PROOF_LAUNCHES && !proven_at(b, t->captures))) &&
             drk_variant_from_id(&drk_space_ptx, t->choices[i], &cand[n]) == 0)
             n++;
     }
     return n ? try_batch(t, tr, ref, cand, n, 0) : 0;
+}
+
+/* What a capture's search round may spend on trials: the grant since the
+ * last, but at least a full batch's runs. A capture's waits, loads and
+ * copies cost the program more than its trials' GPU time, and the ledger
+ * charges what the round used: on the H200 naive matmul, chosen with 0.1
+ * ms of credit, spent its first capture (4.8 ms charged) on one candidate. */
+static double round_credit(const struct target *t)
+{
+    double each = t->default_ns > 0 ? t->default_ns : 1000.0, batch = BATCH * PAIRS * each;
+    return t->credit_ns > batch ? t->credit_ns : batch;
 }
 
 static void search_round(struct target *t, drk_trial *tr, drk_proof_ref *ref)
@@ -2272,7 +2505,7 @@ static void search_round(struct target *t, drk_trial *tr, drk_proof_ref *ref)
         verify_cached(t, tr, ref);
         return;
     }
-    drk_evolution_begin_round(&t->evo, t->credit_ns, t->default_ns > 0 ? t->default_ns : 1000.0, PAIRS);
+    drk_evolution_begin_round(&t->evo, round_credit(t), t->default_ns > 0 ? t->default_ns : 1000.0, PAIRS);
     t->credit_ns = 0;
     drk_variant cand[BATCH];
     unsigned n;
@@ -2316,6 +2549,8 @@ static void search_round(struct target *t, drk_trial *tr, drk_proof_ref *ref)
     drk_evo_decision d = drk_evolution_end_round(&t->evo);
     t->rounds++;
     t->turn_rounds++;
+    if (d.serve && prove_kept(t, &d.variant) != 0)
+        return;
     note_choice(t, &d);
     publish(t, &d);
     /* Settled once its choice was proven (it serves, or cannot: then what
@@ -2459,7 +2694,8 @@ static int trials(struct target *t, const drk_capture_got *got, const drk_reach 
     t->ledger_ns -= charge;
     charged_all += charge;
     trial_ns_all += (uint64_t)(gpu + 0.5);
-    drk_trial_close(&tr);
+    if (!keep_trial(t, &tr, &ref))
+        drk_trial_close(&tr);
     return t->state == DRK_TARGET_SEARCHING && active == t;
 }
 
@@ -2474,7 +2710,7 @@ static void compile_first(struct target *t)
     if (t->captures || t->from_cache || t->rechecking || compile_threads < 2 || !t->sk.ptx)
         return;
     peek = t->evo;
-    drk_evolution_begin_round(&peek, t->credit_ns, t->default_ns > 0 ? t->default_ns : 1000.0, PAIRS);
+    drk_evolution_begin_round(&peek, round_credit(t), t->default_ns > 0 ? t->default_ns : 1000.0, PAIRS);
     drk_variant cand[BATCH];
     unsigned n = drk_evolution_next(&peek, cand, BATCH);
     drk_log(DRK_LOG_DEBUG, "evolve: %.80s: the first search round's compiles, while its capture is awaited",
@@ -2850,7 +3086,7 @@ static void serve_pending(void)
             drk_log(DRK_LOG_INFO, "evolve: %.80s: the cached result cannot be served: %s; searching", t->rec->name,
                     why);
             withdraw(t);
-            free_built(b);
+            free_built(t, b);
         }
     }
 }
@@ -3046,7 +3282,7 @@ drk_engine_totals drk_engine_totals_get(void)
     s.researched_share = rounds_seen ? researched_sum / rounds_seen : 0;
     s.cache_hits = cache_hits, s.cache_stored = cache_stored;
     s.partial_hits = partial_hits, s.partial_stored = partial_stored;
-    s.cubin_hits = cubin_hits, s.cubins_stored = cubins_stored;
+    s.cubin_hits = cubin_hits, s.cubins_stored = cubins_stored, s.borrowed_loads = borrowed_loads;
     s.cubin_hit_ms_mean = cubin_hits ? cubin_hit_ms_sum / cubin_hits : 0, s.cubin_hit_ms_max = cubin_hit_ms_max;
     s.cubin_read_ms_mean = cubin_hits ? cubin_read_ms_sum / cubin_hits : 0;
     s.own_ctx_bytes = own_ctx_bytes;

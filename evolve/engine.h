@@ -156,6 +156,7 @@ typedef struct drk_engine_totals {
     unsigned partial_hits, partial_stored; /* searches an earlier run ended, gone on from; ended by this run's exit
                                             * and written (their best so far) */
     unsigned cubin_hits, cubins_stored; /* variants' cubins loaded from the cache (no compile); written to it */
+    unsigned borrowed_loads;    /* variants that ran a module another loaded (the same cubin: carveout siblings) */
     double cubin_hit_ms_mean, cubin_hit_ms_max; /* a cubin hit's time: the cache read and the module's load */
     double cubin_read_ms_mean;  /* of it, the cache's part: the key, the read and its check (the rest is the
                                  * driver's load, which waits for the GPU to switch to drk's context) */

@@ -243,6 +243,7 @@ int drk_trial_open(drk_trial *t, drk_trial_env *env, const drk_ptx_flow *flow, c
     t->reach = *reach;
     for (unsigned i = 0; i < reach->n; i++)
         t->set[DRK_SET_SNAPSHOT][i] = snap[i];
+    t->original = (drk_trial_fn){original, -1};
     if (!env || !flow || !bytes || !original || len > DRK_PARAMS_MAX) {
         snprintf(t->why, sizeof t->why, "%s", len > DRK_PARAMS_MAX ? "parameter bytes past the limit"
                                                                    : "no environment, flow, bytes or function");
@@ -269,7 +270,6 @@ int drk_trial_open(drk_trial *t, drk_trial_env *env, const drk_ptx_flow *flow, c
     memcpy(t->grid, grid, sizeof t->grid);
     memcpy(t->block, block, sizeof t->block);
     t->shared_bytes = shared_bytes;
-    t->original = original;
     return DRK_TRIAL_OK;
 }
 
@@ -433,10 +433,10 @@ static int compare_fn(void *self, unsigned a, unsigned b, unsigned alloc, unsign
 
 /* A replay of `fn` took `ns` by its events: its function's runs and
  * quickest run (drk_trial_gpu_ns). */
-static void note_run(drk_trial *t, CUfunction fn, double ns)
+static void note_run(drk_trial *t, drk_trial_fn fn, double ns)
 {
     unsigned i = 0;
-    while (i < t->nfns && t->fns[i].fn != fn)
+    while (i < t->nfns && (t->fns[i].fn.fn != fn.fn || t->fns[i].fn.carveout != fn.carveout))
         i++;
     if (i == t->nfns) {
         if (i == DRK_TRIAL_FNS) {
@@ -520,14 +520,15 @@ static int wait_fn(void *self, drk_diff *out, unsigned nslots)
 /* Queues one replay of `fn` on `set` between a pair of events: its
  * ticket, or -1. With DRK_TRIAL_EVENTS in flight, the oldest are waited
  * for first. */
-static int replay(drk_trial *t, unsigned set, CUfunction fn)
+static int replay(drk_trial *t, unsigned set, drk_trial_fn fn)
 {
     const drk_trial_env *env = t->env;
     const drk_driver *d = &env->drv;
     if (set_ok(t, set, 1))
         return -1;
-    if (!fn) {
-        snprintf(t->why, sizeof t->why, "no function to replay");
+    if (!fn.fn || (fn.carveout >= 0 && !d->launch_kernel_ex)) {
+        snprintf(t->why, sizeof t->why, "%s",
+                 fn.fn ? "the driver lacks cuLaunchKernelEx (a carveout a launch)" : "no function to replay");
         return -1;
     }
     if (t->tickets - t->harvested >= DRK_TRIAL_EVENTS && harvest(t) != 0)
@@ -545,11 +546,16 @@ static int replay(drk_trial *t, unsigned set, CUfunction fn)
     void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, t->params[set], CU_LAUNCH_PARAM_BUFFER_SIZE, &len,
                      CU_LAUNCH_PARAM_END};
     unsigned e = 2 * (t->tickets % DRK_TRIAL_EVENTS);
+    CUlaunchAttribute attr = {.id = CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT};
+    attr.value.sharedMemCarveout = (unsigned)fn.carveout;
+    CUlaunchConfig lc = {t->grid[0], t->grid[1], t->grid[2], t->block[0],   t->block[1],
+                         t->block[2], t->shared_bytes, env->stream, &attr, 1};
     if (CALL(t, d->event_record(env->ev[e], env->stream), "cuEventRecord") ||
-        CALL(t,
-             d->launch_kernel(fn, t->grid[0], t->grid[1], t->grid[2], t->block[0], t->block[1], t->block[2],
-                              t->shared_bytes, env->stream, NULL, extra),
-             "cuLaunchKernel") ||
+        (fn.carveout < 0 ? CALL(t,
+                                d->launch_kernel(fn.fn, t->grid[0], t->grid[1], t->grid[2], t->block[0], t->block[1],
+                                                 t->block[2], t->shared_bytes, env->stream, NULL, extra),
+                                "cuLaunchKernel")
+                         : CALL(t, d->launch_kernel_ex(&lc, fn.fn, NULL, extra), "cuLaunchKernelEx")) ||
         CALL(t, d->event_record(env->ev[e + 1], env->stream), "cuEventRecord"))
         return -1;
     t->ticket_fn[t->tickets % DRK_TRIAL_TICKETS] = fn;
@@ -567,7 +573,7 @@ drk_proof_ops drk_trial_ops(drk_trial *t)
     return (drk_proof_ops){t, t->reach.n, size_fn, copy_fn, poison_fn, run_fn, compare_fn, wait_fn};
 }
 
-int drk_trial_queue_timed(drk_trial *t, CUfunction fn)
+int drk_trial_queue_timed(drk_trial *t, drk_trial_fn fn)
 {
     drk_proof_ops ops = drk_trial_ops(t);
     if (drk_proof_fresh(&ops, t->ref, DRK_SET_WORK, t->ref && t->ref->poisoned) != 0)
@@ -682,7 +688,7 @@ int drk_trial_read_runs(drk_trial *t, int first, unsigned runs, float *speedups)
     return got;
 }
 
-int drk_trial_queue_runs(drk_trial *t, CUfunction fn, unsigned runs)
+int drk_trial_queue_runs(drk_trial *t, drk_trial_fn fn, unsigned runs)
 {
     int first = -1;
     for (unsigned i = 0; i < runs; i++) {

@@ -65,6 +65,18 @@ enum { DRK_TRIAL_KEPT = 3 * DRK_REACH_MAX };
 /* Replays in flight between waits (their event pairs; one more waits for
  * the oldest first), and replay times kept for reading after a wait. */
 enum { DRK_TRIAL_EVENTS = 64, DRK_TRIAL_TICKETS = 256 };
+/* What a replay launches: a function in drk's context and the shared-
+ * memory carveout its launches ask for (cuLaunchKernelEx's PREFERRED_
+ * SHARED_MEMORY_CARVEOUT attribute, which takes precedence over the
+ * function's own; -1: none asked, cuLaunchKernel). Variants that differ
+ * only in carveout run one loaded function (the engine loads their code
+ * once), each launch asking for its own: on the H200 the attribute held
+ * for its launch only (tests/bench/evolve_run.c, BY alt). */
+typedef struct drk_trial_fn {
+    CUfunction fn;
+    int carveout;
+} drk_trial_fn;
+
 /* Functions a trial keeps each one's quickest run for (its GPU time). */
 enum { DRK_TRIAL_FNS = 24 };
 /* A run slower than the quickest of its function's runs read together by
@@ -122,16 +134,16 @@ typedef struct drk_trial {
     size_t len;
     const drk_ptx_flow *flow;
     uint32_t grid[3], block[3], shared_bytes;
-    CUfunction original, variant;   /* what run(.., 0) and run(.., 1) launch */
+    drk_trial_fn original, variant; /* what run(.., 0) and run(.., 1) launch */
     uint64_t gpu_ns;                /* the events' time of its replays so far (see drk_trial_gpu_ns) */
     struct {
-        CUfunction fn;
+        drk_trial_fn fn;
         unsigned runs;              /* replays of fn timed */
         double min_ns;              /* the quickest of them */
     } fns[DRK_TRIAL_FNS];
     unsigned nfns;
     double other_ns;                /* replays of functions past DRK_TRIAL_FNS: their events' time */
-    CUfunction ticket_fn[DRK_TRIAL_TICKETS]; /* what replay k ran, at [k % DRK_TRIAL_TICKETS] */
+    drk_trial_fn ticket_fn[DRK_TRIAL_TICKETS]; /* what replay k ran, at [k % DRK_TRIAL_TICKETS] */
     double original_ns;             /* drk_trial_time_original's median (held-up runs left out); 0 before */
     int full;                       /* time every pair, however slow (a served variant measured again: a drop
                                      * wants its samples) */
@@ -164,8 +176,8 @@ typedef struct drk_trial {
  * trial and freed with it). Allocates sets 1 and 2. DRK_TRIAL_OK,
  * DRK_TRIAL_NO_MEMORY or DRK_TRIAL_FAILED (why). The snapshot is the
  * trial's from the call on, whatever it returns: close the trial either
- * way (a failed open has freed sets 1 and 2 already). t->variant is NULL
- * until the caller sets it. */
+ * way (a failed open has freed sets 1 and 2 already). t->variant.fn is
+ * NULL until the caller sets it; the original asks for no carveout. */
 int drk_trial_open(drk_trial *t, drk_trial_env *env, const drk_ptx_flow *flow, const drk_reach *reach,
                    const CUdeviceptr *snap, const uint8_t *bytes, size_t len, const uint32_t grid[3],
                    const uint32_t block[3], uint32_t shared_bytes, CUfunction original);
@@ -182,12 +194,12 @@ drk_proof_ops drk_trial_ops(drk_trial *t);
  * drk_trial_ticket_ns (-1 with why for a ticket not waited for or too old,
  * or a time of 0, below the events' resolution). Consecutive queues get
  * consecutive tickets. Replays' GPU time is added to t->gpu_ns at waits. */
-int drk_trial_queue_timed(drk_trial *t, CUfunction fn);
+int drk_trial_queue_timed(drk_trial *t, drk_trial_fn fn);
 /* The ticket of the last replay queued (a proof's run, right after
  * drk_proof_variant_queue), or -1. */
 int drk_trial_last_ticket(const drk_trial *t);
 /* `runs` of them: the first ticket, or -1. */
-int drk_trial_queue_runs(drk_trial *t, CUfunction fn, unsigned runs);
+int drk_trial_queue_runs(drk_trial *t, drk_trial_fn fn, unsigned runs);
 int drk_trial_wait(drk_trial *t);
 double drk_trial_ticket_ns(drk_trial *t, int ticket);
 /* The GPU time the replays waited for so far took: each at the quickest

@@ -38,6 +38,7 @@ void drk_report_evolve(drk_json *j)
     drk_json_u64(j, "cache_stored", t.cache_stored);
     drk_json_u64(j, "cubin_hits", t.cubin_hits);
     drk_json_u64(j, "cubins_stored", t.cubins_stored);
+    drk_json_u64(j, "borrowed_loads", t.borrowed_loads);
     drk_json_f64(j, "cubin_hit_ms_mean", t.cubin_hit_ms_mean);
     drk_json_f64(j, "cubin_hit_ms_max", t.cubin_hit_ms_max);
     drk_json_f64(j, "cubin_read_ms_mean", t.cubin_read_ms_mean);

@@ -20,9 +20,11 @@
  *                         changed): the served variant, measured again
  *                         after resting, must be dropped.
  *   engine_route ladder   36 rounds; the 32-register build runs 1.1x as
- *                         fast as the default, 48 1.4x, 56 2x: on a tight
- *                         budget the search finds them one after another.
- *                         It prints which builds ran after each round.
+ *                         fast as the default, 48 1.4x, any at carveout
+ *                         100 2x (the carveout line comes after the
+ *                         registers'): on a tight budget the search finds
+ *                         them one after another. It prints which builds
+ *                         ran after each round.
  *   engine_route nondet   the same, but the kernel adds a count of its own
  *                         launches' blocks seen so far to one element (as a
  *                         float atomic's order would): it differs from
@@ -173,10 +175,12 @@ int main(int argc, char **argv)
     int reload = strcmp(mode, "unload") == 0, turns = strcmp(mode, "turns") == 0;
     /* switch: two budgets faster than the default, 32 (2x) and 48 (2.5x). */
     int sw = strcmp(mode, "switch") == 0;
+    int carve = strcmp(mode, "carveout") == 0;
     if (sw)
         rounds = 24;
-    /* ladder: three budgets each faster than the last (32 1.1x, 48 1.4x,
-     * 56 2x), found one after another: the search's choice moves on. */
+    /* ladder: three variants each faster than the last (32 1.1x, 48 1.4x,
+     * carveout 100 2x), found one after another: the search's choice moves
+     * on. */
     int ladder = strcmp(mode, "ladder") == 0;
     if (ladder)
         rounds = 36;
@@ -208,7 +212,8 @@ int main(int argc, char **argv)
         fakecuda_set_kernel_resources("axpyb", 64, 0) != 0 || fakecuda_set_kernel_time("axpyb", 0, 2000) != 0 ||
         fakecuda_set_kernel_time("axpyb", 32, 1000) != 0 || (sw && fakecuda_set_kernel_time("axpy", 48, 800) != 0) ||
         (ladder && (fakecuda_set_kernel_time("axpy", 32, 1800) != 0 || fakecuda_set_kernel_time("axpy", 48, 1400) != 0 ||
-                    fakecuda_set_kernel_time("axpy", 56, 1000) != 0)))
+                    fakecuda_set_carveout_time("axpy", 100, 1000) != 0)) ||
+        (carve && fakecuda_set_carveout_time("axpy", 100, 500) != 0))
         return 1;
     /* axpyb's module: axpy's PTX with every "axpy" named "axpyb". */
     static char ptxb[sizeof ptx + 64];
@@ -349,7 +354,7 @@ int main(int argc, char **argv)
         if (nondet)
             memcpy(want, y, sizeof y); /* its own drift is not a wrong result */
         if (ladder) /* which build served the round's launches */
-            printf("round %d: 64=%llu 32=%llu 48=%llu 56=%llu\n", r, by_regs[64], by_regs[32], by_regs[48], by_regs[56]);
+            printf("round %d: 64=%llu 32=%llu 48=%llu\n", r, by_regs[64], by_regs[32], by_regs[48]);
         fakecupti_set_time(t0 + ROUND_NS);
         unsigned long long ticks = fakecupti_calls("cuptiActivityFlushAll");
         if (!check(cuProfilerStop(), "cuProfilerStop"))

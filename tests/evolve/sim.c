@@ -151,7 +151,9 @@ void sim_run(sim_kernel *k, const sim_opts *o, sim_result *r)
     r->vs_best[0] = k->ms[0] / k->best_ms;
     unsigned last_bad = r->vs_best[0] > 1.02 ? 1 : 0;
     static unsigned char proven[SIM_VARIANTS];
+    static uint64_t proven_on[SIM_VARIANTS]; /* bit c: proven on capture c (c < 64) */
     memset(proven, 0, sizeof proven);
+    memset(proven_on, 0, sizeof proven_on);
     /* Codes built so far (with their carveout), for the engine's skip. */
     static uint64_t built[SIM_VARIANTS];
     static uint32_t built_id[SIM_VARIANTS];
@@ -203,8 +205,11 @@ void sim_run(sim_kernel *k, const sim_opts *o, sim_result *r)
                 orig_ms += timed(k->ms[0], o->sigma) / SIM_ENGINE_PAIRS;
             cost += SIM_ENGINE_PAIRS * k->ms[0] * 1e6;
         }
-        drk_evolution_begin_round(e, o->engine ? credit : SIM_BUDGET * gpu, timed(k->ms[0], o->sigma) * 1e6,
-                                  o->engine ? SIM_ENGINE_PAIRS : SIM_TRIAL_LAUNCHES);
+        /* The engine grants a capture's round at least a full batch's runs
+         * (evolve/engine.c, round_credit); the ledger pays what it used. */
+        double batch = SIM_ENGINE_BATCH * SIM_ENGINE_PAIRS * k->ms[0] * 1e6;
+        drk_evolution_begin_round(e, o->engine ? (credit > batch ? credit : batch) : SIM_BUDGET * gpu,
+                                  timed(k->ms[0], o->sigma) * 1e6, o->engine ? SIM_ENGINE_PAIRS : SIM_TRIAL_LAUNCHES);
         credit = 0;
         drk_variant cand[8];
         unsigned n, tried = 0, loads = 0;
@@ -228,8 +233,10 @@ void sim_run(sim_kernel *k, const sim_opts *o, sim_result *r)
                 if (o->engine) {
                     cost += k->ms[id] * 1e6; /* its proof's run */
                     tried++;
-                    loads += !loaded[id];
-                    loaded[id] = 1;
+                    /* Carveout siblings (id / 4 the same: carveout is
+                     * the fastest dimension) run one loaded module. */
+                    loads += !loaded[id / 4];
+                    loaded[id / 4] = 1;
                 }
                 if (!k->ok[id]) {
                     drk_evolution_reject(e, &cand[i]);
@@ -238,7 +245,9 @@ void sim_run(sim_kernel *k, const sim_opts *o, sim_result *r)
                 if (o->engine) {
                     /* One sample screens (all of them for SIM_ENGINE_EVERY_PAIR);
                      * a 2x slower one ends the timing. */
-                    proven[id] += proven[id] < 255;
+                    if (!(proven_on[id] >> (captures & 63) & 1))
+                        proven[id] += proven[id] < 255;
+                    proven_on[id] |= 1ull << (captures & 63);
                     float s[SIM_ENGINE_PAIRS];
                     unsigned m = 0;
                     while (m < SIM_ENGINE_PAIRS &&
@@ -277,9 +286,17 @@ void sim_run(sim_kernel *k, const sim_opts *o, sim_result *r)
             unsigned waits = tried ? (tried + SIM_ENGINE_BATCH - 1) / SIM_ENGINE_BATCH : 1;
             cost += o->wait_ns * (waits + (captures == 0 ? 2 : 0)) + o->load_ns * loads;
         }
-        captures++;
         drk_evo_decision d = drk_evolution_end_round(e);
         served = d.serve ? drk_variant_id(&drk_space_ptx, &d.variant) : 0;
+        /* The choice proven on the launches kept from the captures before. */
+        for (unsigned j = 1; o->engine && served && j <= SIM_KEPT && j <= captures && proven[served] < SIM_PROOF_CAPTURES;
+             j++)
+            if (!(proven_on[served] >> ((captures - j) & 63) & 1)) {
+                proven_on[served] |= 1ull << ((captures - j) & 63);
+                proven[served]++;
+                cost += o->wait_ns + k->ms[served] * 1e6;
+            }
+        captures++;
         if (o->engine && proven[served] < SIM_PROOF_CAPTURES)
             served = 0; /* the original until proven on enough launches */
         ledger -= cost;

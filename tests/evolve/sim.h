@@ -84,12 +84,18 @@ typedef struct sim_opts {
  *  - SIM_ENGINE_EVERY_PAIR: every pair for every candidate.
  * A round also pays wait_ns for each wait (one a batch of
  * SIM_ENGINE_BATCH candidates, one when none; two more on the first
- * capture, the reference's own) and load_ns for each variant loaded the
- * first time, as the engine's ledger does for the GPU's switches to drk's
- * context. */
+ * capture, the reference's own) and load_ns for each build loaded the
+ * first time (carveout siblings run one loaded module), as the engine's
+ * ledger does for the GPU's switches to drk's context. The round's choice,
+ * not yet proven on SIM_PROOF_CAPTURES rounds, is proven on the launches
+ * kept from the SIM_KEPT rounds before it that it was not proven on (the
+ * engine's kept launches): a wait and a run each. A round's search is
+ * granted at least SIM_ENGINE_BATCH candidates' runs (the engine's
+ * round_credit). */
 #define SIM_ENGINE_BATCH 6
 enum { SIM_ENGINE = 1, SIM_ENGINE_PAIRED_SCREEN = 2, SIM_ENGINE_EVERY_PAIR = 3 };
 #define SIM_PROOF_CAPTURES 3
+#define SIM_KEPT 2 /* evolve/engine.c's KEPT */
 #define SIM_ENGINE_PAIRS 4
 
 typedef struct sim_result {

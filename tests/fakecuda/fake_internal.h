@@ -279,6 +279,12 @@ struct kentry {
     unsigned int time_regs[4];
     unsigned long long time_ns[4];
     unsigned int ntimes;
+    /* Launches at carveout time_carveout take carveout_ns instead
+     * (fakecuda_set_carveout_time; 0: none set); and launches counted by
+     * the carveout they ran at, +1 (-1, none, .. 100). */
+    int time_carveout;
+    unsigned long long carveout_ns;
+    atomic_ullong carveout_launches[102];
 };
 
 /* The GPU clock (fake_launch.c), advanced by each launch: one a thread,
@@ -288,6 +294,8 @@ FC_HIDDEN extern _Thread_local unsigned long long g_gpu_ns;
 /* The registers of the function behind a live CUfunction or CUkernel (0
  * if none). Caller holds the lock. */
 FC_HIDDEN unsigned int handle_regs(const void *h, int kinds);
+/* Its CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT (-1 unset). Caller holds the lock. */
+FC_HIDDEN int handle_carveout(const void *h, int kinds);
 /* Whether its module's PTX rounds float arithmetic toward zero. Caller holds the lock. */
 FC_HIDDEN int handle_rz(const void *h, int kinds);
 /* Whether live CUfunction or CUkernel h may be launched in context c (live):

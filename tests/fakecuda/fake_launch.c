@@ -32,6 +32,7 @@ struct launch {
     void **params;
     void **extra;
     int coop;
+    int carveout; /* the launch's carveout attribute; -2: none (the function's) */
 };
 
 /* `extra`: BUFFER_POINTER and BUFFER_SIZE pairs, ended by NULL/END. */
@@ -93,7 +94,8 @@ static CUresult do_launch(const struct launch *L)
     fakecuda_kernel_fn fn = k->fn;
     unsigned int regs = handle_regs(L->f, 3);
     int rz = handle_rz(L->f, 3);
-    unsigned long long ns = kernel_time(k, regs);
+    int carveout = L->carveout >= -1 ? L->carveout : handle_carveout(L->f, 3);
+    unsigned long long ns = k->carveout_ns && carveout == k->time_carveout ? k->carveout_ns : kernel_time(k, regs);
     int has_layout = k->has_layout;
     unsigned int nparams = k->nparams;
     size_t off[FC_MAX_PARAMS], argbytes = k->argbytes;
@@ -150,6 +152,7 @@ static CUresult do_launch(const struct launch *L)
                             fn(&t);
     free(shared);
     atomic_fetch_add(&k->launches, 1);
+    atomic_fetch_add(&k->carveout_launches[carveout + 1], 1);
     LOCK();
     /* Counted in its context unless that was destroyed meanwhile. */
     if (cur == &g_primary || (h_get(cur, MAGIC_CTX) && cur->serial == serial))
@@ -165,7 +168,7 @@ static CUresult launch_kernel(CUfunction f, unsigned int gx, unsigned int gy, un
                               unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream,
                               void **params, void **extra, int coop)
 {
-    struct launch L = {f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra, coop};
+    struct launch L = {f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra, coop, -2};
     return do_launch(&L);
 }
 
@@ -175,10 +178,16 @@ static CUresult launch_ex(const CUlaunchConfig *config, CUfunction f, void **par
         return CUDA_ERROR_INVALID_VALUE;
     if (config->numAttrs && !config->attrs)
         return CUDA_ERROR_INVALID_VALUE;
-    int coop = 0;
-    for (unsigned int i = 0; i < config->numAttrs; i++)
+    int coop = 0, carveout = -2;
+    for (unsigned int i = 0; i < config->numAttrs; i++) {
         if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE && config->attrs[i].value.cooperative)
             coop = 1;
+        if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT) {
+            if (config->attrs[i].value.sharedMemCarveout > 100)
+                return CUDA_ERROR_INVALID_VALUE;
+            carveout = (int)config->attrs[i].value.sharedMemCarveout;
+        }
+    }
     struct launch L = {f,
                        config->gridDimX,
                        config->gridDimY,
@@ -190,7 +199,8 @@ static CUresult launch_ex(const CUlaunchConfig *config, CUfunction f, void **par
                        config->hStream,
                        params,
                        extra,
-                       coop};
+                       coop,
+                       carveout};
     return do_launch(&L);
 }
 

@@ -174,6 +174,30 @@ FC_EXPORT int fakecuda_set_kernel_time(const char *name, unsigned int regs, unsi
     return rc;
 }
 
+FC_EXPORT int fakecuda_set_carveout_time(const char *name, int carveout, unsigned long long ns)
+{
+    if (!name || carveout < -1 || carveout > 100)
+        return -1;
+    builtins_once();
+    LOCK();
+    int i = kentry_find(name);
+    if (i >= 0)
+        g_kernels[i].time_carveout = carveout, g_kernels[i].carveout_ns = ns;
+    UNLOCK();
+    return i >= 0 ? 0 : -1;
+}
+
+FC_EXPORT unsigned long long fakecuda_carveout_launches(const char *name, int carveout)
+{
+    if (!name || carveout < -1 || carveout > 100)
+        return 0;
+    builtins_once();
+    LOCK();
+    int i = kentry_find(name);
+    UNLOCK();
+    return i < 0 ? 0 : atomic_load(&g_kernels[i].carveout_launches[carveout + 1]);
+}
+
 FC_EXPORT unsigned long long fakecuda_gpu_ns(void) { return g_gpu_ns; }
 
 FC_EXPORT unsigned long long fakecuda_kernel_launches(const char *name)
@@ -882,6 +906,12 @@ FC_HIDDEN unsigned int handle_regs(const void *h, int kinds)
 {
     struct func *f = handle_func(h, kinds);
     return f ? f->regs : 0;
+}
+
+FC_HIDDEN int handle_carveout(const void *h, int kinds)
+{
+    struct func *f = handle_func(h, kinds);
+    return f ? f->carveout : -1;
 }
 
 FC_HIDDEN int handle_rz(const void *h, int kinds)

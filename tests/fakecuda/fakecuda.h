@@ -286,6 +286,14 @@ unsigned long long fakecuda_func_loads(void);
  * plants a variant built with a register budget that runs faster or slower.
  * Up to 4 register counts a kernel. Returns 0, or -1 (unknown kernel, full). */
 int fakecuda_set_kernel_time(const char *name, unsigned int regs, unsigned long long ns);
+/* A launch of kernel `name` that runs at shared-memory carveout `carveout`
+ * -- its launch's CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT
+ * (cuLaunchKernelEx), which takes precedence, else its function's
+ * attribute (-1 unset) -- takes `ns` instead (0: no such time); one
+ * carveout a kernel. 0, or -1 (unknown kernel, a carveout out of range).
+ * _launches: its launches that ran at `carveout`. */
+int fakecuda_set_carveout_time(const char *name, int carveout, unsigned long long ns);
+unsigned long long fakecuda_carveout_launches(const char *name, int carveout);
 unsigned long long fakecuda_gpu_ns(void);
 
 /* Synchronizing (cuCtxSynchronize, cuStreamSynchronize) sleeps `ns`, as a

@@ -227,7 +227,7 @@ static int open_tadd(drk_trial *t, drk_trial_env *env, captured *cap)
 
 static drk_proof_result prove(drk_trial *t, const drk_proof_ref *ref, CUfunction variant)
 {
-    t->variant = variant;
+    t->variant = (drk_trial_fn){variant, -1};
     drk_proof_ops ops = drk_trial_ops(t);
     return drk_proof_variant(&ops, ref);
 }
@@ -269,9 +269,9 @@ static void test_batch(drk_trial *t, const drk_proof_ref *ref, CUfunction same, 
     unsigned long long syncs = fakecuda_calls("cuStreamSynchronize");
     uint64_t before = t->gpu_ns;
     for (unsigned k = 0; k < 3; k++) {
-        t->variant = fns[k];
+        t->variant = (drk_trial_fn){fns[k], -1};
         CHECK(drk_proof_variant_queue(&ops, ref, k * ops.n, &r[k]) == 0);
-        CHECK((ticket[k] = drk_trial_queue_timed(t, fns[k])) >= 0);
+        CHECK((ticket[k] = drk_trial_queue_timed(t, t->variant)) >= 0);
     }
     CHECK(pthread_mutex_trylock(&fence) == EBUSY);
     CHECK(drk_trial_ticket_ns(t, ticket[0]) < 0 && strstr(t->why, "no time for replay"));
@@ -384,7 +384,7 @@ static void test_proof(drk_trial_env *env, CUmodule other, CUmodule bad, CUmodul
     float sp[8];
     double orig = 0;
     uint64_t before = t.gpu_ns;
-    t.variant = f32;
+    t.variant = (drk_trial_fn){f32, -1};
     norder = 0;
     CHECK(drk_trial_time(&t, 4, sp, &orig) == 4);
     CHECK(near(sp[0], 2.0) && near(sp[1], 2.0) && near(sp[2], 2.0) && near(sp[3], 2.0) && near(orig, 2000));
@@ -422,7 +422,7 @@ static void test_proof(drk_trial_env *env, CUmodule other, CUmodule bad, CUmodul
     before = t.gpu_ns;
     for (int i = 0; i < 4; i++) {
         CHECK(fakecuda_set_kernel_time("tadd", 64, i == 2 ? 20000 : 2000) == 0);
-        CHECK((runs[i] = drk_trial_queue_timed(&t, f_tadd)) >= 0);
+        CHECK((runs[i] = drk_trial_queue_timed(&t, (drk_trial_fn){f_tadd, -1})) >= 0);
     }
     CHECK(fakecuda_set_kernel_time("tadd", 64, 2000) == 0);
     CHECK(drk_trial_wait(&t) == 0 && drk_trial_read_original_at(&t, runs, 4) == 0 && near(t.original_ns, 2000));
@@ -433,7 +433,7 @@ static void test_proof(drk_trial_env *env, CUmodule other, CUmodule bad, CUmodul
      * original's time and in each pair. */
     for (int i = 0; i < 4; i++) {
         CHECK(fakecuda_set_kernel_time("tadd", 64, i % 2 ? 2000 : 9000) == 0);
-        CHECK((runs[i] = drk_trial_queue_timed(&t, f_tadd)) >= 0);
+        CHECK((runs[i] = drk_trial_queue_timed(&t, (drk_trial_fn){f_tadd, -1})) >= 0);
     }
     CHECK(drk_trial_wait(&t) == 0 && drk_trial_read_original_at(&t, runs, 4) == 0 && near(t.original_ns, 2000));
     int first = -1;
@@ -441,13 +441,41 @@ static void test_proof(drk_trial_env *env, CUmodule other, CUmodule bad, CUmodul
         for (int j = 0; j < 2; j++) {
             int v = p % 2 ? 1 - j : j;
             CHECK(fakecuda_set_kernel_time("tadd", 64, !v && p % 2 == 0 ? 9000 : 2000) == 0);
-            int k = drk_trial_queue_timed(&t, v ? f32 : f_tadd);
+            int k = drk_trial_queue_timed(&t, (drk_trial_fn){v ? f32 : f_tadd, -1});
             CHECK(k >= 0);
             first = first < 0 ? k : first;
         }
     CHECK(drk_trial_wait(&t) == 0 && drk_trial_read_pairs(&t, first, 4, sp, &orig) == 4);
     CHECK(near(sp[0], 2.0) && near(sp[1], 2.0) && near(sp[2], 2.0) && near(sp[3], 2.0) && near(orig, 2000));
     CHECK(fakecuda_set_kernel_time("tadd", 64, 2000) == 0);
+
+    /* Carveout siblings: one function, each launch asking for its own
+     * carveout (cuLaunchKernelEx's attribute), none asked for the
+     * original; proven and timed apart, each counted at its own quickest
+     * run. */
+    CHECK(fakecuda_set_carveout_time("tadd", 100, 500) == 0);
+    unsigned long long at100 = fakecuda_carveout_launches("tadd", 100);
+    drk_trial_fn sib[2] = {{same, 100}, {same, -1}};
+    drk_proof_ops cops = drk_trial_ops(&t);
+    t.variant = sib[0];
+    CHECK(drk_proof_variant(&cops, &ref).verdict == DRK_PROOF_EQUAL);
+    CHECK(fakecuda_carveout_launches("tadd", 100) - at100 == 1);
+    CHECK(fakecuda_inject_error("cuLaunchKernelEx", CUDA_ERROR_LAUNCH_FAILED, 1) == 0);
+    r = drk_proof_variant(&cops, &ref);
+    CHECK(r.verdict == DRK_PROOF_ERROR && strstr(t.why, "cuLaunchKernelEx") && strstr(t.why, "CUresult 719"));
+    charged = drk_trial_gpu_ns(&t);
+    at100 = fakecuda_carveout_launches("tadd", 100);
+    for (int i = 0; i < 4; i++)
+        CHECK((runs[i] = drk_trial_queue_timed(&t, sib[i % 2])) >= 0);
+    CHECK(drk_trial_wait(&t) == 0);
+    CHECK(near(drk_trial_ticket_ns(&t, runs[0]), 500) && near(drk_trial_ticket_ns(&t, runs[1]), 2000) &&
+          near(drk_trial_ticket_ns(&t, runs[2]), 500) && near(drk_trial_ticket_ns(&t, runs[3]), 2000));
+    CHECK(near(drk_trial_gpu_ns(&t) - charged, 2 * 500 + 2 * 2000));
+    CHECK(fakecuda_carveout_launches("tadd", 100) - at100 == 2);
+    CHECK(drk_trial_time_original(&t, 2) == 0 && near(t.original_ns, 2000));
+    float csp[4];
+    CHECK(drk_trial_time_variant(&t, 2, csp) == 2 && near(csp[0], 4.0) && near(csp[1], 4.0));
+    CHECK(fakecuda_set_carveout_time("tadd", 100, 0) == 0);
 
     /* Nothing of the program's touched: c is still the program's. */
     static uint32_t now_c[N];
