@@ -15,7 +15,21 @@
  * (a stall: the launch queue full, or the driver busy with a build) with
  * when it began (CLOCK_MONOTONIC seconds, as drk's debug lines), and an FNV-1a hash of the
  * outputs at the end (equal natively and under drk for the same rounds and
- * launches: every kernel here is deterministic). */
+ * launches: every kernel here is deterministic).
+ *
+ * VARIANT runs the program natively as one variant of evolve_space.c's
+ * space would run it: "REGS,MINCTAS,OPT,CACHE,CARVEOUT" (0 / -1 for the
+ * driver's default, as tests/evolve/spaces/ records them), the PTX JIT'd
+ * with those options (cuModuleLoadDataEx) and the carveout set BY:
+ *   fn      cuFuncSetAttribute on the function, once (as evolve_space does)
+ *   launch  on each launch (cuLaunchKernelEx's PREFERRED_SHARED_MEMORY_
+ *           CARVEOUT attribute; the function's own left at the default)
+ *   alt     as `launch` in even rounds and no attribute in odd ones: the
+ *           same function, so the rounds tell whether the attribute holds
+ *           for its launch only
+ * The benchmark's "exhaustive best" runs this way, in the same run as drk.
+ *
+ *   evolve_run PTX_FILE KERNEL [ROUNDS [LAUNCHES [PAUSE_MS [VARIANT [BY]]]]] */
 #include <cuda.h>
 #include <cudaProfiler.h>
 #include <stdint.h>
@@ -32,12 +46,25 @@
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: evolve_run PTX_FILE KERNEL [ROUNDS [LAUNCHES [PAUSE_MS]]]\n");
+        fprintf(stderr, "usage: evolve_run PTX_FILE KERNEL [ROUNDS [LAUNCHES [PAUSE_MS [VARIANT [fn|launch|alt]]]]]\n");
         return 2;
     }
     const int rounds = argc > 3 ? atoi(argv[3]) : 16;
     const int launches = argc > 4 ? atoi(argv[4]) : 1500;
     const int pause_ms = argc > 5 ? atoi(argv[5]) : 100;
+    int regs = 0, minctas = 0, opt = 4, cache = -1, carveout = -1;
+    const char *by = argc > 7 ? argv[7] : "fn";
+    if (argc > 6 && strcmp(argv[6], "default") != 0 &&
+        (sscanf(argv[6], "%d,%d,%d,%d,%d", &regs, &minctas, &opt, &cache, &carveout) != 5 || regs < 0 ||
+         minctas < 0 || opt < 0 || opt > 4 || cache < -1 || carveout < -1 || carveout > 100)) {
+        fprintf(stderr, "evolve_run: VARIANT is REGS,MINCTAS,OPT,CACHE,CARVEOUT (e.g. 48,0,4,-1,100), not %s\n",
+                argv[6]);
+        return 2;
+    }
+    if (strcmp(by, "fn") != 0 && strcmp(by, "launch") != 0 && strcmp(by, "alt") != 0) {
+        fprintf(stderr, "evolve_run: BY is fn, launch or alt, not %s\n", by);
+        return 2;
+    }
     const kernel_spec *k = NULL;
     for (size_t i = 0; i < NKERNELS; i++)
         if (strcmp(kernels[i].name, argv[2]) == 0)
@@ -58,10 +85,33 @@ int main(int argc, char **argv)
     sleep_ms(300); /* drk's GPU times start a little after the context does */
     CUmodule mod;
     CUfunction fn;
+    /* The options evolve_space.c passes for the same variant. */
+    CUjit_option o[8];
+    void *v[8];
+    unsigned n = 0, threads = k->block[0] * k->block[1] * k->block[2];
+    if (regs)
+        o[n] = CU_JIT_MAX_REGISTERS, v[n++] = (void *)(uintptr_t)regs;
+    if (minctas) {
+        o[n] = CU_JIT_MIN_CTA_PER_SM, v[n++] = (void *)(uintptr_t)minctas;
+        o[n] = CU_JIT_MAX_THREADS_PER_BLOCK, v[n++] = (void *)(uintptr_t)threads;
+    }
+    if (opt != 4)
+        o[n] = CU_JIT_OPTIMIZATION_LEVEL, v[n++] = (void *)(uintptr_t)opt;
+    if (cache >= 0)
+        o[n] = CU_JIT_CACHE_MODE, v[n++] = (void *)(uintptr_t)cache;
     double t0 = now_ms();
-    CHECK(cuModuleLoadData(&mod, ptx));
+    if (n)
+        CHECK(cuModuleLoadDataEx(&mod, ptx, n, o, v));
+    else
+        CHECK(cuModuleLoadData(&mod, ptx));
     CHECK(cuModuleGetFunction(&fn, mod, k->name));
     double load_ms = now_ms() - t0;
+    if (carveout >= 0 && strcmp(by, "fn") == 0)
+        CHECK(cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, carveout));
+    CUlaunchAttribute attr = {.id = CU_LAUNCH_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT};
+    attr.value.sharedMemCarveout = (unsigned)carveout;
+    CUlaunchConfig lc = {k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1], k->block[2], 0, NULL,
+                         &attr, 1};
 
     CUdeviceptr d[6];
     for (int i = 0; i < k->nbufs; i++) {
@@ -100,11 +150,15 @@ int main(int argc, char **argv)
                 CHECK(cuMemsetD8(d[i], 0, k->bufs[i].bytes));
         CHECK(cuCtxSynchronize());
         double w0 = now_ms();
+        int per_launch = carveout >= 0 && (strcmp(by, "launch") == 0 || (strcmp(by, "alt") == 0 && r % 2 == 0));
         CHECK(cuEventRecord(e0, NULL));
         for (int l = 0; l < launches; l++) {
             double c0 = now_ms();
-            CHECK(cuLaunchKernel(fn, k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1], k->block[2], 0,
-                                 NULL, params, NULL));
+            if (per_launch)
+                CHECK(cuLaunchKernelEx(&lc, fn, params, NULL));
+            else
+                CHECK(cuLaunchKernel(fn, k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1],
+                                     k->block[2], 0, NULL, params, NULL));
             double c = now_ms() - c0;
             if (c > longest[r])
                 longest[r] = c, longest_at[r] = c0;
