@@ -1165,7 +1165,7 @@ static void built_ms(struct target *t, const struct built *b, const char *text, 
     double ms = ms_of(b->jit.build_ns);
     drk_log(DRK_LOG_DEBUG, "evolve: %.80s: %s built in %.1f ms (compile %.1f ms%s, %s %.2f ms)", t->rec->name, text,
             ms, b->jit.jit_ms > 0 ? b->jit.jit_ms : 0.0, from_cache ? ", a cached cubin" : "",
-            b->borrowed ? "its module loaded before for another carveout, no load:" : "load", ms_of(b->jit.load_ns));
+            b->borrowed ? "the same code's module loaded before, no load:" : "load", ms_of(b->jit.load_ns));
     t->build_ms += ms;
     if (ms > t->build_ms_max)
         t->build_ms_max = ms;
@@ -2416,7 +2416,9 @@ static int keep_trial(struct target *t, drk_trial *tr, const drk_proof_ref *ref)
 
 /* Variant `v` of `t`, the search's choice, proven on the kept launches it
  * was not proven on, until it has enough. Charged to the ledger as a
- * capture's trials are. 0, or -1 when the target ended. */
+ * capture's trials are. 0; 1 when a kept launch rejected it (the round's
+ * choice is void: what serves stays, the next round chooses anew); -1
+ * when the target ended. */
 static int prove_kept(struct target *t, const drk_variant *v)
 {
     struct built *b = built_of(t, drk_variant_id(&drk_space_ptx, v));
@@ -2456,7 +2458,7 @@ static int prove_kept(struct target *t, const drk_variant *v)
             if (is_served(t, b))
                 withdraw(t);
             free_built(t, b);
-            return 0;
+            return 1;
         }
         if (count_proof(b, k->capture))
             t->proven += b->proven == 1;
@@ -2550,7 +2552,7 @@ static void search_round(struct target *t, drk_trial *tr, drk_proof_ref *ref)
     t->rounds++;
     t->turn_rounds++;
     if (d.serve && prove_kept(t, &d.variant) != 0)
-        return;
+        return; /* ended, or its choice rejected on a kept launch */
     note_choice(t, &d);
     publish(t, &d);
     /* Settled once its choice was proven (it serves, or cannot: then what
