@@ -2414,6 +2414,23 @@ static int keep_trial(struct target *t, drk_trial *tr, const drk_proof_ref *ref)
     }
 }
 
+/* The budget pays what the program loses: trials' GPU time `gpu` and,
+ * for each of `waits` and each of `loads` (builds loaded in drk's
+ * context), the GPU's switch to that context and back (DRK_EVO_WAIT_NS,
+ * DRK_EVO_LOAD_NS: the program's kernels wait for both), and the bytes
+ * `moved`. Not the wall time, nor the replays' events: while drk waits,
+ * the GPU runs the program's kernels in their time slices, and the events
+ * count those too. What was charged. */
+static double pay(struct target *t, double gpu, unsigned waits, unsigned loads, double moved)
+{
+    double charge = gpu + waits * DRK_EVO_WAIT_NS + loads * DRK_EVO_LOAD_NS + moved * DRK_EVO_BYTE_NS;
+    t->trial_ns += (uint64_t)(gpu + 0.5);
+    trial_ns_all += (uint64_t)(gpu + 0.5);
+    t->ledger_ns -= charge;
+    charged_all += charge;
+    return charge;
+}
+
 /* Variant `v` of `t`, the search's choice, proven on the kept launches it
  * was not proven on, until it has enough. Charged to the ledger as a
  * capture's trials are. 0; 1 when a kept launch rejected it (the round's
@@ -2437,12 +2454,7 @@ static int prove_kept(struct target *t, const drk_variant *v)
         drk_proof_ops ops = drk_trial_ops(tr);
         tr->variant = trial_fn(b);
         drk_proof_result pr = drk_proof_variant(&ops, &k->ref);
-        double gpu = drk_trial_gpu_ns(tr) - g0,
-               charge = gpu + (tr->waits - w0) * DRK_EVO_WAIT_NS + (double)(tr->moved - m0) * DRK_EVO_BYTE_NS;
-        t->trial_ns += (uint64_t)(gpu + 0.5);
-        trial_ns_all += (uint64_t)(gpu + 0.5);
-        t->ledger_ns -= charge;
-        charged_all += charge;
+        double charge = pay(t, drk_trial_gpu_ns(tr) - g0, tr->waits - w0, 0, (double)(tr->moved - m0));
         if (pr.verdict == DRK_PROOF_ERROR) {
             int unloaded = tr->unloaded;
             kept_forget(t);
@@ -2676,26 +2688,15 @@ static int trials(struct target *t, const drk_capture_got *got, const drk_reach 
     ref_prev = NULL;
     uint64_t wall = drk_mono_ns() - w0, built = build_wall_ns - b0;
     wall = wall > built ? wall - built : 0;
-    /* The budget pays what the program loses: the trials' GPU time and,
-     * for each wait and each build loaded in drk's context, the GPU's
-     * switch to that context and back (DRK_EVO_WAIT_NS, DRK_EVO_LOAD_NS:
-     * the program's kernels wait for both). Not the wall time, nor the
-     * replays' events: while drk waits, the GPU runs the program's
-     * kernels in their time slices, and the events count those too. */
     double gpu = drk_trial_gpu_ns(&tr), moved = (double)tr.moved;
     for (unsigned i = 0; i < reach->n; i++)
         moved += 2.0 * (double)reach->alloc[i].size; /* the snapshot, copied on the program's stream */
-    double charge = gpu + tr.waits * DRK_EVO_WAIT_NS + (builds_made - b_made) * DRK_EVO_LOAD_NS +
-                    moved * DRK_EVO_BYTE_NS;
+    double charge = pay(t, gpu, tr.waits, builds_made - b_made, moved);
     drk_log(DRK_LOG_DEBUG,
             "evolve: %.80s: capture %u's trials took %.1f ms besides %.1f ms of builds (GPU %.1f ms, by their "
             "events %.1f ms, %u waits, %u loads, %.0f MiB moved: %.1f ms charged)",
             t->rec->name, t->captures, ms_of(wall), ms_of(built), gpu / 1e6, ms_of(tr.gpu_ns), tr.waits,
             builds_made - b_made, moved / (1 << 20), charge / 1e6);
-    t->trial_ns += (uint64_t)(gpu + 0.5);
-    t->ledger_ns -= charge;
-    charged_all += charge;
-    trial_ns_all += (uint64_t)(gpu + 0.5);
     if (!keep_trial(t, &tr, &ref))
         drk_trial_close(&tr);
     return t->state == DRK_TARGET_SEARCHING && active == t;
