@@ -1002,17 +1002,25 @@ static int is_choice(const struct target *t, const struct built *b)
     return 0;
 }
 
-/* A slot for a new build: a free one, else the least proven that is not
- * served, one of the search's choices last. */
+/* A slot for a new build: a free one, else the slowest the search
+ * measured (the least proven of equals) that is not served, one of the
+ * search's choices last. Not the least proven first: on the stand-in's
+ * ladder a capture's many siblings gave up the fastest, proven on two
+ * launches, before the search chose it, and its proofs were made again. */
 static struct built *slot_for(struct target *t)
 {
     struct built *best = NULL;
-    unsigned best_rank = 0;
+    double best_rank = 0;
     for (unsigned i = 0; i < BUILT; i++) {
         struct built *b = &t->b[i];
         if (b->id == DRK_VARIANT_NONE)
             return b;
-        unsigned rank = b->proven + (is_choice(t, b) ? DRK_PROOF_LAUNCHES + 1u : 0u);
+        drk_variant v;
+        drk_ratio_stats st = {0};
+        if (drk_variant_from_id(&drk_space_ptx, b->id, &v) == 0)
+            st = drk_evolution_stats(&t->evo, &v);
+        double rank = (st.n ? st.median : 1.0) + 1e-4 * (b->proven < DRK_PROOF_LAUNCHES ? b->proven : DRK_PROOF_LAUNCHES) +
+                      (is_choice(t, b) ? 1e3 : 0);
         if (!is_served(t, b) && !b->busy && (!best || rank < best_rank))
             best = b, best_rank = rank;
     }
@@ -2482,17 +2490,33 @@ static int prove_kept(struct target *t, const drk_variant *v)
 }
 
 /* The search's earlier choices not proven on enough launches yet, proven
- * (untimed) on this capture; the one the search serves now is measured by
- * it anyway. 0, or -1 when the target ended. */
+ * (untimed) on this capture; the one the search serves now too, unless
+ * this round measures it (and so proves it) anyway. On a tight budget the
+ * search measures what it serves every few rounds only: on the H200 naive
+ * matmul's choice, proven on two captures (which the kept launches were),
+ * went unproven on the third, and nothing served for the rest of the run.
+ * 0, or -1 when the target ended. */
 static int prove_choices(struct target *t, drk_trial *tr, drk_proof_ref *ref)
 {
-    drk_variant cand[CHOICES], now;
+    drk_variant cand[CHOICES + 1], now;
+    uint32_t ids[CHOICES + 1];
+    unsigned k = 0, n = 0;
+    for (unsigned i = 0; i < t->nchoices; i++)
+        ids[k++] = t->choices[i];
     uint32_t now_id = drk_evolution_serving(&t->evo, &now) ? drk_variant_id(&drk_space_ptx, &now) : DRK_VARIANT_NONE;
-    unsigned n = 0;
-    for (unsigned i = 0; i < t->nchoices; i++) {
-        const struct built *b = built_of(t, t->choices[i]);
-        if (t->choices[i] != now_id && (!b || (b->proven < DRK_PROOF_LAUNCHES && !proven_at(b, t->captures))) &&
-            drk_variant_from_id(&drk_space_ptx, t->choices[i], &cand[n]) == 0)
+    int measured = now_id != DRK_VARIANT_NONE && drk_evolution_served_due(&t->evo);
+    if (now_id != DRK_VARIANT_NONE && now_id != served_id(t) && !measured) {
+        unsigned i = 0;
+        while (i < k && ids[i] != now_id)
+            i++;
+        if (i == k)
+            ids[k++] = now_id; /* a choice the full list gave up */
+    }
+    for (unsigned i = 0; i < k; i++) {
+        const struct built *b = built_of(t, ids[i]);
+        if ((ids[i] != now_id || !measured) &&
+            (!b || (b->proven < DRK_PROOF_LAUNCHES && !proven_at(b, t->captures))) &&
+            drk_variant_from_id(&drk_space_ptx, ids[i], &cand[n]) == 0)
             n++;
     }
     return n ? try_batch(t, tr, ref, cand, n, 0) : 0;
@@ -2563,8 +2587,32 @@ static void search_round(struct target *t, drk_trial *tr, drk_proof_ref *ref)
     drk_evo_decision d = drk_evolution_end_round(&t->evo);
     t->rounds++;
     t->turn_rounds++;
-    if (d.serve && prove_kept(t, &d.variant) != 0)
-        return; /* ended, or its choice rejected on a kept launch */
+    if (d.serve) {
+        char text[96];
+        const struct built *b = built_of(t, drk_variant_id(&drk_space_ptx, &d.variant));
+        drk_log(DRK_LOG_DEBUG, "evolve: %.80s: capture %u: the search chooses %s, %.3fx over %u trials (proven on %u "
+                               "of %d launches)%s",
+                t->rec->name, t->captures, drk_variant_text(&drk_space_ptx, &d.variant, text, sizeof text),
+                d.stats.median, drk_evolution_trials_of(&t->evo, &d.variant), b ? b->proven : 0, DRK_PROOF_LAUNCHES,
+                d.state == DRK_EVO_SETTLED ? "; settled" : "");
+        /* The choice proven on this capture too, if the round did not
+         * (chosen unmeasured, or its build given up to a later one of the
+         * round: built again, from the cache), then on the kept ones. */
+        if (!b || (b->proven < DRK_PROOF_LAUNCHES && !proven_at(b, t->captures))) {
+            drk_log(DRK_LOG_DEBUG, "evolve: %.80s: capture %u: the search's choice, %s, proven on it", t->rec->name,
+                    t->captures, b ? "not measured by the round" : "its build given up in the round, built again");
+            if (try_batch(t, tr, ref, &d.variant, 1, 0) != 0)
+                return;
+            b = built_of(t, drk_variant_id(&drk_space_ptx, &d.variant));
+            if (!b || !proven_at(b, t->captures))
+                return; /* rejected, or not built: the round's choice is void, what serves stays */
+        }
+        if (prove_kept(t, &d.variant) != 0)
+            return; /* ended, or its choice rejected on a kept launch */
+    } else {
+        drk_log(DRK_LOG_DEBUG, "evolve: %.80s: capture %u: the search trusts no variant yet%s", t->rec->name,
+                t->captures, d.state == DRK_EVO_SETTLED ? "; settled" : "");
+    }
     note_choice(t, &d);
     publish(t, &d);
     /* Settled once its choice was proven (it serves, or cannot: then what

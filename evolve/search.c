@@ -817,6 +817,15 @@ int drk_evolution_serving(const drk_evolution *e, drk_variant *out)
     return 1;
 }
 
+int drk_evolution_served_due(drk_evolution *e)
+{
+    if (!e->open || e->default_ns <= 0 || e->proposed)
+        return 0;
+    view v;
+    look(e, &v);
+    return served_due(e, &v) && e->credit_ns - e->reserved_ns >= estimate(e, e->served, &v);
+}
+
 drk_ratio_stats drk_evolution_stats(const drk_evolution *e, const drk_variant *v)
 {
     float a[POOL];

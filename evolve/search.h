@@ -256,6 +256,10 @@ drk_evo_decision drk_evolution_end_round(drk_evolution *e);
 
 /* What is served now: 1 and *out, or 0 (the default). */
 int drk_evolution_serving(const drk_evolution *e, drk_variant *out);
+/* In an open round none of whose variants was proposed yet: 1 when its
+ * first proposal will be the served variant, measured again (the budget
+ * pays for it, and it is due); 0 when this round leaves it unmeasured. */
+int drk_evolution_served_due(drk_evolution *e);
 
 /* Variant `v`'s samples over the memory (n 0: none). */
 drk_ratio_stats drk_evolution_stats(const drk_evolution *e, const drk_variant *v);

@@ -305,12 +305,20 @@ def case_ladder(args):
         rows = [r for r in rep["evolve"]["by_kernel"] if r["name"] == "axpy"]
         served = re.findall(r"serving ((?:regs=\d+ ?)?(?:carveout=\d+)?), ", p.stderr)
         kept = re.search(r"axpy: [^:]*carveout=100 proven bit for bit on capture \d+, kept \(3 of 3", p.stderr)
+        serve = re.search(r"serving [^,]*carveout=100, ", p.stderr)
+        # The capture whose round first chooses it serves it: its builds are
+        # not given up for a sibling's while the search has measured them
+        # faster (slot_for), and its proofs on the launches kept are made then.
+        chose = re.search(r"axpy: capture (\d+): the search chooses [^,]*carveout=100, ", p.stderr)
+        between = p.stderr[chose.end():serve.start()] if chose and serve and serve.start() > chose.end() else None
         return [(rows and "carveout=100" in rows[0]["serving"], "ladder: the fastest of three, found last, serves at the end",
                  (rows, served, p.stderr[-3000:])),
                 (len(served) >= 2 and "carveout=100" not in served[0] and "carveout=100" in served[-1],
                  "ladder: a choice served first, then the faster one the search climbed to", served),
-                (kept is not None and kept.start() < p.stderr.find("carveout=100, "),
+                (kept is not None and serve is not None and kept.start() < serve.start(),
                  "ladder: the faster one's last proof on a kept launch, before it served", p.stderr[-3000:]),
+                (between is not None and "a launch captured" not in between,
+                 "ladder: the faster one serves at the capture the search first chooses it", p.stderr[-3000:]),
                 ("back to the program's own function" not in p.stderr,
                  "ladder: the program's own function never serves again", p.stderr[-3000:])]
     got = attempt()

@@ -211,6 +211,18 @@ void sim_run(sim_kernel *k, const sim_opts *o, sim_result *r)
         drk_evolution_begin_round(e, o->engine ? (credit > batch ? credit : batch) : SIM_BUDGET * gpu,
                                   timed(k->ms[0], o->sigma) * 1e6, o->engine ? SIM_ENGINE_PAIRS : SIM_TRIAL_LAUNCHES);
         credit = 0;
+        /* The search's choice, not yet proven on enough launches and not
+         * measured this round, proven untimed on this capture (engine.c's
+         * prove_choices: a wait of its own). */
+        drk_variant choice;
+        if (o->engine && drk_evolution_serving(e, &choice) && !drk_evolution_served_due(e)) {
+            uint32_t c = drk_variant_id(&drk_space_ptx, &choice);
+            if (proven[c] < SIM_PROOF_CAPTURES && !(proven_on[c] >> (captures & 63) & 1)) {
+                proven_on[c] |= 1ull << (captures & 63);
+                proven[c]++;
+                cost += o->wait_ns + k->ms[c] * 1e6;
+            }
+        }
         drk_variant cand[8];
         unsigned n, tried = 0, loads = 0;
         while ((n = drk_evolution_next(e, cand, 8)) > 0)

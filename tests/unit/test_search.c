@@ -486,6 +486,57 @@ static void test_served_falls(void)
     CHECK(to_default == 0 && served == 3);
 }
 
+/* drk_evolution_served_due says whether a round measures what serves,
+ * before anything is proposed: the engine proves the search's choice on
+ * a capture that does not (on a tight budget, every few rounds). */
+static void test_served_due(void)
+{
+    drk_evolution e;
+    drk_variant c[8], served;
+    drk_evolution_init(&e, &drk_space_ptx, 3, NULL);
+    CHECK(!drk_evolution_served_due(&e)); /* no round open */
+    /* Two rounds of ample budget: regs=32 1.3x (trusted once measured
+     * twice), every other proposal 1.0x. */
+    for (int r = 0; r < 2; r++) {
+        drk_evolution_begin_round(&e, 1e6, 1000, 5);
+        CHECK(!drk_evolution_served_due(&e));
+        unsigned n = drk_evolution_next(&e, c, 8);
+        for (unsigned i = 0; i < n; i++)
+            answer(&e, &c[i], drk_variant_id(&drk_space_ptx, &c[i]) == 36 * 2 ? 1.3f : 1.0f, 5);
+        drk_evolution_end_round(&e);
+    }
+    CHECK(drk_evolution_serving(&e, &served) && drk_variant_id(&drk_space_ptx, &served) == 36 * 2);
+    CHECK(e.state == DRK_EVO_SEARCHING);
+    /* A budget that pays for one trial a round, the carry spent: not due
+     * the rounds after it was measured, and the round's proposal is
+     * another (exploration goes on). */
+    for (int r = 0; r < DRK_EVO_SERVED_EVERY - 1; r++) {
+        drk_evolution_begin_round(&e, 5000, 1000, 5);
+        e.credit_ns = 5000;
+        CHECK(!drk_evolution_served_due(&e));
+        CHECK(drk_evolution_next(&e, c, 8) == 1 &&
+              drk_variant_id(&drk_space_ptx, &c[0]) != drk_variant_id(&drk_space_ptx, &served));
+        answer(&e, &c[0], 1.0f, 5);
+        drk_evolution_end_round(&e);
+    }
+    CHECK(e.state == DRK_EVO_SEARCHING);
+    /* Due, but the budget does not pay for it this round: not measured. */
+    drk_evolution_begin_round(&e, 0, 1000, 5);
+    e.credit_ns = 1000;
+    CHECK(!drk_evolution_served_due(&e));
+    CHECK(drk_evolution_next(&e, c, 8) == 0);
+    drk_evolution_end_round(&e);
+    /* DRK_EVO_SERVED_EVERY rounds on, paid for: due, and the first proposal
+     * is what serves; asked once proposals were made, too late: 0. */
+    drk_evolution_begin_round(&e, 5000, 1000, 5);
+    e.credit_ns = 5000;
+    CHECK(drk_evolution_served_due(&e));
+    CHECK(drk_evolution_next(&e, c, 8) == 1 &&
+          drk_variant_id(&drk_space_ptx, &c[0]) == drk_variant_id(&drk_space_ptx, &served));
+    CHECK(!drk_evolution_served_due(&e));
+    drk_evolution_end_round(&e);
+}
+
 /* ---- The recorded spaces ---- */
 
 /* What a kernel's runs over SEEDS seeds came to. */
@@ -1086,6 +1137,7 @@ int main(void)
     test_rules();
     test_promise();
     test_served_falls();
+    test_served_due();
     test_shapes();
     nkernels = sim_load(DRK_SPACES_DIR "/h200-2026-12-01.json", kernels, 16);
     CHECK(nkernels == 12);
