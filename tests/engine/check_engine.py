@@ -4,7 +4,7 @@
 planted bad variant rejected, the faster one proven and served, no wrong
 result ever; a nondeterministic kernel refused; DRK_EVOLVE=0 does nothing.
 
-Usage: check_engine.py --program PATH --preload LIBS --mode evolve|plant|cache|resume|regress|switch|ladder|carveout|nondet|off|noctx|unload|turns|late|short|nosync|untimed|oom|flood|busy
+Usage: check_engine.py --program PATH --preload LIBS --mode evolve|plant|cache|resume|regress|switch|ladder|keptbad|carveout|nondet|off|noctx|unload|turns|late|short|nosync|untimed|oom|flood|busy
 """
 import argparse
 import glob
@@ -332,6 +332,25 @@ def case_ladder(args):
         check(c, w, d)
 
 
+def case_keptbad(args):
+    # The ladder, with the stand-in's axpy wrong at carveout 100 on the inputs of the program's rounds 0-3 only (y =
+    # a x): the search meets the carveout line after its first captures, so a carveout=100 choice is proven right on
+    # the later captures and must be found wrong on the launch kept from an early one. Nothing wrong reaches the
+    # program; the rejected choice never serves, and what served before goes on serving.
+    rep, p = run(args, "keptbad", {"DRK_EVOLVE": "1", "DRK_EVOLVE_BUDGET": "10%", "DRK_LOG_LEVEL": "debug"})
+    rows = [r for r in rep["evolve"]["by_kernel"] if r["name"] == "axpy"]
+    kept = re.search(r"axpy: ([^:]*?carveout=100) rejected: the variant differs from the original[^\n]*\(a kept "
+                     r"launch, capture (\d+)\)", p.stderr)
+    check(kept is not None, "keptbad: a carveout=100 choice, wrong on an early launch only, rejected on the launch kept "
+          "from then", p.stderr[-3000:])
+    check(kept is not None and f"serving {kept.group(1)}, " not in p.stderr,
+          "keptbad: the rejected choice never serves", p.stderr[-3000:])
+    check(rows and rows[0]["rejected"] >= 2 and "back to the program's own function" not in p.stderr and
+          rows[0]["serving"] != "default", "keptbad: what served before goes on serving", (rows, p.stderr[-3000:]))
+    check(re.search(r"engine: 36 rounds, 0 wrong", p.stdout) is not None, "keptbad: every round's result bit for bit",
+          p.stdout)
+
+
 def case_carveout(args):
     # The stand-in runs axpy 4x faster at carveout 100 (the launch's
     # attribute, or its function's), whatever its registers. Variants that
@@ -551,11 +570,11 @@ def main():
     ap.add_argument("--program", required=True)
     ap.add_argument("--preload", required=True)
     ap.add_argument("--nvjitlink", required=True, help="the stand-in's nvJitLink (the fake driver's library)")
-    ap.add_argument("--mode", required=True, choices=["evolve", "plant", "cache", "resume", "regress", "switch", "ladder", "carveout", "nondet", "off", "noctx", "unload",
+    ap.add_argument("--mode", required=True, choices=["evolve", "plant", "cache", "resume", "regress", "switch", "ladder", "keptbad", "carveout", "nondet", "off", "noctx", "unload",
                                                           "turns", "late", "short", "nosync", "untimed", "oom", "flood",
                                                           "busy"])
     args = ap.parse_args()
-    {"evolve": case_evolve, "plant": case_plant, "cache": case_cache, "resume": case_resume, "regress": case_regress, "switch": case_switch, "ladder": case_ladder, "carveout": case_carveout, "nondet": case_nondet, "off": case_off,
+    {"evolve": case_evolve, "plant": case_plant, "cache": case_cache, "resume": case_resume, "regress": case_regress, "switch": case_switch, "ladder": case_ladder, "keptbad": case_keptbad, "carveout": case_carveout, "nondet": case_nondet, "off": case_off,
      "noctx": case_noctx, "unload": case_unload, "turns": case_turns, "late": case_late, "short": case_short,
      "nosync": case_nosync, "untimed": case_untimed, "oom": case_oom,
      "flood": case_flood, "busy": case_busy}[args.mode](args)

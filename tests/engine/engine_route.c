@@ -25,6 +25,11 @@
  *                         registers'): on a tight budget the search finds
  *                         them one after another. It prints which builds
  *                         ran after each round.
+ *   engine_route keptbad  the ladder, but a launch at carveout 100 computes
+ *                         y = a x (the add lost) on the inputs of rounds
+ *                         0-3 only: a planted variant wrong on an early
+ *                         launch alone, which the search meets later and
+ *                         must find wrong on the launch kept from then.
  *   engine_route nondet   the same, but the kernel adds a count of its own
  *                         launches' blocks seen so far to one element (as a
  *                         float atomic's order would): it differs from
@@ -97,6 +102,7 @@
 #define LOOKS 12  /* busy, waits: rounds, each about one of drk's looks (200 ms) */
 /* oom: x and y in allocations this large, which drk's snapshots copy whole. */
 #define OOM_ARRAY ((size_t)64 << 20)
+#define KEPTBAD_ROUNDS 4 /* keptbad: carveout 100 is wrong on the inputs of rounds 0-3 */
 #define OWN_STREAM 99 /* what the fake CUPTI calls drk's stream */
 #define ROUND_NS 200000000ull /* a round on the fake CUPTI's clock; rounds start 2 apart */
 
@@ -115,6 +121,7 @@ static const char ptx[] = ".version 9.0\n.target sm_90\n.address_size 64\n\n"
                           "fma.rn.f32 %f4, %f2, %f1, %f3;\n\tst.global.f32 [%rd7], %f4;\n$L__BB0_2:\n\tret;\n}\n";
 
 static int nondet;
+static float bad_below = -1e30f; /* keptbad: a launch at carveout 100 with a below this computes y = a x */
 static unsigned long long by_regs[256];
 static unsigned long long blocks_seen;
 
@@ -131,7 +138,7 @@ static void axpy(const fakecuda_thread *t)
         blocks_seen++;
     if ((int)i >= n)
         return;
-    if (t->regs == 40) {
+    if (t->regs == 40 || (t->carveout == 100 && a < bad_below)) {
         y[i] = a * x[i]; /* the planted bad build */
         return;
     }
@@ -181,7 +188,10 @@ int main(int argc, char **argv)
     /* ladder: three variants each faster than the last (32 1.1x, 48 1.4x,
      * carveout 100 2x), found one after another: the search's choice moves
      * on. */
-    int ladder = strcmp(mode, "ladder") == 0;
+    int ladder = strcmp(mode, "ladder") == 0, keptbad = strcmp(mode, "keptbad") == 0;
+    if (keptbad)
+        bad_below = 0.5f + (float)KEPTBAD_ROUNDS * 0.125f; /* the rounds' a: 0.5 + r / 8 */
+    ladder |= keptbad;
     if (ladder)
         rounds = 36;
     if (turns)

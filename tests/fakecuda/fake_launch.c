@@ -142,6 +142,7 @@ static CUresult do_launch(const struct launch *L)
         .sharedMemBytes = L->shmem,
         .regs = regs,
         .ptx_rz = rz,
+        .carveout = carveout,
     };
     for (t.blockIdx.z = 0; t.blockIdx.z < L->gz; t.blockIdx.z++)
         for (t.blockIdx.y = 0; t.blockIdx.y < L->gy; t.blockIdx.y++)

@@ -207,6 +207,7 @@ typedef struct fakecuda_thread {
     unsigned int sharedMemBytes;
     unsigned int regs; /* the launched function's registers (a JIT register budget lowers them) */
     int ptx_rz;        /* its module's PTX rounds float arithmetic toward zero (".rz.f32" in it) */
+    int carveout;      /* the launch's shared-memory carveout (its attribute, else the function's; -1: none) */
 } fakecuda_thread;
 
 typedef void (*fakecuda_kernel_fn)(const fakecuda_thread *t);
