@@ -2361,7 +2361,6 @@ static int try_batch(struct target *t, drk_trial *tr, drk_proof_ref *ref, const 
     return run_queued(t, tr, ref, q, nq, timed, rc);
 }
 
-
 /* Its buffers back to drk's trial means (drk's context pushed: a target
  * may end with the program's current). */
 static void kept_close(struct kept *k)
@@ -2589,7 +2588,8 @@ static void search_round(struct target *t, drk_trial *tr, drk_proof_ref *ref)
     t->turn_rounds++;
     if (d.serve) {
         char text[96];
-        const struct built *b = built_of(t, drk_variant_id(&drk_space_ptx, &d.variant));
+        uint32_t id = drk_variant_id(&drk_space_ptx, &d.variant);
+        const struct built *b = built_of(t, id);
         drk_log(DRK_LOG_DEBUG, "evolve: %.80s: capture %u: the search chooses %s, %.3fx over %u trials (proven on %u "
                                "of %d launches)%s",
                 t->rec->name, t->captures, drk_variant_text(&drk_space_ptx, &d.variant, text, sizeof text),
@@ -2603,7 +2603,7 @@ static void search_round(struct target *t, drk_trial *tr, drk_proof_ref *ref)
                     t->captures, b ? "not measured by the round" : "its build given up in the round, built again");
             if (try_batch(t, tr, ref, &d.variant, 1, 0) != 0)
                 return;
-            b = built_of(t, drk_variant_id(&drk_space_ptx, &d.variant));
+            b = built_of(t, id);
             if (!b || !proven_at(b, t->captures))
                 return; /* rejected, or not built: the round's choice is void, what serves stays */
         }

@@ -139,28 +139,33 @@ FC_EXPORT int fakecuda_register_kernel_params(const char *name, fakecuda_kernel_
     return rc;
 }
 
+/* Kernel `name`'s entry with the lock held (the caller unlocks), or NULL. */
+static struct kentry *kentry_locked(const char *name)
+{
+    builtins_once();
+    LOCK();
+    int i = kentry_find(name);
+    return i < 0 ? NULL : &g_kernels[i];
+}
+
 FC_EXPORT int fakecuda_set_kernel_resources(const char *name, unsigned int regs, unsigned int static_shared)
 {
     if (!name || regs < 1 || regs > 255 || static_shared > FC_SHARED_PER_BLOCK)
         return -1;
-    builtins_once();
-    LOCK();
-    int i = kentry_find(name);
-    if (i >= 0)
-        g_kernels[i].regs = regs, g_kernels[i].static_shared = static_shared;
+    struct kentry *k = kentry_locked(name);
+    if (k)
+        k->regs = regs, k->static_shared = static_shared;
     UNLOCK();
-    return i < 0 ? -1 : 0;
+    return k ? 0 : -1;
 }
 
 FC_EXPORT int fakecuda_set_kernel_time(const char *name, unsigned int regs, unsigned long long ns)
 {
     if (!name)
         return -1;
-    builtins_once();
-    LOCK();
-    int i = kentry_find(name), rc = -1;
-    if (i >= 0) {
-        struct kentry *k = &g_kernels[i];
+    struct kentry *k = kentry_locked(name);
+    int rc = -1;
+    if (k) {
         unsigned int t = 0;
         while (t < k->ntimes && k->time_regs[t] != regs)
             t++;
@@ -178,24 +183,20 @@ FC_EXPORT int fakecuda_set_carveout_time(const char *name, int carveout, unsigne
 {
     if (!name || carveout < -1 || carveout > 100)
         return -1;
-    builtins_once();
-    LOCK();
-    int i = kentry_find(name);
-    if (i >= 0)
-        g_kernels[i].time_carveout = carveout, g_kernels[i].carveout_ns = ns;
+    struct kentry *k = kentry_locked(name);
+    if (k)
+        k->time_carveout = carveout, k->carveout_ns = ns;
     UNLOCK();
-    return i >= 0 ? 0 : -1;
+    return k ? 0 : -1;
 }
 
 FC_EXPORT unsigned long long fakecuda_carveout_launches(const char *name, int carveout)
 {
     if (!name || carveout < -1 || carveout > 100)
         return 0;
-    builtins_once();
-    LOCK();
-    int i = kentry_find(name);
+    struct kentry *k = kentry_locked(name);
     UNLOCK();
-    return i < 0 ? 0 : atomic_load(&g_kernels[i].carveout_launches[carveout + 1]);
+    return k ? atomic_load(&k->carveout_launches[carveout + 1]) : 0;
 }
 
 FC_EXPORT unsigned long long fakecuda_gpu_ns(void) { return g_gpu_ns; }
@@ -204,11 +205,9 @@ FC_EXPORT unsigned long long fakecuda_kernel_launches(const char *name)
 {
     if (!name)
         return 0;
-    builtins_once();
-    LOCK();
-    int i = kentry_find(name);
+    struct kentry *k = kentry_locked(name);
     UNLOCK();
-    return i < 0 ? 0 : atomic_load(&g_kernels[i].launches);
+    return k ? atomic_load(&k->launches) : 0;
 }
 
 /* ------------------------------------------------------------------------ */
