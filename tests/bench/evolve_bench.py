@@ -9,12 +9,21 @@ other: natively (the driver's default JIT), under drk with DRK_EVOLVE=1
 builds from an earlier run). A benchmark: it prints what it measured in this
 run and passes or fails nothing.
 
+The drk runs get --rounds (32): on its 2% budget a kernel with nothing to
+win is searched for 3-8 captures, a capture every few rounds of ~0.1 s (a
+flat stencil's search ended by round 12-20 on the H200), and its steady
+state comes after. The second native run and the best runs give a steady
+time only, and get --short-rounds (12).
+
 Per kernel:
   native      GPU time a launch natively (median over both native runs' rounds
               after their first: the one before drk's and the one after, so
               that the GPU's drift between processes does not count for or
               against drk)
   drk         GPU time a launch under drk at its steady state (median of the last 4 rounds)
+  end         the search's state at the end (the report's): settled, or
+              searching (no steady state yet: its last rounds still pay for
+              captures and timed rounds)
   x           native / drk
   possible    the recorded space's default / its exhaustive best (what the
               search could win; 2.05x for n-body, at most 1.10x for the rest)
@@ -43,7 +52,9 @@ Per kernel:
               from the first launch, its cubin loaded rather than compiled:
               the cache-hit time is printed below the table)
   drift       the second native run over the first: what separate
-              processes differ by with nothing changed
+              processes differ by with nothing changed (a short kernel's
+              time is fixed per process: 19.4-19.8 us for softmax_rows in
+              three native runs, the same spread under drk without evolution)
   same        the outputs' hash equal natively and under drk (both drk runs)
 
 Then: compile time median and p95 over all builds (each kernel's builds taken
@@ -55,10 +66,14 @@ Writes everything to --out/evolve_bench.json; with --out the runs' output and
 reports are then packed into --out/evolve_bench_logs.tar.gz (their caches
 removed).
 
-Usage: evolve_bench.py [--build DIR] [--kernels a,b] [--rounds R] [--launches L]
-                       [--budget PCT] [--pause MS] [--best-of N] [--log LEVEL] [--out DIR]
-Takes about 5 minutes on an H200 with the defaults (16 rounds of 1500
-launches and a 100 ms pause each, five or six runs a kernel).
+Usage: evolve_bench.py [--build DIR] [--kernels a,b] [--rounds R] [--short-rounds R]
+                       [--launches L] [--budget PCT] [--pause MS] [--best-of N] [--log LEVEL]
+                       [--out DIR]
+Takes about 8 minutes on an H200 with the defaults (rounds of 1500 launches
+and a 100 ms pause each, five or six runs a kernel; n-body's rounds take a
+second): more than one device call may run, so split the twelve with
+--kernels (nbody,matmul_tiled,transpose_naive,saxpy,matmul_naive and the
+other seven take about as long).
 """
 import argparse
 import glob
@@ -145,7 +160,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
     ap.add_argument("--kernels", default="", help="comma-separated (default: all twelve)")
-    ap.add_argument("--rounds", type=int, default=16)
+    ap.add_argument("--rounds", type=int, default=32, help="rounds of the first native run and the drk runs")
+    ap.add_argument("--short-rounds", type=int, default=12,
+                    help="rounds of the second native run and the best runs (a steady time only)")
     ap.add_argument("--launches", type=int, default=1500, help="launches a round (the simulator's 1500)")
     ap.add_argument("--budget", default="", help="DRK_EVOLVE_BUDGET (default: drk's, 2%%)")
     ap.add_argument("--pause", type=int, default=100,
@@ -182,6 +199,7 @@ def main():
             print(f"  {name}: not in {SPACE}", file=sys.stderr)
             continue
         cmd = [prog, ptx, name, str(args.rounds), str(args.launches), str(args.pause)]
+        short = [prog, ptx, name, str(min(args.short_rounds, args.rounds)), str(args.launches), str(args.pause)]
         nat = run(cmd, clean_env({}), out, f"{name}.native")
         rep_dir = os.path.join(out, f"{name}.drk")
         cache = os.path.join(out, f"{name}.cache")
@@ -199,7 +217,7 @@ def main():
         # (clocks, heat) by about as much as a flat kernel's margin, and a
         # drk run always second would carry the drift as its own. Native is
         # both runs' rounds together; `drift` says how far they were apart.
-        nat2 = run(cmd, clean_env({}), out, f"{name}.native2") if nat is not None else None
+        nat2 = run(short, clean_env({}), out, f"{name}.native2") if nat is not None else None
         # The exhaustive best as a program, in this run: the recorded best
         # variants JIT'd and launched as evolve_run launches the default.
         bests = []
@@ -207,11 +225,11 @@ def main():
         top = sorted(range(len(rec["ms"])), key=lambda i: rec["ms"][i])
         for i in top[:args.best_of if possible >= FLAT else min(args.best_of, 1)]:
             v = space_variant(dims, i)
-            b = run(cmd + [",".join(str(x) for x in v), "fn"], clean_env({}), out, f"{name}.best{len(bests)}")
+            b = run(short + [",".join(str(x) for x in v), "fn"], clean_env({}), out, f"{name}.best{len(bests)}")
             if b is not None:
                 bests.append({"variant": v, "recorded_x": rec["ms"][0] / rec["ms"][i],
                               "ms": statistics.median(b["gpu_ms"][1:] or b["gpu_ms"]), "rounds_ms": b["gpu_ms"],
-                              "same": b["hash"] == nat["hash"] if nat else None})
+                              })
         if nat is None or drk is None or nat2 is None:
             rows.append({"kernel": name, "error": "a run failed (see its .stderr)"})
             continue
@@ -281,7 +299,7 @@ def main():
 
     print()
     print(f"{'kernel':16} {'native ms':>10} {'drk ms':>10} {'x':>7} {'possible':>8} {'vs best':>8} {'best x':>7} "
-          f"{'vs run':>7} {'to best':>7} {'rounds':>6}  "
+          f"{'vs run':>7} {'to best':>7} {'rounds':>6} {'end':>9}  "
           f"{'serving':28} {'builds':>6} {'mean ms':>8} {'max ms':>8} {'trial':>6} {'wall':>6} {'stall drk/nat ms':>16} "
           f"{'warm x':>7} {'w.rnd':>5} {'drift':>6} same")
     for r in rows:
@@ -291,7 +309,7 @@ def main():
         print(f"{r['kernel']:16} {r['native_ms']:10.4f} {r['drk_ms']:10.4f} {r['speedup']:6.3f}x {r['possible']:7.3f}x "
               f"{r['vs_best']:8.3f} {r['best_x'] or float('nan'):6.3f}x {r['vs_best_run'] or float('nan'):7.3f} "
               f"{'-' if r['rounds_to_best'] is None else r['rounds_to_best']:>7} "
-              f"{r['rounds_to_steady']:6d}  {r['serving'][:28]:28} {r['builds']:6d} "
+              f"{r['rounds_to_steady']:6d} {r['state'][:9]:>9}  {r['serving'][:28]:28} {r['builds']:6d} "
               f"{r['build_ms_mean']:8.2f} {r['build_ms_max']:8.1f} {100 * r['trial_share']:5.2f}% "
               f"{r['wall_ratio']:6.3f} {r['stall_ms']['drk']:7.3f}/{r['stall_ms']['native']:<8.3f} "
               f"{r['warm']['speedup'] if 'warm' in r else float('nan'):6.3f}x "
@@ -326,6 +344,11 @@ def main():
         d = [r["drift"] for r in ok]
         print(f"native drift: the second native run over the first {min(d):.3f}-{max(d):.3f} (median "
               f"{statistics.median(d):.3f}): what separate processes differ by with nothing changed")
+        ended = [r for r in ok if r["state"] not in ("searching", "capturing")]
+        low = min(ended, key=lambda r: r["speedup"]) if ended else None
+        print(f"steady state: {len(ended)} of {len(ok)} kernels' searches ended by round {args.rounds}"
+              + (f"; the lowest x among them {low['speedup']:.3f} ({low['kernel']})" if low else "")
+              + "".join(f"; {r['kernel']} still searching ({r['speedup']:.3f}x)" for r in ok if r not in ended))
         u = [r["untimed"] for r in ok]
         w = [r["warm"]["untimed"] for r in ok if "warm" in r]
         print(f"kernel records rested in {sum(a for a, _ in u)} of {sum(b for _, b in u)} rounds"
