@@ -54,17 +54,7 @@ static void side_init(side *s, const kernel_spec *k, const char *ptx)
         CHECK(cuMemcpyHtoD(s->d[i], h, k->bufs[i].bytes));
         free(h);
     }
-    for (int a = 0; a < k->nargs; a++) {
-        const arg_spec *p = &k->args[a];
-        s->words[a] = 0;
-        if (p->kind == 'b')
-            memcpy(&s->words[a], &s->d[p->i], sizeof(CUdeviceptr));
-        else if (p->kind == 'i')
-            memcpy(&s->words[a], &p->i, 4);
-        else
-            memcpy(&s->words[a], &p->f, 4);
-        s->params[a] = &s->words[a];
-    }
+    kernel_params(k, s->d, s->words, s->params);
 }
 
 /* n launches asking `carveout` (-1: no attribute), then a synchronize. */
@@ -128,10 +118,7 @@ int main(int argc, char **argv)
         return 2;
     }
     const int launches = argc > 3 ? atoi(argv[3]) : 300, reps = argc > 4 ? atoi(argv[4]) : 8;
-    const kernel_spec *k = NULL;
-    for (size_t i = 0; i < NKERNELS; i++)
-        if (strcmp(kernels[i].name, argv[2]) == 0)
-            k = &kernels[i];
+    const kernel_spec *k = find_kernel(argv[2]);
     if (!k || launches < 1 || reps < 1) {
         fprintf(stderr, "carveout_left: unknown kernel %s or a bad count\n", argv[2]);
         return 2;

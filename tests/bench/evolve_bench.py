@@ -9,11 +9,17 @@ other: natively (the driver's default JIT), under drk with DRK_EVOLVE=1
 builds from an earlier run). A benchmark: it prints what it measured in this
 run and passes or fails nothing.
 
-The drk runs get --rounds (32): on its 2% budget a kernel with nothing to
-win is searched for 3-8 captures, a capture every few rounds of ~0.1 s (a
-flat stencil's search ended by round 12-20 on the H200), and its steady
-state comes after. The second native run and the best runs give a steady
-time only, and get --short-rounds (12).
+The drk runs get --rounds (40): on its 2% budget a kernel with nothing to
+win is searched for 3 to 8 captures, one every 3-5 of these ~0.2 s rounds
+(on the H200 a flat stencil's search ended at round 12 in one run and had
+not by round 16 in two others: 8 captures take to round 25-38), and its
+steady state comes after. The second native run and the best runs give a
+steady time only, and get --short-rounds (12). --processes N runs N cold
+drk processes a kernel (each further one followed by a short native run):
+a short kernel's time is fixed per process and differs by ~2% between
+processes, drk's or not, which one drk run cannot tell from a 1% cost;
+drk's steady time is then the median of theirs, native's all native runs'
+rounds.
 
 Per kernel:
   native      GPU time a launch natively (median over both native runs' rounds
@@ -67,13 +73,13 @@ reports are then packed into --out/evolve_bench_logs.tar.gz (their caches
 removed).
 
 Usage: evolve_bench.py [--build DIR] [--kernels a,b] [--rounds R] [--short-rounds R]
-                       [--launches L] [--budget PCT] [--pause MS] [--best-of N] [--log LEVEL]
-                       [--out DIR]
-Takes about 8 minutes on an H200 with the defaults (rounds of 1500 launches
-and a 100 ms pause each, five or six runs a kernel; n-body's rounds take a
-second): more than one device call may run, so split the twelve with
---kernels (nbody,matmul_tiled,transpose_naive,saxpy,matmul_naive and the
-other seven take about as long).
+                       [--processes N] [--launches L] [--budget PCT] [--pause MS]
+                       [--best-of N] [--log LEVEL] [--out DIR]
+Takes about 10 minutes on an H200 with the defaults (rounds of 1500
+launches and a 100 ms pause each, five or six runs a kernel; n-body's rounds
+take a second): more than a device call may run, so split the twelve with
+--kernels, e.g. nbody,matmul_tiled / transpose_naive,saxpy,matmul_naive,
+conv1d_15,stencil5 / the other five (about 4.5, 3.5 and 2.5 minutes).
 """
 import argparse
 import glob
@@ -160,9 +166,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
     ap.add_argument("--kernels", default="", help="comma-separated (default: all twelve)")
-    ap.add_argument("--rounds", type=int, default=32, help="rounds of the first native run and the drk runs")
+    ap.add_argument("--rounds", type=int, default=40, help="rounds of the first native run and the drk runs")
     ap.add_argument("--short-rounds", type=int, default=12,
                     help="rounds of the second native run and the best runs (a steady time only)")
+    ap.add_argument("--processes", type=int, default=1,
+                    help="cold drk runs a kernel (each followed by a short native run beyond the first): drk's steady "
+                         "time is their median, native's all native runs' rounds")
     ap.add_argument("--launches", type=int, default=1500, help="launches a round (the simulator's 1500)")
     ap.add_argument("--budget", default="", help="DRK_EVOLVE_BUDGET (default: drk's, 2%%)")
     ap.add_argument("--pause", type=int, default=100,
@@ -230,12 +239,31 @@ def main():
                 bests.append({"variant": v, "recorded_x": rec["ms"][0] / rec["ms"][i],
                               "ms": statistics.median(b["gpu_ms"][1:] or b["gpu_ms"]), "rounds_ms": b["gpu_ms"],
                               })
+        # More processes of each (--processes): a short kernel's time is
+        # fixed per process and differs by ~2% between them, drk's or not;
+        # one drk process cannot tell a 1% cost from that. Each further drk
+        # run is cold (a cache of its own), each native one short.
+        more_drk, more_nat, states = [], [], []
+        for p in range(1, args.processes if drk is not None and nat2 is not None else 1):
+            x = dict(extra, DRK_REPORT=os.path.join(out, f"{name}.drk{p}") + "/",
+                     DRK_CACHE_DIR=os.path.join(out, f"{name}.cache{p}"))
+            d = run(cmd, clean_env(x), out, f"{name}.drk{p}")
+            n = run(short, clean_env({}), out, f"{name}.native{p + 2}")
+            if d is None or n is None:
+                drk = None
+                break
+            more_drk.append(d)
+            more_nat.append(n)
+            st = [r["state"] for r in (report_of(os.path.join(out, f"{name}.drk{p}")) or {}).get("evolve", {})
+                  .get("by_kernel", []) if r["name"] == name]
+            states.append(st[0] if st else "not a target")
         if nat is None or drk is None or nat2 is None:
             rows.append({"kernel": name, "error": "a run failed (see its .stderr)"})
             continue
-        nat_ms = [nat["gpu_ms"][1:] or nat["gpu_ms"], nat2["gpu_ms"][1:] or nat2["gpu_ms"]]
-        native_ms = statistics.median(nat_ms[0] + nat_ms[1])
-        steady = statistics.median(drk["gpu_ms"][-4:])
+        nat_ms = [r["gpu_ms"][1:] or r["gpu_ms"] for r in [nat, nat2] + more_nat]
+        native_ms = statistics.median([ms for m in nat_ms for ms in m])
+        steadies = [statistics.median(r["gpu_ms"][-4:]) for r in [drk] + more_drk]
+        steady = statistics.median(steadies)
         reach = 0
         for r, ms in enumerate(drk["gpu_ms"]):
             if ms > steady * 1.02:
@@ -250,6 +278,7 @@ def main():
         ev = (rep or {}).get("evolve", {})
         erows = [r for r in ev.get("by_kernel", []) if r["name"] == name]
         er = erows[0] if erows else {}
+        row_state = er.get("state", "not a target")
         builds = sum(r["builds"] for r in erows)
         build_ms = sum(r["build_ms"] for r in erows)
         row = {
@@ -258,7 +287,8 @@ def main():
             "best_runs": bests, "best_ms": best["ms"] if best else None,
             "best_x": native_ms / best["ms"] if best else None, "vs_best_run": steady / best["ms"] if best else None,
             "rounds_to_best": to_best,
-            "serving": er.get("serving", "-"), "state": er.get("state", "not a target"),
+            "serving": er.get("serving", "-"),
+            "state": next((x for x in [row_state] + states if x in ("searching", "capturing")), row_state),
             "why": er.get("why", ""), "drk_speedup": er.get("speedup"), "drk_run_speedup": er.get("run_speedup"),
             "drk_replay_speedup": er.get("replay_speedup"),
             "builds": builds, "build_ms_mean": build_ms / builds if builds else 0.0,
@@ -274,6 +304,8 @@ def main():
             "stall_ms": {"native": max(nat.get("longest_launch_ms", [0]) + nat2.get("longest_launch_ms", [0])),
                          "drk": max(drk.get("longest_launch_ms", [0]))},
             "untimed": untimed(rep),
+            "processes": {"native_ms": [statistics.median(m) for m in nat_ms], "drk_ms": steadies,
+                          "drk_states": [row_state] + states},
         }
         if warm is not None:
             wsteady = statistics.median(warm["gpu_ms"][-4:])
@@ -295,7 +327,9 @@ def main():
                            "run_speedup": [k.get("run_speedup", 0) for k in wev.get("by_kernel", [])]}
         rows.append(row)
         print(f"  {name}: native {native_ms:.4f} ms, drk {steady:.4f} ms ({row['speedup']:.3f}x of a possible "
-              f"{possible:.3f}x), serving {row['serving']} ({row['state']})", flush=True)
+              f"{possible:.3f}x), serving {row['serving']} ({row['state']})"
+              + (f"; processes: native {' '.join(f'{x:.4f}' for x in row['processes']['native_ms'])}, drk "
+                 f"{' '.join(f'{x:.4f}' for x in steadies)}" if more_drk else ""), flush=True)
 
     print()
     print(f"{'kernel':16} {'native ms':>10} {'drk ms':>10} {'x':>7} {'possible':>8} {'vs best':>8} {'best x':>7} "

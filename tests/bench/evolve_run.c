@@ -65,10 +65,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "evolve_run: BY is fn, launch or alt, not %s\n", by);
         return 2;
     }
-    const kernel_spec *k = NULL;
-    for (size_t i = 0; i < NKERNELS; i++)
-        if (strcmp(kernels[i].name, argv[2]) == 0)
-            k = &kernels[i];
+    const kernel_spec *k = find_kernel(argv[2]);
     if (!k || rounds < 1 || launches < 1 || pause_ms < 0) {
         fprintf(stderr, "evolve_run: unknown kernel %s or a bad count (kernels:", argv[2]);
         for (size_t i = 0; i < NKERNELS; i++)
@@ -125,17 +122,7 @@ int main(int argc, char **argv)
     }
     uint64_t words[8];
     void *params[8];
-    for (int a = 0; a < k->nargs; a++) {
-        const arg_spec *s = &k->args[a];
-        words[a] = 0;
-        if (s->kind == 'b')
-            memcpy(&words[a], &d[s->i], sizeof(CUdeviceptr));
-        else if (s->kind == 'i')
-            memcpy(&words[a], &s->i, 4);
-        else
-            memcpy(&words[a], &s->f, 4);
-        params[a] = &words[a];
-    }
+    kernel_params(k, d, words, params);
     CUevent e0, e1;
     CHECK(cuEventCreate(&e0, 0));
     CHECK(cuEventCreate(&e1, 0));

@@ -108,17 +108,7 @@ int main(int argc, char **argv)
         }
         uint64_t words[8];
         void *params[8];
-        for (int a = 0; a < k->nargs; a++) {
-            const arg_spec *s = &k->args[a];
-            words[a] = 0;
-            if (s->kind == 'b')
-                memcpy(&words[a], &d[s->i], sizeof(CUdeviceptr));
-            else if (s->kind == 'i')
-                memcpy(&words[a], &s->i, 4);
-            else
-                memcpy(&words[a], &s->f, 4);
-            params[a] = &words[a];
-        }
+        kernel_params(k, d, words, params);
         printf("{\"kernel\": \"%s\", \"grid\": [%u, %u, %u], \"block\": [%u, %u, %u], \"variants\": [", k->name,
                k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1], k->block[2]);
         struct summary *sm = &sums[nsum++];

@@ -6,6 +6,7 @@
 #ifndef DRK_BENCH_EVOLVE_SPECS_H
 #define DRK_BENCH_EVOLVE_SPECS_H
 
+#include <cuda.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,6 +67,32 @@ static const kernel_spec kernels[] = {
      {B(0), B(1), B(2), I(N24)}, 4},
 };
 #define NKERNELS (sizeof kernels / sizeof *kernels)
+
+/* Kernel k's launch parameters, its buffers at d: each argument's word in
+ * words[], params[] pointing at them. */
+static inline void kernel_params(const kernel_spec *k, const CUdeviceptr *d, uint64_t words[8], void *params[8])
+{
+    for (int a = 0; a < k->nargs; a++) {
+        const arg_spec *s = &k->args[a];
+        words[a] = 0;
+        if (s->kind == 'b')
+            memcpy(&words[a], &d[s->i], sizeof(CUdeviceptr));
+        else if (s->kind == 'i')
+            memcpy(&words[a], &s->i, 4);
+        else
+            memcpy(&words[a], &s->f, 4);
+        params[a] = &words[a];
+    }
+}
+
+/* The kernel named `name`; NULL when none is. */
+static inline const kernel_spec *find_kernel(const char *name)
+{
+    for (size_t i = 0; i < NKERNELS; i++)
+        if (strcmp(kernels[i].name, name) == 0)
+            return &kernels[i];
+    return NULL;
+}
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static uint32_t next32(void)
