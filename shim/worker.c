@@ -185,8 +185,9 @@ static void rest_records(uint64_t now, unsigned ended)
                               : searching ? "a search runs"
                                           : "evolution has nothing to search";
             drk_log(DRK_LOG_DEBUG,
-                    "GPU times: kernel records rest (%s); on again after %u rounds%s (account %.2f ms; a round "
-                    "expected to cost %.2f ms: %.0f launches, %.1f ms of waits)",
+                    "GPU times: kernel records rest (%s); on again after %u rounds%s (account %.2f ms; a round's "
+                    "launch calls expected to cost %.2f ms: %.0f launches, %.1f ms of waits; not counted: the "
+                    "kernels' own slowdown while records are on)",
                     why, rest_for, drk_records_cost_affords(&cost) ? "" : ", once the budget pays for one",
                     cost.bank_ns / 1e6, drk_records_cost_round(&cost) / 1e6, cost.round_launches,
                     cost.round_waited / 1e6);
