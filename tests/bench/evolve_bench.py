@@ -18,14 +18,15 @@ steady time only, and get --short-rounds (12). --processes N runs N cold
 drk processes a kernel (each further one followed by a short native run):
 a short kernel's time is fixed per process and differs by ~2% between
 processes, drk's or not, which one drk run cannot tell from a 1% cost;
-drk's steady time is then the median of theirs, native's all native runs'
-rounds.
+drk's steady time is then the median of theirs, native's the median of
+every native run's.
 
 Per kernel:
-  native      GPU time a launch natively (median over both native runs' rounds
-              after their first: the one before drk's and the one after, so
-              that the GPU's drift between processes does not count for or
-              against drk)
+  native      GPU time a launch natively (the median of the native runs'
+              medians of their rounds after the first: the one before drk's
+              and the one after, and with --processes more, so that the
+              GPU's drift between processes does not count for or against
+              drk, and each process counts alike, long or short)
   drk         GPU time a launch under drk at its steady state (median of the last 4 rounds)
   end         the search's state at the end (the report's): settled, or
               searching (no steady state yet: its last rounds still pay for
@@ -172,7 +173,7 @@ def main():
                     help="rounds of the second native run and the best runs (a steady time only)")
     ap.add_argument("--processes", type=int, default=1,
                     help="cold drk runs a kernel (each followed by a short native run beyond the first): drk's steady "
-                         "time is their median, native's all native runs' rounds")
+                         "time is their median, native's the median of every native run's")
     ap.add_argument("--launches", type=int, default=1500, help="launches a round (the simulator's 1500)")
     ap.add_argument("--budget", default="", help="DRK_EVOLVE_BUDGET (default: drk's, 2%%)")
     ap.add_argument("--pause", type=int, default=100,
@@ -262,9 +263,9 @@ def main():
             rows.append({"kernel": name, "error": "a run failed (see its .stderr)"})
             continue
         nat_ms = [r["gpu_ms"][1:] or r["gpu_ms"] for r in [nat, nat2] + more_nat]
-        native_ms = statistics.median([ms for m in nat_ms for ms in m])
+        native_ms = statistics.median([statistics.median(m) for m in nat_ms])  # each process alike, long or short
         steadies = [statistics.median(r["gpu_ms"][-4:]) for r in [drk] + more_drk]
-        native_wall = statistics.median([ms for r in [nat, nat2] + more_nat for ms in (r["wall_ms"][1:] or r["wall_ms"])])
+        native_wall = statistics.median([statistics.median(r["wall_ms"][1:] or r["wall_ms"]) for r in [nat, nat2] + more_nat])
         steady = statistics.median(steadies)
         reach = 0
         for r, ms in enumerate(drk["gpu_ms"]):
