@@ -292,7 +292,8 @@ def main():
             "rounds_to_best": to_best,
             "serving": er.get("serving", "-"),
             "state": next((x for x in [row_state] + states if x in ("searching", "capturing")), row_state),
-            "why": er.get("why", ""), "drk_speedup": er.get("speedup"), "drk_run_speedup": er.get("run_speedup"),
+            "why": er.get("why", ""), "captures": er.get("captures", 0), "drk_speedup": er.get("speedup"),
+            "drk_run_speedup": er.get("run_speedup"),
             "drk_replay_speedup": er.get("replay_speedup"),
             "builds": builds, "build_ms_mean": build_ms / builds if builds else 0.0,
             "build_ms_max": max((r["build_ms_max"] for r in erows), default=0.0),
@@ -388,7 +389,8 @@ def main():
         low = min(ended, key=lambda r: r["speedup"]) if ended else None
         print(f"steady state: {len(ended)} of {len(ok)} kernels' searches ended by round {args.rounds}"
               + (f"; the lowest x among them {low['speedup']:.3f} ({low['kernel']})" if low else "")
-              + "".join(f"; {r['kernel']} still searching ({r['speedup']:.3f}x)" for r in ok if r not in ended))
+              + "".join(f"; {r['kernel']} still searching ({r['speedup']:.3f}x after {r['captures']} captures)"
+                        for r in ok if r not in ended))
         u = [r["untimed"] for r in ok]
         w = [r["warm"]["untimed"] for r in ok if "warm" in r]
         print(f"kernel records rested in {sum(a for a, _ in u)} of {sum(b for _, b in u)} rounds"
