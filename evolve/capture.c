@@ -194,4 +194,7 @@ void drk_capture_after_fork_child(void)
     atomic_store(&drk_capture_armed, 0);
     armed = 0;
     done = 0;
+    /* The parent's captures are the parent's (the child's report). */
+    memset(&st, 0, sizeof st);
+    atomic_store(&busy, 0);
 }

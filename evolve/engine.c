@@ -1640,17 +1640,6 @@ void drk_engine_quiet(void)
     atomic_store_explicit(&quiet.state, QUIET_DONE, memory_order_release);
 }
 
-void drk_engine_after_fork_child(void)
-{
-    /* A helper making drk's context did not follow the fork; nor do the
-     * parent's kept launches (its buffers). */
-    atomic_store(&early_state, EARLY_IDLE);
-    memset(kept, 0, sizeof kept);
-    free(quiet.cubin);
-    quiet.cubin = NULL;
-    atomic_store(&quiet.state, QUIET_IDLE);
-}
-
 /* drk's thread: a loaded copy goes to its build (still there, not loaded
  * since); a request no synchronize answered in QUIET_ROUNDS rounds, or
  * whose target ended, is taken back. `all`: at exit, waits for a load in
@@ -3283,6 +3272,44 @@ void drk_engine_stop(void)
     close_own();
     active = NULL;
     on = 0;
+}
+
+/* Evolution stays with the parent: drk's thread, its context, CUPTI and
+ * the parent's kept launches (their buffers) do not follow a fork. The
+ * child starts clean: its launches get the program's own functions, its
+ * report counts nothing of the parent's, and a lock a parent's thread held
+ * at the fork (the fence, mid-trial) is not waited for: a child whose exit
+ * unloads modules (cudart unregisters them) would wait on it for ever. */
+void drk_engine_after_fork_child(void)
+{
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    fence = fresh;
+    atomic_store(&early_state, EARLY_IDLE);
+    memset(kept, 0, sizeof kept);
+    free(quiet.cubin);
+    quiet.cubin = NULL;
+    atomic_store(&quiet.state, QUIET_IDLE);
+    unsigned n = atomic_load(&ntargets);
+    for (unsigned i = 0; i < n; i++)
+        if (targets[i].rec)
+            drk_registry_serve(targets[i].rec->handle, &targets[i].shape, 0);
+    atomic_store(&ntargets, 0);
+    active = NULL;
+    on = started = 0;
+    snprintf(off_why, sizeof off_why, "a forked child: evolution stays with the parent");
+    norigs = 0;
+    unloads = 0;
+    ngraves = next_grave = 0;
+    idle_rounds = rounds_seen = 0;
+    trial_ns_all = program_ns_all = 0;
+    charged_all = researched_sum = 0;
+    cache_hits = cache_stored = partial_hits = partial_stored = cubin_hits = cubins_stored = 0;
+    cubin_hit_ms_sum = cubin_hit_ms_max = cubin_read_ms_sum = 0;
+    build_wall_ns = 0;
+    builds_made = borrowed_loads = served_loads = cache_serves = quiet_loads = 0;
+    served_load_ms_max = cache_serve_ms_sum = cache_serve_ms_max = 0;
+    own_ctx_bytes = 0;
+    memory_out = 0;
 }
 
 /* ---- Report ---- */

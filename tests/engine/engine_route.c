@@ -83,13 +83,30 @@
  *                         searching) the program unloads its module and
  *                         loads it again: drk's work on the old module ends
  *                         saying so, no trial launches its gone function,
- *                         every result stays bit for bit. */
+ *                         every result stays bit for bit.
+ *   engine_route fork     the evolve rounds, every wait 20 ms long; in
+ *                         rounds 2-12, while drk's threads search
+ *                         (compiles, captures, trials), the program forks
+ *                         right after the round's launches and 6 times
+ *                         through its pause (77 children), as a trainer's
+ *                         data loader forks its workers. A
+ *                         child launches nothing (CUDA does not follow a
+ *                         fork), allocates, unloads the program's module
+ *                         (as cudart's exit handlers unregister theirs) and
+ *                         exits through exit(): drk's exit runs in it. Each must end within 20 s (one
+ *                         that does not is killed and counted hung); the
+ *                         parent's rounds stay bit for bit and its search
+ *                         goes on. It prints the children's count, how
+ *                         many exited 0 and how many hung. */
 #include <cuda.h>
 #include <cudaProfiler.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "tests/fakecuda/fakecuda.h"
 #include "tests/fakecupti/fakecupti.h"
@@ -102,6 +119,7 @@
 #define LOOKS 12  /* busy, waits: rounds, each about one of drk's looks (200 ms) */
 /* oom: x and y in allocations this large, which drk's snapshots copy whole. */
 #define OOM_ARRAY ((size_t)64 << 20)
+#define FORKS_PAUSED 6 /* fork: children forked through a round's pause, besides the one after its launches */
 #define KEPTBAD_ROUNDS 4 /* keptbad: carveout 100 is wrong on the inputs of rounds 0-3 */
 #define OWN_STREAM 99 /* what the fake CUPTI calls drk's stream */
 #define ROUND_NS 200000000ull /* a round on the fake CUPTI's clock; rounds start 2 apart */
@@ -157,6 +175,43 @@ static int check(CUresult r, const char *what)
     return r == CUDA_SUCCESS;
 }
 
+/* fork: a child of the program's, forked while drk's threads work: no
+ * launch, some allocation, the module unloaded, then exit() (drk's exit
+ * handlers run). The parent waits for it 20 s at most. 0 exited 0, 1
+ * exited otherwise, 2 hung (killed). */
+static int fork_child(CUmodule mod)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0)
+        return 1;
+    if (pid == 0) {
+        size_t sum = 0;
+        for (int i = 0; i < 1000; i++) {
+            char *p = malloc((size_t)(i % 64 + 1) * 1024);
+            if (!p)
+                _exit(3);
+            p[0] = (char)i;
+            sum += (size_t)p[0];
+            free(p);
+        }
+        exit(sum == 0 ? 4 : cuModuleUnload(mod) != CUDA_SUCCESS ? 5 : 0);
+    }
+    int status;
+    for (int w = 0; w < 2000; w++) {
+        pid_t got = waitpid(pid, &status, WNOHANG);
+        if (got == pid)
+            return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+        if (got < 0)
+            return 1;
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    return 2;
+}
+
 static int cupti_on(void)
 {
     for (int i = 0; i < 500; i++) {
@@ -199,6 +254,9 @@ int main(int argc, char **argv)
     int untimed = strcmp(mode, "untimed") == 0, oom = strcmp(mode, "oom") == 0;
     int flood = strcmp(mode, "flood") == 0;
     int busy = strcmp(mode, "busy") == 0, waits = strcmp(mode, "waits") == 0;
+    int forks = strcmp(mode, "fork") == 0, children = 0, children_ok = 0, children_hung = 0;
+    if (forks)
+        fakecuda_set_sync_ns(20000000); /* each wait 20 ms: drk's trials hold their fence as long */
     if (untimed)
         rounds = 4;
     if (argc > 2)
@@ -349,6 +407,12 @@ int main(int argc, char **argv)
             for (int i = 0; i < N; i++)
                 wantz[i] = __builtin_fmaf(x[i], a, wantz[i]);
         }
+        if (forks && r >= 2 && r <= 12) {
+            int c = fork_child(mod);
+            children++;
+            children_ok += c == 0;
+            children_hung += c == 2;
+        }
         void *paramsf[] = {&dx, &dz, &a, &none};
         for (int l = 0; flood && l < FLOOD; l++)
             if (!check(cuLaunchKernel(fnb, 1, 1, 1, BLOCK, 1, 1, 0, NULL, paramsf, NULL), "flood launch"))
@@ -370,7 +434,17 @@ int main(int argc, char **argv)
         if (!check(cuProfilerStop(), "cuProfilerStop"))
             return 1;
         fakecupti_set_time(t0 + ROUND_NS + 100000000ull);
-        struct timespec ts = {0, 150000000};
+        /* fork: more children through the pause, while drk's thread runs
+         * the round's trials (holding its fence while it waits for them). */
+        for (int f = 0; forks && r >= 2 && r <= 12 && f < FORKS_PAUSED; f++) {
+            struct timespec gap = {0, 150000000 / FORKS_PAUSED};
+            nanosleep(&gap, NULL);
+            int c = fork_child(mod);
+            children++;
+            children_ok += c == 0;
+            children_hung += c == 2;
+        }
+        struct timespec ts = {0, forks && r >= 2 && r <= 12 ? 0 : 150000000};
         nanosleep(&ts, NULL);
         /* drk's thread flushes once a tick: three ticks after the round's
          * end it has closed the round and done that tick's work. A loaded
@@ -383,6 +457,8 @@ int main(int argc, char **argv)
     }
     printf("engine: %d rounds, %d wrong; launches by registers: 64=%llu 32=%llu 40=%llu 48=%llu\n", rounds,
            wrong_rounds, by_regs[64], by_regs[32], by_regs[40], by_regs[48]);
+    if (forks)
+        printf("fork: %d children, %d exited 0, %d hung\n", children, children_ok, children_hung);
     printf("cupti: cuptiSubscribe %llu, cuptiActivityEnable %llu\n", fakecupti_calls("cuptiSubscribe"),
            fakecupti_calls("cuptiActivityEnable"));
     /* drk's trials run in a context of its own: the program's holds its
