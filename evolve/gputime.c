@@ -385,6 +385,21 @@ void drk_gputime_reset(uint64_t start_ns)
     pthread_mutex_unlock(&lock);
 }
 
+void drk_gputime_after_fork_child(void)
+{
+    /* A thread of the parent's (drk's, feeding records) may have held the
+     * lock mid-update at the fork: a fresh lock, and what it guarded
+     * dropped rather than freed (the child's copy of the parent's memory;
+     * a list may be half made). */
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    lock = fresh;
+    memset(table, 0, sizeof table);
+    memset(open, 0, sizeof open);
+    nentries = ntimed = 0;
+    spare_hists = NULL;
+    drk_gputime_reset(0);
+}
+
 void drk_gputime_exclude(uint64_t from_ns, uint64_t to_ns)
 {
     pthread_mutex_lock(&lock);

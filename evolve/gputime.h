@@ -64,6 +64,9 @@ typedef struct drk_time_key {
 /* Starts a fresh accounting whose first round opens at `start_ns` (the
  * records' clock). Called once before records arrive; again in a test. */
 void drk_gputime_reset(uint64_t start_ns);
+/* In a fork's child: the same, never waiting on a lock a parent's thread
+ * held at the fork, nor freeing what it was changing. */
+void drk_gputime_after_fork_child(void);
 
 void drk_gputime_kernel(const drk_time_key *k, uint64_t start_ns, uint64_t end_ns);
 /* The same, with what the record says the launched function was built with

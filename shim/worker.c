@@ -560,7 +560,7 @@ void drk_worker_after_fork_child(void)
     atomic_store(&started, 2);
     snprintf(off_why, sizeof off_why, "a forked child: CUPTI does not follow a fork");
     atomic_store(&off, off_why);
-    drk_gputime_reset(0);
+    drk_gputime_after_fork_child();
 }
 
 const char *drk_worker_timing_off(void) { return atomic_load(&off); }
