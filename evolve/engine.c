@@ -3276,10 +3276,11 @@ void drk_engine_stop(void)
 
 /* Evolution stays with the parent: drk's thread, its context, CUPTI and
  * the parent's kept launches (their buffers) do not follow a fork. The
- * child starts clean: its launches get the program's own functions, its
- * report counts nothing of the parent's, and a lock a parent's thread held
- * at the fork (the fence, mid-trial) is not waited for: a child whose exit
- * unloads modules (cudart unregisters them) would wait on it for ever. */
+ * child starts clean (its launches get the program's own functions: the
+ * registry's fork handler withdrew the variants), its report counts
+ * nothing of the parent's, and a lock a parent's thread held at the fork
+ * (the fence, mid-trial) is not waited for: a child whose exit unloads
+ * modules (cudart unregisters them) would wait on it for ever. */
 void drk_engine_after_fork_child(void)
 {
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
@@ -3289,10 +3290,6 @@ void drk_engine_after_fork_child(void)
     free(quiet.cubin);
     quiet.cubin = NULL;
     atomic_store(&quiet.state, QUIET_IDLE);
-    unsigned n = atomic_load(&ntargets);
-    for (unsigned i = 0; i < n; i++)
-        if (targets[i].rec)
-            drk_registry_serve(targets[i].rec->handle, &targets[i].shape, 0);
     atomic_store(&ntargets, 0);
     active = NULL;
     on = started = 0;

@@ -538,7 +538,8 @@ def case_fork(args):
     # Rounds 2-12, each a child after its launches and 6 through its pause (engine_route.c's FORKS_PAUSED).
     check(m is not None and int(m.group(1)) == 77 and int(m.group(2)) == 77 and int(m.group(3)) == 0,
           "fork: 77 children forked while drk searched, each exited 0 (none hung: without the engine's fresh fence "
-          "in the child, 3-4 in 77 hung, their module's unload waiting on a lock a trial held at the fork)",
+          "in the child, 3-4 in 77 hung, their module's unload waiting on a lock a trial held at the fork; those "
+          "forked after a round's launches ran the program's own build, not the parent's variant)",
           p.stdout[-1500:])
     parents = [r for r in reps if r["process"]["forked_from"] == 0]
     children = [r for r in reps if r["process"]["forked_from"] != 0]

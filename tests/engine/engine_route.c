@@ -91,7 +91,10 @@
  *                         through its pause (77 children), as a trainer's
  *                         data loader forks its workers. A
  *                         child launches nothing (CUDA does not follow a
- *                         fork), allocates, unloads the program's module
+ *                         fork; but one forked after a round's launches
+ *                         launches axpy once, which the stand-in runs: the
+ *                         program's own build must, not the parent's
+ *                         variant), allocates, unloads the program's module
  *                         (as cudart's exit handlers unregister theirs) and
  *                         exits through exit(): drk's exit runs in it. Each must end within 20 s (one
  *                         that does not is killed and counted hung); the
@@ -176,10 +179,11 @@ static int check(CUresult r, const char *what)
 }
 
 /* fork: a child of the program's, forked while drk's threads work: no
- * launch, some allocation, the module unloaded, then exit() (drk's exit
- * handlers run). The parent waits for it 20 s at most. 0 exited 0, 1
+ * launch (but one after a round's launches: the program's own function
+ * must run, not the parent's variant), some allocation, the module
+ * unloaded, then exit() (drk's exit handlers run). The parent waits for it 20 s at most. 0 exited 0, 1
  * exited otherwise, 2 hung (killed). */
-static int fork_child(CUmodule mod)
+static int fork_child(CUmodule mod, CUfunction fn)
 {
     fflush(stdout);
     pid_t pid = fork();
@@ -195,6 +199,22 @@ static int fork_child(CUmodule mod)
             sum += (size_t)p[0];
             free(p);
         }
+        /* A launch (which CUDA would refuse in a child; the stand-in runs
+         * it), on memory of the child's own (the stand-in's device memory
+         * under drk is shared pages: the parent's would be written): the
+         * program's own function, never the parent's variant. */
+        unsigned long long v32 = by_regs[32], v64 = by_regs[64];
+        CUdeviceptr cx, cy;
+        float a = 1.0f;
+        int n = N;
+        void *params[] = {&cx, &cy, &a, &n};
+        if (fn && (cuMemAlloc(&cx, N * sizeof(float)) != CUDA_SUCCESS ||
+                   cuMemAlloc(&cy, N * sizeof(float)) != CUDA_SUCCESS ||
+                   cuLaunchKernel(fn, N / BLOCK, 1, 1, BLOCK, 1, 1, 0, NULL, params, NULL) != CUDA_SUCCESS ||
+                   cuCtxSynchronize() != CUDA_SUCCESS))
+            _exit(6);
+        if (fn && (by_regs[32] != v32 || by_regs[64] != v64 + 1))
+            _exit(7);
         exit(sum == 0 ? 4 : cuModuleUnload(mod) != CUDA_SUCCESS ? 5 : 0);
     }
     int status;
@@ -408,7 +428,7 @@ int main(int argc, char **argv)
                 wantz[i] = __builtin_fmaf(x[i], a, wantz[i]);
         }
         if (forks && r >= 2 && r <= 12) {
-            int c = fork_child(mod);
+            int c = fork_child(mod, fn);
             children++;
             children_ok += c == 0;
             children_hung += c == 2;
@@ -439,7 +459,7 @@ int main(int argc, char **argv)
         for (int f = 0; forks && r >= 2 && r <= 12 && f < FORKS_PAUSED; f++) {
             struct timespec gap = {0, 150000000 / FORKS_PAUSED};
             nanosleep(&gap, NULL);
-            int c = fork_child(mod);
+            int c = fork_child(mod, NULL);
             children++;
             children_ok += c == 0;
             children_hung += c == 2;
