@@ -555,6 +555,13 @@ static drk_trial_fn trial_fn(const struct built *b) { return (drk_trial_fn){b->j
 
 static int proven_at(const struct built *b, unsigned capture) { return (int)(b->proven_on >> (capture & 63) & 1); }
 
+/* A build of t's (NULL: none) that still wants a proof on this capture: not
+ * built, or proven on too few launches and not on this one. */
+static int wants_proof(const struct target *t, const struct built *b)
+{
+    return !b || (b->proven < DRK_PROOF_LAUNCHES && !proven_at(b, t->captures));
+}
+
 /* b proven on capture `capture`: counted once a launch. 1 if it was not yet. */
 static int count_proof(struct built *b, unsigned capture)
 {
@@ -2503,7 +2510,7 @@ static int prove_choices(struct target *t, drk_trial *tr, drk_proof_ref *ref)
     for (unsigned i = 0; i < k; i++) {
         const struct built *b = built_of(t, ids[i]);
         if ((ids[i] != now_id || !measured) &&
-            (!b || (b->proven < DRK_PROOF_LAUNCHES && !proven_at(b, t->captures))) &&
+            wants_proof(t, b) &&
             drk_variant_from_id(&drk_space_ptx, ids[i], &cand[n]) == 0)
             n++;
     }
@@ -2587,7 +2594,7 @@ static void search_round(struct target *t, drk_trial *tr, drk_proof_ref *ref)
         /* The choice proven on this capture too, if the round did not
          * (chosen unmeasured, or its build given up to a later one of the
          * round: built again, from the cache), then on the kept ones. */
-        if (!b || (b->proven < DRK_PROOF_LAUNCHES && !proven_at(b, t->captures))) {
+        if (wants_proof(t, b)) {
             drk_log(DRK_LOG_DEBUG, "evolve: %.80s: capture %u: the search's choice, %s, proven on it", t->rec->name,
                     t->captures, b ? "not measured by the round" : "its build given up in the round, built again");
             if (try_batch(t, tr, ref, &d.variant, 1, 0) != 0)
