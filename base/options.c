@@ -107,6 +107,10 @@ const drk_option_desc drk_option_table[DRK_OPT_COUNT] = {
     [DRK_OPT_EVOLVE_COMPILE_THREADS] = {"DRK_EVOLVE_COMPILE_THREADS", DRK_OPTION_COUNT, "4",
                                         "with DRK_EVOLVE, how many of a batch's variants nvJitLink compiles at once, "
                                         "on threads drk starts for the batch (1: one after another, on drk's thread)"},
+    [DRK_OPT_EVOLVE_SPANS] = {"DRK_EVOLVE_SPANS", DRK_OPTION_BOOL, "1",
+                              "with DRK_EVOLVE, each replay of a trial is prepared by restoring only the "
+                              "allocations it may have changed from drk's snapshot (every variant's run is "
+                              "compared anyway); 0: the whole snapshot copied before every replay, the A/B"},
     [DRK_OPT_EVOLVE_PLANT] = {"DRK_EVOLVE_PLANT", DRK_OPTION_PATH, "",
                               "testing only: builds of the variant named so (e.g. 'regs=32') get their PTX's "
                               "float arithmetic rounded toward zero, wrong code the proof must reject"},

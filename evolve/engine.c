@@ -345,6 +345,7 @@ static int make_own(int dev)
         own_ctx = NULL;
         return -1;
     }
+    env.spans = cfg.spans;
     if (drv.mem_get_info(&free1, &total) == CUDA_SUCCESS && free1 < free0)
         own_ctx_bytes = free0 - free1;
     pop_own();
@@ -2114,6 +2115,17 @@ static void remeasure(struct target *t, drk_trial *tr, const drk_proof_ref *ref)
         end_target(t, DRK_TARGET_FAILED, "a timed replay failed: %s", tr->why);
         return;
     }
+    if (tr->work.failed) {
+        /* Its timed runs are compared too (restoring only what may differ):
+         * one differed from the original's output, a variant that differs
+         * from run to run. */
+        withdraw(t);
+        t->rejected++;
+        drk_log(DRK_LOG_WARN, "evolve: %.80s: %s differed from the original in a timed run: back to the program's "
+                              "own function", t->rec->name, text);
+        end_target(t, DRK_TARGET_SETTLED, "%.40s differed in a timed run", text);
+        return;
+    }
     drk_ratio_stats st = drk_ratio_stats_of(sp, (unsigned)n);
     if (n >= 3 && st.median <= 1 - DRK_EVO_MARGIN && st.upper < 1) {
         withdraw(t);
@@ -2127,6 +2139,17 @@ static void remeasure(struct target *t, drk_trial *tr, const drk_proof_ref *ref)
     char why[96];
     snprintf(why, sizeof why, "measured again: %.3fx", st.median);
     rest(t, why);
+}
+
+/* A wait was tainted (drk_trial_tainted; `what` of it is lost): the
+ * capture's runs from now on are prepared from whole copies, and the
+ * original is timed again so. */
+static void whole_copies(const struct target *t, drk_trial *tr, const char *what)
+{
+    drk_log(DRK_LOG_DEBUG, "evolve: %.80s: capture %u: a run changed what later runs read: %s; whole copies from "
+                           "now on", t->rec->name, t->captures, what);
+    tr->work.spans = 0;
+    tr->original_ns = 0;
 }
 
 /* The capture before's reference, while this capture's is still to be
@@ -2209,20 +2232,25 @@ static int run_batch(struct target *t, drk_trial *tr, drk_proof_ref *ref, struct
     if (ops.wait(ops.self, diffs, base + nq * ops.n) != 0 ||
         (need_orig && drk_trial_read_original_at(tr, orig, PAIRS) != 0))
         goto failed;
-    if (base) {
-        int stands = drk_proof_reference_settle(&ops, ref, diffs);
-        if (stands < 0) {
-            end_by_ref(t, ref);
-            return -1;
-        }
-        if (!stands) {
-            /* Poison did not stand in on this launch: every proof and time
-             * of the batch is made again, unpoisoned. */
-            drk_log(DRK_LOG_DEBUG, "evolve: %.80s: the original reads what it writes on capture %u: proofs again, "
-                                   "unpoisoned", t->rec->name, t->captures);
-            tr->original_ns = 0;
-            return 1;
-        }
+    int stands = base ? drk_proof_reference_settle(&ops, ref, diffs) : 1;
+    if (stands < 0) {
+        end_by_ref(t, ref);
+        return -1;
+    }
+    if (!stands) {
+        /* Poison did not stand in on this launch: every proof and time of
+         * the batch is made again, unpoisoned. */
+        drk_log(DRK_LOG_DEBUG, "evolve: %.80s: the original reads what it writes on capture %u: proofs again, "
+                               "unpoisoned", t->rec->name, t->captures);
+        tr->original_ns = 0;
+        return 1;
+    }
+    if (drk_trial_tainted(tr)) {
+        /* A run changed what later runs of the batch read (a variant that
+         * differs, or a launch that writes what the one before did not):
+         * nothing of the batch stands; made again from whole copies. */
+        whole_copies(t, tr, "the batch is made again");
+        return 1;
     }
     for (unsigned k = 0; k < nq; k++) {
         struct queued *c = &q[k];
@@ -2260,11 +2288,16 @@ static int run_batch(struct target *t, drk_trial *tr, drk_proof_ref *ref, struct
     }
     if (more && drk_trial_wait(tr) != 0)
         goto failed_timing;
+    /* The further runs' times rested on a variant's run that differed: the
+     * first runs' stand, these do not. */
+    int further = !more || !drk_trial_tainted(tr);
+    if (!further)
+        whole_copies(t, tr, "the further runs' times are dropped");
     for (unsigned k = 0; k < nq; k++) {
         struct queued *c = &q[k];
         if (c->pr.verdict != DRK_PROOF_EQUAL)
             continue;
-        int m = c->more >= 0 ? drk_trial_read_runs(tr, c->more, PAIRS - 1, c->s + 1) : 0;
+        int m = c->more >= 0 && further ? drk_trial_read_runs(tr, c->more, PAIRS - 1, c->s + 1) : 0;
         if (m < 0)
             goto failed_timing;
         if (c->got + m > 0)

@@ -42,6 +42,7 @@ typedef struct drk_engine_settings {
     const char *plant;          /* DRK_EVOLVE_PLANT: the variant (its text) built wrong on purpose ("" none) */
     unsigned turn;              /* DRK_EVOLVE_TURN: search rounds in a row while a kernel-shape awaits its first */
     unsigned compile_threads;   /* DRK_EVOLVE_COMPILE_THREADS: a batch's compiles at once (0 or 1: one at a time) */
+    int spans;                  /* DRK_EVOLVE_SPANS: replays restore only what may differ (drk_proof_work) */
     struct drk_cache *cache;    /* where search results are kept between runs; NULL: none */
     /* Opens the cache when the first kernel-shape is taken up, so that a
      * program with nothing to evolve makes no directory; NULL: `cache` as is. */

@@ -70,15 +70,156 @@ static int wait_all(const drk_proof_ops *ops, drk_diff *out, unsigned nslots)
     return 0;
 }
 
+/* ---- the work set's state (drk_proof_work) ---- */
+
+static uint32_t all_of(unsigned n) { return n >= 32 ? 0xffffffffu : (1u << n) - 1; }
+
+/* The allocations ref's W covers (its spans). */
+static uint32_t written_mask(const drk_proof_ref *ref, unsigned n)
+{
+    uint32_t m = 0;
+    for (unsigned i = 0; i < n && i < 32; i++)
+        if (ref->first[i] != NONE)
+            m |= 1u << i;
+    return m;
+}
+
+void drk_proof_work_init(drk_proof_work *w, int spans)
+{
+    memset(w, 0, sizeof *w);
+    w->spans = spans;
+}
+
+/* Slots base + i (bit i of mask) must read equal for what follows to stand. */
+static void work_cond(drk_proof_work *w, unsigned base, uint32_t mask)
+{
+    if (!w || !mask)
+        return;
+    if (w->nconds == DRK_PROOF_CONDS) {
+        w->known = 0; /* no room to hold it: nothing may rest on it */
+        return;
+    }
+    w->cond[w->nconds].base = base, w->cond[w->nconds].mask = mask, w->cond[w->nconds].relied = 0;
+    w->nconds++;
+}
+
+void drk_proof_work_waited(drk_proof_work *w, const unsigned char *equal, unsigned nslots)
+{
+    w->tainted = w->failed = 0;
+    for (unsigned c = 0; c < w->nconds; c++) {
+        int holds = 1;
+        for (unsigned i = 0; i < 32; i++)
+            if (w->cond[c].mask >> i & 1) {
+                unsigned k = w->cond[c].base + i;
+                holds &= k < nslots && equal[k];
+            }
+        if (!holds) {
+            w->known = 0;
+            w->failed = 1;
+            w->tainted |= w->cond[c].relied;
+        }
+    }
+    w->nconds = w->chain = 0;
+}
+
+void drk_proof_work_ran(const drk_proof_ops *ops, const drk_proof_ref *ref, int variant)
+{
+    drk_proof_work *w = ops->work;
+    if (!w)
+        return;
+    if (variant)
+        w->pending = 1;
+    else
+        w->dirty |= written_mask(ref, ops->n); /* no more: the conditions on ref's W say so */
+}
+
+/* A run on `set`, and what it leaves in the work set. */
+static int run_on(const drk_proof_ops *ops, const drk_proof_ref *ref, unsigned set, int variant)
+{
+    if (ops->run(ops->self, set, variant) != 0)
+        return -1;
+    if (set == DRK_SET_WORK)
+        drk_proof_work_ran(ops, ref, variant);
+    return 0;
+}
+
+/* The work set was compared with O1 into slots [base, base + n): equal,
+ * it is O1, which differs from S only in ref's W (a condition). */
+static void work_compared(const drk_proof_ops *ops, const drk_proof_ref *ref, unsigned base)
+{
+    drk_proof_work *w = ops->work;
+    if (!w)
+        return;
+    work_cond(w, base, all_of(ops->n));
+    w->pending = 0;
+    w->dirty |= written_mask(ref, ops->n);
+}
+
+/* The work set := S, with W poisoned where asked, restoring only the
+ * allocations that may differ from S. Each of those is restored whole:
+ * copied outside its span and poisoned within it, or copied. */
+static int restore_spans(const drk_proof_ops *ops, const drk_proof_ref *ref, int poison)
+{
+    drk_proof_work *w = ops->work;
+    uint32_t restore = w->dirty | written_mask(ref, ops->n), poisoned = 0;
+    w->known = 0; /* until done */
+    for (unsigned i = 0; i < ops->n; i++) {
+        size_t size = ops->size(ops->self, i);
+        if (!(restore >> i & 1)) {
+            w->skipped += size;
+            continue;
+        }
+        if (!poison || ref->first[i] == NONE) {
+            if (ops->copy_part(ops->self, DRK_SET_WORK, DRK_SET_SNAPSHOT, i, 0, size) != 0)
+                return -1;
+            continue;
+        }
+        size_t off = (size_t)ref->first[i], len = (size_t)(ref->last[i] - ref->first[i] + 1);
+        if ((off && ops->copy_part(ops->self, DRK_SET_WORK, DRK_SET_SNAPSHOT, i, 0, off) != 0) ||
+            (off + len < size &&
+             ops->copy_part(ops->self, DRK_SET_WORK, DRK_SET_SNAPSHOT, i, off + len, size - off - len) != 0) ||
+            ops->poison(ops->self, DRK_SET_WORK, i, off, len, DRK_PROOF_POISON) != 0)
+            return -1;
+        w->skipped += len;
+        poisoned |= 1u << i;
+    }
+    for (unsigned c = w->chain; c < w->nconds; c++)
+        w->cond[c].relied = 1;
+    w->dirty = poisoned;
+    w->known = 1;
+    return 0;
+}
+
 int drk_proof_fresh(const drk_proof_ops *ops, const drk_proof_ref *ref, unsigned set, int poison)
 {
+    drk_proof_work *w = set == DRK_SET_WORK ? ops->work : NULL;
+    if (w && w->spans && w->known && !w->pending && ref && ops->copy_part && ops->n <= 32)
+        return restore_spans(ops, ref, poison);
+    if (w)
+        w->known = 0; /* until done */
     if (ops->copy(ops->self, set, DRK_SET_SNAPSHOT) != 0)
         return -1;
-    for (unsigned i = 0; poison && i < ops->n; i++)
-        if (ref->first[i] != NONE &&
-            ops->poison(ops->self, set, i, (size_t)ref->first[i], (size_t)(ref->last[i] - ref->first[i] + 1),
+    uint32_t poisoned = 0;
+    for (unsigned i = 0; poison && ref && i < ops->n; i++) {
+        if (ref->first[i] == NONE)
+            continue;
+        if (ops->poison(ops->self, set, i, (size_t)ref->first[i], (size_t)(ref->last[i] - ref->first[i] + 1),
                         DRK_PROOF_POISON) != 0)
             return -1;
+        poisoned |= i < 32 ? 1u << i : 0;
+    }
+    if (w) {
+        /* A fresh chain: what follows rests on no condition queued before. */
+        w->known = 1, w->pending = 0, w->dirty = poisoned, w->chain = w->nconds;
+    }
+    return 0;
+}
+
+int drk_proof_check_work(const drk_proof_ops *ops, const drk_proof_ref *ref, unsigned base)
+{
+    if (compare_all(ops, DRK_SET_WORK, DRK_SET_REFERENCE, base) != 0)
+        return -1;
+    work_compared(ops, ref, base);
     return 0;
 }
 
@@ -105,7 +246,7 @@ static int queue_twice(const drk_proof_ops *ops, drk_proof_ref *ref)
         return -1;
     }
     for (unsigned s = DRK_SET_REFERENCE; s <= DRK_SET_WORK; s++) {
-        if (ops->run(ops->self, s, 0) != 0) {
+        if (run_on(ops, ref, s, 0) != 0) {
             ref_error(ref, "the original's run failed");
             return -1;
         }
@@ -147,7 +288,7 @@ static int queue_poisoned(const drk_proof_ops *ops, drk_proof_ref *ref, unsigned
         ref_error(ref, "poisoning the written bytes failed");
         return -1;
     }
-    if (ops->run(ops->self, DRK_SET_WORK, 0) != 0) {
+    if (run_on(ops, ref, DRK_SET_WORK, 0) != 0) {
         ref_error(ref, "the original's run on poisoned memory failed");
         return -1;
     }
@@ -156,6 +297,8 @@ static int queue_poisoned(const drk_proof_ops *ops, drk_proof_ref *ref, unsigned
         ref_error(ref, "comparing the original's run on poisoned memory failed");
         return -1;
     }
+    /* O3 == O1 is what the runs after it rest on (poison standing in). */
+    work_compared(ops, ref, base);
     return 0;
 }
 
@@ -188,6 +331,8 @@ void drk_proof_reference(const drk_proof_ops *ops, drk_proof_ref *ref)
     memcpy(ref->first, ref->seen_first, sizeof ref->first);
     memcpy(ref->last, ref->seen_last, sizeof ref->last);
     ref->written = ref->seen_written;
+    if (ops->work)
+        ops->work->dirty |= written_mask(ref, n); /* O2's writes, now known */
     /* 3. O3 on S with W poisoned, one wait. Nothing written: nothing to
      * poison, and S unpoisoned is what the variant runs on anyway. */
     if (ref->written) {
@@ -223,7 +368,12 @@ int drk_proof_reference_queue(const drk_proof_ops *ops, const drk_proof_ref *pre
     ref->written = prev->seen_written;
     ref->poisoned = ref->written && !ref->reads_written;
     ref->state = DRK_PROOF_EQUAL; /* until settled: no verdict on it stands before */
-    if (queue_twice(ops, ref) != 0 || (ref->poisoned && queue_poisoned(ops, ref, 2 * n) != 0))
+    if (queue_twice(ops, ref) != 0)
+        return 0;
+    /* The runs after rest on this launch writing no allocation the launch
+     * before did not: O1 == S there (slots n..2n-1). */
+    work_cond(ops->work, n, all_of(n) & ~written_mask(ref, n));
+    if (ref->poisoned && queue_poisoned(ops, ref, 2 * n) != 0)
         return 0;
     ref->queued = (ref->poisoned ? 3 : 2) * n;
     return 0;
@@ -281,11 +431,11 @@ int drk_proof_variant_queue(const drk_proof_ops *ops, const drk_proof_ref *ref, 
         *r = result_error(ref->poisoned ? "poisoning the written bytes failed" : "copying the snapshot failed");
         return -1;
     }
-    if (ops->run(ops->self, DRK_SET_WORK, 1) != 0) {
+    if (run_on(ops, ref, DRK_SET_WORK, 1) != 0) {
         *r = result_error("the variant's run failed");
         return -1;
     }
-    if (compare_all(ops, DRK_SET_WORK, DRK_SET_REFERENCE, base) != 0) {
+    if (drk_proof_check_work(ops, ref, base) != 0) {
         *r = result_error("comparing the variant's output with the original's failed");
         return -1;
     }

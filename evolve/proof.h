@@ -15,7 +15,9 @@
  *      write the variant skips shows as poison); else on S as it is (a
  *      skipped write then shows S's bytes, which differ from O1 in W).
  *   4. A variant: on a fresh copy of S (poisoned or not, by step 3), then
- *      every byte of every allocation compared with O1.
+ *      every byte of every allocation compared with O1. "Fresh" may be a
+ *      restore of only the allocations a run may have changed
+ *      (drk_proof_work), never a weaker input: the variant runs on S. 
  * Steps 1-3 are done once per launch (drk_proof_reference) and serve every
  * variant tried on it (drk_proof_variant); on a later launch of the same
  * kernel they can be queued with the variants' proofs, for one wait, with
@@ -49,6 +51,47 @@ typedef struct drk_diff {
  * allocations each (the engine's candidates a batch). */
 #define DRK_PROOF_SLOTS (11 * DRK_REACH_MAX)
 
+/* Conditions a wait may have to check (drk_proof_work). */
+#define DRK_PROOF_CONDS 64
+
+/* What the work set (set 2) holds between runs, so that a run is prepared
+ * by restoring only the allocations that may differ from S, not by copying
+ * the whole snapshot (docs/evolve.md, "Copies a run needs"). The
+ * allocations the original does not write stay S's across runs: a run of
+ * the original (deterministic, O1 == O2) writes only what it writes, and a
+ * variant's run is followed by a compare with O1 in every allocation. Such
+ * a compare's answer comes only at the wait, so a run prepared after it
+ * relies on it: a *condition*. At the wait (drk_proof_work_waited) a
+ * condition found false marks the state unknown (the next run gets the
+ * whole snapshot) and, if a run relied on it, the wait *tainted*: no
+ * verdict or time read from that wait stands (the caller makes its batch
+ * again, with whole copies). The same holds for the allocations a queued
+ * reference assumes unwritten (the launch before's): O1 == S there is a
+ * condition too. A variant's run not compared leaves the state unknown. */
+typedef struct drk_proof_work {
+    int spans;                               /* 1: restore what may differ; 0: copy the whole snapshot */
+    int known;                               /* set 2 == S outside `dirty`, if every condition holds */
+    int pending;                             /* a variant ran on set 2, its compare not yet queued */
+    uint32_t dirty;                          /* allocations that may differ from S (bit i: allocation i) */
+    unsigned nconds, chain;                  /* conditions; those from `chain` on are what set 2 rests on */
+    struct {
+        unsigned base;                       /* slots base + i, for each bit i of mask, must be equal */
+        uint32_t mask;
+        int relied;                          /* a run was prepared on it */
+    } cond[DRK_PROOF_CONDS];
+    int tainted;                             /* the last wait: a condition a run relied on was false */
+    int failed;                              /* the last wait: any condition was false */
+    uint64_t skipped;                        /* bytes of whole copies not made (the report's) */
+} drk_proof_work;
+
+/* The work set's state for a new trial: nothing known (the first run gets
+ * the whole snapshot); `spans` as asked. */
+void drk_proof_work_init(drk_proof_work *w, int spans);
+/* At a wait, with every slot's result (equal[k]: slot k was compared and
+ * found equal, for k < nslots): checks the conditions, sets w->tainted
+ * and w->failed, and forgets them. */
+void drk_proof_work_waited(drk_proof_work *w, const unsigned char *equal, unsigned nslots);
+
 /* What the protocol needs of the buffers. The operations are queued, in
  * order (each sees what the ones before it did), and only `wait` waits:
  * on the GPU every wait is a switch between drk's context and the
@@ -71,8 +114,14 @@ typedef struct drk_proof_ops {
      * slot `slot` (< DRK_PROOF_SLOTS), read by the next wait. */
     int (*compare)(void *self, unsigned a, unsigned b, unsigned alloc, unsigned slot);
     /* Waits for everything queued: out[i] := slot i's result for i <
-     * nslots, each of which was compared since the last wait (-1 if not). */
+     * nslots, each of which was compared since the last wait (-1 if not).
+     * With `work`, it calls drk_proof_work_waited with every slot's. */
     int (*wait)(void *self, drk_diff *out, unsigned nslots);
+    /* Optional (NULL: every run is prepared from the whole snapshot):
+     * bytes [off, off + len) of allocation `alloc` of set dst := set src's,
+     * and the work set's state. */
+    int (*copy_part)(void *self, unsigned dst, unsigned src, unsigned alloc, size_t off, size_t len);
+    drk_proof_work *work;
 } drk_proof_ops;
 
 typedef enum drk_proof_verdict {
@@ -137,8 +186,20 @@ int drk_proof_variant_queue(const drk_proof_ops *ops, const drk_proof_ref *ref, 
 drk_proof_result drk_proof_variant_check(const drk_proof_ops *ops, const drk_proof_ref *ref, const drk_diff *diffs);
 
 /* Queues set `set` := S, with W (ref's spans) poisoned when `poison`:
- * how a variant's run is prepared, and (evolve/trial.h) every timed run. */
+ * how a variant's run is prepared, and (evolve/trial.h) every timed run.
+ * The work set, with ops->work in span mode and known, is restored only
+ * where it may differ from S (the allocations written or dirty). */
 int drk_proof_fresh(const drk_proof_ops *ops, const drk_proof_ref *ref, unsigned set, int poison);
+
+/* What a run queued on the work set leaves there: the original's (0) what
+ * it writes, ref's allocations; a variant's (1) nothing known until
+ * drk_proof_check_work queues its compare. */
+void drk_proof_work_ran(const drk_proof_ops *ops, const drk_proof_ref *ref, int variant);
+
+/* Queues the work set against O1 (set 1), every allocation, into slots
+ * [base, base + n), as a condition: after a variant's run that is timed,
+ * not proven, so that the next run needs no whole copy. 0, or -1. */
+int drk_proof_check_work(const drk_proof_ops *ops, const drk_proof_ref *ref, unsigned base);
 
 const char *drk_proof_verdict_name(drk_proof_verdict v); /* "equal", "differs", ... */
 

@@ -101,7 +101,7 @@ int drk_trial_env_open(drk_trial_env *env, const drk_driver *drv, CUcontext ctx,
     for (unsigned i = 0; i < 2 * DRK_TRIAL_EVENTS; i++)
         if (ENV_CALL(env, d->event_create(&env->ev[i], CU_EVENT_DEFAULT), "cuEventCreate"))
             goto fail;
-    size_t results = DRK_PROOF_SLOTS * sizeof(drk_trial_compare_result);
+    size_t results = DRK_TRIAL_SLOTS * sizeof(drk_trial_compare_result);
     if (ENV_CALL(env, d->mem_alloc(&env->result, results), "cuMemAlloc_v2") ||
         ENV_CALL(env, d->mem_host_alloc((void **)&env->host_result, results, 0), "cuMemHostAlloc"))
         goto fail;
@@ -270,6 +270,7 @@ int drk_trial_open(drk_trial *t, drk_trial_env *env, const drk_ptx_flow *flow, c
     memcpy(t->grid, grid, sizeof t->grid);
     memcpy(t->block, block, sizeof t->block);
     t->shared_bytes = shared_bytes;
+    drk_proof_work_init(&t->work, env->spans);
     return DRK_TRIAL_OK;
 }
 
@@ -320,6 +321,23 @@ static int op_copy(drk_trial *t, unsigned dst, unsigned src)
 }
 
 static int copy_fn(void *self, unsigned dst, unsigned src) { return op_copy(self, dst, src); }
+
+static int copy_part_fn(void *self, unsigned dst, unsigned src, unsigned alloc, size_t off, size_t len)
+{
+    drk_trial *t = self;
+    if (set_ok(t, dst, 1) || set_ok(t, src, 0))
+        return -1;
+    if (alloc >= t->reach.n || off > t->reach.alloc[alloc].size || len > t->reach.alloc[alloc].size - off) {
+        snprintf(t->why, sizeof t->why, "copy past allocation %u", alloc);
+        return -1;
+    }
+    if (!len)
+        return 0;
+    t->moved += 2 * (uint64_t)len;
+    return CALL(t, t->env->drv.memcpy_dtod_async(t->set[dst][alloc] + off, t->set[src][alloc] + off, len,
+                                                 t->env->stream),
+                "cuMemcpyDtoDAsync_v2");
+}
 
 static size_t size_fn(void *self, unsigned alloc)
 {
@@ -390,7 +408,7 @@ static int compare_fn(void *self, unsigned a, unsigned b, unsigned alloc, unsign
     const drk_driver *d = &env->drv;
     if (set_ok(t, a, 0) || set_ok(t, b, 0))
         return -1;
-    if (alloc >= t->reach.n || slot >= DRK_PROOF_SLOTS) {
+    if (alloc >= t->reach.n || slot >= DRK_TRIAL_SLOTS) {
         snprintf(t->why, sizeof t->why, "no allocation %u or slot %u", alloc, slot);
         return -1;
     }
@@ -512,8 +530,23 @@ static int wait_fn(void *self, drk_diff *out, unsigned nslots)
             out[i] = (drk_diff){r->ndiff, r->first, r->last};
         }
     }
+    /* What the work set's runs rested on (drk_proof_work): every slot
+     * queued, equal or not; a failed wait holds nothing. */
+    static unsigned char equal[DRK_TRIAL_SLOTS];
+    for (unsigned i = 0; i < t->slots; i++) {
+        const drk_diff *d = &t->slot_diff[i];
+        drk_diff gpu;
+        if (env->kernels && t->slot_grid[i]) {
+            const drk_trial_compare_result *r = &env->host_result[i];
+            gpu = (drk_diff){r->done == 1 && r->blocks == t->slot_grid[i] ? r->ndiff : 1, 0, 0};
+            d = &gpu;
+        }
+        equal[i] = !bad && t->slot_grid[i] && d->ndiff == 0;
+    }
+    drk_proof_work_waited(&t->work, equal, bad ? 0 : t->slots);
     memset(t->slot_grid, 0, t->slots * sizeof *t->slot_grid);
     t->slots = 0;
+    t->checks = 0;
     return bad ? -1 : 0;
 }
 
@@ -570,7 +603,8 @@ static int run_fn(void *self, unsigned set, int variant)
 
 drk_proof_ops drk_trial_ops(drk_trial *t)
 {
-    return (drk_proof_ops){t, t->reach.n, size_fn, copy_fn, poison_fn, run_fn, compare_fn, wait_fn};
+    return (drk_proof_ops){t, t->reach.n, size_fn, copy_fn, poison_fn, run_fn, compare_fn, wait_fn, copy_part_fn,
+                           &t->work};
 }
 
 int drk_trial_queue_timed(drk_trial *t, drk_trial_fn fn)
@@ -578,8 +612,25 @@ int drk_trial_queue_timed(drk_trial *t, drk_trial_fn fn)
     drk_proof_ops ops = drk_trial_ops(t);
     if (drk_proof_fresh(&ops, t->ref, DRK_SET_WORK, t->ref && t->ref->poisoned) != 0)
         return -1;
-    return replay(t, DRK_SET_WORK, fn);
+    int k = replay(t, DRK_SET_WORK, fn);
+    if (k < 0)
+        return k;
+    if (!t->ref) {
+        t->work.known = 0; /* no W to say what it wrote */
+        return k;
+    }
+    int variant = fn.fn != t->original.fn || fn.carveout != t->original.carveout;
+    drk_proof_work_ran(&ops, t->ref, variant);
+    /* A variant's timed run compared too, while restoring only what may
+     * differ: a compare reads what a whole copy would, and every run is
+     * then prepared alike (the original's as the candidates'). */
+    if (variant && t->work.spans && t->checks < DRK_TRIAL_CHECKS &&
+        drk_proof_check_work(&ops, t->ref, DRK_PROOF_SLOTS + t->checks++ * DRK_REACH_MAX) != 0)
+        return -1;
+    return k;
 }
+
+int drk_trial_tainted(const drk_trial *t) { return t->work.tainted; }
 
 int drk_trial_last_ticket(const drk_trial *t) { return t->tickets ? (int)t->tickets - 1 : -1; }
 

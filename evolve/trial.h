@@ -57,6 +57,12 @@ typedef struct drk_trial_poison_params {
     uint64_t dst, n, pattern;
 } drk_trial_poison_params;
 
+/* Compare slots past the proof's (DRK_PROOF_SLOTS) that a trial keeps for
+ * its own checks of timed variant runs (drk_proof_check_work): so many
+ * runs a wait, of DRK_REACH_MAX allocations each. */
+#define DRK_TRIAL_CHECKS 24
+#define DRK_TRIAL_SLOTS (DRK_PROOF_SLOTS + DRK_TRIAL_CHECKS * DRK_REACH_MAX)
+
 /* Bytes of the host staging buffer of host compares and poison (two halves). */
 #define DRK_TRIAL_STAGING (2u << 20)
 
@@ -90,13 +96,15 @@ typedef struct drk_trial_env {
     CUstream stream;                /* non-blocking, drk's own */
     CUmodule kernels;               /* drk's kernels, or NULL (host compares) */
     CUfunction compare, poison;
-    CUdeviceptr result;             /* DRK_PROOF_SLOTS drk_compare_results */
+    CUdeviceptr result;             /* DRK_TRIAL_SLOTS drk_compare_results */
     drk_trial_compare_result *host_result; /* pinned: the slots read back at a wait */
     CUevent ev[2 * DRK_TRIAL_EVENTS]; /* a pair around each replay in flight */
     int sm;                         /* the device's SM (major * 10 + minor), for the report */
     int sms;                        /* its multiprocessors, for the kernels' grid */
     void *staging;                  /* pinned, DRK_TRIAL_STAGING bytes, when kernels is NULL */
     char why[192];                  /* open failed; or, opened, why compares are on the host */
+    int spans;                      /* trials opened here restore only what may differ (drk_proof_work); 0: the
+                                     * whole snapshot before every run */
     struct {
         CUdeviceptr ptr;
         size_t size;
@@ -159,8 +167,10 @@ typedef struct drk_trial {
      * (a batch is queued with nothing slow in between: builds come first). */
     int fenced;
     unsigned slots;                 /* 1 + the highest compare slot queued */
-    uint32_t slot_grid[DRK_PROOF_SLOTS]; /* a compare queued there: its grid (host path: 1); 0: none */
-    drk_diff slot_diff[DRK_PROOF_SLOTS]; /* host path: its result */
+    uint32_t slot_grid[DRK_TRIAL_SLOTS]; /* a compare queued there: its grid (host path: 1); 0: none */
+    drk_diff slot_diff[DRK_TRIAL_SLOTS]; /* host path: its result */
+    unsigned checks;                /* timed variant runs checked since the last wait (their slots) */
+    drk_proof_work work;            /* what set 2 holds between runs */
     unsigned tickets, harvested;    /* replays queued; those whose times were read */
     unsigned waits;                 /* waits for the GPU so far (the budget charges each a context switch) */
     uint64_t moved;                 /* bytes drk's copies, poison and compares read and wrote (the budget charges them) */
@@ -187,8 +197,10 @@ void drk_trial_close(drk_trial *t);
 /* The proof's operations on `t` (self = t); run(.., 1) launches t->variant. */
 drk_proof_ops drk_trial_ops(drk_trial *t);
 
-/* Timed replays, queued: each of `fn` on set 2 freshly copied from the
- * snapshot (and poisoned as t->ref says), between a pair of events on
+/* Timed replays, queued: each of `fn` on set 2 made the snapshot again
+ * (drk_proof_fresh: restored where a run may have changed it, with
+ * t->work.spans; poisoned as t->ref says), and a variant's run compared
+ * with O1 after it there (drk_proof_check_work), between a pair of events on
  * drk's stream. _queue_timed returns
  * the replay's ticket (or -1 with why); after drk_trial_wait its time is
  * drk_trial_ticket_ns (-1 with why for a ticket not waited for or too old,
@@ -198,6 +210,12 @@ int drk_trial_queue_timed(drk_trial *t, drk_trial_fn fn);
 /* The ticket of the last replay queued (a proof's run, right after
  * drk_proof_variant_queue), or -1. */
 int drk_trial_last_ticket(const drk_trial *t);
+
+/* 1 when the last wait's runs rested on a compare that found a difference
+ * (drk_proof_work: a variant changed what the runs after it read): no
+ * verdict or time read from that wait stands. The caller makes its batch
+ * again with whole copies (t->work.spans = 0). */
+int drk_trial_tainted(const drk_trial *t);
 /* `runs` of them: the first ticket, or -1. */
 int drk_trial_queue_runs(drk_trial *t, drk_trial_fn fn, unsigned runs);
 int drk_trial_wait(drk_trial *t);

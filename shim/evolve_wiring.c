@@ -106,6 +106,7 @@ void drk_evolve_wiring_start(void)
         .plant = drk_opt_str(DRK_OPT_EVOLVE_PLANT),
         .turn = (unsigned)drk_opt_num(DRK_OPT_EVOLVE_TURN),
         .compile_threads = (unsigned)drk_opt_num(DRK_OPT_EVOLVE_COMPILE_THREADS),
+        .spans = (int)drk_opt_num(DRK_OPT_EVOLVE_SPANS),
         .open_cache = open_cache,
         .fatbin = drk_kernels_fatbin,
         .resolve = resolve,

@@ -150,6 +150,19 @@ def case_evolve(args):
           r1[0]["rejected"] >= 1 and "regs=40 rejected" in p1.stderr,
           "compiled one at a time (DRK_EVOLVE_COMPILE_THREADS=1): the same 2x variant served, the planted one rejected",
           (r1, r))
+    # Runs restored in part (DRK_EVOLVE_SPANS, on): the planted variant, not last in capture 1's first batch,
+    # changed what the runs after it read; that batch was made again from whole copies, and its verdicts stood
+    # only then. With whole copies throughout (the A/B) nothing is made again, and the same is served.
+    remade = p.stderr.find("axpy: capture 1: a run changed what later runs read: the batch is made again")
+    rejected = p.stderr.find("axpy: regs=40 rejected")
+    check(0 <= remade < rejected, "the batch the planted variant tainted was made again before any verdict of it",
+          p.stderr[:6000])
+    rep2, p2 = run(args, "evolve", {"DRK_EVOLVE": "1", "DRK_LOG_LEVEL": "debug", "DRK_EVOLVE_SPANS": "0"})
+    r2 = [x for x in rep2["evolve"]["by_kernel"] if x["name"] == "axpy"]
+    check("a run changed what later runs read" not in p2.stderr and len(r2) == 1 and r2[0]["serving"].startswith("regs=32")
+          and "regs=40 rejected" in p2.stderr,
+          "whole copies throughout (DRK_EVOLVE_SPANS=0): nothing made again, the same variant served, the planted "
+          "one rejected", r2)
 
 
 def case_plant(args):

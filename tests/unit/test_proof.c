@@ -39,7 +39,13 @@ struct host {
     int compare_lies;       /* compare answers a span past the allocation */
     drk_diff slot[DRK_PROOF_SLOTS]; /* compares' results, read at the wait */
     int queued[DRK_PROOF_SLOTS];
+    drk_proof_work work;    /* with `spans`: what set 2 holds between runs */
+    uint64_t copied;        /* bytes copy and copy_part wrote */
 };
+
+/* The second pass of every test: runs prepared by restoring only what may
+ * differ (drk_proof_work), every verdict as with whole copies. */
+static int spans;
 
 static int fails(host *h, int op)
 {
@@ -58,8 +64,21 @@ static int op_copy(void *self, unsigned dst, unsigned src)
     host *h = self;
     if (fails(h, OP_COPY))
         return -1;
-    for (unsigned i = 0; i < h->n; i++)
+    for (unsigned i = 0; i < h->n; i++) {
         memcpy(h->mem[dst][i], h->mem[src][i], h->size[i]);
+        h->copied += h->size[i];
+    }
+    return 0;
+}
+
+/* Counted as a copy (a failure armed on copies hits these too). */
+static int op_copy_part(void *self, unsigned dst, unsigned src, unsigned alloc, size_t off, size_t len)
+{
+    host *h = self;
+    if (fails(h, OP_COPY) || alloc >= h->n || off + len > h->size[alloc] || dst == DRK_SET_SNAPSHOT)
+        return -1;
+    memcpy(h->mem[dst][alloc] + off, h->mem[src][alloc] + off, len);
+    h->copied += len;
     return 0;
 }
 
@@ -111,7 +130,12 @@ static int op_compare(void *self, unsigned a, unsigned b, unsigned alloc, unsign
 static int op_wait(void *self, drk_diff *out, unsigned nslots)
 {
     host *h = self;
-    if (fails(h, OP_WAIT))
+    static unsigned char equal[DRK_PROOF_SLOTS];
+    int bad = fails(h, OP_WAIT);
+    for (unsigned i = 0; i < DRK_PROOF_SLOTS; i++)
+        equal[i] = h->queued[i] && h->slot[i].ndiff == 0;
+    drk_proof_work_waited(&h->work, equal, bad ? 0 : DRK_PROOF_SLOTS);
+    if (bad)
         return -1;
     for (unsigned i = 0; i < nslots; i++) {
         if (!h->queued[i])
@@ -124,7 +148,9 @@ static int op_wait(void *self, drk_diff *out, unsigned nslots)
 
 static drk_proof_ops ops_of(host *h)
 {
-    return (drk_proof_ops){h, h->n, op_size, op_copy, op_poison, op_run, op_compare, op_wait};
+    return (drk_proof_ops){h,          h->n,        op_size,    op_copy,
+                           op_poison,  op_run,      op_compare, op_wait,
+                           spans ? op_copy_part : NULL, spans ? &h->work : NULL};
 }
 
 static uint32_t *u32(uint8_t *p) { return (uint32_t *)(void *)p; }
@@ -135,6 +161,7 @@ static void host_init(host *h, unsigned n, kernel original, uint32_t (*init)(uns
     memset(h, 0, sizeof *h);
     h->n = n;
     h->original = original;
+    drk_proof_work_init(&h->work, 1);
     for (unsigned a = 0; a < n; a++) {
         h->size[a] = ELEMS * 4;
         for (unsigned i = 0; i < ELEMS; i++)
@@ -547,6 +574,104 @@ static void test_queued(void)
     }
 }
 
+/* ---- restoring only what may differ (drk_proof_work) ---- */
+
+/* out (alloc 1) = f(in); alloc 2 word 0 := 7 only when in[0] == 100. */
+static uint32_t init_low(unsigned a, unsigned i) { return a == 0 ? i + 1 : 0; }
+static uint32_t init_high(unsigned a, unsigned i) { return a == 0 ? i + 100 : 0; }
+static void maybe_flag(host *h, uint8_t *const *m)
+{
+    pure(h, m);
+    if (u32(m[0])[0] == 100)
+        u32(m[2])[0] = 7;
+}
+static void flag_skipped(host *h, uint8_t *const *m) { pure(h, m); }
+
+static void test_spans(void)
+{
+    host h;
+    drk_proof_ref prev, ref;
+    drk_proof_result r[3];
+    spans = 1;
+    /* Bytes: a reference and four proofs. Whole copies: 7. Restoring what
+     * may differ: O1's and O2's sets whole, and the run after the rejected
+     * skip (nothing rested on it, but its changes are unknown); out, W
+     * throughout, is poisoned, never copied. */
+    uint64_t copied[2];
+    for (int k = 0; k < 2; k++) {
+        spans = k;
+        host_init(&h, 2, pure, init_pure);
+        reference(&h, &ref);
+        kernel v[4] = {pure, pure_skip_5, pure, pure_wrong_7};
+        for (unsigned i = 0; i < 4; i++)
+            CHECK(prove(&h, &ref, v[i]).verdict == (i % 2 ? DRK_PROOF_DIFFERS : DRK_PROOF_EQUAL));
+        copied[k] = h.copied;
+    }
+    CHECK(copied[0] == 7 * 128 && copied[1] == 3 * 128);
+    spans = 1;
+
+    /* A variant that writes the input, then a right one, in one wait: the
+     * second ran on a changed input; the wait is tainted, and only whole
+     * copies decide. */
+    host_init(&h, 2, pure, init_pure);
+    reference(&h, &prev);
+    host_init(&h, 2, pure, init_pure2);
+    kernel bad_first[2] = {pure_writes_input, pure};
+    CHECK(queued(&h, &prev, &ref, bad_first, 2, r) == 1);
+    CHECK(h.work.tainted && h.work.failed && !h.work.known);
+    CHECK(r[0].verdict == DRK_PROOF_DIFFERS && r[0].alloc == 0);
+    h.work.spans = 0; /* what the engine does: the batch again, whole */
+    drk_proof_ref again;
+    CHECK(queued(&h, &prev, &again, bad_first, 2, r) == 1 && !h.work.tainted);
+    CHECK(r[0].verdict == DRK_PROOF_DIFFERS && r[1].verdict == DRK_PROOF_EQUAL);
+    /* The bad one last: nothing rested on it; not tainted, state unknown. */
+    host_init(&h, 2, pure, init_pure2);
+    kernel bad_last[2] = {pure, pure_writes_input};
+    CHECK(queued(&h, &prev, &ref, bad_last, 2, r) == 1);
+    CHECK(!h.work.tainted && h.work.failed && !h.work.known);
+    CHECK(r[0].verdict == DRK_PROOF_EQUAL && r[1].verdict == DRK_PROOF_DIFFERS);
+    uint64_t before = h.copied;
+    CHECK(prove(&h, &ref, pure).verdict == DRK_PROOF_EQUAL && h.copied - before == 128); /* whole again */
+    before = h.copied;
+    CHECK(prove(&h, &ref, pure).verdict == DRK_PROOF_EQUAL && h.copied == before); /* then nothing */
+
+    /* This launch writes an allocation the one before did not: runs
+     * restored as the launch before wrote would see its write already
+     * there, and a variant that skips it would pass. The condition on
+     * O1 == S there taints the wait; with whole copies the skip is caught. */
+    host_init(&h, 3, maybe_flag, init_low);
+    reference(&h, &prev);
+    CHECK(prev.seen_written == 1 && prev.seen_first[2] == UINT64_MAX);
+    host_init(&h, 3, maybe_flag, init_high);
+    kernel flags[2] = {maybe_flag, flag_skipped};
+    CHECK(queued(&h, &prev, &ref, flags, 2, r) == 1);
+    CHECK(h.work.tainted);
+    h.work.spans = 0;
+    CHECK(queued(&h, &prev, &again, flags, 2, r) == 1 && !h.work.tainted);
+    CHECK(r[0].verdict == DRK_PROOF_EQUAL && r[1].verdict == DRK_PROOF_DIFFERS && r[1].alloc == 2);
+
+    /* A timed run checked (drk_proof_check_work) that differs from O1 (a
+     * variant that changes from run to run): failed, and tainted once a
+     * run was prepared after it. */
+    host_init(&h, 2, pure, init_pure);
+    reference(&h, &ref);
+    drk_proof_ops ops = ops_of(&h);
+    h.variant = pure_wrong_7;
+    CHECK(drk_proof_fresh(&ops, &ref, DRK_SET_WORK, ref.poisoned) == 0 && op_run(&h, DRK_SET_WORK, 1) == 0);
+    drk_proof_work_ran(&ops, &ref, 1);
+    CHECK(h.work.pending);
+    CHECK(drk_proof_check_work(&ops, &ref, 0) == 0 && !h.work.pending);
+    CHECK(drk_proof_fresh(&ops, &ref, DRK_SET_WORK, ref.poisoned) == 0 && op_run(&h, DRK_SET_WORK, 0) == 0);
+    drk_diff d[2];
+    CHECK(ops.wait(ops.self, d, 2) == 0 && d[1].ndiff == 1 && h.work.failed && h.work.tainted);
+    /* A variant's run not compared: the next run gets the whole snapshot. */
+    CHECK(drk_proof_fresh(&ops, &ref, DRK_SET_WORK, ref.poisoned) == 0 && op_run(&h, DRK_SET_WORK, 1) == 0);
+    drk_proof_work_ran(&ops, &ref, 1);
+    before = h.copied;
+    CHECK(drk_proof_fresh(&ops, &ref, DRK_SET_WORK, ref.poisoned) == 0 && h.copied - before == 128);
+    spans = 0;
+}
+
 /* ---- failures: every call of every operation, in turn ---- */
 
 static void test_failures(void)
@@ -604,15 +729,51 @@ int main(void)
           strcmp(drk_proof_verdict_name(DRK_PROOF_DIFFERS), "differs") == 0 &&
           strcmp(drk_proof_verdict_name(DRK_PROOF_NONDETERMINISTIC), "nondeterministic") == 0 &&
           strcmp(drk_proof_verdict_name(DRK_PROOF_ERROR), "error") == 0);
-    test_pure();
-    test_disjoint();
-    test_same_value();
-    test_inplace();
-    test_accumulate();
-    test_nondeterministic();
-    test_nothing();
-    test_three();
-    test_queued();
+    for (spans = 0; spans < 2; spans++) {
+        test_pure();
+        test_disjoint();
+        test_same_value();
+        test_inplace();
+        test_accumulate();
+        test_nondeterministic();
+        test_nothing();
+        test_three();
+        test_queued();
+    }
+    test_spans();
     test_failures();
+    /* Failures with runs restored in part: never equal. */
+    spans = 1;
+    for (int op = 0; op < OPS; op++)
+        for (int at = 1; at <= 14; at++) {
+            host h;
+            drk_proof_ref prev, ref;
+            drk_proof_result r[2];
+            host_init(&h, 2, pure, init_pure);
+            reference(&h, &prev);
+            host_init(&h, 2, pure, init_pure2);
+            h.fail_op = op, h.fail_at = at;
+            kernel v[2] = {pure, pure};
+            drk_proof_ops ops = ops_of(&h);
+            if (drk_proof_reference_queue(&ops, &prev, &ref) != 0 || ref.state != DRK_PROOF_EQUAL)
+                continue;
+            int err = 0;
+            unsigned base = ref.queued;
+            for (unsigned k = 0; k < 2; k++) {
+                h.variant = v[k];
+                err |= drk_proof_variant_queue(&ops, &ref, base + k * 2, &r[k]) != 0;
+            }
+            static drk_diff d[DRK_PROOF_SLOTS];
+            if (err || ops.wait(ops.self, d, base + 4) != 0) {
+                CHECK(h.fired);
+                continue;
+            }
+            int stands = drk_proof_reference_settle(&ops, &ref, d);
+            for (unsigned k = 0; stands == 1 && !h.work.tainted && k < 2; k++) {
+                r[k] = drk_proof_variant_check(&ops, &ref, d + base + k * 2);
+                CHECK(r[k].verdict == DRK_PROOF_EQUAL && !h.fired);
+            }
+        }
+    spans = 0;
     return CHECK_DONE();
 }

@@ -336,8 +336,15 @@ static void test_proof(drk_trial_env *env, CUmodule other, CUmodule bad, CUmodul
           ref.last[2] == 4ull * N - 1);
     CHECK(t.gpu_ns == 3 * 2000); /* three replays of the 64-register original */
 
+    uint64_t all = 0, moved = t.moved;
+    for (unsigned i = 0; i < cap.reach.n; i++)
+        all += cap.reach.alloc[i].size;
     drk_proof_result r = prove(&t, &ref, same);
     CHECK(r.verdict == DRK_PROOF_EQUAL);
+    /* Its run prepared: with whole copies, a copy of all (read and
+     * written) and W poisoned; restoring only what may differ, the inputs
+     * stay as O3 left them and W (all of c) is poisoned. Then compared. */
+    CHECK(t.moved - moved == (env->spans ? 0 : 2 * all) + 4ull * N + 2 * all);
     r = prove(&t, &ref, wrong);
     CHECK(r.verdict == DRK_PROOF_DIFFERS && r.alloc == 2 && r.diff.ndiff == 1 && r.diff.first == 28 &&
           r.diff.last == 28);
@@ -679,9 +686,11 @@ int main(void)
     /* The host path (what runs on the stand-in, which has no drk kernels),
      * then drk's kernels as the stand-ins above. */
     static const char *const fatbins[] = {NULL, "DRKFAKE1\ndrk_compare\ndrk_poison\n"};
-    for (int k = 0; k < 2; k++) {
+    for (int m = 0; m < 4; m++) {
+        int k = m / 2;
         drk_trial_env env;
         CHECK(drk_trial_env_open(&env, &table, ctx, fatbins[k]) == 0);
+        env.spans = m % 2; /* runs restored in part (drk_proof_work), every answer the same */
         CHECK(k ? env.kernels && env.compare && env.poison && env.staging == NULL && env.why[0] == '\0'
                 : !env.kernels && env.staging && strstr(env.why, "no fatbin") && strstr(env.why, "host"));
         test_proof(&env, other, bad, budget);
