@@ -96,6 +96,7 @@ struct target {
     double speedup, build_ms, build_ms_max;
     unsigned builds;
     uint64_t trial_ns;
+    uint64_t trial_bytes;       /* bytes its trials' copies, poison and compares moved, snapshots included */
     double default_ns;          /* the original's median GPU time in the latest round */
     double credit_ns;           /* trial time granted and not yet used */
     double saved_ns;            /* GPU time the served variant saved, estimated (the report's) */
@@ -173,7 +174,7 @@ static int env_device = -1;
 static CUcontext prog_ctx; /* the program's primary context of env_device, while pushed */
 static drk_predictor predictor;
 static drk_shapes shapes;
-static uint64_t trial_ns_all, program_ns_all;
+static uint64_t trial_ns_all, program_ns_all, trial_bytes_all;
 static double charged_all; /* what every capture's ledger was charged */
 static unsigned rounds_seen;
 static double researched_sum;
@@ -2462,6 +2463,8 @@ static double pay(struct target *t, double gpu, unsigned waits, unsigned loads, 
     double charge = gpu + waits * DRK_EVO_WAIT_NS + loads * DRK_EVO_LOAD_NS + moved * DRK_EVO_BYTE_NS;
     t->trial_ns += (uint64_t)(gpu + 0.5);
     trial_ns_all += (uint64_t)(gpu + 0.5);
+    t->trial_bytes += (uint64_t)moved;
+    trial_bytes_all += (uint64_t)moved;
     t->ledger_ns -= charge;
     charged_all += charge;
     return charge;
@@ -3338,7 +3341,7 @@ void drk_engine_after_fork_child(void)
     unloads = 0;
     ngraves = next_grave = 0;
     idle_rounds = rounds_seen = 0;
-    trial_ns_all = program_ns_all = 0;
+    trial_ns_all = program_ns_all = trial_bytes_all = 0;
     charged_all = researched_sum = 0;
     cache_hits = cache_stored = partial_hits = partial_stored = cubin_hits = cubins_stored = 0;
     cubin_hit_ms_sum = cubin_hit_ms_max = cubin_read_ms_sum = 0;
@@ -3375,7 +3378,7 @@ size_t drk_engine_rows(drk_engine_row *out, size_t max)
         o->run_speedup = run_speedup(t);
         o->speedup = t->served ? best_speedup(t) : 1.0;
         o->build_ms = t->build_ms, o->builds = t->builds, o->build_ms_max = t->build_ms_max;
-        o->trial_ns = t->trial_ns;
+        o->trial_ns = t->trial_ns, o->trial_bytes = t->trial_bytes;
         o->saved_ns = (uint64_t)(t->saved_ns + 0.5);
         o->snapshot_bytes = t->snapshot_bytes;
         o->from_cache = t->came_from_cache && t->served;
@@ -3392,7 +3395,7 @@ drk_engine_totals drk_engine_totals_get(void)
         s.refused += targets[i].state == DRK_TARGET_REFUSED;
         s.failed += targets[i].state == DRK_TARGET_FAILED;
     }
-    s.trial_ns = trial_ns_all, s.program_ns = program_ns_all;
+    s.trial_ns = trial_ns_all, s.program_ns = program_ns_all, s.trial_bytes = trial_bytes_all;
     s.rounds = rounds_seen;
     s.researched_share = rounds_seen ? researched_sum / rounds_seen : 0;
     s.cache_hits = cache_hits, s.cache_stored = cache_stored;

@@ -139,6 +139,8 @@ typedef struct drk_engine_row {
     double build_ms_max;
     int from_cache;             /* served from the first launch on a result an earlier run found */
     uint64_t trial_ns;          /* GPU time of its replays */
+    uint64_t trial_bytes;       /* bytes its trials' copies, poison and compares read and wrote, its snapshots'
+                                 * copies included (what the budget charges besides the GPU time) */
     uint64_t saved_ns;          /* GPU time its served variant saved, estimated: the variant's time in each round
                                  * it served x (speedup - 1, the speedup in the program once timed there, else on
                                  * replays); an untimed round counted as the latest timed one */
@@ -150,6 +152,7 @@ typedef struct drk_engine_totals {
     const char *off;            /* why not, when off */
     unsigned kernels, evolved, refused, failed;
     uint64_t trial_ns, program_ns; /* replays' GPU time; the program's kernel time over the rounds seen */
+    uint64_t trial_bytes;       /* the rows' trial_bytes, summed (targets forgotten included) */
     double budget;
     unsigned rounds;
     double researched_share;

@@ -27,6 +27,7 @@ void drk_report_evolve(drk_json *j)
     drk_json_f64(j, "budget", t.budget);
     drk_json_u64(j, "rounds", t.rounds);
     drk_json_u64(j, "trial_ns", t.trial_ns);
+    drk_json_u64(j, "trial_bytes", t.trial_bytes);
     drk_json_u64(j, "program_kernel_ns", t.program_ns);
     drk_json_f64(j, "trial_share", t.program_ns ? (double)t.trial_ns / (double)t.program_ns : 0);
     drk_json_f64(j, "researched_share", t.researched_share);
@@ -88,6 +89,7 @@ void drk_report_evolve(drk_json *j)
         drk_json_f64(j, "build_ms", r->build_ms);
         drk_json_f64(j, "build_ms_max", r->build_ms_max);
         drk_json_u64(j, "trial_ns", r->trial_ns);
+        drk_json_u64(j, "trial_bytes", r->trial_bytes);
         drk_json_u64(j, "saved_ns", r->saved_ns);
         drk_json_u64(j, "snapshot_bytes", r->snapshot_bytes);
         drk_json_bool(j, "from_cache", r->from_cache);

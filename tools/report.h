@@ -180,6 +180,7 @@ typedef struct rep_evolve_row {
     uint64_t captures, rounds, tried, proven, rejected, trusted, builds, trial_ns, snapshot_bytes;
     uint64_t same_code; /* 0 in reports before it */
     uint64_t saved_ns; /* GPU time its served variant saved, estimated (0 in reports of an older drk) */
+    uint64_t trial_bytes; /* bytes its trials copied, poisoned and compared (0 in reports of an older drk) */
     double speedup, build_ms, build_ms_max; /* speedup: 1 serving the default */
     double run_speedup;    /* timed on the program's own launches; 0: not (then speedup is replay_speedup) */
     double replay_speedup; /* on replays in drk's context; the speedup of older reports */
@@ -206,6 +207,7 @@ typedef struct rep_evolve {
     uint64_t own_context_mib; /* device memory of drk's context for trials (the largest of the processes') */
     uint64_t gave_back;       /* processes whose evolution gave its device memory back (the program ran out) */
     uint64_t saved_ns;        /* GPU time served variants saved, estimated (summed) */
+    uint64_t trial_bytes;     /* bytes the trials copied, poisoned and compared (summed; 0 before it) */
     double trial_share, researched_share;
     uint64_t kernels, evolved, refused, failed;
     uint64_t captured, snapped, moved, busy, mismatched; /* evolve.captures */

@@ -608,6 +608,10 @@ static void evolve_table(FILE *f, const rep_evolve *e, size_t top)
         fprintf(f, ", %s of the program's kernel time (%s)",
                 percent_text(e->trial_ns, e->program_kernel_ns, 1, share, sizeof share),
                 human_ns(e->program_kernel_ns, program, sizeof program));
+    if (e->trial_bytes) {
+        char bytes[32];
+        fprintf(f, ", %s copied and compared", human_bytes(e->trial_bytes, bytes, sizeof bytes));
+    }
     fprintf(f, ", budget %.3g%%; %.1f%% of kernels re-searched per round over %" PRIu64 " round%s. A variant is "
                "served only once proven bitwise equal to the original; speedup: the original's median launch in the "
                "program over the variant's, or marked (replays), until both were timed, an estimate from replays in "

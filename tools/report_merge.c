@@ -554,6 +554,7 @@ static int merge_evolve(const rep_totals *const *parts, size_t n, rep_evolve *o)
         o->asked = add(o->asked, e->asked);
         o->rounds = add(o->rounds, e->rounds);
         o->trial_ns = add(o->trial_ns, e->trial_ns);
+        o->trial_bytes = add(o->trial_bytes, e->trial_bytes);
         o->program_kernel_ns = add(o->program_kernel_ns, e->program_kernel_ns);
         o->own_context_mib = e->own_context_mib > o->own_context_mib ? e->own_context_mib : o->own_context_mib;
         o->gave_back = add(o->gave_back, e->gave_back);

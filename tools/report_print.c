@@ -631,6 +631,10 @@ static void print_evolve(FILE *f, const rep_evolve *e, size_t top, size_t nprocs
         fprintf(f, ", %s of the program's kernel time (%s)",
                 percent_text(e->trial_ns, e->program_kernel_ns, 1, share, sizeof share),
                 human_ns(e->program_kernel_ns, program, sizeof program));
+    if (e->trial_bytes) {
+        char bytes[32];
+        fprintf(f, ", %s copied and compared", human_bytes(e->trial_bytes, bytes, sizeof bytes));
+    }
     fprintf(f, ", budget %.3g%%; %.1f%% of kernels re-searched per round (%" PRIu64 " round%s)", 100 * e->budget,
             100 * e->researched_share, e->rounds, e->rounds == 1 ? "" : "s");
     if (e->own_context_mib)
@@ -897,6 +901,7 @@ static void json_evolve(drk_json *j, FILE *f, const rep_evolve *e, size_t top)
     drk_json_f64(j, "budget", e->budget);
     drk_json_u64(j, "rounds", e->rounds);
     drk_json_u64(j, "trial_ns", e->trial_ns);
+    drk_json_u64(j, "trial_bytes", e->trial_bytes);
     drk_json_u64(j, "program_kernel_ns", e->program_kernel_ns);
     drk_json_u64(j, "own_context_mib", e->own_context_mib);
     drk_json_u64(j, "gave_back_memory", e->gave_back);
@@ -939,6 +944,7 @@ static void json_evolve(drk_json *j, FILE *f, const rep_evolve *e, size_t top)
         drk_json_f64(j, "build_ms", r->build_ms);
         drk_json_f64(j, "build_ms_max", r->build_ms_max);
         drk_json_u64(j, "trial_ns", r->trial_ns);
+        drk_json_u64(j, "trial_bytes", r->trial_bytes);
         drk_json_u64(j, "saved_ns", r->saved_ns);
         drk_json_u64(j, "snapshot_bytes", r->snapshot_bytes);
         drk_json_close(j, '}');

@@ -576,6 +576,7 @@ static int read_evolve(ctx *c, const json_value *doc, rep_evolve *e, uint64_t pi
     get_number(c, o, at, "budget", &e->budget);
     get_u64(c, o, at, "rounds", &e->rounds);
     get_u64(c, o, at, "trial_ns", &e->trial_ns);
+    get_u64_optional(c, o, at, "trial_bytes", &e->trial_bytes);
     get_u64(c, o, at, "program_kernel_ns", &e->program_kernel_ns);
     get_u64_optional(c, o, at, "own_context_mib", &e->own_context_mib);
     get_u64_optional(c, o, at, "gave_back_memory", &e->gave_back);
@@ -626,6 +627,7 @@ static int read_evolve(ctx *c, const json_value *doc, rep_evolve *e, uint64_t pi
         get_number(c, r, where, "build_ms", &x->build_ms);
         get_number(c, r, where, "build_ms_max", &x->build_ms_max);
         get_u64(c, r, where, "trial_ns", &x->trial_ns);
+        get_u64_optional(c, r, where, "trial_bytes", &x->trial_bytes);
         get_u64_optional(c, r, where, "saved_ns", &x->saved_ns);
         get_u64(c, r, where, "snapshot_bytes", &x->snapshot_bytes);
         if (c->failed)

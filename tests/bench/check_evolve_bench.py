@@ -54,7 +54,8 @@ if drk:
     rep = os.environ["DRK_REPORT"]
     os.makedirs(rep, exist_ok=True)
     row = {"name": kernel, "state": state, "serving": "regs=56" if kernel == "nbody" else "default", "builds": 4,
-           "captures": 3, "build_ms": 100.0, "build_ms_max": 40.0, "speedup": 2.04 if kernel == "nbody" else 1.0}
+           "captures": 3, "build_ms": 100.0, "build_ms_max": 40.0, "speedup": 2.04 if kernel == "nbody" else 1.0,
+           "trial_bytes": (3 if os.environ.get("DRK_EVOLVE_SPANS") == "1" else 6) << 30}
     json.dump({"evolve": {"trial_share": 0.005, "by_kernel": [row]}, "gpu_time": {"unsampled_rounds": 3},
                "rounds": {"closed": rounds - 3}}, open(os.path.join(rep, "drk-standin.json"), "w"))
 print(json.dumps({"kernel": kernel, "rounds": rounds, "launches": 1500, "load_ms": 1.0, "hash": "0x%016x" % rounds,
@@ -91,7 +92,8 @@ def main():
         os.symlink(libc, os.path.join(tmp, "lib", "libdrk_shim.so"))
         out = os.path.join(tmp, "out")
         p = subprocess.run([sys.executable, bench, "--build", tmp, "--kernels", "nbody,stencil5,softmax_rows",
-                            "--rounds", "20", "--short-rounds", "6", "--processes", "2", "--out", out],
+                            "--rounds", "20", "--short-rounds", "6", "--processes", "2", "--out", out,
+                            "--drk-env", "DRK_EVOLVE_SPANS=1"],
                            capture_output=True, text=True, timeout=300)
         print(p.stdout)
         check(p.returncode == 0, "evolve_bench ran", p.stderr[-2000:])
@@ -141,6 +143,8 @@ def main():
                         p.stdout) is not None,
               "the summary names the search still running", p.stdout[-1500:])
         check(re.search(r"^stencil5 .* searching ", p.stdout, re.M) is not None, "the table's end column", p.stdout)
+        check("copied and compared a capture: nbody 1024 MiB, stencil5 1024 MiB, softmax_rows 1024 MiB" in p.stdout,
+              "the trials' bytes a capture, from the report, in drk runs given --drk-env", p.stdout[-1500:])
         check(os.path.exists(os.path.join(out, "evolve_bench_logs.tar.gz")), "the runs' logs packed", os.listdir(out))
     print("check_evolve_bench:", "FAILED" if failed else "all passed")
     return 1 if failed else 0

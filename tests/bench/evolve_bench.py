@@ -184,6 +184,8 @@ def main():
                     help="recorded best variants run as the program natively, for a kernel with something to win "
                          "(1 for the others; 0: none)")
     ap.add_argument("--log", default="info", help="DRK_LOG_LEVEL of the drk runs (debug: every build and trial)")
+    ap.add_argument("--drk-env", action="append", default=[], metavar="NAME=VALUE",
+                    help="a further DRK_* option for the drk runs, e.g. DRK_EVOLVE_SPANS=0 (repeatable)")
     ap.add_argument("--out")
     args = ap.parse_args()
     out = args.out or tempfile.mkdtemp(prefix="drk-evolve-bench-")
@@ -218,6 +220,9 @@ def main():
                  "DRK_LOG_LEVEL": args.log, "DRK_CACHE_DIR": cache}
         if args.budget:
             extra["DRK_EVOLVE_BUDGET"] = args.budget
+        for kv in args.drk_env:
+            k, _, v = kv.partition("=")
+            extra[k] = v
         drk = run(cmd, clean_env(extra), out, f"{name}.drk")
         rep = report_of(rep_dir)
         warm = None
@@ -298,6 +303,8 @@ def main():
             "builds": builds, "build_ms_mean": build_ms / builds if builds else 0.0,
             "build_ms_max": max((r["build_ms_max"] for r in erows), default=0.0),
             "trial_share": ev.get("trial_share", float("nan")),
+            "trial_mib_per_capture": sum(r.get("trial_bytes", 0) for r in erows) / 2**20 /
+            max(1, sum(r.get("captures", 0) for r in erows)),
             "drift": statistics.median(nat_ms[1]) / statistics.median(nat_ms[0]),
             "wall_ratio": statistics.median(drk["wall_ms"][1:] or drk["wall_ms"]) / native_wall,
             "wall_ratio_steady": statistics.median([statistics.median(r["wall_ms"][-4:]) for r in [drk] + more_drk]) /
@@ -398,9 +405,12 @@ def main():
               + ": where evolution had nothing left to search")
         print(f"stalls: longest launch call under drk {max(r['stall_ms']['drk'] for r in ok):.3f} ms, natively "
               f"{max(r['stall_ms']['native'] for r in ok):.3f} ms")
+        moved = [r for r in ok if r["trial_mib_per_capture"] > 0]
         print(f"trials: mean share {100 * statistics.mean(r['trial_share'] for r in ok):.2f}% of kernel time, "
               f"most {100 * max(r['trial_share'] for r in ok):.2f}%; outputs equal natively and under drk: "
-              f"{sum(r['same'] for r in ok)} of {len(ok)}")
+              f"{sum(r['same'] for r in ok)} of {len(ok)}"
+              + (f"; copied and compared a capture: " + ", ".join(f"{r['kernel']} {r['trial_mib_per_capture']:.0f} MiB"
+                                                                  for r in moved) if moved else ""))
         wins = [r for r in ok if r["possible"] >= FLAT]
         for r in wins:
             said = [f"{x:.3f}x" if x else "-" for x in [r.get("drk_run_speedup")] + r.get("warm", {}).get("run_speedup", [])]

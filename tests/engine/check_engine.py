@@ -97,6 +97,9 @@ def case_evolve(args):
     got = launches(p)
     check(got is not None and got[1] > 0, "the program's launches ran the served variant", p.stdout)
     check(ev["trial_ns"] > 0 and ev["captures"]["snapped"] >= 3, "trials ran on snapshots", ev)
+    check(r.get("trial_bytes", 0) >= 6 * r["snapshot_bytes"] > 0 and ev.get("trial_bytes") == r["trial_bytes"],
+          "the bytes the trials moved, per kernel and in all (three snapshots read and written at least)",
+          (r, ev.get("trial_bytes")))
     check("serving regs=32" in p.stderr, "one info line when the variant is served", p.stderr[-2000:])
     gt = rep["gpu_time"]
     check(gt.get("drk_records", 0) >= 2 * 4 and gt.get("drk_ns", 0) > 0 and

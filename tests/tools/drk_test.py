@@ -1511,7 +1511,8 @@ def case_report_evolve():
     o = p.stdout
     check(p.returncode == 0 and not p.stderr, "drk report on a report with evolve", p)
     block = ("\nevolved kernels: 3 kernel-shapes looked at, 1 evolved, 1 refused, 1 failed; trials 5.40 " + MICRO
-             + " of GPU time, 1.5% of the program's kernel time (360 " + MICRO + "), budget 2%; 12.5% of kernels "
+             + " of GPU time, 1.5% of the program's kernel time (360 " + MICRO + "), 3.00 GiB copied and compared, "
+             "budget 2%; 12.5% of kernels "
              "re-searched per round (5 rounds)\n"
              "  kernel                                                            grid   block    shared  state    "
              "serving  speedup  tried / proven / rejected                  builds  why\n"
@@ -1667,7 +1668,7 @@ def case_report_evolve():
     lines = evolve_lines(o[heads[3]:])
     check(lines is not None and lines[0] == "evolved kernels (2 of 3 processes): 5 kernel-shapes looked at, 2 evolved, "
           "1 refused, 1 failed; trials 9.40 " + MICRO + " of GPU time, 1.3% of the program's kernel time (720 " + MICRO
-          + "), budget 2%; 18.1% of kernels re-searched per round (9 rounds)"
+          + "), 3.00 GiB copied and compared, budget 2%; 18.1% of kernels re-searched per round (9 rounds)"
           and [cells(l) for l in lines[1:]] == [
               ["pid"] + list(EVOLVE_HEAD),
               ["41", "empty", "4x1x1", "64x1x1", "0", "settled", "regs=32", "2.00x", "6 / 4 / 2",
@@ -1703,7 +1704,7 @@ def case_report_evolve():
     got = json.loads(p.stdout)["evolve"]
     check({k: v for k, v in got.items() if k != "by_kernel"} == {
         "enabled": True, "reports": 3, "processes": 2, "off_reason": "DRK_EVOLVE=0", "budget": 0.02, "rounds": 9,
-        "trial_ns": 9400, "program_kernel_ns": 720000, "own_context_mib": 0, "gave_back_memory": 0, "saved_ns": 0,
+        "trial_ns": 9400, "trial_bytes": 3221225472, "program_kernel_ns": 720000, "own_context_mib": 0, "gave_back_memory": 0, "saved_ns": 0,
         "trial_share": 0.0130556, "researched_share": 0.180556,
         "kernels": 5, "evolved": 2, "refused": 1, "failed": 1,
         "captures": {"captured": 5, "snapped": 4, "moved": 1, "busy": 2, "mismatched": 0}, "distinct": 5},
