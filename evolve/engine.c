@@ -39,6 +39,7 @@
 #define HOT_SHARE 0.01      /* a kernel-shape below this share of a round's kernel time is not worth it */
 #define PATIENCE 3          /* rounds an armed capture may wait before the next target is tried */
 #define RECHECK 8           /* rounds a served variant rests before it is measured against the original again */
+#define RECHECK_MAX 128     /* and at most, once measurements kept finding it as fast (each doubles the rest) */
 #define TURN_DEFAULT 10     /* DRK_EVOLVE_TURN's, for settings that leave it 0 */
 #define KEEP_BYTES (64u << 20) /* trial buffers kept between targets (a free can hold the program's launches) */
 
@@ -80,6 +81,8 @@ struct target {
     unsigned waited;            /* rounds the armed capture waited */
     int await_round;            /* searched on this round's capture: the next is armed when the round closes */
     unsigned rested_at;         /* settled serving a variant: the round it last was (for RECHECK) */
+    unsigned recheck_every;     /* rounds from there until it is measured again: RECHECK, doubled by each that
+                                 * kept it, up to RECHECK_MAX */
     int rechecking;             /* the capture in flight is for measuring the served variant again */
     int stored;                 /* its result went to the cache (2: with the speedup timed in the program) */
     unsigned captures, rounds, tried, proven, rejected, trusted;
@@ -681,10 +684,12 @@ static void end_target(struct target *t, drk_target_state st, const char *fmt, .
 }
 
 /* Settled, serving a variant: it rests, keeping that variant, and is
- * measured against the original again every RECHECK rounds (a variant that
- * has become slower is dropped then). */
+ * measured against the original again after RECHECK rounds (a variant that
+ * has become slower is dropped then; one that kept its speed rests twice as
+ * long the next time, up to RECHECK_MAX: remeasure). */
 static void rest(struct target *t, const char *why)
 {
+    t->recheck_every = RECHECK;
     snprintf(t->why, sizeof t->why, "%s", why);
     t->state = DRK_TARGET_SETTLED;
     let_go(t);
@@ -693,6 +698,14 @@ static void rest(struct target *t, const char *why)
     kept_forget(t);
     free_unserved(t);
     t->rested_at = rounds_seen;
+}
+
+/* A settled variant due to be measured against the original again (one
+ * settled other than by rest() at RECHECK). */
+static int recheck_due(const struct target *t)
+{
+    return t->state == DRK_TARGET_SETTLED && t->served && !t->from_cache && !atomic_load(&t->gone) &&
+           rounds_seen - t->rested_at >= (t->recheck_every ? t->recheck_every : RECHECK);
 }
 
 /* A reference that is not EQUAL ends `t`: an original that differs from
@@ -2139,7 +2152,9 @@ static void remeasure(struct target *t, drk_trial *tr, const drk_proof_ref *ref)
         t->speedup = st.median;
     char why[96];
     snprintf(why, sizeof why, "measured again: %.3fx", st.median);
+    unsigned every = t->recheck_every;
     rest(t, why);
+    t->recheck_every = every >= RECHECK_MAX / 2 ? RECHECK_MAX : 2 * every;
 }
 
 /* A wait was tainted (drk_trial_tainted; `what` of it is lost): the
@@ -3008,8 +3023,7 @@ void drk_engine_round(const drk_round *r)
      * replays in drk's context: none once drk gave its memory back). */
     for (unsigned i = 0; i < ntargets && !active && !memory_out; i++) {
         struct target *t = &targets[i];
-        if (t->state == DRK_TARGET_SETTLED && t->served && !t->from_cache && !atomic_load(&t->gone) &&
-            rounds_seen - t->rested_at >= RECHECK) {
+        if (recheck_due(t)) {
             snprintf(t->why, sizeof t->why, "measured again against the original");
             drk_log(DRK_LOG_DEBUG, "evolve: %.80s: measured again against the original (round %u)", t->rec->name,
                     rounds_seen);
@@ -3134,8 +3148,7 @@ int drk_engine_round_untimed(void)
             t->timed_ask = t->changed_at + 1;
             return 1;
         }
-        if (t->state == DRK_TARGET_SETTLED && t->served && !t->from_cache && !atomic_load(&t->gone) &&
-            rounds_seen - t->rested_at >= RECHECK)
+        if (recheck_due(t))
             return 1;
     }
     return 0;

@@ -102,3 +102,13 @@ double drk_records_cost_charged_share(const drk_records_cost *c)
 {
     return c->at_ns > c->since_ns ? drk_records_cost_charged_ns(c) / (double)(c->at_ns - c->since_ns) : 0;
 }
+
+unsigned drk_rest_backoff_next(drk_rest_backoff *b, uint64_t marker, unsigned base, unsigned max)
+{
+    if (!b->next || marker != b->marker || b->next < base)
+        b->next = base;
+    unsigned now = b->next > max ? max : b->next;
+    b->next = now > max / 2 ? max : 2 * now;
+    b->marker = marker;
+    return now;
+}

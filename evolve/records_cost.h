@@ -103,4 +103,19 @@ int drk_attach_affordable(double share, uint64_t span_ns, uint64_t launches, uin
 double drk_records_cost_charged_ns(const drk_records_cost *c);
 double drk_records_cost_charged_share(const drk_records_cost *c);
 
+/* How long kernel records rest while evolution has nothing to search (the
+ * rounds until the one timed to see what has become hot): `base` the first
+ * time, then twice as long each time they rest so again, up to `max`, while
+ * `marker` (what would give the engine something new: the kernel-shapes
+ * launched, its targets) stays as it was; `base` again once it moved. What
+ * they cost the kernels on the GPU (above: not charged) then shrinks the
+ * longer a program runs with nothing new, instead of one round in base + 1
+ * for ever. */
+typedef struct drk_rest_backoff {
+    unsigned next;         /* the rest the next call gives (0: base) */
+    uint64_t marker;       /* the marker then */
+} drk_rest_backoff;
+
+unsigned drk_rest_backoff_next(drk_rest_backoff *b, uint64_t marker, unsigned base, unsigned max);
+
 #endif

@@ -102,13 +102,16 @@ static int take_marks(void)
  * kernel while kernel records are on (short kernels up to 6% slower on the
  * H200), so once the engine has had nothing to search for REST_AFTER
  * rounds they rest, and come back for one round after REST_SAMPLE rounds
- * without them, for the engine to see what has become hot. */
+ * without them, for the engine to see what has become hot; each such rest
+ * twice as long as the one before, up to REST_SAMPLE_MAX, while no new
+ * kernel-shape was launched and no new target chosen (drk_rest_backoff). */
 /* Rounds in which the engine chose nothing: 3 before it took up any kernel
  * (the first rounds may lack a kernel's facts), 1 once it has (its last
  * search ended: on the H200 the 3 rounds after a settled stencil kept it
  * 6% slower in each, the benchmark's 0.94x of native at its end). */
 #define REST_AFTER 3
 #define REST_SAMPLE 20
+#define REST_SAMPLE_MAX 320
 /* While a search runs (its kernel's time known, its trials timed on drk's
  * own stream), records rest too, and one round in about SEARCH_SAMPLE + 2
  * is timed whole, for the rounds' kernel time the budget is a share of. */
@@ -116,6 +119,7 @@ static int take_marks(void)
 
 static int resting;
 static unsigned rest_for;
+static drk_rest_backoff idle_rest;
 static uint64_t unsampled_at, untimed_seen, kept_at;
 /* The engine asked for a timed round, and records wait for the account. */
 static int want_timed;
@@ -178,7 +182,10 @@ static void rest_records(uint64_t now, unsigned ended)
             drk_gputime_sampling(0, now);
             resting = 1;
             /* Out of account only: on again as soon as it holds a round. */
-            rest_for = searching ? SEARCH_SAMPLE : idle ? REST_SAMPLE : 1;
+            uint64_t news = drk_registry_shapes_added() + ((uint64_t)drk_engine_targets() << 40);
+            rest_for = searching ? SEARCH_SAMPLE
+                       : idle    ? drk_rest_backoff_next(&idle_rest, news, REST_SAMPLE, REST_SAMPLE_MAX)
+                                 : 1;
             unsampled_at = untimed_seen = drk_gputime_totals_get().unsampled;
             const char *why = over ? "their cost ran over what the budget paid in: the round under way goes untimed"
                               : spent ? "the budget has not paid in what timing the next round would cost"

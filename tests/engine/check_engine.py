@@ -613,6 +613,25 @@ def case_unload(args):
           "unload: no trial launched the unloaded function", p.stderr[-2000:])
 
 
+def case_idle(args):
+    # 120 rounds: the search settles within the first 16, then nothing is new. Kernel records rest ever longer
+    # (20, 40, 80 rounds: one timed round in 21 had cost the kernels CUPTI's slowdown for ever), and the served
+    # variant is measured again ever more rarely (8 rounds after it settled, then 16, then 32), still served.
+    rep, p = run(args, "evolve", {"DRK_EVOLVE": "1", "DRK_LOG_LEVEL": "debug"}, rounds=120)
+    rests = [int(n) for n in re.findall(r"kernel records rest \(evolution has nothing to search\); on again after "
+                                        r"(\d+) rounds", p.stderr)]
+    check(rests[:3] == [20, 40, 80], "idle: kernel records rest 20, 40, then 80 rounds", rests)
+    again = [int(n) for n in re.findall(r"axpy: measured again against the original \(round (\d+)\)", p.stderr)]
+    gaps = [b - a for a, b in zip(again, again[1:])]
+    check(len(again) >= 3 and all(g2 > g1 + 8 for g1, g2 in zip(gaps, gaps[1:])) and gaps[0] >= 8 + 8,
+          "idle: the served variant measured again ever more rarely (its rests doubling)", again)
+    rows = [r for r in rep["evolve"]["by_kernel"] if r["name"] == "axpy"]
+    check(rows and rows[0]["serving"].startswith("regs=32") and rows[0]["state"] == "settled",
+          "idle: still serving the 2x variant at the end, settled", rows)
+    gt = rep["gpu_time"]
+    check(gt.get("unsampled_rounds", 0) >= 90, "idle: most of the 120 rounds untimed", gt.get("unsampled_rounds"))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--program", required=True)
@@ -620,12 +639,12 @@ def main():
     ap.add_argument("--nvjitlink", required=True, help="the stand-in's nvJitLink (the fake driver's library)")
     ap.add_argument("--mode", required=True, choices=["evolve", "plant", "cache", "resume", "regress", "switch", "ladder", "keptbad", "carveout", "nondet", "off", "noctx", "unload",
                                                           "turns", "late", "short", "nosync", "untimed", "oom", "flood",
-                                                          "busy", "fork"])
+                                                          "busy", "fork", "idle"])
     args = ap.parse_args()
     {"evolve": case_evolve, "plant": case_plant, "cache": case_cache, "resume": case_resume, "regress": case_regress, "switch": case_switch, "ladder": case_ladder, "keptbad": case_keptbad, "carveout": case_carveout, "nondet": case_nondet, "off": case_off,
      "noctx": case_noctx, "unload": case_unload, "turns": case_turns, "late": case_late, "short": case_short,
      "nosync": case_nosync, "untimed": case_untimed, "oom": case_oom,
-     "flood": case_flood, "busy": case_busy, "fork": case_fork}[args.mode](args)
+     "flood": case_flood, "busy": case_busy, "fork": case_fork, "idle": case_idle}[args.mode](args)
     print(f"{'FAILED' if failures else 'passed'}: {failures} failures")
     sys.exit(1 if failures else 0)
 

@@ -205,5 +205,23 @@ int main(void)
     CHECK(!drk_attach_affordable(SHARE, 0, 0, 0));
     CHECK(!drk_attach_affordable(0, look, 1, 0));
     CHECK(drk_attach_affordable(0, look, 0, 0));
+
+    /* Rests while evolution has nothing to search: 20, 40, 80, 160, then
+     * 320 for ever while nothing is new; 20 again once the marker moved
+     * (a new kernel-shape launched, a new target chosen), and doubling
+     * from there. */
+    drk_rest_backoff b = {0, 0};
+    static const unsigned want[] = {20, 40, 80, 160, 320, 320, 320};
+    for (unsigned i = 0; i < sizeof want / sizeof *want; i++)
+        CHECK(drk_rest_backoff_next(&b, 7, 20, 320) == want[i]);
+    CHECK(drk_rest_backoff_next(&b, 8, 20, 320) == 20 && drk_rest_backoff_next(&b, 8, 20, 320) == 40);
+    CHECK(drk_rest_backoff_next(&b, 9, 20, 320) == 20);
+    /* A cap that is no power of two of the start, or below it: never past it. */
+    drk_rest_backoff c = {0, 0};
+    CHECK(drk_rest_backoff_next(&c, 0, 20, 100) == 20 && drk_rest_backoff_next(&c, 0, 20, 100) == 40 &&
+          drk_rest_backoff_next(&c, 0, 20, 100) == 80 && drk_rest_backoff_next(&c, 0, 20, 100) == 100 &&
+          drk_rest_backoff_next(&c, 0, 20, 100) == 100);
+    drk_rest_backoff d = {0, 0};
+    CHECK(drk_rest_backoff_next(&d, 0, 20, 5) == 5 && drk_rest_backoff_next(&d, 0, 20, 5) == 5);
     return CHECK_DONE();
 }
