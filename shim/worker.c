@@ -120,6 +120,10 @@ static int take_marks(void)
 static int resting;
 static unsigned rest_for;
 static drk_rest_backoff idle_rest;
+static int idle_resting; /* the rest under way is idle_rest's */
+
+/* What would give the engine something new: kernel-shapes launched, targets. */
+static uint64_t news(void) { return drk_registry_shapes_added() + ((uint64_t)drk_engine_targets() << 40); }
 static uint64_t unsampled_at, untimed_seen, kept_at;
 /* The engine asked for a timed round, and records wait for the account. */
 static int want_timed;
@@ -182,9 +186,9 @@ static void rest_records(uint64_t now, unsigned ended)
             drk_gputime_sampling(0, now);
             resting = 1;
             /* Out of account only: on again as soon as it holds a round. */
-            uint64_t news = drk_registry_shapes_added() + ((uint64_t)drk_engine_targets() << 40);
+            idle_resting = !searching && idle;
             rest_for = searching ? SEARCH_SAMPLE
-                       : idle    ? drk_rest_backoff_next(&idle_rest, news, REST_SAMPLE, REST_SAMPLE_MAX)
+                       : idle    ? drk_rest_backoff_next(&idle_rest, news(), REST_SAMPLE, REST_SAMPLE_MAX)
                                  : 1;
             unsampled_at = untimed_seen = drk_gputime_totals_get().unsampled;
             const char *why = over ? "their cost ran over what the budget paid in: the round under way goes untimed"
@@ -203,6 +207,12 @@ static void rest_records(uint64_t now, unsigned ended)
     }
     if (!resting || atomic_load(&records_at_mark))
         return; /* on at the program's next mark */
+    /* A long idle rest cut to REST_SAMPLE once something is new. */
+    if (idle_resting && rest_for > REST_SAMPLE && news() != idle_rest.marker) {
+        rest_for = REST_SAMPLE;
+        drk_log(DRK_LOG_DEBUG, "GPU times: a new kernel-shape or target: kernel records on again %u rounds after they "
+                               "came to rest", rest_for);
+    }
     /* Untimed rounds still count toward measuring served variants again. */
     uint64_t untimed = drk_gputime_totals_get().unsampled;
     for (; untimed_seen < untimed; untimed_seen++)

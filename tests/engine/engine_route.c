@@ -50,6 +50,9 @@
  *                         its launches half as long): run with
  *                         DRK_EVOLVE_TURN=2, axpy's search passes its turn
  *                         to axpyb after 2 rounds and goes on after it.
+ *   engine_route idle     120 evolve rounds; from round 90 on, axpyb too
+ *                         (as in turns): a new kernel-shape while axpy's
+ *                         search has long ended and records rest.
  *   engine_route nosync   the evolve rounds without the cuCtxSynchronize
  *                         each round makes: drk's thread loads the served
  *                         copy itself when it is to serve.
@@ -117,6 +120,7 @@
 #define N 4096
 #define BLOCK 256
 #define ROUNDS 16
+#define IDLE_B 90 /* idle: the round axpyb's launches begin */
 #define LAUNCHES 20
 #define FLOOD 5000 /* flood: launches of nothing a round, at the H200's ~2 us of records each 10 ms */
 #define LOOKS 12  /* busy, waits: rounds, each about one of drk's looks (200 ms) */
@@ -255,6 +259,9 @@ int main(int argc, char **argv)
     uint64_t spacing = shorter ? 100000 : 5000000, length = shorter ? 20000 : 2000000;
     int regress = strcmp(mode, "regress") == 0, rounds = regress ? 28 : ROUNDS;
     int reload = strcmp(mode, "unload") == 0, turns = strcmp(mode, "turns") == 0;
+    int idle = strcmp(mode, "idle") == 0;
+    if (idle)
+        rounds = 120;
     /* switch: two budgets faster than the default, 32 (2x) and 48 (2.5x). */
     int sw = strcmp(mode, "switch") == 0;
     int carve = strcmp(mode, "carveout") == 0;
@@ -326,7 +333,7 @@ int main(int argc, char **argv)
         !check(cuMemAlloc(&dx, oom ? OOM_ARRAY : N * sizeof(float)), "alloc x") ||
         !check(cuMemAlloc(&dy, oom ? OOM_ARRAY : N * sizeof(float)), "alloc y"))
         return 1;
-    if ((turns || flood || busy || waits) && (!check(cuModuleLoadData(&modb, ptxb), "load b") ||
+    if ((turns || flood || busy || waits || idle) && (!check(cuModuleLoadData(&modb, ptxb), "load b") ||
                   !check(cuModuleGetFunction(&fnb, modb, "axpyb"), "get b") ||
                   !check(cuMemAlloc(&dz, N * sizeof(float)), "alloc z")))
         return 1;
@@ -371,11 +378,12 @@ int main(int argc, char **argv)
         z[i] = wantz[i] = (float)(i % 7) * 0.75f;
     }
     if (!check(cuMemcpyHtoD(dx, x, sizeof x), "copy x") || !check(cuMemcpyHtoD(dy, y, sizeof y), "copy y") ||
-        (turns && !check(cuMemcpyHtoD(dz, z, sizeof z), "copy z")))
+        ((turns || idle) && !check(cuMemcpyHtoD(dz, z, sizeof z), "copy z")))
         return 1;
     int n = N, wrong_rounds = 0;
     for (int r = 0; r < rounds; r++) {
         uint64_t t0 = base + (uint64_t)r * 2 * ROUND_NS;
+        int with_b = turns || (idle && r >= IDLE_B); /* axpyb's launches too */
         if (regress && r == 14 && fakecuda_set_kernel_time("axpy", 32, 6000) != 0)
             return 1;
         if (reload && r == 3 &&
@@ -418,7 +426,7 @@ int main(int argc, char **argv)
             }
             for (int i = 0; i < N; i++)
                 want[i] = __builtin_fmaf(x[i], a, want[i]);
-            if (!turns)
+            if (!with_b)
                 continue;
             void *paramsb[] = {&dx, &dz, &a, &n};
             if (!check(cuLaunchKernel(fnb, N / BLOCK, 1, 1, BLOCK, 1, 1, 0, NULL, paramsb, NULL), "launch b"))
@@ -441,9 +449,9 @@ int main(int argc, char **argv)
          * loaded here, while the queue is empty (drk_engine_quiet). */
         if ((!nosync && !check(cuCtxSynchronize(), "cuCtxSynchronize")) ||
             !check(cuMemcpyDtoH(y, dy, sizeof y), "copy back") ||
-            (turns && !check(cuMemcpyDtoH(z, dz, sizeof z), "copy z back")))
+            (with_b && !check(cuMemcpyDtoH(z, dz, sizeof z), "copy z back")))
             return 1;
-        if (!nondet && (memcmp(y, want, sizeof y) != 0 || (turns && memcmp(z, wantz, sizeof z) != 0)))
+        if (!nondet && (memcmp(y, want, sizeof y) != 0 || (with_b && memcmp(z, wantz, sizeof z) != 0)))
             wrong_rounds++;
         if (nondet)
             memcpy(want, y, sizeof y); /* its own drift is not a wrong result */
@@ -488,7 +496,7 @@ int main(int argc, char **argv)
     /* As programs end (cudart unregisters its modules at exit): drk keeps
      * what its searches found all the same. */
     if (!check(cuModuleUnload(mod), "unload at the end") ||
-        ((turns || flood) && !check(cuModuleUnload(modb), "unload b")))
+        ((turns || flood || idle) && !check(cuModuleUnload(modb), "unload b")))
         return 1;
     return wrong_rounds ? 2 : 0;
 }
