@@ -621,10 +621,13 @@ int drk_trial_queue_timed(drk_trial *t, drk_trial_fn fn)
     }
     int variant = fn.fn != t->original.fn || fn.carveout != t->original.carveout;
     drk_proof_work_ran(&ops, t->ref, variant);
-    /* A variant's timed run compared too, while restoring only what may
-     * differ: a compare reads what a whole copy would, and every run is
-     * then prepared alike (the original's as the candidates'). */
-    if (variant && t->work.spans && t->checks < DRK_TRIAL_CHECKS &&
+    /* Every timed run compared with O1 too, while restoring only what may
+     * differ: a variant's, so that the runs after it need no whole copy (a
+     * compare reads what that copy would); the original's, so that every
+     * run is prepared alike -- after a run and its compare -- and a
+     * candidate's time is never taken on a cache its predecessor left
+     * warmer than the original's. */
+    if (t->work.spans && t->checks < DRK_TRIAL_CHECKS &&
         drk_proof_check_work(&ops, t->ref, DRK_PROOF_SLOTS + t->checks++ * DRK_REACH_MAX) != 0)
         return -1;
     return k;

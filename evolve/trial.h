@@ -58,9 +58,10 @@ typedef struct drk_trial_poison_params {
 } drk_trial_poison_params;
 
 /* Compare slots past the proof's (DRK_PROOF_SLOTS) that a trial keeps for
- * its own checks of timed variant runs (drk_proof_check_work): so many
- * runs a wait, of DRK_REACH_MAX allocations each. */
-#define DRK_TRIAL_CHECKS 24
+ * its own checks of timed runs (drk_proof_check_work): so many runs a wait
+ * (a batch: 5 of the original, 6 candidates' 3 further runs, the served
+ * one's 4 pairs), of DRK_REACH_MAX allocations each. */
+#define DRK_TRIAL_CHECKS 40
 #define DRK_TRIAL_SLOTS (DRK_PROOF_SLOTS + DRK_TRIAL_CHECKS * DRK_REACH_MAX)
 
 /* Bytes of the host staging buffer of host compares and poison (two halves). */
@@ -199,8 +200,8 @@ drk_proof_ops drk_trial_ops(drk_trial *t);
 
 /* Timed replays, queued: each of `fn` on set 2 made the snapshot again
  * (drk_proof_fresh: restored where a run may have changed it, with
- * t->work.spans; poisoned as t->ref says), and a variant's run compared
- * with O1 after it there (drk_proof_check_work), between a pair of events on
+ * t->work.spans; poisoned as t->ref says), and then, with t->work.spans,
+ * compared with O1 (drk_proof_check_work), between a pair of events on
  * drk's stream. _queue_timed returns
  * the replay's ticket (or -1 with why); after drk_trial_wait its time is
  * drk_trial_ticket_ns (-1 with why for a ticket not waited for or too old,
