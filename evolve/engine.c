@@ -2783,9 +2783,8 @@ static int trials(struct target *t, const drk_capture_got *got, const drk_reach 
     ref_prev = NULL;
     uint64_t wall = drk_mono_ns() - w0, built = build_wall_ns - b0;
     wall = wall > built ? wall - built : 0;
-    double gpu = drk_trial_gpu_ns(&tr), moved = (double)tr.moved;
-    for (unsigned i = 0; i < reach->n; i++)
-        moved += 2.0 * (double)reach->alloc[i].size; /* the snapshot, copied on the program's stream */
+    double gpu = drk_trial_gpu_ns(&tr);
+    double moved = (double)tr.moved + 2.0 * (double)reach->bytes; /* the snapshot, copied on the program's stream */
     double charge = pay(t, gpu, tr.waits, builds_made - b_made, moved);
     drk_log(DRK_LOG_DEBUG,
             "evolve: %.80s: capture %u's trials took %.1f ms besides %.1f ms of builds (GPU %.1f ms, by their "
