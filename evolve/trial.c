@@ -322,15 +322,21 @@ static int op_copy(drk_trial *t, unsigned dst, unsigned src)
 
 static int copy_fn(void *self, unsigned dst, unsigned src) { return op_copy(self, dst, src); }
 
+/* 0 when [off, off + len) lies in allocation `alloc`; else -1, why says
+ * what (`what`) would have gone past it. */
+static int span_ok(drk_trial *t, unsigned alloc, size_t off, size_t len, const char *what)
+{
+    if (alloc < t->reach.n && off <= t->reach.alloc[alloc].size && len <= t->reach.alloc[alloc].size - off)
+        return 0;
+    snprintf(t->why, sizeof t->why, "%s past allocation %u", what, alloc);
+    return -1;
+}
+
 static int copy_part_fn(void *self, unsigned dst, unsigned src, unsigned alloc, size_t off, size_t len)
 {
     drk_trial *t = self;
-    if (set_ok(t, dst, 1) || set_ok(t, src, 0))
+    if (set_ok(t, dst, 1) || set_ok(t, src, 0) || span_ok(t, alloc, off, len, "copy"))
         return -1;
-    if (alloc >= t->reach.n || off > t->reach.alloc[alloc].size || len > t->reach.alloc[alloc].size - off) {
-        snprintf(t->why, sizeof t->why, "copy past allocation %u", alloc);
-        return -1;
-    }
     if (!len)
         return 0;
     t->moved += 2 * (uint64_t)len;
@@ -350,12 +356,8 @@ static int poison_fn(void *self, unsigned set, unsigned alloc, size_t off, size_
     drk_trial *t = self;
     const drk_trial_env *env = t->env;
     const drk_driver *d = &env->drv;
-    if (set_ok(t, set, 1))
+    if (set_ok(t, set, 1) || span_ok(t, alloc, off, len, "poison"))
         return -1;
-    if (alloc >= t->reach.n || off > t->reach.alloc[alloc].size || len > t->reach.alloc[alloc].size - off) {
-        snprintf(t->why, sizeof t->why, "poison past allocation %u", alloc);
-        return -1;
-    }
     if (!len)
         return 0;
     t->moved += len;
