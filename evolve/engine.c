@@ -2044,6 +2044,20 @@ static struct built *served_built(struct target *t)
     return NULL;
 }
 
+/* The last wait found a timed run of the original different from O1, on
+ * an input every check before it vouched for (drk_proof_work's
+ * nondeterministic): the original differs from itself, as O1 != O2 would
+ * have shown; refused as then. 1 when it ended `t`. */
+static int original_differed(struct target *t, const drk_trial *tr)
+{
+    if (!tr->work.nondeterministic)
+        return 0;
+    end_target(t, DRK_TARGET_REFUSED,
+               "the original differed from its own output in a timed run on capture %u: nondeterministic, so no "
+               "variant can be proven equal", t->captures);
+    return 1;
+}
+
 /* A served result from the cache, proven again on this launch. */
 static void verify_cached(struct target *t, drk_trial *tr, const drk_proof_ref *ref)
 {
@@ -2129,6 +2143,8 @@ static void remeasure(struct target *t, drk_trial *tr, const drk_proof_ref *ref)
         end_target(t, DRK_TARGET_FAILED, "a timed replay failed: %s", tr->why);
         return;
     }
+    if (original_differed(t, tr))
+        return;
     if (tr->work.failed) {
         /* Its timed runs are compared too (restoring only what may differ):
          * one differed from the original's output, a variant that differs
@@ -2261,6 +2277,8 @@ static int run_batch(struct target *t, drk_trial *tr, drk_proof_ref *ref, struct
         tr->original_ns = 0;
         return 1;
     }
+    if (original_differed(t, tr))
+        return -1;
     if (drk_trial_tainted(tr)) {
         /* A run changed what later runs of the batch read (a variant that
          * differs, or a launch that writes what the one before did not):
@@ -2304,6 +2322,8 @@ static int run_batch(struct target *t, drk_trial *tr, drk_proof_ref *ref, struct
     }
     if (more && drk_trial_wait(tr) != 0)
         goto failed_timing;
+    if (more && original_differed(t, tr))
+        return -1;
     /* The further runs' times rested on a variant's run that differed: the
      * first runs' stand, these do not. */
     int further = !more || !drk_trial_tainted(tr);

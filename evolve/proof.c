@@ -90,22 +90,25 @@ void drk_proof_work_init(drk_proof_work *w, int spans)
     w->spans = spans;
 }
 
-/* Slots base + i (bit i of mask) must read equal for what follows to stand. */
-static void work_cond(drk_proof_work *w, unsigned base, uint32_t mask)
+/* Slots base + i (bit i of mask) must read equal for what follows to
+ * stand: its place among the conditions, or -1 (none needed, or no room). */
+static int work_cond(drk_proof_work *w, unsigned base, uint32_t mask)
 {
     if (!w || !mask)
-        return;
+        return -1;
     if (w->nconds == DRK_PROOF_CONDS) {
         w->known = 0; /* no room to hold it: nothing may rest on it */
-        return;
+        w->lost = 1;  /* nor say which failed first */
+        return -1;
     }
-    w->cond[w->nconds].base = base, w->cond[w->nconds].mask = mask, w->cond[w->nconds].relied = 0;
-    w->nconds++;
+    w->cond[w->nconds].base = base, w->cond[w->nconds].mask = mask;
+    w->cond[w->nconds].relied = w->cond[w->nconds].original = 0;
+    return (int)w->nconds++;
 }
 
 void drk_proof_work_waited(drk_proof_work *w, const unsigned char *equal, unsigned nslots)
 {
-    w->tainted = w->failed = 0;
+    w->tainted = w->failed = w->nondeterministic = 0;
     for (unsigned c = 0; c < w->nconds; c++) {
         int holds = 1;
         for (unsigned i = 0; i < 32; i++)
@@ -115,11 +118,13 @@ void drk_proof_work_waited(drk_proof_work *w, const unsigned char *equal, unsign
             }
         if (!holds) {
             w->known = 0;
+            w->nondeterministic |= !w->failed && !w->lost && w->cond[c].original;
             w->failed = 1;
             w->tainted |= w->cond[c].relied;
         }
     }
     w->nconds = w->chain = 0;
+    w->lost = 0;
 }
 
 void drk_proof_work_ran(const drk_proof_ops *ops, const drk_proof_ref *ref, int variant)
@@ -127,6 +132,7 @@ void drk_proof_work_ran(const drk_proof_ops *ops, const drk_proof_ref *ref, int 
     drk_proof_work *w = ops->work;
     if (!w)
         return;
+    w->ran_variant = variant;
     if (variant)
         w->pending = 1;
     else
@@ -144,15 +150,17 @@ static int run_on(const drk_proof_ops *ops, const drk_proof_ref *ref, unsigned s
 }
 
 /* The work set was compared with O1 into slots [base, base + n): equal,
- * it is O1, which differs from S only in ref's W (a condition). */
-static void work_compared(const drk_proof_ops *ops, const drk_proof_ref *ref, unsigned base)
+ * it is O1, which differs from S only in ref's W (a condition). Its
+ * place among the conditions, or -1. */
+static int work_compared(const drk_proof_ops *ops, const drk_proof_ref *ref, unsigned base)
 {
     drk_proof_work *w = ops->work;
     if (!w)
-        return;
-    work_cond(w, base, all_of(ops->n));
+        return -1;
+    int c = work_cond(w, base, all_of(ops->n));
     w->pending = 0;
     w->dirty |= written_mask(ref, ops->n);
+    return c;
 }
 
 /* The work set := S, with W poisoned where asked, restoring only the
@@ -219,7 +227,12 @@ int drk_proof_check_work(const drk_proof_ops *ops, const drk_proof_ref *ref, uns
 {
     if (compare_all(ops, DRK_SET_WORK, DRK_SET_REFERENCE, base) != 0)
         return -1;
-    work_compared(ops, ref, base);
+    int c = work_compared(ops, ref, base);
+    /* A run of the original as prepared for a timed run (poisoned only as
+     * O3 confirmed, or confirms in this wait, before it): unlike O3 it may
+     * not differ from O1 but by differing from itself. */
+    if (c >= 0 && !ops->work->ran_variant)
+        ops->work->cond[c].original = 1;
     return 0;
 }
 

@@ -78,9 +78,15 @@ typedef struct drk_proof_work {
         unsigned base;                       /* slots base + i, for each bit i of mask, must be equal */
         uint32_t mask;
         int relied;                          /* a run was prepared on it */
+        int original;                        /* it checks a timed run of the original */
     } cond[DRK_PROOF_CONDS];
+    int ran_variant;                         /* the latest run on set 2 was a variant's */
+    int lost;                                /* a condition found no room since the last wait */
     int tainted;                             /* the last wait: a condition a run relied on was false */
     int failed;                              /* the last wait: any condition was false */
+    int nondeterministic;                    /* the last wait: the first false condition checked a run of the
+                                              * original, on an input every condition before it held for: the
+                                              * original differs from itself */
     uint64_t skipped;                        /* bytes of whole copies not made (the report's) */
 } drk_proof_work;
 
@@ -88,8 +94,8 @@ typedef struct drk_proof_work {
  * the whole snapshot); `spans` as asked. */
 void drk_proof_work_init(drk_proof_work *w, int spans);
 /* At a wait, with every slot's result (equal[k]: slot k was compared and
- * found equal, for k < nslots): checks the conditions, sets w->tainted
- * and w->failed, and forgets them. */
+ * found equal, for k < nslots): checks the conditions, sets w->tainted,
+ * w->failed and w->nondeterministic, and forgets them. */
 void drk_proof_work_waited(drk_proof_work *w, const unsigned char *equal, unsigned nslots);
 
 /* What the protocol needs of the buffers. The operations are queued, in

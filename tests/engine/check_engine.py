@@ -613,6 +613,22 @@ def case_unload(args):
           "unload: no trial launched the unloaded function", p.stderr[-2000:])
 
 
+def case_rare(args):
+    # The kernel differs from itself once, in drk's fourth run of it (the first timed run, O1 = O2 having held):
+    # with every timed run checked against O1 (runs restored in part), that run is caught and the kernel
+    # refused as nondeterministic; nothing served, every program round bit for bit.
+    rep, p = run(args, "rare", {"DRK_EVOLVE": "1", "DRK_LOG_LEVEL": "debug"})
+    rows = [r for r in rep["evolve"]["by_kernel"] if r["name"] == "axpy"]
+    check(rows and rows[0]["state"] == "refused" and rows[0]["serving"] == "default" and
+          "the original differed from its own output in a timed run on capture 1" in rows[0]["why"],
+          "rare: refused on the timed run that differed, nothing served", rows)
+    # The A/B, whole copies before every run and timed runs not compared (as before): the difference goes unseen.
+    rep2, _ = run(args, "rare", {"DRK_EVOLVE": "1", "DRK_EVOLVE_SPANS": "0"})
+    rows2 = [r for r in rep2["evolve"]["by_kernel"] if r["name"] == "axpy"]
+    check(rows2 and rows2[0]["state"] != "refused",
+          "rare, DRK_EVOLVE_SPANS=0: timed runs unchecked, the difference unseen (what the checks add)", rows2)
+
+
 def case_idle(args):
     # 120 rounds: axpy's search settles within the first 16, then nothing is new until round 90. Kernel records
     # rest ever longer (20, 40, 80 rounds: one timed round in 21 had cost the kernels CUPTI's slowdown for ever),
@@ -645,12 +661,12 @@ def main():
     ap.add_argument("--nvjitlink", required=True, help="the stand-in's nvJitLink (the fake driver's library)")
     ap.add_argument("--mode", required=True, choices=["evolve", "plant", "cache", "resume", "regress", "switch", "ladder", "keptbad", "carveout", "nondet", "off", "noctx", "unload",
                                                           "turns", "late", "short", "nosync", "untimed", "oom", "flood",
-                                                          "busy", "fork", "idle"])
+                                                          "busy", "fork", "idle", "rare"])
     args = ap.parse_args()
     {"evolve": case_evolve, "plant": case_plant, "cache": case_cache, "resume": case_resume, "regress": case_regress, "switch": case_switch, "ladder": case_ladder, "keptbad": case_keptbad, "carveout": case_carveout, "nondet": case_nondet, "off": case_off,
      "noctx": case_noctx, "unload": case_unload, "turns": case_turns, "late": case_late, "short": case_short,
      "nosync": case_nosync, "untimed": case_untimed, "oom": case_oom,
-     "flood": case_flood, "busy": case_busy, "fork": case_fork, "idle": case_idle}[args.mode](args)
+     "flood": case_flood, "busy": case_busy, "fork": case_fork, "idle": case_idle, "rare": case_rare}[args.mode](args)
     print(f"{'FAILED' if failures else 'passed'}: {failures} failures")
     sys.exit(1 if failures else 0)
 

@@ -34,6 +34,12 @@
  *                         launches' blocks seen so far to one element (as a
  *                         float atomic's order would): it differs from
  *                         itself, so drk must refuse it.
+ *   engine_route rare     the evolve rounds, the kernel wrong once: in the
+ *                         fourth run of the program's own build in drk's
+ *                         context (its first timed run, the reference's
+ *                         three before it alike), never in the program's:
+ *                         a nondeterminism O1 == O2 missed, which the
+ *                         check of that run must catch (refused).
  *   engine_route late     the evolve rounds, the kernel nondeterministic as
  *                         in nondet from round 3 on, when drk's reference
  *                         of a capture is queued with its variants' proofs
@@ -146,6 +152,9 @@ static const char ptx[] = ".version 9.0\n.target sm_90\n.address_size 64\n\n"
                           "fma.rn.f32 %f4, %f2, %f1, %f3;\n\tst.global.f32 [%rd7], %f4;\n$L__BB0_2:\n\tret;\n}\n";
 
 static int nondet;
+static int rare;                 /* rare: the kernel is wrong in drk's fourth run of the original */
+static CUdeviceptr program_y;    /* the program's own y (rare's runs elsewhere are drk's) */
+static unsigned rare_runs;
 static float bad_below = -1e30f; /* keptbad: a launch at carveout 100 with a below this computes y = a x */
 static unsigned long long by_regs[256];
 static unsigned long long blocks_seen;
@@ -173,6 +182,9 @@ static void axpy(const fakecuda_thread *t)
     y[i] = v;
     if (nondet && i == 0)
         y[0] += (float)(blocks_seen % 5); /* how many blocks ran before: differs run to run */
+    if (rare && i == 0 && (CUdeviceptr)(uintptr_t)y != program_y && t->regs == 64 && t->carveout < 0 &&
+        ++rare_runs == 4)
+        y[0] += 1.0f;
 }
 
 static int check(CUresult r, const char *what)
@@ -251,6 +263,7 @@ int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "evolve";
     nondet = strcmp(mode, "nondet") == 0;
+    rare = strcmp(mode, "rare") == 0;
     int late = strcmp(mode, "late") == 0, shorter = strcmp(mode, "short") == 0;
     int nosync = strcmp(mode, "nosync") == 0;
     /* 2 ms a launch on the fake clock: a round's kernel time (40 ms) pays
@@ -333,6 +346,7 @@ int main(int argc, char **argv)
         !check(cuMemAlloc(&dx, oom ? OOM_ARRAY : N * sizeof(float)), "alloc x") ||
         !check(cuMemAlloc(&dy, oom ? OOM_ARRAY : N * sizeof(float)), "alloc y"))
         return 1;
+    program_y = dy;
     if ((turns || flood || busy || waits || idle) && (!check(cuModuleLoadData(&modb, ptxb), "load b") ||
                   !check(cuModuleGetFunction(&fnb, modb, "axpyb"), "get b") ||
                   !check(cuMemAlloc(&dz, N * sizeof(float)), "alloc z")))

@@ -587,6 +587,24 @@ static void maybe_flag(host *h, uint8_t *const *m)
 }
 static void flag_skipped(host *h, uint8_t *const *m) { pure(h, m); }
 
+/* pure, but from its fourth run on word 3 counts the runs. */
+static void racy_late(host *h, uint8_t *const *m)
+{
+    pure(h, m);
+    if (h->runs >= 3)
+        u32(m[1])[3] = h->runs;
+}
+
+/* A timed run as drk's trial queues one: prepared, run, told to the work
+ * set, checked against O1 into slots base.. */
+static int timed_checked(host *h, const drk_proof_ops *ops, const drk_proof_ref *ref, int variant, unsigned base)
+{
+    if (drk_proof_fresh(ops, ref, DRK_SET_WORK, ref->poisoned) != 0 || op_run(h, DRK_SET_WORK, variant) != 0)
+        return -1;
+    drk_proof_work_ran(ops, ref, variant);
+    return drk_proof_check_work(ops, ref, base);
+}
+
 static void test_spans(void)
 {
     host h;
@@ -664,6 +682,33 @@ static void test_spans(void)
     CHECK(drk_proof_fresh(&ops, &ref, DRK_SET_WORK, ref.poisoned) == 0 && op_run(&h, DRK_SET_WORK, 0) == 0);
     drk_diff d[2];
     CHECK(ops.wait(ops.self, d, 2) == 0 && d[1].ndiff == 1 && h.work.failed && h.work.tainted);
+    CHECK(!h.work.nondeterministic); /* the first to differ was a variant's */
+
+    /* A timed run of the original checked too: one that differs from O1
+     * on an input every check before vouched for is the original differing
+     * from itself (racy after its first three runs, which the reference
+     * took); after a variant that differed first, nothing is said of the
+     * original (its input was the variant's doing). */
+    host_init(&h, 2, racy_late, init_pure);
+    reference(&h, &ref);
+    CHECK(ref.state == DRK_PROOF_EQUAL && ref.runs == 3);
+    ops = ops_of(&h);
+    CHECK(timed_checked(&h, &ops, &ref, 0, 0) == 0);
+    CHECK(ops.wait(ops.self, d, 0) == 0 && h.work.failed && h.work.nondeterministic);
+    host_init(&h, 2, racy_late, init_pure);
+    reference(&h, &ref);
+    ops = ops_of(&h);
+    h.variant = pure_writes_input;
+    CHECK(timed_checked(&h, &ops, &ref, 1, 0) == 0 && timed_checked(&h, &ops, &ref, 0, 2) == 0);
+    CHECK(ops.wait(ops.self, d, 0) == 0 && h.work.failed && !h.work.nondeterministic && h.work.tainted);
+    /* Deterministic, with a variant that differs after it: not said either. */
+    host_init(&h, 2, pure, init_pure);
+    reference(&h, &ref);
+    ops = ops_of(&h);
+    h.variant = pure_wrong_7;
+    CHECK(timed_checked(&h, &ops, &ref, 0, 0) == 0 && timed_checked(&h, &ops, &ref, 1, 2) == 0);
+    CHECK(ops.wait(ops.self, d, 0) == 0 && h.work.failed && !h.work.nondeterministic);
+
     /* A variant's run not compared: the next run gets the whole snapshot. */
     CHECK(drk_proof_fresh(&ops, &ref, DRK_SET_WORK, ref.poisoned) == 0 && op_run(&h, DRK_SET_WORK, 1) == 0);
     drk_proof_work_ran(&ops, &ref, 1);
