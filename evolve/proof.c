@@ -172,11 +172,9 @@ static int restore_spans(const drk_proof_ops *ops, const drk_proof_ref *ref, int
     uint32_t restore = w->dirty | written_mask(ref, ops->n), poisoned = 0;
     w->known = 0; /* until done */
     for (unsigned i = 0; i < ops->n; i++) {
-        size_t size = ops->size(ops->self, i);
-        if (!(restore >> i & 1)) {
-            w->skipped += size;
+        if (!(restore >> i & 1))
             continue;
-        }
+        size_t size = ops->size(ops->self, i);
         if (!poison || ref->first[i] == NONE) {
             if (ops->copy_part(ops->self, DRK_SET_WORK, DRK_SET_SNAPSHOT, i, 0, size) != 0)
                 return -1;
@@ -188,7 +186,6 @@ static int restore_spans(const drk_proof_ops *ops, const drk_proof_ref *ref, int
              ops->copy_part(ops->self, DRK_SET_WORK, DRK_SET_SNAPSHOT, i, off + len, size - off - len) != 0) ||
             ops->poison(ops->self, DRK_SET_WORK, i, off, len, DRK_PROOF_POISON) != 0)
             return -1;
-        w->skipped += len;
         poisoned |= 1u << i;
     }
     for (unsigned c = w->chain; c < w->nconds; c++)

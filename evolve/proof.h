@@ -17,7 +17,7 @@
  *   4. A variant: on a fresh copy of S (poisoned or not, by step 3), then
  *      every byte of every allocation compared with O1. "Fresh" may be a
  *      restore of only the allocations a run may have changed
- *      (drk_proof_work), never a weaker input: the variant runs on S. 
+ *      (drk_proof_work), never a weaker input: the variant runs on S.
  * Steps 1-3 are done once per launch (drk_proof_reference) and serve every
  * variant tried on it (drk_proof_variant); on a later launch of the same
  * kernel they can be queued with the variants' proofs, for one wait, with
@@ -57,11 +57,12 @@ typedef struct drk_diff {
 /* What the work set (set 2) holds between runs, so that a run is prepared
  * by restoring only the allocations that may differ from S, not by copying
  * the whole snapshot (docs/evolve.md, "Copies a run needs"). The
- * allocations the original does not write stay S's across runs: a run of
- * the original (deterministic, O1 == O2) writes only what it writes, and a
- * variant's run is followed by a compare with O1 in every allocation. Such
- * a compare's answer comes only at the wait, so a run prepared after it
- * relies on it: a *condition*. At the wait (drk_proof_work_waited) a
+ * allocations the original does not write stay S's across runs: every run
+ * on the work set is followed by a compare with O1 in every allocation (a
+ * run of the original without one, where an implementation's check slots
+ * ran out, rests on its determinism, O1 == O2). Such a compare's answer
+ * comes only at the wait, so a run prepared after it relies on it: a
+ * *condition*. At the wait (drk_proof_work_waited) a
  * condition found false marks the state unknown (the next run gets the
  * whole snapshot) and, if a run relied on it, the wait *tainted*: no
  * verdict or time read from that wait stands (the caller makes its batch
@@ -87,7 +88,6 @@ typedef struct drk_proof_work {
     int nondeterministic;                    /* the last wait: the first false condition checked a run of the
                                               * original, on an input every condition before it held for: the
                                               * original differs from itself */
-    uint64_t skipped;                        /* bytes of whole copies not made (the report's) */
 } drk_proof_work;
 
 /* The work set's state for a new trial: nothing known (the first run gets
@@ -117,7 +117,8 @@ typedef struct drk_proof_ops {
     /* Runs the original (variant 0) or the variant under proof (1) on `set`. */
     int (*run)(void *self, unsigned set, int variant);
     /* Allocation `alloc` of set a against set b, every byte, into result
-     * slot `slot` (< DRK_PROOF_SLOTS), read by the next wait. */
+     * slot `slot` (< DRK_PROOF_SLOTS; an implementation may keep slots of
+     * its own past them for drk_proof_check_work), read by the next wait. */
     int (*compare)(void *self, unsigned a, unsigned b, unsigned alloc, unsigned slot);
     /* Waits for everything queued: out[i] := slot i's result for i <
      * nslots, each of which was compared since the last wait (-1 if not).
@@ -203,8 +204,9 @@ int drk_proof_fresh(const drk_proof_ops *ops, const drk_proof_ref *ref, unsigned
 void drk_proof_work_ran(const drk_proof_ops *ops, const drk_proof_ref *ref, int variant);
 
 /* Queues the work set against O1 (set 1), every allocation, into slots
- * [base, base + n), as a condition: after a variant's run that is timed,
- * not proven, so that the next run needs no whole copy. 0, or -1. */
+ * [base, base + n), as a condition: after a timed run (the original's or a
+ * variant's) that no proof compares, so that the next run needs no whole
+ * copy. 0, or -1. */
 int drk_proof_check_work(const drk_proof_ops *ops, const drk_proof_ref *ref, unsigned base);
 
 const char *drk_proof_verdict_name(drk_proof_verdict v); /* "equal", "differs", ... */
