@@ -2185,8 +2185,11 @@ static void whole_copies(const struct target *t, drk_trial *tr, const char *what
 }
 
 /* The capture before's reference, while this capture's is still to be
- * queued (by its first batch); NULL otherwise. */
+ * queued (by its first batch), or &first_launch where no capture before
+ * fits (its reference queued blind: drk_proof_reference_queue's NULL);
+ * NULL otherwise. */
 static const drk_proof_ref *ref_prev;
+static const drk_proof_ref first_launch;
 
 /* A candidate of a batch: built, then its proof and timed runs queued. */
 struct queued {
@@ -2217,7 +2220,7 @@ static int run_batch(struct target *t, drk_trial *tr, drk_proof_ref *ref, struct
     if (ref_prev) {
         /* The capture's reference, queued first: its compares take the
          * first slots, and the batch's verdicts wait for it to settle. */
-        int rc = drk_proof_reference_queue(&ops, ref_prev, ref);
+        int rc = drk_proof_reference_queue(&ops, ref_prev == &first_launch ? NULL : ref_prev, ref);
         ref_prev = NULL;
         if (rc != 0)
             drk_proof_reference(&ops, ref); /* the capture before does not fit this one */
@@ -2780,13 +2783,14 @@ static int trials(struct target *t, const drk_capture_got *got, const drk_reach 
     uint64_t w0 = drk_mono_ns(), b0 = build_wall_ns;
     unsigned b_made = builds_made;
     /* A search round's reference is queued with its first batch (after
-     * its builds: the fence is never held across a compile), for one wait,
-     * once an earlier capture said what the original writes; the first
-     * capture's, and a served variant's proofs again, wait for their own. */
+     * its builds: the fence is never held across a compile), for one wait:
+     * with what an earlier capture said the original writes, or blind on
+     * the first (no poison, no O3: the next probes for it); a served
+     * variant's proofs again wait for their own. */
     memset(&ref, 0, sizeof ref); /* deferred: EQUAL until its batch queues it */
-    ref_prev = !t->rechecking && !t->from_cache && t->prev.state == DRK_PROOF_EQUAL && t->prev.n == reach->n
-                   ? &t->prev
-                   : NULL;
+    ref_prev = t->rechecking || t->from_cache ? NULL
+               : t->prev.state == DRK_PROOF_EQUAL && t->prev.runs && t->prev.n == reach->n ? &t->prev
+                                                                                            : &first_launch;
     if (!ref_prev)
         drk_proof_reference(&ops, &ref);
     if (ref.state != DRK_PROOF_EQUAL)

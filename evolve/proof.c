@@ -74,9 +74,11 @@ static int wait_all(const drk_proof_ops *ops, drk_diff *out, unsigned nslots)
 
 static uint32_t all_of(unsigned n) { return n >= 32 ? 0xffffffffu : (1u << n) - 1; }
 
-/* The allocations ref's W covers (its spans). */
+/* The allocations ref's W covers (its spans); all while W is unknown. */
 static uint32_t written_mask(const drk_proof_ref *ref, unsigned n)
 {
+    if (ref->blind)
+        return all_of(n);
     uint32_t m = 0;
     for (unsigned i = 0; i < n && i < 32; i++)
         if (ref->first[i] != NONE)
@@ -291,7 +293,9 @@ static int read_twice(const drk_proof_ops *ops, drk_proof_ref *ref, const drk_di
 }
 
 /* 3 queued: O3 on S with W (ref's spans) poisoned, against O1 into slots
- * base..base+n-1. */
+ * base..base+n-1. A probe's O3 (ref->probe) only learns whether poison
+ * may stand: no run rests on it, and what it left in the work set is
+ * unknown. */
 static int queue_poisoned(const drk_proof_ops *ops, drk_proof_ref *ref, unsigned base)
 {
     if (drk_proof_fresh(ops, ref, DRK_SET_WORK, 1) != 0) {
@@ -308,7 +312,10 @@ static int queue_poisoned(const drk_proof_ops *ops, drk_proof_ref *ref, unsigned
         return -1;
     }
     /* O3 == O1 is what the runs after it rest on (poison standing in). */
-    work_compared(ops, ref, base);
+    if (!ref->probe)
+        work_compared(ops, ref, base);
+    else if (ops->work)
+        ops->work->known = 0;
     return 0;
 }
 
@@ -356,6 +363,7 @@ void drk_proof_reference(const drk_proof_ops *ops, drk_proof_ref *ref)
          * in for them and shows any write a variant skips. */
         ref->poisoned = all_equal(d, n);
         ref->reads_written = !ref->poisoned;
+        ref->read_known = 1;
     }
     ref->state = DRK_PROOF_EQUAL;
 }
@@ -363,29 +371,48 @@ void drk_proof_reference(const drk_proof_ops *ops, drk_proof_ref *ref)
 int drk_proof_reference_queue(const drk_proof_ops *ops, const drk_proof_ref *prev, drk_proof_ref *ref)
 {
     unsigned n = ops->n;
-    if (prev->state != DRK_PROOF_EQUAL || prev->queued || prev->n != n || n > DRK_REACH_MAX)
+    if (!prev && n <= DRK_REACH_MAX) {
+        /* The first launch: W unknown until the wait, so nothing poisoned
+         * (the variants' proofs as an in-place kernel's) and no O3 (the
+         * next launch probes for it); two waits of its own saved. */
+        ref_init(ref, n);
+        ref->state = DRK_PROOF_EQUAL;
+        ref->blind = 1; /* every run restores every allocation until the wait says what is written */
+        if (queue_twice(ops, ref) != 0)
+            return 0;
+        ref->queued = 2 * n;
+        return 0;
+    }
+    if (!prev || prev->state != DRK_PROOF_EQUAL || prev->queued || prev->n != n || n > DRK_REACH_MAX)
         return -1;
     for (unsigned i = 0; i < n; i++)
         if (prev->seen_first[i] != NONE && prev->seen_last[i] >= ops->size(ops->self, i))
             return -1;
     ref_init(ref, n);
     ref->reads_written = prev->reads_written;
+    ref->read_known = prev->read_known;
     /* The launch before's W, poisoned (and step 3 queued to confirm it)
      * unless the original read W then: whether it reads W is the code's,
-     * rarely the data's. */
+     * rarely the data's. Never seen either way (the launch before was
+     * the first): step 3 as a probe, the variants unpoisoned. */
     memcpy(ref->first, prev->seen_first, sizeof ref->first);
     memcpy(ref->last, prev->seen_last, sizeof ref->last);
     ref->written = prev->seen_written;
-    ref->poisoned = ref->written && !ref->reads_written;
+    ref->probe = ref->written && !ref->read_known;
+    ref->poisoned = ref->written && ref->read_known && !ref->reads_written;
     ref->state = DRK_PROOF_EQUAL; /* until settled: no verdict on it stands before */
     if (queue_twice(ops, ref) != 0)
         return 0;
-    /* The runs after rest on this launch writing no allocation the launch
-     * before did not: O1 == S there (slots n..2n-1). */
-    work_cond(ops->work, n, all_of(n) & ~written_mask(ref, n));
-    if (ref->poisoned && queue_poisoned(ops, ref, 2 * n) != 0)
+    /* Every run after rests on this launch writing no allocation the
+     * launch before did not: O1 == S there (slots n..2n-1). Relied on at
+     * once: what the work set counts as written rests on it even across
+     * a whole copy. */
+    int c = work_cond(ops->work, n, all_of(n) & ~written_mask(ref, n));
+    if (c >= 0 && ops->work->spans)
+        ops->work->cond[c].relied = 1;
+    if ((ref->poisoned || ref->probe) && queue_poisoned(ops, ref, 2 * n) != 0)
         return 0;
-    ref->queued = (ref->poisoned ? 3 : 2) * n;
+    ref->queued = (ref->poisoned || ref->probe ? 3 : 2) * n;
     return 0;
 }
 
@@ -393,6 +420,7 @@ int drk_proof_reference_settle(const drk_proof_ops *ops, drk_proof_ref *ref, con
 {
     unsigned n = ops->n, q = ref->queued;
     ref->queued = 0;
+    ref->blind = 0;
     if (ref->state != DRK_PROOF_EQUAL || !q)
         return ref->state == DRK_PROOF_EQUAL ? 1 : -1;
     for (unsigned k = 0; k < q; k++)
@@ -402,12 +430,23 @@ int drk_proof_reference_settle(const drk_proof_ops *ops, drk_proof_ref *ref, con
         }
     if (read_twice(ops, ref, diffs) != 0)
         return -1;
+    if (ref->probe) {
+        /* Learnt for the launches after; the variants ran unpoisoned. */
+        ref->probe = 0;
+        ref->read_known = 1;
+        ref->reads_written = !all_equal(diffs + 2 * n, n);
+        memcpy(ref->first, ref->seen_first, sizeof ref->first);
+        memcpy(ref->last, ref->seen_last, sizeof ref->last);
+        ref->written = ref->seen_written;
+        return 1;
+    }
     if (q == 3 * n && all_equal(diffs + 2 * n, n))
         return 1; /* poisoned as the launch before saw W, and that stood */
     /* Unpoisoned: W as seen, for the messages; O3 != O1 means the
      * original reads W, and poison never stands in for it again. */
     int redo = ref->poisoned;
     ref->reads_written |= redo;
+    ref->read_known |= redo;
     ref->poisoned = 0;
     memcpy(ref->first, ref->seen_first, sizeof ref->first);
     memcpy(ref->last, ref->seen_last, sizeof ref->last);

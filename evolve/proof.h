@@ -149,6 +149,10 @@ typedef struct drk_proof_ref {
     unsigned n;                              /* allocations it covers */
     unsigned queued;                         /* queued, not yet settled: its compares are slots [0, queued) */
     int reads_written;                       /* O3 != O1 seen, on this launch or one before: never poisoned */
+    int read_known;                          /* O3 ran on a launch that wrote: reads_written says what it saw */
+    int probe;                               /* queued: O3 runs to learn reads_written, the variants unpoisoned */
+    int blind;                               /* queued for a first launch: W unknown until settled (every
+                                              * allocation counts as written) */
     unsigned seen_written;                   /* W as this launch's O1 showed it (first/last may be the */
     uint64_t seen_first[DRK_REACH_MAX], seen_last[DRK_REACH_MAX]; /* launch before's, poisoned) */
 } drk_proof_ref;
@@ -169,8 +173,12 @@ void drk_proof_reference(const drk_proof_ops *ops, drk_proof_ref *ref);
  * made: W is poisoned as prev saw it, unless the original was seen
  * reading W (then nothing is). Its compares take slots [0, ref->queued);
  * variants queued after it (drk_proof_variant_queue, from that slot on)
- * share its wait. 0; -1 (nothing queued) when prev does not fit `ops`;
- * ref->state ERROR when an operation failed. */
+ * share its wait. `prev` NULL: the kernel's first launch, steps 1-2 only,
+ * the variants unpoisoned (nothing is known of W before the wait); a
+ * launch after one whose O3 never ran (read_known 0) queues O3 as a
+ * probe: the variants unpoisoned, O3 == O1 learnt for the launches after.
+ * 0; -1 (nothing queued) when prev does not fit `ops`; ref->state ERROR
+ * when an operation failed. */
 int drk_proof_reference_queue(const drk_proof_ops *ops, const drk_proof_ref *prev, drk_proof_ref *ref);
 
 /* After that wait (`diffs`: slot 0's first): 1, the reference stands

@@ -156,7 +156,9 @@ static int rare;                 /* rare: the kernel is wrong in drk's fourth ru
 static CUdeviceptr program_y;    /* the program's own y (rare's runs elsewhere are drk's) */
 static unsigned rare_runs;
 static float bad_below = -1e30f; /* keptbad: a launch at carveout 100 with a below this computes y = a x */
-static unsigned long long by_regs[256];
+static unsigned long long by_regs[256];   /* every launch of axpy (drk's trials too) by registers */
+static unsigned long long prog_regs[256]; /* the program's own launches (on its y or z) */
+static CUdeviceptr program_z;
 static unsigned long long blocks_seen;
 
 static void axpy(const fakecuda_thread *t)
@@ -166,8 +168,11 @@ static void axpy(const fakecuda_thread *t)
     float a = *(const float *)t->params[2];
     int n = *(const int *)t->params[3];
     unsigned i = t->blockIdx.x * t->blockDim.x + t->threadIdx.x;
-    if (i == 0)
+    if (i == 0) {
         by_regs[t->regs & 255]++;
+        if ((CUdeviceptr)(uintptr_t)y == program_y || (program_z && (CUdeviceptr)(uintptr_t)y == program_z))
+            prog_regs[t->regs & 255]++;
+    }
     if (t->threadIdx.x == 0)
         blocks_seen++;
     if ((int)i >= n)
@@ -351,6 +356,7 @@ int main(int argc, char **argv)
                   !check(cuModuleGetFunction(&fnb, modb, "axpyb"), "get b") ||
                   !check(cuMemAlloc(&dz, N * sizeof(float)), "alloc z")))
         return 1;
+    program_z = dz;
     /* As a program starts: a first launch (here one with nothing to do)
      * before any GPU time is taken; evolution starts CUPTI only once a
      * kernel it could take up was launched. */
@@ -470,7 +476,7 @@ int main(int argc, char **argv)
         if (nondet)
             memcpy(want, y, sizeof y); /* its own drift is not a wrong result */
         if (ladder) /* which build served the round's launches */
-            printf("round %d: 64=%llu 32=%llu 48=%llu\n", r, by_regs[64], by_regs[32], by_regs[48]);
+            printf("round %d: 64=%llu 32=%llu 48=%llu\n", r, prog_regs[64], prog_regs[32], prog_regs[48]);
         fakecupti_set_time(t0 + ROUND_NS);
         unsigned long long ticks = fakecupti_calls("cuptiActivityFlushAll");
         if (!check(cuProfilerStop(), "cuProfilerStop"))
@@ -498,7 +504,7 @@ int main(int argc, char **argv)
         }
     }
     printf("engine: %d rounds, %d wrong; launches by registers: 64=%llu 32=%llu 40=%llu 48=%llu\n", rounds,
-           wrong_rounds, by_regs[64], by_regs[32], by_regs[40], by_regs[48]);
+           wrong_rounds, prog_regs[64], prog_regs[32], prog_regs[40], prog_regs[48]);
     if (forks)
         printf("fork: %d children, %d exited 0, %d hung\n", children, children_ok, children_hung);
     printf("cupti: cuptiSubscribe %llu, cuptiActivityEnable %llu\n", fakecupti_calls("cuptiSubscribe"),

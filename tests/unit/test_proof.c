@@ -543,6 +543,41 @@ static void test_queued(void)
     CHECK(queued(&h, &prev, &ref, vr, 1, r) == -1);
     CHECK(ref.state == DRK_PROOF_NONDETERMINISTIC && strstr(ref.why, "differs from itself"));
 
+    /* The first launch, queued with its variants (no launch before): O1
+     * and O2 only, the variants unpoisoned -- a skip where S held the
+     * answer passes there (word 5), as for an in-place kernel; one that
+     * leaves S's stale bytes does not. */
+    host_init(&h, 2, pure, init_pure);
+    memset(h.calls, 0, sizeof h.calls);
+    kernel vf[3] = {pure, pure_skip_5, pure_skip_tail};
+    drk_proof_ref first;
+    CHECK(queued(&h, NULL, &first, vf, 3, r) == 1 && h.calls[OP_WAIT] == 1);
+    CHECK(first.state == DRK_PROOF_EQUAL && !first.poisoned && !first.read_known && first.runs == 2 &&
+          first.written == 1 && first.first[1] == 0 && first.last[1] == 63);
+    CHECK(r[0].verdict == DRK_PROOF_EQUAL && r[1].verdict == DRK_PROOF_EQUAL && r[2].verdict == DRK_PROOF_DIFFERS);
+    /* The next launch probes: O3 queued on the first's W, the variants
+     * still unpoisoned (their verdicts stand either way); O3 == O1 learnt,
+     * so the launch after is poisoned and catches the skip. */
+    host_init(&h, 2, pure, init_pure2);
+    drk_proof_ref second, third;
+    CHECK(queued(&h, &first, &second, vf, 3, r) == 1);
+    CHECK(second.read_known && !second.reads_written && !second.poisoned && !second.probe && second.runs == 3);
+    CHECK(r[0].verdict == DRK_PROOF_EQUAL && r[1].verdict == DRK_PROOF_EQUAL && r[2].verdict == DRK_PROOF_DIFFERS);
+    host_init(&h, 2, pure, init_pure);
+    CHECK(queued(&h, &second, &third, vf, 3, r) == 1 && third.poisoned);
+    CHECK(r[0].verdict == DRK_PROOF_EQUAL && r[1].verdict == DRK_PROOF_DIFFERS && r[1].diff.first == 20);
+    /* In place: the probe finds O3 != O1; nothing is made again (the
+     * variants ran unpoisoned), and no launch after is poisoned. */
+    host_init(&h, 1, inplace, init_x);
+    CHECK(queued(&h, NULL, &first, vi, 2, r) == 1 && r[0].verdict == DRK_PROOF_EQUAL &&
+          r[1].verdict == DRK_PROOF_DIFFERS);
+    CHECK(queued(&h, &first, &second, vi, 2, r) == 1 && second.read_known && second.reads_written);
+    CHECK(r[0].verdict == DRK_PROOF_EQUAL && r[1].verdict == DRK_PROOF_DIFFERS);
+    CHECK(queued(&h, &second, &third, vi, 2, r) == 1 && !third.poisoned && third.runs == 2);
+    /* A nondeterministic original on its first launch: no verdict stands. */
+    host_init(&h, 2, racy, init_pure);
+    CHECK(queued(&h, NULL, &first, vr, 1, r) == -1 && first.state == DRK_PROOF_NONDETERMINISTIC);
+
     /* A launch before that does not fit: nothing queued. */
     host_init(&h, 2, pure, init_pure);
     reference(&h, &prev);
@@ -667,6 +702,24 @@ static void test_spans(void)
     h.work.spans = 0;
     CHECK(queued(&h, &prev, &again, flags, 2, r) == 1 && !h.work.tainted);
     CHECK(r[0].verdict == DRK_PROOF_EQUAL && r[1].verdict == DRK_PROOF_DIFFERS && r[1].alloc == 2);
+
+    /* The same launch, but a whole copy between (a variant's run left
+     * unchecked: its wait's check slots ran out), then the original, then
+     * the skipping variant: what counts as written still rests on the
+     * launch before's W, so the wait is tainted all the same (relied on
+     * from the start, and by O3's run before the copy). */
+    host_init(&h, 3, maybe_flag, init_high);
+    drk_proof_ops fops = ops_of(&h);
+    CHECK(drk_proof_reference_queue(&fops, &prev, &ref) == 0 && ref.queued == 9);
+    h.variant = maybe_flag;
+    CHECK(drk_proof_fresh(&fops, &ref, DRK_SET_WORK, ref.poisoned) == 0 && op_run(&h, DRK_SET_WORK, 1) == 0);
+    drk_proof_work_ran(&fops, &ref, 1); /* not checked */
+    CHECK(drk_proof_fresh(&fops, &ref, DRK_SET_WORK, ref.poisoned) == 0 && op_run(&h, DRK_SET_WORK, 0) == 0);
+    drk_proof_work_ran(&fops, &ref, 0);
+    h.variant = flag_skipped;
+    CHECK(drk_proof_variant_queue(&fops, &ref, 9, &r[0]) == 0);
+    static drk_diff dq[12];
+    CHECK(fops.wait(fops.self, dq, 12) == 0 && h.work.tainted);
 
     /* A timed run checked (drk_proof_check_work) that differs from O1 (a
      * variant that changes from run to run): failed, and tainted once a
