@@ -355,18 +355,24 @@ def case_keptbad(args):
     # a x): the search meets the carveout line after its first captures, so a carveout=100 choice is proven right on
     # the later captures and must be found wrong on the launch kept from an early one. Nothing wrong reaches the
     # program; the rejected choice never serves, and what served before goes on serving.
-    rep, p = run(args, "keptbad", {"DRK_EVOLVE": "1", "DRK_EVOLVE_BUDGET": "10%", "DRK_LOG_LEVEL": "debug"})
-    rows = [r for r in rep["evolve"]["by_kernel"] if r["name"] == "axpy"]
-    kept = re.search(r"axpy: ([^:]*?carveout=100) rejected: the variant differs from the original[^\n]*\(a kept "
-                     r"launch, capture (\d+)\)", p.stderr)
+    # Where captures come is paced by drk's thread against the program's rounds: on a loaded machine the search
+    # can meet the carveout line on a capture still inside the wrong rounds, and reject it there (right, but not
+    # the kept launch's path). Then the run is made again, at most twice; every run must be right throughout.
+    for attempt in range(3):
+        rep, p = run(args, "keptbad", {"DRK_EVOLVE": "1", "DRK_EVOLVE_BUDGET": "10%", "DRK_LOG_LEVEL": "debug"})
+        rows = [r for r in rep["evolve"]["by_kernel"] if r["name"] == "axpy"]
+        kept = re.search(r"axpy: ([^:]*?carveout=100) rejected: the variant differs from the original[^\n]*\(a kept "
+                         r"launch, capture (\d+)\)", p.stderr)
+        check(re.search(r"engine: 36 rounds, 0 wrong", p.stdout) is not None,
+              f"keptbad (run {attempt + 1}): every round's result bit for bit", p.stdout)
+        if kept:
+            break
     check(kept is not None, "keptbad: a carveout=100 choice, wrong on an early launch only, rejected on the launch kept "
           "from then", p.stderr[-3000:])
     check(kept is not None and f"serving {kept.group(1)}, " not in p.stderr,
           "keptbad: the rejected choice never serves", p.stderr[-3000:])
     check(rows and rows[0]["rejected"] >= 2 and "back to the program's own function" not in p.stderr and
           rows[0]["serving"] != "default", "keptbad: what served before goes on serving", (rows, p.stderr[-3000:]))
-    check(re.search(r"engine: 36 rounds, 0 wrong", p.stdout) is not None, "keptbad: every round's result bit for bit",
-          p.stdout)
 
 
 def case_carveout(args):
