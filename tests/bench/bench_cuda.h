@@ -69,4 +69,15 @@ static inline char *read_file(const char *path)
     return text;
 }
 
+/* How the PTX programs start: the PTX file at `path` read (NULL, said on
+ * stderr, when it cannot be: no context made), then device 0's primary
+ * context made current (bench_primary_context). */
+static inline char *bench_ptx_program(const char *path, CUdevice *dev)
+{
+    char *ptx = read_file(path);
+    if (ptx)
+        bench_primary_context(dev);
+    return ptx;
+}
+
 #endif

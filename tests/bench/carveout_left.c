@@ -123,11 +123,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "carveout_left: unknown kernel %s or a bad count\n", argv[2]);
         return 2;
     }
-    char *ptx = read_file(argv[1]);
+    CUdevice dev;
+    char *ptx = bench_ptx_program(argv[1], &dev);
     if (!ptx)
         return 1;
-    CUdevice dev;
-    bench_primary_context(&dev);
     CUcontext prog, own;
     CHECK(cuCtxGetCurrent(&prog));
     side p, o;

@@ -73,12 +73,10 @@ int main(int argc, char **argv)
         fprintf(stderr, ")\n");
         return 2;
     }
-    char *ptx = read_file(argv[1]);
+    CUdevice dev;
+    char *ptx = bench_ptx_program(argv[1], &dev);
     if (!ptx)
         return 1;
-
-    CUdevice dev;
-    bench_primary_context(&dev);
     sleep_ms(300); /* drk's GPU times start a little after the context does */
     CUmodule mod;
     CUfunction fn;

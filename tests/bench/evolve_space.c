@@ -77,11 +77,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: evolve_space PTX_FILE [KERNEL]\n");
         return 2;
     }
-    char *ptx = read_file(argv[1]);
+    CUdevice dev;
+    char *ptx = bench_ptx_program(argv[1], &dev);
     if (!ptx)
         return 1;
-    CUdevice dev;
-    bench_primary_context(&dev);
     CUevent e0, e1;
     CHECK(cuEventCreate(&e0, 0));
     CHECK(cuEventCreate(&e1, 0));
