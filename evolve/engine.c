@@ -2202,6 +2202,41 @@ struct queued {
     int got;
 };
 
+/* The candidate whose run the last wait found different from O1 on an
+ * input every check before it held for (drk_proof_work's differed): its
+ * proof's run, or a timed one, which is compared too while runs are
+ * restored in part. Rejected as a proof that differs would be: a variant
+ * whose output changes from run to run is not equal to the original, even
+ * if its proof's run was. Its index in q, or -1. `diffs`: the batch's
+ * compares, for its proof's own words; NULL after the further runs'
+ * wait. */
+static int candidate_differed(struct target *t, drk_trial *tr, const drk_proof_ref *ref, struct queued *q,
+                              unsigned nq, const drk_diff *diffs)
+{
+    unsigned tag = tr->work.differed;
+    if (!tag || tag > nq || q[tag - 1].pr.verdict == DRK_PROOF_DIFFERS)
+        return -1;
+    struct queued *c = &q[tag - 1];
+    drk_proof_ops ops = drk_trial_ops(tr);
+    drk_proof_result pr = diffs ? drk_proof_variant_check(&ops, ref, diffs + (tag - 1) * ops.n)
+                                : (drk_proof_result){.verdict = DRK_PROOF_EQUAL};
+    if (pr.verdict == DRK_PROOF_ERROR)
+        return -1; /* the batch's own check ends the target */
+    if (pr.verdict == DRK_PROOF_EQUAL) {
+        pr = (drk_proof_result){.verdict = DRK_PROOF_DIFFERS};
+        snprintf(pr.why, sizeof pr.why, "a timed run differs from the original's output on capture %u (its "
+                                        "proof's run did not): it differs from run to run", t->captures);
+    }
+    c->pr = pr;
+    char text[96];
+    drk_variant_text(&drk_space_ptx, &c->v, text, sizeof text);
+    snprintf(t->why, sizeof t->why, "%.60s rejected: %.120s", text, pr.why);
+    drk_log(DRK_LOG_INFO, "evolve: %.80s: %s", t->rec->name, t->why);
+    drk_evolution_reject(&t->evo, &c->v);
+    t->rejected++;
+    return (int)tag - 1;
+}
+
 /* The proofs and timings of built candidates, queued and waited for once
  * (and once more for the runs of those that look faster by the margin):
  * in drk's context every wait is a switch of the GPU between contexts,
@@ -2214,9 +2249,11 @@ struct queued {
  * that second wait. The served variant is timed whole, in pairs. 0; 1 when
  * the batch is to be made again (poison did not stand); -1 when the target
  * ended. */
-static int run_batch(struct target *t, drk_trial *tr, drk_proof_ref *ref, struct queued *q, unsigned nq, int timed)
+static int run_batch(struct target *t, drk_trial *tr, drk_proof_ref *ref, struct queued *q, unsigned *nqp, int timed)
 {
     drk_proof_ops ops = drk_trial_ops(tr);
+    unsigned nq = *nqp;
+    tr->work.tag = 0; /* the reference's and the original's runs: no candidate's */
     if (ref_prev) {
         /* The capture's reference, queued first: its compares take the
          * first slots, and the batch's verdicts wait for it to settle. */
@@ -2246,9 +2283,11 @@ static int run_batch(struct target *t, drk_trial *tr, drk_proof_ref *ref, struct
     if (timed && drk_trial_queue_timed(tr, tr->original) < 0)
         goto failed;
     for (unsigned k = 0; k < nq; k++) {
+        tr->work.tag = 0;
         if (need_orig && norig < PAIRS && (orig[norig++] = drk_trial_queue_timed(tr, tr->original)) < 0)
             goto failed;
         tr->variant = trial_fn(q[k].b);
+        tr->work.tag = k + 1; /* its proof's run and its timed runs: a check of one that fails names it */
         if (drk_proof_variant_queue(&ops, ref, base + k * ops.n, &q[k].pr) != 0) {
             end_target(t, DRK_TARGET_FAILED, "a replay failed: %s (%s)", q[k].pr.why, tr->why);
             return -1;
@@ -2260,6 +2299,7 @@ static int run_batch(struct target *t, drk_trial *tr, drk_proof_ref *ref, struct
         if (eager && !q[k].served && (q[k].more = drk_trial_queue_runs(tr, trial_fn(q[k].b), PAIRS - 1)) < 0)
             goto failed;
     }
+    tr->work.tag = 0;
     while (need_orig && norig < PAIRS)
         if ((orig[norig++] = drk_trial_queue_timed(tr, tr->original)) < 0)
             goto failed;
@@ -2282,17 +2322,28 @@ static int run_batch(struct target *t, drk_trial *tr, drk_proof_ref *ref, struct
     }
     if (original_differed(t, tr))
         return -1;
+    /* A candidate whose run differed from O1 on S, whichever of its runs
+     * (its proof's or a timed one): rejected as its proof would be. */
+    int odd = candidate_differed(t, tr, ref, q, nq, diffs + base);
     if (drk_trial_tainted(tr)) {
         /* A run changed what later runs of the batch read (a variant that
          * differs, or a launch that writes what the one before did not):
-         * nothing of the batch stands; made again from whole copies. */
+         * nothing of the batch stands; made again from whole copies,
+         * without the candidate that differed. */
         whole_copies(t, tr, "the batch is made again");
+        if (odd >= 0) {
+            struct queued c = q[odd];
+            q[odd] = q[nq - 1], q[nq - 1] = c;
+            (*nqp)--;
+        }
         return 1;
     }
     for (unsigned k = 0; k < nq; k++) {
         struct queued *c = &q[k];
         char text[96];
         drk_variant_text(&drk_space_ptx, &c->v, text, sizeof text);
+        if ((int)k == odd)
+            continue; /* rejected above */
         c->pr = drk_proof_variant_check(&ops, ref, diffs + base + k * ops.n);
         if (c->pr.verdict == DRK_PROOF_ERROR) {
             end_target(t, DRK_TARGET_FAILED, "a replay failed: %s", c->pr.why);
@@ -2317,16 +2368,22 @@ static int run_batch(struct target *t, drk_trial *tr, drk_proof_ref *ref, struct
         if (c->got < 0)
             goto failed_timing;
         if (!eager && !c->served && c->got == 1 && c->s[0] >= 1 + DRK_EVO_MARGIN) {
-            if ((!more && drk_trial_queue_timed(tr, tr->original) < 0) || /* after the wait, untimed */
-                (c->more = drk_trial_queue_runs(tr, trial_fn(c->b), PAIRS - 1)) < 0)
+            tr->work.tag = 0;
+            if (!more && drk_trial_queue_timed(tr, tr->original) < 0) /* after the wait, untimed */
+                goto failed_timing;
+            tr->work.tag = k + 1;
+            if ((c->more = drk_trial_queue_runs(tr, trial_fn(c->b), PAIRS - 1)) < 0)
                 goto failed_timing;
             more = 1;
         }
     }
+    tr->work.tag = 0;
     if (more && drk_trial_wait(tr) != 0)
         goto failed_timing;
     if (more && original_differed(t, tr))
         return -1;
+    if (more)
+        candidate_differed(t, tr, ref, q, nq, NULL);
     /* The further runs' times rested on a variant's run that differed: the
      * first runs' stand, these do not. */
     int further = !more || !drk_trial_tainted(tr);
@@ -2404,8 +2461,9 @@ static int queue_builds(struct target *t, const drk_variant *cand, unsigned n, s
 static int run_queued(struct target *t, drk_trial *tr, drk_proof_ref *ref, struct queued *q, unsigned nq, int timed,
                       int rc)
 {
-    while (rc == 0 && nq && (rc = run_batch(t, tr, ref, q, nq, timed)) == 1)
-        rc = 0; /* made again, unpoisoned */
+    unsigned left = nq; /* those still in the batch: the first `left` (one that differed drops out) */
+    while (rc == 0 && left && (rc = run_batch(t, tr, ref, q, &left, timed)) == 1)
+        rc = 0; /* made again: unpoisoned, or from whole copies */
     /* Dropped after the wait: nothing queued uses them any more. */
     for (unsigned k = 0; k < nq; k++) {
         q[k].b->busy = 0;

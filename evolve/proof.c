@@ -105,12 +105,14 @@ static int work_cond(drk_proof_work *w, unsigned base, uint32_t mask)
     }
     w->cond[w->nconds].base = base, w->cond[w->nconds].mask = mask;
     w->cond[w->nconds].relied = w->cond[w->nconds].original = 0;
+    w->cond[w->nconds].tag = w->tag;
     return (int)w->nconds++;
 }
 
 void drk_proof_work_waited(drk_proof_work *w, const unsigned char *equal, unsigned nslots)
 {
     w->tainted = w->failed = w->nondeterministic = 0;
+    w->differed = 0;
     for (unsigned c = 0; c < w->nconds; c++) {
         int holds = 1;
         for (unsigned i = 0; i < 32; i++)
@@ -119,8 +121,13 @@ void drk_proof_work_waited(drk_proof_work *w, const unsigned char *equal, unsign
                 holds &= k < nslots && equal[k];
             }
         if (!holds) {
+            /* The first false condition's run had S for its input: what
+             * it checked differs on S itself. */
+            int vouched = !w->failed && !w->lost;
             w->known = 0;
-            w->nondeterministic |= !w->failed && !w->lost && w->cond[c].original;
+            w->nondeterministic |= vouched && w->cond[c].original;
+            if (vouched && !w->cond[c].original)
+                w->differed = w->cond[c].tag;
             w->failed = 1;
             w->tainted |= w->cond[c].relied;
         }

@@ -80,7 +80,9 @@ typedef struct drk_proof_work {
         uint32_t mask;
         int relied;                          /* a run was prepared on it */
         int original;                        /* it checks a timed run of the original */
+        unsigned tag;                        /* `tag` when it was queued */
     } cond[DRK_PROOF_CONDS];
+    unsigned tag;                            /* the caller's name for the runs checked from now on (0: none) */
     int ran_variant;                         /* the latest run on set 2 was a variant's */
     int lost;                                /* a condition found no room since the last wait */
     int tainted;                             /* the last wait: a condition a run relied on was false */
@@ -88,6 +90,9 @@ typedef struct drk_proof_work {
     int nondeterministic;                    /* the last wait: the first false condition checked a run of the
                                               * original, on an input every condition before it held for: the
                                               * original differs from itself */
+    unsigned differed;                       /* the last wait: the tag of the first false condition when it
+                                              * checked a variant's run on such an input (that variant differs
+                                              * from the original, whichever of its runs it was); else 0 */
 } drk_proof_work;
 
 /* The work set's state for a new trial: nothing known (the first run gets
@@ -95,7 +100,7 @@ typedef struct drk_proof_work {
 void drk_proof_work_init(drk_proof_work *w, int spans);
 /* At a wait, with every slot's result (equal[k]: slot k was compared and
  * found equal, for k < nslots): checks the conditions, sets w->tainted,
- * w->failed and w->nondeterministic, and forgets them. */
+ * w->failed, w->nondeterministic and w->differed, and forgets them. */
 void drk_proof_work_waited(drk_proof_work *w, const unsigned char *equal, unsigned nslots);
 
 /* What the protocol needs of the buffers. The operations are queued, in

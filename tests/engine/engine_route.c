@@ -40,6 +40,13 @@
  *                         three before it alike), never in the program's:
  *                         a nondeterminism O1 == O2 missed, which the
  *                         check of that run must catch (refused).
+ *   engine_route flaky    the short rounds (below), the 32-register build
+ *                         wrong once: in its second run in drk's context,
+ *                         the first of its timed runs after its proof's
+ *                         (a variant that differs from run to run, which
+ *                         the check of that run must catch: rejected). The
+ *                         planted 40-register build is right here, so that
+ *                         no other candidate's difference comes first.
  *   engine_route late     the evolve rounds, the kernel nondeterministic as
  *                         in nondet from round 3 on, when drk's reference
  *                         of a capture is queued with its variants' proofs
@@ -155,6 +162,8 @@ static int nondet;
 static int rare;                 /* rare: the kernel is wrong in drk's fourth run of the original */
 static CUdeviceptr program_y;    /* the program's own y (rare's runs elsewhere are drk's) */
 static unsigned rare_runs;
+static int flaky;                /* flaky: the 32-register build is wrong in its second run in drk's context */
+static unsigned flaky_runs;
 static float bad_below = -1e30f; /* keptbad: a launch at carveout 100 with a below this computes y = a x */
 static unsigned long long by_regs[256];   /* every launch of axpy (drk's trials too) by registers */
 static unsigned long long prog_regs[256]; /* the program's own launches (on its y or z) */
@@ -177,7 +186,7 @@ static void axpy(const fakecuda_thread *t)
         blocks_seen++;
     if ((int)i >= n)
         return;
-    if (t->regs == 40 || (t->carveout == 100 && a < bad_below)) {
+    if ((t->regs == 40 && !flaky) || (t->carveout == 100 && a < bad_below)) {
         y[i] = a * x[i]; /* the planted bad build */
         return;
     }
@@ -189,6 +198,8 @@ static void axpy(const fakecuda_thread *t)
         y[0] += (float)(blocks_seen % 5); /* how many blocks ran before: differs run to run */
     if (rare && i == 0 && (CUdeviceptr)(uintptr_t)y != program_y && t->regs == 64 && t->carveout < 0 &&
         ++rare_runs == 4)
+        y[0] += 1.0f;
+    if (flaky && i == 0 && (CUdeviceptr)(uintptr_t)y != program_y && t->regs == 32 && ++flaky_runs == 2)
         y[0] += 1.0f;
 }
 
@@ -269,7 +280,8 @@ int main(int argc, char **argv)
     const char *mode = argc > 1 ? argv[1] : "evolve";
     nondet = strcmp(mode, "nondet") == 0;
     rare = strcmp(mode, "rare") == 0;
-    int late = strcmp(mode, "late") == 0, shorter = strcmp(mode, "short") == 0;
+    flaky = strcmp(mode, "flaky") == 0;
+    int late = strcmp(mode, "late") == 0, shorter = strcmp(mode, "short") == 0 || flaky;
     int nosync = strcmp(mode, "nosync") == 0;
     /* 2 ms a launch on the fake clock: a round's kernel time (40 ms) pays
      * for the trials' wall time on this machine's CPU; short: 4 ms. */

@@ -728,14 +728,30 @@ static void test_spans(void)
     reference(&h, &ref);
     drk_proof_ops ops = ops_of(&h);
     h.variant = pure_wrong_7;
+    h.work.tag = 5; /* the caller's name for the variant: the check that fails first gives it back */
     CHECK(drk_proof_fresh(&ops, &ref, DRK_SET_WORK, ref.poisoned) == 0 && op_run(&h, DRK_SET_WORK, 1) == 0);
     drk_proof_work_ran(&ops, &ref, 1);
     CHECK(h.work.pending);
     CHECK(drk_proof_check_work(&ops, &ref, 0) == 0 && !h.work.pending);
+    h.work.tag = 0;
     CHECK(drk_proof_fresh(&ops, &ref, DRK_SET_WORK, ref.poisoned) == 0 && op_run(&h, DRK_SET_WORK, 0) == 0);
     drk_diff d[2];
     CHECK(ops.wait(ops.self, d, 2) == 0 && d[1].ndiff == 1 && h.work.failed && h.work.tainted);
     CHECK(!h.work.nondeterministic); /* the first to differ was a variant's */
+    CHECK(h.work.differed == 5);
+
+    /* Two variants whose timed runs differ: only the first is named (the
+     * second's input was the first's doing); the next wait names none. */
+    ops = ops_of(&h);
+    h.work.tag = 1;
+    CHECK(timed_checked(&h, &ops, &ref, 1, 0) == 0);
+    h.work.tag = 2;
+    CHECK(timed_checked(&h, &ops, &ref, 1, 2) == 0);
+    CHECK(ops.wait(ops.self, d, 0) == 0 && h.work.failed && h.work.differed == 1);
+    h.work.tag = 3;
+    CHECK(timed_checked(&h, &ops, &ref, 0, 0) == 0);
+    CHECK(ops.wait(ops.self, d, 0) == 0 && !h.work.failed && h.work.differed == 0);
+    h.work.tag = 0;
 
     /* A timed run of the original checked too: one that differs from O1
      * on an input every check before vouched for is the original differing
@@ -752,15 +768,33 @@ static void test_spans(void)
     reference(&h, &ref);
     ops = ops_of(&h);
     h.variant = pure_writes_input;
-    CHECK(timed_checked(&h, &ops, &ref, 1, 0) == 0 && timed_checked(&h, &ops, &ref, 0, 2) == 0);
+    h.work.tag = 4;
+    CHECK(timed_checked(&h, &ops, &ref, 1, 0) == 0);
+    h.work.tag = 0;
+    CHECK(timed_checked(&h, &ops, &ref, 0, 2) == 0);
     CHECK(ops.wait(ops.self, d, 0) == 0 && h.work.failed && !h.work.nondeterministic && h.work.tainted);
-    /* Deterministic, with a variant that differs after it: not said either. */
+    CHECK(h.work.differed == 4);
+    /* Deterministic, with a variant that differs after it: not said
+     * either; the variant is named. */
     host_init(&h, 2, pure, init_pure);
     reference(&h, &ref);
     ops = ops_of(&h);
     h.variant = pure_wrong_7;
-    CHECK(timed_checked(&h, &ops, &ref, 0, 0) == 0 && timed_checked(&h, &ops, &ref, 1, 2) == 0);
-    CHECK(ops.wait(ops.self, d, 0) == 0 && h.work.failed && !h.work.nondeterministic);
+    CHECK(timed_checked(&h, &ops, &ref, 0, 0) == 0);
+    h.work.tag = 6;
+    CHECK(timed_checked(&h, &ops, &ref, 1, 2) == 0);
+    h.work.tag = 0;
+    CHECK(ops.wait(ops.self, d, 0) == 0 && h.work.failed && !h.work.nondeterministic && h.work.differed == 6);
+    /* An original that differs from itself first: no variant is named. */
+    host_init(&h, 2, racy_late, init_pure);
+    reference(&h, &ref);
+    ops = ops_of(&h);
+    h.variant = pure_wrong_7;
+    CHECK(timed_checked(&h, &ops, &ref, 0, 0) == 0);
+    h.work.tag = 7;
+    CHECK(timed_checked(&h, &ops, &ref, 1, 2) == 0);
+    h.work.tag = 0;
+    CHECK(ops.wait(ops.self, d, 0) == 0 && h.work.nondeterministic && h.work.differed == 0);
 
     /* A variant's run not compared: the next run gets the whole snapshot. */
     CHECK(drk_proof_fresh(&ops, &ref, DRK_SET_WORK, ref.poisoned) == 0 && op_run(&h, DRK_SET_WORK, 1) == 0);
