@@ -11,162 +11,19 @@
  * nondeterministic original, a launch before that does not fit); and
  * every failure of the operations, at every call, ending in an error and
  * never in "equal". */
-#include "evolve/proof.h"
-
-#include <stdio.h>
-#include <string.h>
+#include "tests/unit/proof_host.h"
 
 #include "tests/unit/check.h"
-
-#define MAXA 3
-#define ELEMS 16
-
-typedef struct host host;
-typedef void (*kernel)(host *h, uint8_t *const *m);
-
-enum { OP_COPY, OP_POISON, OP_RUN, OP_COMPARE, OP_WAIT, OPS };
-
-struct host {
-    unsigned n;
-    size_t size[MAXA];
-    uint8_t mem[DRK_SETS][MAXA][ELEMS * 4];
-    kernel original, variant;
-    unsigned runs;          /* of either, for the nondeterministic one */
-    unsigned calls[OPS];    /* per operation, since the failure was armed */
-    int fail_op, fail_at;   /* the fail_at-th call of fail_op fails (0: none) */
-    int fired;
-    int poison_noop;        /* poison writes nothing (to show what it catches) */
-    int compare_lies;       /* compare answers a span past the allocation */
-    drk_diff slot[DRK_PROOF_SLOTS]; /* compares' results, read at the wait */
-    int queued[DRK_PROOF_SLOTS];
-    drk_proof_work work;    /* with `spans`: what set 2 holds between runs */
-    uint64_t copied;        /* bytes copy and copy_part wrote */
-};
 
 /* The second pass of every test: runs prepared by restoring only what may
  * differ (drk_proof_work), every verdict as with whole copies. */
 static int spans;
-
-static int fails(host *h, int op)
-{
-    h->calls[op]++;
-    if (h->fail_at && h->fail_op == op && (int)h->calls[op] == h->fail_at) {
-        h->fired = 1;
-        return 1;
-    }
-    return 0;
-}
-
-static size_t op_size(void *self, unsigned alloc) { return ((host *)self)->size[alloc]; }
-
-static int op_copy(void *self, unsigned dst, unsigned src)
-{
-    host *h = self;
-    if (fails(h, OP_COPY))
-        return -1;
-    for (unsigned i = 0; i < h->n; i++) {
-        memcpy(h->mem[dst][i], h->mem[src][i], h->size[i]);
-        h->copied += h->size[i];
-    }
-    return 0;
-}
-
-/* Counted as a copy (a failure armed on copies hits these too). */
-static int op_copy_part(void *self, unsigned dst, unsigned src, unsigned alloc, size_t off, size_t len)
-{
-    host *h = self;
-    if (fails(h, OP_COPY) || alloc >= h->n || off + len > h->size[alloc] || dst == DRK_SET_SNAPSHOT)
-        return -1;
-    memcpy(h->mem[dst][alloc] + off, h->mem[src][alloc] + off, len);
-    h->copied += len;
-    return 0;
-}
-
-static int op_poison(void *self, unsigned set, unsigned alloc, size_t off, size_t len, uint64_t pattern)
-{
-    host *h = self;
-    if (fails(h, OP_POISON) || off + len > h->size[alloc])
-        return -1;
-    for (size_t i = 0; i < len && !h->poison_noop; i++)
-        h->mem[set][alloc][off + i] = (uint8_t)(pattern >> (8 * (i % 8)));
-    return 0;
-}
-
-static int op_run(void *self, unsigned set, int variant)
-{
-    host *h = self;
-    if (fails(h, OP_RUN))
-        return -1;
-    uint8_t *m[MAXA];
-    for (unsigned i = 0; i < MAXA; i++)
-        m[i] = h->mem[set][i];
-    (variant ? h->variant : h->original)(h, m);
-    h->runs++;
-    return 0;
-}
-
-/* Done at once (the operations before it have been): the result waits in
- * its slot for the wait, as drk's compare kernel's does on the GPU. */
-static int op_compare(void *self, unsigned a, unsigned b, unsigned alloc, unsigned slot)
-{
-    host *h = self;
-    if (fails(h, OP_COMPARE) || slot >= DRK_PROOF_SLOTS)
-        return -1;
-    drk_diff *out = &h->slot[slot];
-    *out = (drk_diff){0, UINT64_MAX, UINT64_MAX};
-    for (size_t i = 0; i < h->size[alloc]; i++)
-        if (h->mem[a][alloc][i] != h->mem[b][alloc][i]) {
-            if (!out->ndiff)
-                out->first = i;
-            out->last = i;
-            out->ndiff++;
-        }
-    if (h->compare_lies && out->ndiff)
-        out->last = h->size[alloc];
-    h->queued[slot] = 1;
-    return 0;
-}
-
-static int op_wait(void *self, drk_diff *out, unsigned nslots)
-{
-    host *h = self;
-    static unsigned char equal[DRK_PROOF_SLOTS];
-    int bad = fails(h, OP_WAIT);
-    for (unsigned i = 0; i < DRK_PROOF_SLOTS; i++)
-        equal[i] = h->queued[i] && h->slot[i].ndiff == 0;
-    drk_proof_work_waited(&h->work, equal, bad ? 0 : DRK_PROOF_SLOTS);
-    if (bad)
-        return -1;
-    for (unsigned i = 0; i < nslots; i++) {
-        if (!h->queued[i])
-            return -1; /* read before it was compared: the protocol's bug */
-        out[i] = h->slot[i];
-    }
-    memset(h->queued, 0, sizeof h->queued);
-    return 0;
-}
 
 static drk_proof_ops ops_of(host *h)
 {
     return (drk_proof_ops){h,          h->n,        op_size,    op_copy,
                            op_poison,  op_run,      op_compare, op_wait,
                            spans ? op_copy_part : NULL, spans ? &h->work : NULL};
-}
-
-static uint32_t *u32(uint8_t *p) { return (uint32_t *)(void *)p; }
-
-/* Allocations of ELEMS words each; S's words: alloc a, word i = init(a, i). */
-static void host_init(host *h, unsigned n, kernel original, uint32_t (*init)(unsigned a, unsigned i))
-{
-    memset(h, 0, sizeof *h);
-    h->n = n;
-    h->original = original;
-    drk_proof_work_init(&h->work, 1);
-    for (unsigned a = 0; a < n; a++) {
-        h->size[a] = ELEMS * 4;
-        for (unsigned i = 0; i < ELEMS; i++)
-            u32(h->mem[DRK_SET_SNAPSHOT][a])[i] = init(a, i);
-    }
 }
 
 static drk_proof_result prove(host *h, const drk_proof_ref *ref, kernel variant)
