@@ -296,7 +296,7 @@ void sim_run(sim_kernel *k, const sim_opts *o, sim_result *r)
             }
         if (o->engine) {
             unsigned waits = tried ? (tried + SIM_ENGINE_BATCH - 1) / SIM_ENGINE_BATCH : 1;
-            cost += o->wait_ns * (waits + (captures == 0 ? 2 : 0)) + o->load_ns * loads;
+            cost += o->wait_ns * waits + o->load_ns * loads; /* the reference queued with the first batch */
         }
         drk_evo_decision d = drk_evolution_end_round(e);
         served = d.serve ? drk_variant_id(&drk_space_ptx, &d.variant) : 0;

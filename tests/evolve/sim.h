@@ -83,8 +83,9 @@ typedef struct sim_opts {
  *    first, the rest only for a candidate faster by the margin;
  *  - SIM_ENGINE_EVERY_PAIR: every pair for every candidate.
  * A round also pays wait_ns for each wait (one a batch of
- * SIM_ENGINE_BATCH candidates, one when none; two more on the first
- * capture, the reference's own) and load_ns for each build loaded the
+ * SIM_ENGINE_BATCH candidates, one when none; the capture's reference is
+ * queued with its first batch, blind on the first capture) and load_ns
+ * for each build loaded the
  * first time (carveout siblings run one loaded module), as the engine's
  * ledger does for the GPU's switches to drk's context. The round's choice,
  * not yet proven on SIM_PROOF_CAPTURES rounds, is proven on the launches

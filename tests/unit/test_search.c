@@ -1105,7 +1105,10 @@ static void test_switch_charged(void)
      * (naive matmul 20 and 10 of 20 by round 10 spending ahead, 1 and 2 earned). With the choice proven on
      * the launches kept from the captures before (SIM_KEPT): spending ahead 475 and 476, earned 451 and
      * 477 (naive matmul 20 and 16 of 20 by round 10 spending ahead, 4 and 8 earned): by round 16 nearly
-     * every seed of both, one fewer spending ahead (naive matmul at 3%, 17 against 18). */
+     * every seed of both, one fewer spending ahead (naive matmul at 3%, 17 against 18). 2026-12-05: the first
+     * capture's reference queued with its first batch, blind, as the engine now does (no waits of its own):
+     * spending ahead 475 and 477, earned 462 and 477 (naive matmul 20 and 16 of 20 by round 10 spending
+     * ahead, 11 and 12 earned). */
     printf("  seeds within 2%% by round %d / 16, all kernels and both sigmas (most share a run spent): %u / %u chosen "
            "in round 1 (%.2f%%), %u / %u after %d rounds from nothing (%.2f%%), %u / %u with what they earned "
            "(%.2f%%), %u / %u spending ahead (%.2f%%)\n",
