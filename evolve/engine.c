@@ -2175,12 +2175,15 @@ static void remeasure(struct target *t, drk_trial *tr, const drk_proof_ref *ref)
 
 /* A wait was tainted (drk_trial_tainted; `what` of it is lost): the
  * capture's runs from now on are prepared from whole copies, and the
- * original is timed again so. */
+ * original is timed again so. Their timed runs are still compared with
+ * O1 (check_whole), so that a candidate that differs only from run to run
+ * is named in the batch made again too. */
 static void whole_copies(const struct target *t, drk_trial *tr, const char *what)
 {
     drk_log(DRK_LOG_DEBUG, "evolve: %.80s: capture %u: a run changed what later runs read: %s; whole copies from "
                            "now on", t->rec->name, t->captures, what);
     tr->work.spans = 0;
+    tr->check_whole = 1;
     tr->original_ns = 0;
 }
 

@@ -629,7 +629,7 @@ int drk_trial_queue_timed(drk_trial *t, drk_trial_fn fn)
      * run is prepared alike -- after a run and its compare -- and a
      * candidate's time is never taken on a cache its predecessor left
      * warmer than the original's. */
-    if (t->work.spans && t->checks < DRK_TRIAL_CHECKS &&
+    if ((t->work.spans || t->check_whole) && t->checks < DRK_TRIAL_CHECKS &&
         drk_proof_check_work(&ops, t->ref, DRK_PROOF_SLOTS + t->checks++ * DRK_REACH_MAX) != 0)
         return -1;
     return k;

@@ -172,6 +172,8 @@ typedef struct drk_trial {
     drk_diff slot_diff[DRK_TRIAL_SLOTS]; /* host path: its result */
     unsigned checks;                /* timed variant runs checked since the last wait (their slots) */
     drk_proof_work work;            /* what set 2 holds between runs */
+    int check_whole;                /* with whole copies (work.spans 0), timed runs compared with O1 all the same
+                                     * (after a tainted wait: a run that differs is still named) */
     unsigned tickets, harvested;    /* replays queued; those whose times were read */
     unsigned waits;                 /* waits for the GPU so far (the budget charges each a context switch) */
     uint64_t moved;                 /* bytes drk's copies, poison and compares read and wrote (the budget charges them) */

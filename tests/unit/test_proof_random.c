@@ -217,6 +217,7 @@ typedef struct cap {
     unsigned slot;           /* the next check's compares */
     unsigned checks, checks_max;
     int skipped;             /* a timed run went unchecked in this wait (its slots ran out) */
+    int check_whole;         /* after a tainted wait: whole copies, timed runs still checked (drk_trial's) */
     int mode;
 } cap;
 
@@ -227,7 +228,7 @@ static void timed_run(cap *c, int variant)
     CHECK(drk_proof_fresh(&c->ops, c->ref, DRK_SET_WORK, c->ref->poisoned) == 0);
     CHECK(op_run(h, DRK_SET_WORK, variant) == 0);
     drk_proof_work_ran(&c->ops, c->ref, variant);
-    if (!h->work.spans)
+    if (!h->work.spans && !c->check_whole)
         return;
     if (c->checks >= c->checks_max) {
         c->skipped = 1;
@@ -264,7 +265,7 @@ static int after_wait(cap *c, int refheld, const int *idx)
         CHECK(0);
     }
     int fw = h->track->was_first_wrong;
-    if (c->mode && fw && refheld && !c->skipped && !h->track->was_ambiguous && h->work.spans) {
+    if (c->mode && fw && refheld && !c->skipped && !h->track->was_ambiguous && (h->work.spans || c->check_whole)) {
         if (fw == 1) {
             CHECK(h->work.nondeterministic);
         } else {
@@ -355,7 +356,7 @@ static int batch(cap *c, const drk_proof_ref *prev, int *queue_ref, int *idx, un
         reject(c, idx[odd]);
     }
     if (h->work.tainted) {
-        h->work.spans = 0; /* whole_copies */
+        h->work.spans = 0, c->check_whole = 1; /* whole_copies */
         cn->redone++;
         if (odd >= 0) {
             int t = idx[odd];
@@ -403,7 +404,7 @@ static int batch(cap *c, const drk_proof_ref *prev, int *queue_ref, int *idx, un
         if (h->work.differed && h->work.differed <= nq && alive[idx[h->work.differed - 1]])
             reject(c, idx[h->work.differed - 1]);
         if (h->work.tainted)
-            h->work.spans = 0;
+            h->work.spans = 0, c->check_whole = 1;
     }
     return 0;
 }

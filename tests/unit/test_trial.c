@@ -302,6 +302,36 @@ static void test_batch(drk_trial *t, const drk_proof_ref *ref, CUfunction same, 
     t->fence = NULL, t->gone = NULL;
 }
 
+/* After a tainted wait the engine goes on with whole copies (work.spans
+ * 0) and check_whole: a timed run is still compared with O1, and one that
+ * differs is named (work.differed), the original's runs not; without
+ * check_whole (DRK_EVOLVE_SPANS=0) nothing is compared. */
+static void test_check_whole(drk_trial *t, const drk_proof_ref *ref, CUfunction wrong)
+{
+    drk_proof_ops ops = drk_trial_ops(t);
+    const drk_proof_ref *keep = t->ref;
+    int spans = t->work.spans;
+    t->ref = ref, t->work.spans = 0;
+    static drk_diff d[1];
+    for (int whole = 0; whole < 2; whole++) {
+        t->check_whole = whole;
+        uint64_t moved = t->moved;
+        CHECK(drk_trial_queue_timed(t, t->original) >= 0);
+        t->work.tag = 3;
+        CHECK(drk_trial_queue_timed(t, (drk_trial_fn){wrong, -1}) >= 0);
+        t->work.tag = 0;
+        CHECK(ops.wait(ops.self, d, 0) == 0);
+        uint64_t all = 0;
+        for (unsigned i = 0; i < ops.n; i++)
+            all += ops.size(ops.self, i);
+        /* Two whole copies (and W poisoned), and with check_whole two compares of everything. */
+        CHECK(t->moved - moved >= (whole ? 8 : 4) * all && t->moved - moved < (whole ? 10 : 6) * all);
+        CHECK(whole ? t->work.failed && t->work.differed == 3 && !t->work.nondeterministic
+                    : !t->work.failed && t->work.differed == 0);
+    }
+    t->check_whole = 0, t->work.spans = spans, t->ref = keep;
+}
+
 static void test_proof(drk_trial_env *env, CUmodule other, CUmodule bad, CUmodule budget)
 {
     CUfunction same, skip, wrong, f32;
@@ -371,6 +401,7 @@ static void test_proof(drk_trial_env *env, CUmodule other, CUmodule bad, CUmodul
     }
 
     test_batch(&t, &ref, same, wrong, f32);
+    test_check_whole(&t, &ref, wrong);
 
     /* Launch failures: the reference's, a variant's. Never "equal". */
     CHECK(fakecuda_inject_error("cuLaunchKernel", CUDA_ERROR_LAUNCH_FAILED, 1) == 0);
