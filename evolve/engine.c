@@ -2205,6 +2205,18 @@ struct queued {
     int got;
 };
 
+/* A candidate found to differ from the original: the search told, and one
+ * info line (`where`: "", or which launch said so). */
+static void reject(struct target *t, const drk_variant *v, const char *why, const char *where)
+{
+    char text[96];
+    drk_variant_text(&drk_space_ptx, v, text, sizeof text);
+    snprintf(t->why, sizeof t->why, "%.60s rejected: %.120s", text, why);
+    drk_log(DRK_LOG_INFO, "evolve: %.80s: %s%s", t->rec->name, t->why, where);
+    drk_evolution_reject(&t->evo, v);
+    t->rejected++;
+}
+
 /* The candidate whose run the last wait found different from O1 on an
  * input every check before it held for (drk_proof_work's differed): its
  * proof's run, or a timed one, which is compared too while runs are
@@ -2231,12 +2243,7 @@ static int candidate_differed(struct target *t, drk_trial *tr, const drk_proof_r
                                         "proof's run did not): it differs from run to run", t->captures);
     }
     c->pr = pr;
-    char text[96];
-    drk_variant_text(&drk_space_ptx, &c->v, text, sizeof text);
-    snprintf(t->why, sizeof t->why, "%.60s rejected: %.120s", text, pr.why);
-    drk_log(DRK_LOG_INFO, "evolve: %.80s: %s", t->rec->name, t->why);
-    drk_evolution_reject(&t->evo, &c->v);
-    t->rejected++;
+    reject(t, &c->v, pr.why, "");
     return (int)tag - 1;
 }
 
@@ -2353,10 +2360,7 @@ static int run_batch(struct target *t, drk_trial *tr, drk_proof_ref *ref, struct
             return -1;
         }
         if (c->pr.verdict != DRK_PROOF_EQUAL) {
-            snprintf(t->why, sizeof t->why, "%.60s rejected: %.120s", text, c->pr.why);
-            drk_log(DRK_LOG_INFO, "evolve: %.80s: %s", t->rec->name, t->why);
-            drk_evolution_reject(&t->evo, &c->v);
-            t->rejected++;
+            reject(t, &c->v, c->pr.why, "");
             continue;
         }
         drk_log(DRK_LOG_DEBUG, "evolve: %.80s: %s proven bit for bit on capture %u (%u allocations compared)",
@@ -2601,10 +2605,9 @@ static int prove_kept(struct target *t, const drk_variant *v)
             return unloaded ? 0 : -1;
         }
         if (pr.verdict != DRK_PROOF_EQUAL) {
-            snprintf(t->why, sizeof t->why, "%.60s rejected: %.120s", text, pr.why);
-            drk_log(DRK_LOG_INFO, "evolve: %.80s: %s (a kept launch, capture %u)", t->rec->name, t->why, k->capture);
-            drk_evolution_reject(&t->evo, v);
-            t->rejected++;
+            char where[48];
+            snprintf(where, sizeof where, " (a kept launch, capture %u)", k->capture);
+            reject(t, v, pr.why, where);
             if (is_served(t, b))
                 withdraw(t);
             free_built(t, b);
