@@ -321,6 +321,7 @@ static void pop_own(void)
 static int make_own(int dev)
 {
     size_t free0 = 0, total = 0, free1 = 0, stack = 0;
+    uint64_t tq = drk_mono_ns();
     if (!drv.ctx_create || !drv.ctx_destroy || !drv.memcpy_peer_async) {
         snprintf(own_why, sizeof own_why, "the driver lacks cuCtxCreate_v4, cuCtxDestroy or cuMemcpyPeerAsync");
         return -1;
@@ -333,7 +334,9 @@ static int make_own(int dev)
     if (drv.ctx_get_limit && drv.ctx_get_limit(&stack, CU_LIMIT_STACK_SIZE) != CUDA_SUCCESS)
         stack = 0;
     CUcontext c = NULL;
+    uint64_t t0 = drk_mono_ns();
     CUresult r = drv.ctx_create(&c, NULL, CU_CTX_SCHED_BLOCKING_SYNC, (CUdevice)dev);
+    uint64_t t1 = drk_mono_ns();
     if (r != CUDA_SUCCESS) {
         snprintf(own_why, sizeof own_why, "cuCtxCreate on device %d failed (%d)", dev, (int)r);
         return -1;
@@ -366,6 +369,15 @@ static int make_own(int dev)
     }
     drk_log(DRK_LOG_INFO, "evolve: trials run in a context of drk's own on device %d (%zu MiB of device memory)",
             dev, own_ctx_bytes >> 20);
+    /* Its steps' times and when they ran (CLOCK_MONOTONIC, as a program's
+     * own clock reads it), to tell whether one of them held a launch. */
+    const uint64_t *o = env.opened_ns;
+    drk_log(DRK_LOG_DEBUG,
+            "evolve: drk's context took the questions first %.2f ms, cuCtxCreate %.2f, its stack limit %.2f, "
+            "the stream and events %.2f, cuMemAlloc %.2f, cuMemHostAlloc %.2f, its kernels %.2f ms "
+            "(from %.6f to %.6f s on the monotonic clock)",
+            (t0 - tq) / 1e6, (t1 - t0) / 1e6, (o[0] - t1) / 1e6, (o[1] - o[0]) / 1e6, (o[2] - o[1]) / 1e6,
+            (o[3] - o[2]) / 1e6, (o[4] - o[3]) / 1e6, tq / 1e9, o[4] / 1e9);
     return 0;
 }
 

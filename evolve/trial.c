@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "evolve/robust.h"
 
@@ -73,6 +74,7 @@ static void load_kernels(drk_trial_env *env, const void *fatbin)
 int drk_trial_env_open(drk_trial_env *env, const drk_driver *drv, CUcontext ctx, const void *fatbin)
 {
     memset(env, 0, sizeof *env);
+    env->opened_ns[0] = drk_mono_ns();
     env->drv = *drv;
     env->ctx = ctx;
     const drk_driver *d = &env->drv;
@@ -101,11 +103,16 @@ int drk_trial_env_open(drk_trial_env *env, const drk_driver *drv, CUcontext ctx,
     for (unsigned i = 0; i < 2 * DRK_TRIAL_EVENTS; i++)
         if (ENV_CALL(env, d->event_create(&env->ev[i], CU_EVENT_DEFAULT), "cuEventCreate"))
             goto fail;
+    env->opened_ns[1] = drk_mono_ns();
     size_t results = DRK_TRIAL_SLOTS * sizeof(drk_trial_compare_result);
-    if (ENV_CALL(env, d->mem_alloc(&env->result, results), "cuMemAlloc_v2") ||
-        ENV_CALL(env, d->mem_host_alloc((void **)&env->host_result, results, 0), "cuMemHostAlloc"))
+    if (ENV_CALL(env, d->mem_alloc(&env->result, results), "cuMemAlloc_v2"))
         goto fail;
+    env->opened_ns[2] = drk_mono_ns();
+    if (ENV_CALL(env, d->mem_host_alloc((void **)&env->host_result, results, 0), "cuMemHostAlloc"))
+        goto fail;
+    env->opened_ns[3] = drk_mono_ns();
     load_kernels(env, fatbin);
+    env->opened_ns[4] = drk_mono_ns();
     if (!env->kernels) {
         if (ENV_CALL(env, d->mem_host_alloc(&env->staging, DRK_TRIAL_STAGING, 0), "cuMemHostAlloc"))
             goto fail;

@@ -111,6 +111,8 @@ typedef struct drk_trial_env {
         size_t size;
     } kept[DRK_TRIAL_KEPT];         /* buffers freed by trials, kept for the next */
     unsigned nkept;
+    uint64_t opened_ns[5];          /* drk_mono_ns as opening began and as each step ended: the stream and
+                                     * events, the result buffer, its pinned host copy, drk's kernels */
 } drk_trial_env;
 
 /* Device buffers for snapshots and sets, kept between captures. In the

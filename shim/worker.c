@@ -377,6 +377,41 @@ static int weigh_attach(void)
     return 0;
 }
 
+/* CUPTI's attach (its first call) holds a launch call the program makes
+ * meanwhile until it ends: on the H200 a naive matmul's launch waited 66.6
+ * ms of a ~75 ms attach, begun 8.5 ms into it, while the same attach in
+ * the program's pause held nothing (2026-12-05). So drk's thread attaches
+ * when the program has made no launch for QUIET_NS (it waits for its GPU,
+ * or works on the host), looked for every millisecond, and after
+ * QUIET_MAX_MS without one attaches anyway. 1 to attach, 0 when the
+ * process exits first. */
+#define QUIET_NS 2000000u
+#define QUIET_MAX_MS 2000
+
+static int quiet_moment(void)
+{
+    uint64_t began = drk_mono_ns(), since = began, last = drk_registry_launches();
+    for (;;) {
+        if (nap(1))
+            return 0;
+        uint64_t now = drk_mono_ns(), l = drk_registry_launches();
+        if (l != last) {
+            last = l, since = now;
+        } else if (now - since >= QUIET_NS) {
+            drk_log(DRK_LOG_DEBUG, "GPU times: CUPTI attaches after %.1f ms, the program having launched nothing for "
+                                   "%.1f ms",
+                    (now - began) / 1e6, (now - since) / 1e6);
+            return 1;
+        }
+        if (now - began >= (uint64_t)QUIET_MAX_MS * 1000000u) {
+            drk_log(DRK_LOG_DEBUG, "GPU times: CUPTI attaches while the program launches: no pause of %.1f ms in "
+                                   "%d ms",
+                    QUIET_NS / 1e6, QUIET_MAX_MS);
+            return 1;
+        }
+    }
+}
+
 /* The waits go on being timed for the records' account once it returns 1. */
 static int kernel_to_evolve(void)
 {
@@ -396,6 +431,10 @@ static void *run(void *arg)
         if (!kernel_to_evolve())
             return NULL;
         drk_log(DRK_LOG_DEBUG, "GPU times: CUPTI starts: the program launched a kernel evolution could take up");
+        if (!quiet_moment()) {
+            atomic_store(&waits_wanted, 0);
+            return NULL;
+        }
     }
     if (!atomic_load(&cupti_started))
         start_cupti();

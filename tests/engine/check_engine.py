@@ -539,6 +539,21 @@ def case_busy(args):
           "waits: kernel records on for its rounds, their cost absorbed by its waits", p.stderr[-2500:])
 
 
+def case_quiet(args):
+    # Launches every ~0.1 ms for 90 ms, then a 10 ms wait, a round. On a
+    # GPU CUPTI's attach holds a launch call made meanwhile (66 ms on the
+    # H200): drk attaches it where the program launches nothing.
+    rep, p = run(args, "quiet", {"DRK_EVOLVE": "1", "DRK_EVOLVE_BUDGET": "2%", "DRK_LOG_LEVEL": "debug"})
+    m = re.search(r"quiet: CUPTI's kernel records enabled (\d+) times", p.stdout)
+    check(m is not None and int(m.group(1)) > 0, "quiet: CUPTI attached (the waits absorb its cost)",
+          p.stdout[-500:] + p.stderr[-1500:])
+    m = re.search(r"quiet: CUPTI attached (-?[\d.]+) ms after the program's last launch before it", p.stdout)
+    check(m is not None and float(m.group(1)) >= 1.5,
+          "quiet: CUPTI attached in a wait, 2 ms at least after the program's last launch", p.stdout[-500:])
+    check(re.search(r"GPU times: CUPTI attaches after [\d.]+ ms, the program having launched nothing for", p.stderr)
+          is not None, "quiet: the log says when CUPTI attached", p.stderr[-2000:])
+
+
 def case_flood(args):
     # Launch-bound: 5,000 launches a round besides axpy's 20, at the default
     # budget. Timing a round would cost ~10 ms of launch calls; a quarter of
@@ -709,12 +724,12 @@ def main():
     ap.add_argument("--nvjitlink", required=True, help="the stand-in's nvJitLink (the fake driver's library)")
     ap.add_argument("--mode", required=True, choices=["evolve", "plant", "cache", "resume", "regress", "switch", "ladder", "keptbad", "carveout", "nondet", "off", "noctx", "unload",
                                                           "turns", "late", "short", "nosync", "untimed", "oom", "flood",
-                                                          "busy", "fork", "idle", "rare", "flaky"])
+                                                          "busy", "quiet", "fork", "idle", "rare", "flaky"])
     args = ap.parse_args()
     {"evolve": case_evolve, "plant": case_plant, "cache": case_cache, "resume": case_resume, "regress": case_regress, "switch": case_switch, "ladder": case_ladder, "keptbad": case_keptbad, "carveout": case_carveout, "nondet": case_nondet, "off": case_off,
      "noctx": case_noctx, "unload": case_unload, "turns": case_turns, "late": case_late, "short": case_short,
      "nosync": case_nosync, "untimed": case_untimed, "oom": case_oom,
-     "flood": case_flood, "busy": case_busy, "fork": case_fork, "idle": case_idle, "rare": case_rare, "flaky": case_flaky}[args.mode](args)
+     "flood": case_flood, "busy": case_busy, "quiet": case_quiet, "fork": case_fork, "idle": case_idle, "rare": case_rare, "flaky": case_flaky}[args.mode](args)
     print(f"{'FAILED' if failures else 'passed'}: {failures} failures")
     sys.exit(1 if failures else 0)
 

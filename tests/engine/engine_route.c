@@ -97,6 +97,14 @@
  *                         cuCtxSynchronize that waits as long as busy's
  *                         pause (a GPU busy with long kernels): the waits
  *                         absorb CUPTI's cost, and drk attaches it.
+ *   engine_route quiet    like waits, but after a random 0-199 ms each
+ *                         round launches `axpyb` every ~0.1 ms for
+ *                         QUIET_BURST_MS, then waits 10 ms in
+ *                         cuCtxSynchronize: CUPTI's attach, which on a GPU
+ *                         holds a launch made meanwhile, must come in a
+ *                         wait, not among the launches (an attach at any
+ *                         moment would come there 1 time in 20). Prints how
+ *                         long after the program's last launch it came.
  *   engine_route unload   the evolve rounds, but after round 2 (drk is
  *                         searching) the program unloads its module and
  *                         loads it again: drk's work on the old module ends
@@ -132,6 +140,13 @@
 #include "tests/fakecuda/fakecuda.h"
 #include "tests/fakecupti/fakecupti.h"
 
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 #define N 4096
 #define BLOCK 256
 #define ROUNDS 16
@@ -139,6 +154,8 @@
 #define LAUNCHES 20
 #define FLOOD 5000 /* flood: launches of nothing a round, at the H200's ~2 us of records each 10 ms */
 #define LOOKS 12  /* busy, waits: rounds, each about one of drk's looks (200 ms) */
+#define QUIET_BURST_MS 190 /* quiet: a round's launches, then a 10 ms wait */
+#define QUIET_LAUNCHES (LOOKS * 1000)
 /* oom: x and y in allocations this large, which drk's snapshots copy whole. */
 #define OOM_ARRAY ((size_t)64 << 20)
 #define FORKS_PAUSED 6 /* fork: children forked through a round's pause, besides the one after its launches */
@@ -312,7 +329,7 @@ int main(int argc, char **argv)
         rounds = 24;
     int untimed = strcmp(mode, "untimed") == 0, oom = strcmp(mode, "oom") == 0;
     int flood = strcmp(mode, "flood") == 0;
-    int busy = strcmp(mode, "busy") == 0, waits = strcmp(mode, "waits") == 0;
+    int busy = strcmp(mode, "busy") == 0, waits = strcmp(mode, "waits") == 0, quiet = strcmp(mode, "quiet") == 0;
     int forks = strcmp(mode, "fork") == 0, children = 0, children_ok = 0, children_hung = 0;
     if (forks)
         fakecuda_set_sync_ns(20000000); /* each wait 20 ms: drk's trials hold their fence as long */
@@ -366,7 +383,7 @@ int main(int argc, char **argv)
         !check(cuMemAlloc(&dy, oom ? OOM_ARRAY : N * sizeof(float)), "alloc y"))
         return 1;
     program_y = dy;
-    if ((turns || flood || busy || waits || idle) && (!check(cuModuleLoadData(&modb, ptxb), "load b") ||
+    if ((turns || flood || busy || waits || quiet || idle) && (!check(cuModuleLoadData(&modb, ptxb), "load b") ||
                   !check(cuModuleGetFunction(&fnb, modb, "axpyb"), "get b") ||
                   !check(cuMemAlloc(&dz, N * sizeof(float)), "alloc z")))
         return 1;
@@ -380,13 +397,29 @@ int main(int argc, char **argv)
     if (!check(cuLaunchKernel(fn, N / BLOCK, 1, 1, BLOCK, 1, 1, 0, NULL, params0, NULL), "first launch") ||
         !check(cuCtxSynchronize(), "first synchronize"))
         return 1;
-    if (busy || waits) {
+    if (busy || waits || quiet) {
         void *paramsf[] = {&dx, &dz, &a0, &none};
-        fakecuda_set_sync_ns(waits ? 150000000ull : 0);
+        static uint64_t launched_at[QUIET_LAUNCHES];
+        unsigned nlaunched = 0;
+        fakecuda_set_sync_ns(waits ? 150000000ull : quiet ? 10000000ull : 0);
+        if (quiet) {
+            /* drk's looks come every 200 ms from its start: a phase of the
+             * rounds the same in every run would decide the test alone. */
+            struct timespec ts = {0, (long)(mono_ns() % 200) * 1000000L};
+            nanosleep(&ts, NULL);
+        }
         for (int r = 0; r < LOOKS; r++) {
-            for (int l = 0; l < FLOOD; l++)
+            for (int l = 0; !quiet && l < FLOOD; l++)
                 if (!check(cuLaunchKernel(fnb, 1, 1, 1, BLOCK, 1, 1, 0, NULL, paramsf, NULL), "flood launch"))
                     return 1;
+            for (uint64_t t0 = mono_ns(), t = t0; quiet && t - t0 < QUIET_BURST_MS * 1000000ull; t = mono_ns()) {
+                if (nlaunched < QUIET_LAUNCHES)
+                    launched_at[nlaunched++] = t;
+                if (!check(cuLaunchKernel(fnb, 1, 1, 1, BLOCK, 1, 1, 0, NULL, paramsf, NULL), "burst launch"))
+                    return 1;
+                struct timespec ts = {0, 100000};
+                nanosleep(&ts, NULL);
+            }
             if (busy) {
                 struct timespec ts = {0, 150000000};
                 nanosleep(&ts, NULL);
@@ -396,6 +429,14 @@ int main(int argc, char **argv)
         }
         fakecuda_set_sync_ns(0);
         printf("%s: CUPTI's kernel records enabled %llu times\n", mode, fakecupti_calls("cuptiActivityEnable"));
+        if (quiet) {
+            uint64_t attached = fakecupti_registered_ns(), before = 0;
+            for (unsigned i = 0; i < nlaunched; i++)
+                if (launched_at[i] <= attached && launched_at[i] > before)
+                    before = launched_at[i];
+            printf("quiet: CUPTI attached %.3f ms after the program's last launch before it\n",
+                   attached && before ? (attached - before) / 1e6 : -1.0);
+        }
         return check(cuModuleUnload(modb), "unload b") && check(cuModuleUnload(mod), "unload") ? 0 : 1;
     }
     if (untimed) {

@@ -107,6 +107,7 @@ static pthread_mutex_t g_deliver = PTHREAD_MUTEX_INITIALIZER;
 
 static CUpti_BuffersCallbackRequestFunc g_request;
 static CUpti_BuffersCallbackCompleteFunc g_complete;
+static uint64_t g_registered_ns; /* fakecupti_registered_ns */
 static unsigned char g_enabled[CUPTI_ACTIVITY_KIND_COUNT];
 static struct CUpti_Subscriber_st g_subscriber;
 static int g_subscribed;
@@ -284,8 +285,21 @@ CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequest
     LOCK();
     g_request = funcBufferRequested;
     g_complete = funcBufferCompleted;
+    if (!g_registered_ns) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        g_registered_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    }
     UNLOCK();
     return CUPTI_SUCCESS;
+}
+
+uint64_t fakecupti_registered_ns(void)
+{
+    LOCK();
+    uint64_t t = g_registered_ns;
+    UNLOCK();
+    return t;
 }
 
 CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind)

@@ -172,6 +172,10 @@ size_t fakecupti_dropped(void);
 size_t fakecupti_pending(void);
 /* 1 while kind is enabled (cuptiActivityEnable, not yet disabled), else 0. */
 int fakecupti_enabled(CUpti_ActivityKind kind);
+/* CLOCK_MONOTONIC (ns; the real clock, whatever fakecupti_set_time set)
+ * when cuptiActivityRegisterCallbacks was first called: when a tool
+ * attached. 0 before. */
+uint64_t fakecupti_registered_ns(void);
 
 /* Function pointer types, for programs that reach the fake only through drk
  * (DRK_CUPTI_LIBRARY) and look the helpers up with dlsym on
