@@ -8,7 +8,13 @@ cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
 
 scripts/setup.sh
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+# A build directory made before keeps its own build type (a developer's
+# RelWithDebInfo for callgrind's line tables); a new one is Release.
+if [ -f build/CMakeCache.txt ]; then
+    cmake -S . -B build >/dev/null
+else
+    cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+fi
 cmake --build build -j "$jobs" >/dev/null
 drk=build/bin/drk
 out=$(mktemp -d "${TMPDIR:-/tmp}/drk-demo.XXXXXX")
