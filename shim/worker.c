@@ -377,10 +377,11 @@ static int weigh_attach(void)
     return 0;
 }
 
-/* CUPTI's attach (its first call) holds a launch call the program makes
- * meanwhile until it ends: on the H200 a naive matmul's launch waited 66.6
- * ms of a ~75 ms attach, begun 8.5 ms into it, while the same attach in
- * the program's pause held nothing (2026-12-05). So drk's thread attaches
+/* CUPTI's attach (its first call) can hold a launch call the program
+ * makes meanwhile until it ends: on the H200 a naive matmul's launch, made
+ * 8.5 ms into a ~75 ms attach, waited 66.6 ms for it (in two other
+ * processes, launches at the same point held nothing: only some moment
+ * inside it holds one; 2026-12-05). So drk's thread attaches
  * when the program has made no launch for QUIET_NS (it waits for its GPU,
  * or works on the host), looked for every millisecond, and after
  * QUIET_MAX_MS without one attaches anyway. 1 to attach, 0 when the
