@@ -164,6 +164,15 @@ static void *find_cupti(const drk_cupti_settings *s)
 /* ---- Start and stop ---- */
 
 static int start_locked(const drk_cupti_settings *s, char *why, size_t whylen);
+static int load_locked(const drk_cupti_settings *s, char *why, size_t whylen);
+
+int drk_cupti_load(const drk_cupti_settings *s, char *why, size_t whylen)
+{
+    pthread_mutex_lock(&start_lock);
+    int r = aside ? (snprintf(why, whylen, "%s", aside), -1) : load_locked(s, why, whylen);
+    pthread_mutex_unlock(&start_lock);
+    return r;
+}
 
 int drk_cupti_start(const drk_cupti_settings *s, char *why, size_t whylen)
 {
@@ -186,8 +195,14 @@ void drk_cupti_step_aside(const char *why)
     pthread_mutex_unlock(&start_lock);
 }
 
-static int start_locked(const drk_cupti_settings *s, char *why, size_t whylen)
+/* The library opened, its entry points found and the buffers made: no
+ * call into CUPTI yet (the first attaches it). Once is enough. */
+static int loaded;
+
+static int load_locked(const drk_cupti_settings *s, char *why, size_t whylen)
 {
+    if (loaded)
+        return 0;
     void *h = find_cupti(s);
     library = h;
     if (!h) {
@@ -222,6 +237,14 @@ static int start_locked(const drk_cupti_settings *s, char *why, size_t whylen)
             buf_free[i] = NBUF - 1 - i;
         nfree = NBUF;
     }
+    loaded = 1;
+    return 0;
+}
+
+static int start_locked(const drk_cupti_settings *s, char *why, size_t whylen)
+{
+    if (load_locked(s, why, whylen) != 0)
+        return -1;
     /* Running (so marks are taken) from before the first record can come. */
     uint64_t now = 0;
     CUptiResult r = api.timestamp(&now);

@@ -26,6 +26,11 @@ typedef struct drk_cupti_settings {
  * `why` (CUPTI not found, or an error of its own), drk going on without
  * times. */
 int drk_cupti_start(const drk_cupti_settings *s, char *why, size_t whylen);
+/* What drk_cupti_start does before its first call into CUPTI (opening the
+ * library, its entry points, the buffers), ahead of it: a start that
+ * follows makes only the calls that attach CUPTI. 0, or -1 with `why` (the
+ * start then fails the same way). */
+int drk_cupti_load(const drk_cupti_settings *s, char *why, size_t whylen);
 
 /* Hands every completed record to gputime (forced: also the buffers CUPTI
  * is still filling, at exit). */

@@ -883,6 +883,17 @@ static int result_put(struct target *t, const drk_variant *v, double speedup, in
 static void from_cache(struct target *t, const drk_variant *v, double speedup);
 static void serve_cached(struct target *t, struct built *b, double load_ms);
 
+/* The search's random stream for a kernel and shape class: from its name,
+ * not its record's address, so that a run proposes what the last run of the
+ * same program did (the address moves with the process's layout). */
+static uint64_t search_seed(const drk_kernel_record *r, uint64_t cls)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const char *c = r->name; c && *c; c++)
+        h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
+    return h ^ cls;
+}
+
 static struct target *make_target(const drk_kernel_record *r, int slot, const drk_time_row *row)
 {
     unsigned n = atomic_load(&ntargets);
@@ -944,7 +955,7 @@ static struct target *make_target(const drk_kernel_record *r, int slot, const dr
     double distance;
     uint64_t from;
     drk_predictor_guess(&predictor, (uint64_t)(uintptr_t)r, t->cls, &f, &start, &distance, &from);
-    drk_evolution_init(&t->evo, &drk_space_ptx, (uint64_t)(uintptr_t)r ^ t->cls, &start);
+    drk_evolution_init(&t->evo, &drk_space_ptx, search_seed(r, t->cls), &start);
     t->state = DRK_TARGET_CAPTURING;
     snprintf(t->why, sizeof t->why, "waiting for a launch");
     if (cfg.open_cache) { /* with the first target: once */
@@ -959,7 +970,7 @@ static struct target *make_target(const drk_kernel_record *r, int slot, const dr
     if (got && partial) {
         /* An earlier run ended this search: it goes on from its best. */
         char text[96];
-        drk_evolution_init(&t->evo, &drk_space_ptx, (uint64_t)(uintptr_t)r ^ t->cls, &cached);
+        drk_evolution_init(&t->evo, &drk_space_ptx, search_seed(r, t->cls), &cached);
         partial_hits++;
         drk_log(DRK_LOG_INFO, "evolve: %.80s: an earlier run's search ended %s %s (%.3fx, not yet proven here): %s",
                 r->name, partial == PARTIAL_SERVING ? "serving" : "at",
@@ -1202,11 +1213,15 @@ static void cubin_hit(double ms, double read_ms)
     cubin_hit_ms_max = ms > cubin_hit_ms_max ? ms : cubin_hit_ms_max;
 }
 
-static void built_ms(struct target *t, const struct built *b, const char *text, int from_cache)
+/* Where a build's cubin came from, for its log line. */
+enum { BUILT_NOW, BUILT_CACHED, BUILT_AHEAD };
+
+static void built_ms(struct target *t, const struct built *b, const char *text, int from)
 {
     double ms = ms_of(b->jit.build_ns);
     drk_log(DRK_LOG_DEBUG, "evolve: %.80s: %s built in %.1f ms (compile %.1f ms%s, %s %.2f ms)", t->rec->name, text,
-            ms, b->jit.jit_ms > 0 ? b->jit.jit_ms : 0.0, from_cache ? ", a cached cubin" : "",
+            ms, b->jit.jit_ms > 0 ? b->jit.jit_ms : 0.0,
+            from == BUILT_CACHED ? ", a cached cubin" : from == BUILT_AHEAD ? ", compiled ahead" : "",
             b->borrowed ? "the same code's module loaded before, no load:" : "load", ms_of(b->jit.load_ns));
     t->build_ms += ms;
     if (ms > t->build_ms_max)
@@ -1229,7 +1244,7 @@ static drk_trial_fn load_cached_own(struct target *t, struct built *b, drk_build
     if (fn.fn) {
         char text[96];
         cubin_hit(ms_of(drk_mono_ns() - c0) + t->pending_read_ms, t->pending_read_ms);
-        built_ms(t, b, drk_variant_text(&drk_space_ptx, &t->served_v, text, sizeof text), 1);
+        built_ms(t, b, drk_variant_text(&drk_space_ptx, &t->served_v, text, sizeof text), BUILT_CACHED);
     }
     return fn;
 }
@@ -1458,7 +1473,7 @@ static drk_trial_fn build(struct target *t, const drk_variant *v, int *same, cha
      * keyed by the PTX, the compile's options, the device and nvJitLink. */
     drk_cache_key ck;
     drk_cache_blob hit = {0};
-    int cached = 0, from_cache = 0;
+    int cached = 0, from_cache = 0, ahead = 0;
     uint64_t c0 = drk_mono_ns();
     if (!edited && cfg.cache) {
         cached = cubin_key(t, &in, &jit, &ck) == 0;
@@ -1471,7 +1486,7 @@ static drk_trial_fn build(struct target *t, const drk_variant *v, int *same, cha
     drk_built compiled = {.jit_ms = 0}; /* compiled.cubin: malloc'd, ours until a build keeps it */
     if (!code) {
         int rc = 0;
-        if (edited || !ahead_take(t, &jit, &compiled, &rc))
+        if (edited || !(ahead = ahead_take(t, &jit, &compiled, &rc)))
             rc = drk_source_ptx.compile(&in, &jit, &compiled);
         if (rc != 0) {
             free(edited);
@@ -1534,7 +1549,7 @@ static drk_trial_fn build(struct target *t, const drk_variant *v, int *same, cha
         b->cubin = copy, b->cubin_len = lender->cubin_len;
     }
     b->id = id;
-    built_ms(t, b, text, from_cache);
+    built_ms(t, b, text, from_cache ? BUILT_CACHED : ahead ? BUILT_AHEAD : BUILT_NOW);
     return fn;
 }
 

@@ -282,17 +282,23 @@ static void nvtx_note(void)
                               "cuProfilerStop and by DRK_ROUND_SECONDS only", path);
 }
 
-/* CUPTI's start, once: 0 started, -1 not (off_why says why). */
-static int start_cupti(void)
+/* Where to look for CUPTI; `exe` holds the program's path. */
+static drk_cupti_settings cupti_settings(char *exe, size_t len)
 {
-    char why[200];
     drk_cupti_settings cs = {.library = cupti_library, .exe = NULL};
-    char exe[4096];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    ssize_t n = readlink("/proc/self/exe", exe, len - 1);
     if (n > 0) {
         exe[n] = '\0';
         cs.exe = exe;
     }
+    return cs;
+}
+
+/* CUPTI's start, once: 0 started, -1 not (off_why says why). */
+static int start_cupti(void)
+{
+    char why[200], exe[4096];
+    drk_cupti_settings cs = cupti_settings(exe, sizeof exe);
     int r = drk_cupti_start(&cs, why, sizeof why);
     if (r != 0) {
         snprintf(off_why, sizeof off_why, "%s", why);
@@ -384,8 +390,8 @@ static int weigh_attach(void)
  * inside it holds one; 2026-12-05). So drk's thread attaches
  * when the program has made no launch for QUIET_NS (it waits for its GPU,
  * or works on the host), looked for every millisecond, and after
- * QUIET_MAX_MS without one attaches anyway. 1 to attach, 0 when the
- * process exits first. */
+ * QUIET_MAX_MS without one attaches anyway (the library is opened before,
+ * drk_cupti_load). 1 to attach, 0 when the process exits first. */
 #define QUIET_NS 2000000u
 #define QUIET_MAX_MS 2000
 
@@ -400,8 +406,8 @@ static int quiet_moment(void)
             last = l, since = now;
         } else if (now - since >= QUIET_NS) {
             drk_log(DRK_LOG_DEBUG, "GPU times: CUPTI attaches after %.1f ms, the program having launched nothing for "
-                                   "%.1f ms",
-                    (now - began) / 1e6, (now - since) / 1e6);
+                                   "%.1f ms (at %.6f s on the monotonic clock)",
+                    (now - began) / 1e6, (now - since) / 1e6, now / 1e9);
             return 1;
         }
         if (now - began >= (uint64_t)QUIET_MAX_MS * 1000000u) {
@@ -432,6 +438,10 @@ static void *run(void *arg)
         if (!kernel_to_evolve())
             return NULL;
         drk_log(DRK_LOG_DEBUG, "GPU times: CUPTI starts: the program launched a kernel evolution could take up");
+        /* Opened ahead, so that the quiet moment holds only the attach. */
+        char exe[4096];
+        drk_cupti_settings cs = cupti_settings(exe, sizeof exe);
+        (void)drk_cupti_load(&cs, why, sizeof why); /* a failure is the start's to tell */
         if (!quiet_moment()) {
             atomic_store(&waits_wanted, 0);
             return NULL;

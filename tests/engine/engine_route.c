@@ -104,7 +104,8 @@
  *                         holds a launch made meanwhile, must come in a
  *                         wait, not among the launches (an attach at any
  *                         moment would come there 1 time in 20). Prints how
- *                         long after the program's last launch it came.
+ *                         long after the program's last launch it came,
+ *                         and the launches of the 50 ms before it.
  *   engine_route unload   the evolve rounds, but after round 2 (drk is
  *                         searching) the program unloads its module and
  *                         loads it again: drk's work on the old module ends
@@ -436,6 +437,15 @@ int main(int argc, char **argv)
                     before = launched_at[i];
             printf("quiet: CUPTI attached %.3f ms after the program's last launch before it\n",
                    attached && before ? (attached - before) / 1e6 : -1.0);
+            /* drk decides a moment before it attaches, and the program may
+             * launch in between (a thread of drk's preempted): the launches
+             * of the 50 ms before the attach, for the test to set against
+             * that decision's time. */
+            printf("quiet: attached at %.6f s, launches at", attached / 1e9);
+            for (unsigned i = 0; i < nlaunched; i++)
+                if (launched_at[i] <= attached && attached - launched_at[i] <= 50000000u)
+                    printf(" %.6f", launched_at[i] / 1e9);
+            printf("\n");
         }
         return check(cuModuleUnload(modb), "unload b") && check(cuModuleUnload(mod), "unload") ? 0 : 1;
     }
