@@ -21,6 +21,7 @@
 
 #include "base/cache_dir.h"
 #include "base/cache_entry.h"
+#include "base/fnv.h"
 #include "base/log.h"
 
 /* Entries this handle has marked used: a lossy set (a collision only costs
@@ -158,9 +159,7 @@ static uint64_t touch_tag(const drk_cache_key *key, const char *kind)
 {
     uint64_t t;
     memcpy(&t, key->digest, sizeof t);
-    for (const char *k = kind; *k; k++)
-        t = (t ^ (unsigned char)*k) * 0x100000001b3ull;
-    return t | 1; /* 0 is an empty slot */
+    return drk_fnv(t, kind, strlen(kind)) | 1; /* 0 is an empty slot */
 }
 
 int drk_cache_get(drk_cache *c, const drk_cache_key *key, const char *kind, drk_cache_blob *out)

@@ -12,6 +12,7 @@
 
 #include "base/cache.h"
 #include "base/clock.h"
+#include "base/fnv.h"
 #include "base/log.h"
 #include "base/thread.h"
 #include "evolve/capture.h"
@@ -888,10 +889,7 @@ static void serve_cached(struct target *t, struct built *b, double load_ms);
  * same program did (the address moves with the process's layout). */
 static uint64_t search_seed(const drk_kernel_record *r, uint64_t cls)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (const char *c = r->name; c && *c; c++)
-        h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
-    return h ^ cls;
+    return drk_fnv(DRK_FNV_OFFSET, r->name, r->name ? strlen(r->name) : 0) ^ cls;
 }
 
 static struct target *make_target(const drk_kernel_record *r, int slot, const drk_time_row *row)

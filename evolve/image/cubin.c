@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fnv.h"
 #include "evolve/image/bytes.h"
 #include "evolve/image/libs.h"
 
@@ -581,17 +582,9 @@ int drk_cubin_read(const void *data, size_t size, drk_cubin *out, char *err, siz
     return rc;
 }
 
-/* FNV-1a, 64 bits: a fingerprint to tell builds apart, not a checksum (a
- * collision only makes the search skip one candidate). */
-static uint64_t fnv(uint64_t h, const void *data, size_t n)
-{
-    const uint8_t *p = data;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
-}
-
-static uint64_t fnv_u32(uint64_t h, uint32_t v) { return fnv(h, &v, sizeof v); }
+/* FNV-1a tells builds apart; a collision only makes the search skip one
+ * candidate. */
+static uint64_t fnv_u32(uint64_t h, uint32_t v) { return drk_fnv(h, &v, sizeof v); }
 
 /* The digest of what the kernel's behaviour rests on: its code, the code of
  * every device function in the module (what it may call), and its
@@ -607,7 +600,7 @@ static int digest_kernel(reader *R, const char *kernel, uint64_t *digest)
         return drk_fail(R->err, R->errlen, "cubin: no kernel %.80s", kernel);
     drk_kernel_info k = {0};
     int rc = read_kernel(R, t, &k);
-    uint64_t h = 0xcbf29ce484222325ull;
+    uint64_t h = DRK_FNV_OFFSET;
     const uint32_t facts[] = {k.regs, k.shared_bytes, k.local_bytes, k.const_bytes, k.max_threads,
                               k.reqntid[0], k.reqntid[1], k.reqntid[2], k.params_size};
     for (size_t i = 0; i < sizeof facts / sizeof *facts; i++)
@@ -620,9 +613,9 @@ static int digest_kernel(reader *R, const char *kernel, uint64_t *digest)
         const uint8_t *p;
         size_t n;
         if ((rc = section_bytes(R, i, &p, &n)) == 0) {
-            h = fnv(h, s->name, strlen(s->name) + 1);
+            h = drk_fnv(h, s->name, strlen(s->name) + 1);
             h = fnv_u32(h, (uint32_t)n);
-            h = fnv(h, p, n);
+            h = drk_fnv(h, p, n);
         }
     }
     *digest = h;
