@@ -8,6 +8,8 @@
 # Knobs (environment): BENCH_ALLOC_ROUNDS (5), BENCH_ALLOC_PAIRS (20000, the
 # anchor), BENCH_ALLOC_THREAD_PAIRS (20000 per thread, async),
 # BENCH_ALLOC_THREAD_PAIRS_SYNC (2500 per thread, cuMemAlloc),
+# BENCH_ALLOC_THREAD_STEADY (20000: untimed pairs per thread before the
+# threads cases time their pairs again, as threads-steady/...),
 # BENCH_ALLOC_TORCH_ROUNDS (3), BENCH_ALLOC_TORCH_STEPS (30),
 # BENCH_ALLOC_BUDGET_S (300: rounds stop being added past it),
 # BENCH_ALLOC_MAX (260000000: the anchor's largest size) and
@@ -39,6 +41,7 @@ rounds=${BENCH_ALLOC_ROUNDS:-5}
 pairs=${BENCH_ALLOC_PAIRS:-20000}
 tpairs=${BENCH_ALLOC_THREAD_PAIRS:-20000}
 tpairs_sync=${BENCH_ALLOC_THREAD_PAIRS_SYNC:-2500}
+tsteady=${BENCH_ALLOC_THREAD_STEADY:-20000}
 torch_rounds=${BENCH_ALLOC_TORCH_ROUNDS:-3}
 torch_steps=${BENCH_ALLOC_TORCH_STEPS:-30}
 budget=${BENCH_ALLOC_BUDGET_S:-300}
@@ -169,6 +172,9 @@ echo
 # run_case CASE METRIC BETTER UNIT ROUNDS TIMEOUT DEADLINE MODES ENV -- CMD...
 # MODES: space-separated, of native, drk (default options), drk_grow (the
 # page grower on, DRK_ALLOC_GROW=1) and drk_noalloc (DRK_ALLOC=0). ENV: VAR=VALUE words set for every mode (may be empty).
+# With also=CASE2=METRIC2 set, each run is recorded a second time, as CASE2
+# by METRIC2 (a second number the same runs print). drk's runs write their
+# report, whose pool counts the summary shows.
 # The order of the modes reverses every round, so slow drift (clocks,
 # temperature) weighs on all alike. Once it has two rounds, adds none that
 # would end past DEADLINE (seconds since start), judged by the last round's
@@ -198,12 +204,19 @@ run_case() {
         drk_grow) menv=("LD_PRELOAD=$preload_drk" DRK_ALLOC_GROW=1) ;;
         drk_noalloc) menv=("LD_PRELOAD=$preload_drk" DRK_ALLOC=0) ;;
       esac
+      [[ $mode == native ]] || menv+=("DRK_REPORT=$logs/$slug.$mode.$r.report.json")
       t0=$EPOCHREALTIME
       env "${cenv[@]}" "${menv[@]}" timeout -k 10 "$to" "$@" >"$logs/$slug.$mode.$r.out" 2>"$logs/$slug.$mode.$r.err"
       rc=$?
+      t1=$EPOCHREALTIME
       python3 "$stats" record "$raw" --case "$case" --mode "$mode" --round $r --metric "$metric" \
-        --better "$better" --unit "$unit" --rc $rc --t0 "$t0" --t1 "$EPOCHREALTIME" \
-        --stdout "$logs/$slug.$mode.$r.out" --stderr "$logs/$slug.$mode.$r.err" || ((failed++))
+        --better "$better" --unit "$unit" --rc $rc --t0 "$t0" --t1 "$t1" \
+        --stdout "$logs/$slug.$mode.$r.out" --stderr "$logs/$slug.$mode.$r.err" \
+        --report "$logs/$slug.$mode.$r.report.json" || ((failed++))
+      [[ -n ${also:-} ]] && python3 "$stats" record "$raw" --case "${also%%=*}" --mode "$mode" --round $r \
+        --metric "${also#*=}" --better "$better" --unit "$unit" --rc $rc --t0 "$t0" --t1 "$t1" \
+        --stdout "$logs/$slug.$mode.$r.out" --stderr "$logs/$slug.$mode.$r.err" \
+        --report "$logs/$slug.$mode.$r.report.json"
     done
     last=$((SECONDS - round_start))
     # Every run of the first round failed: the rest would too; save the time.
@@ -213,6 +226,7 @@ run_case() {
     fi
   done
   python3 "$stats" case "$raw" "$case" || status=1
+  [[ -n ${also:-} ]] && { python3 "$stats" case "$raw" "${also%%=*}" || status=1; }
   echo
 }
 
@@ -237,13 +251,20 @@ for api in alloc async; do
     "$bench" anchor --api $api --pairs "$pairs" --max "$amax"
 done
 # Threads: 1 and 8, each on its own stream; scaling is computed in the summary.
+# The same runs time their pairs again after $tsteady more each
+# (threads-steady/...): threads released together first meet there, and
+# under drk each that keeps meeting another gets a shard of its own, whose
+# pages are made then (2026-12-05, on the stand-in with an H200's VMM costs:
+# 8 threads' cuMemAlloc 0.37-0.73M pairs/s in the first timed pairs, 4.9M
+# in the second).
 for api in async alloc; do
   n=$tpairs
   [[ $api == alloc ]] && n=$tpairs_sync
   for t in 1 8; do
     c_slice
-    run_case "threads/$api/$t" pairs_per_s_aggregate higher pairs/s "$rounds" 60 "$slice_end" "native drk drk_grow" "" -- \
-      "$bench" threads --api $api --threads $t --pairs "$n" --max "$tmax"
+    also="threads-steady/$api/$t=steady_pairs_per_s_aggregate" \
+      run_case "threads/$api/$t" pairs_per_s_aggregate higher pairs/s "$rounds" 60 "$slice_end" "native drk drk_grow" "" -- \
+      "$bench" threads --api $api --threads $t --pairs "$n" --steady "$tsteady" --max "$tmax"
   done
 done
 # Pinned host memory: pairs per size as alloc_bench's defaults (~0.5 s
@@ -272,7 +293,7 @@ summary_out=-
 python3 "$stats" summary "$raw" "$summary_out" --warnings "$warnings" "gpu=$gpu" "host=$(hostname)" \
   "build=$build" "rounds=$rounds" "anchor_pairs=$pairs" "anchor_max=$amax" "thread_max=$tmax" \
   "thread_pairs_async=$tpairs" \
-  "thread_pairs_alloc=$tpairs_sync" "torch_rounds=$torch_rounds" "torch_steps=$torch_steps" \
+  "thread_pairs_alloc=$tpairs_sync" "thread_steady=$tsteady" "torch_rounds=$torch_rounds" "torch_steps=$torch_steps" \
   "budget_s=$budget" "elapsed_s=$SECONDS" || status=1
 # One archive of the logs: fewer files to carry back from a GPU machine.
 if [[ -n ${OUT:-} ]] && tar -czf "$OUT/alloc_logs.tar.gz" -C "$OUT" alloc_logs 2>/dev/null; then

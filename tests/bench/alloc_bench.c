@@ -406,7 +406,7 @@ static long check_host(void *const *ptr, const size_t *size, int n, long *checke
 struct opts {
     enum which which;
     enum api api;
-    long pairs, warm, warmup, batch;
+    long pairs, warm, warmup, steady, batch;
     int live, threads;
     uint64_t seed;
     size_t min, max, size;
@@ -419,13 +419,14 @@ static void usage(FILE *f) {
             "usage: alloc_bench anchor  --api alloc|async [--pairs 20000] [--live 64] [--seed S] [--min 256] [--max 260000000]\n"
             "                           [--warm 1000] [--batch 100]\n"
             "       alloc_bench threads --api async|alloc --threads N [--pairs 20000 (per thread)] [--warmup 1000]\n"
-            "                           [--live 64] [--seed S] [--min 256] [--max 16000000] [--batch 100]\n"
+            "                           [--steady 0] [--live 64] [--seed S] [--min 256] [--max 16000000] [--batch 100]\n"
             "       alloc_bench host    --size BYTES | --min B --max B  [--pairs N] [--flags F] [--seed S] [--batch B]\n"
             "  anchor   one thread: fill --live slots, then each pair frees a random slot and allocates a\n"
             "           log-uniform size into it (alloc: cuMemAlloc/cuMemFree; async: cuMemAllocAsync/\n"
             "           cuMemFreeAsync on one created non-blocking stream); --warm first pairs reported apart\n"
             "  threads  N threads, each with its own stream and --live slots, the same pattern after --warmup\n"
-            "           untimed pairs, released together\n"
+            "           untimed pairs, released together; with --steady S, S more untimed pairs each after\n"
+            "           that, then --pairs timed again, released together (steady_*: the allocators grown)\n"
             "  host     cuMemHostAlloc/cuMemFreeHost pairs of one size (or log-uniform sizes), 8 live\n"
             "           (pairs default: 400 below 16 MiB, else 10)\n");
 }
@@ -494,6 +495,8 @@ static void parse(int argc, char **argv, struct opts *o) {
             o->have_warm = 1;
         } else if (!strcmp(a, "--warmup"))
             o->warmup = parse_long(a, v, 0, 100000000);
+        else if (!strcmp(a, "--steady"))
+            o->steady = parse_long(a, v, 0, 100000000);
         else if (!strcmp(a, "--batch")) {
             o->batch = parse_long(a, v, 1, 1 << 20);
             o->have_batch = 1;
@@ -673,6 +676,7 @@ struct worker {
     struct plan plan;
     struct slots sl;
     double t0, t1;      // release and end of the timed loop
+    double t2, t3;      // the same for the second timed loop (--steady)
     double *per_pair;   // per batch
     long nb;
 };
@@ -686,8 +690,9 @@ static void *worker_main(void *arg) {
     CK(cuStreamCreate(&w->sl.stream, CU_STREAM_NON_BLOCKING));
     for (int k = 0; k < o->live; k++)
         dev_alloc(&w->sl, k, w->plan.fill[k]);
-    // Untimed warm-up pairs: the timed ones then see each allocator in its
-    // steady state (the anchor case reports the cold start).
+    // Untimed warm-up pairs, so that the timed ones do not see each
+    // allocator's cold start (the anchor case reports that); but threads
+    // meet only once released together (see --steady below).
     timed_pairs(&w->sl, &w->plan, 0, 0, o->warmup, 0, o->batch, NULL, NULL, NULL);
     if (o->api == API_ASYNC)
         CK(cuStreamSynchronize(w->sl.stream));
@@ -696,6 +701,22 @@ static void *worker_main(void *arg) {
     w->t0 = now_s();
     w->nb = timed_pairs(&w->sl, &w->plan, 0, o->warmup, o->warmup + o->pairs, 0, o->batch, w->per_pair, NULL, NULL);
     w->t1 = now_s();
+    if (o->api == API_ASYNC)
+        CK(cuStreamSynchronize(w->sl.stream));
+    if (!o->steady)
+        return NULL;
+    // Threads that met each other in the first loop may have changed how
+    // an allocator serves them (drk: a shard of their own, grown from
+    // empty); after the steady pairs, the second loop sees it grown.
+    long from = o->warmup + o->pairs + o->steady;
+    timed_pairs(&w->sl, &w->plan, 0, o->warmup + o->pairs, from, 0, o->batch, NULL, NULL, NULL);
+    if (o->api == API_ASYNC)
+        CK(cuStreamSynchronize(w->sl.stream));
+    barrier_wait(&w->sh->ready);
+    barrier_wait(&w->sh->start);
+    w->t2 = now_s();
+    timed_pairs(&w->sl, &w->plan, 0, from, from + o->pairs, 0, o->batch, NULL, NULL, NULL);
+    w->t3 = now_s();
     if (o->api == API_ASYNC)
         CK(cuStreamSynchronize(w->sl.stream));
     return NULL;
@@ -710,13 +731,13 @@ static int run_threads(const struct opts *o, const struct env *e) {
     long maxb = o->pairs / o->batch + 2;
     uint64_t digest = 0xcbf29ce484222325ull;
     const char *bound = bound_to(o->api == API_ALLOC ? (void *)&cuMemAlloc : (void *)&cuMemAllocAsync);
-    fprintf(stderr, "alloc_bench: threads, %s, api %s, %d thread(s) x %ld pairs (+%ld warm-up), %d live each, sizes %zu..%zu; bound to %s\n",
-            e->name, api_name(o->api), n, o->pairs, o->warmup, o->live, o->min, o->max, bound);
+    fprintf(stderr, "alloc_bench: threads, %s, api %s, %d thread(s) x %ld pairs (+%ld warm-up; steady: +%ld, %ld more), %d live each, sizes %zu..%zu; bound to %s\n",
+            e->name, api_name(o->api), n, o->pairs, o->warmup, o->steady, o->steady ? o->pairs : 0, o->live, o->min, o->max, bound);
     for (int t = 0; t < n; t++) {
         w[t].sh = &sh;
         // Each thread its own sequence, fixed by the seed and its index.
         uint64_t s = o->seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(t + 1));
-        make_plan(&w[t].plan, s, o->live, o->warmup + o->pairs, o->min, o->max, 0);
+        make_plan(&w[t].plan, s, o->live, o->warmup + o->pairs + (o->steady ? o->steady + o->pairs : 0), o->min, o->max, 0);
         digest = fnv(digest, w[t].plan.digest);
         w[t].sl = (struct slots){.api = o->api, .live = o->live};
         w[t].sl.ptr = xcalloc((size_t)o->live, sizeof *w[t].sl.ptr);
@@ -728,10 +749,14 @@ static int run_threads(const struct opts *o, const struct env *e) {
     // Every thread has filled and warmed up before any starts its clock.
     barrier_wait(&sh.ready);
     barrier_wait(&sh.start);
+    if (o->steady) {
+        barrier_wait(&sh.ready);
+        barrier_wait(&sh.start);
+    }
     for (int t = 0; t < n; t++)
         CKP(pthread_join(w[t].tid, NULL));
 
-    double t0 = w[0].t0, t1 = w[0].t1, per_thread_sum = 0;
+    double t0 = w[0].t0, t1 = w[0].t1, t2 = w[0].t2, t3 = w[0].t3, per_thread_sum = 0;
     long failures = 0, nball = 0;
     CUresult first_error = CUDA_SUCCESS;
     double *all = xcalloc((size_t)(maxb * n), sizeof *all);
@@ -740,6 +765,10 @@ static int run_threads(const struct opts *o, const struct env *e) {
             t0 = w[t].t0;
         if (w[t].t1 > t1)
             t1 = w[t].t1;
+        if (w[t].t2 < t2)
+            t2 = w[t].t2;
+        if (w[t].t3 > t3)
+            t3 = w[t].t3;
         per_thread_sum += (w[t].t1 - w[t].t0) / (double)o->pairs;
         if (w[t].sl.failures && !failures)
             first_error = w[t].sl.first_error;
@@ -781,6 +810,14 @@ static int run_threads(const struct opts *o, const struct env *e) {
     for (int t = 0; t < n; t++)
         printf("%s%.4f", t ? "," : "", (w[t].t1 - w[t].t0) / (double)o->pairs * 1e6);
     printf("],");
+    if (o->steady) {
+        printf("\"steady_warmup_per_thread\":%ld,\"steady_wall_s\":%.6f,\"steady_pairs_per_s_aggregate\":%.1f,"
+               "\"steady_us_per_pair_thread\":[",
+               o->steady, t3 - t2, (double)n * (double)o->pairs / (t3 - t2));
+        for (int t = 0; t < n; t++)
+            printf("%s%.4f", t ? "," : "", (w[t].t3 - w[t].t2) / (double)o->pairs * 1e6);
+        printf("],");
+    }
     print_tail(e, bound, failures, first_error, checked, bad);
     for (int t = 0; t < n; t++) {
         free_plan(&w[t].plan);

@@ -4,7 +4,7 @@ record, and records into per-case lines, the targets and alloc_bench.json.
 
   alloc_stats.py record RAW --case C --mode native|drk|drk_grow|drk_noalloc --round R
                  --metric KEY --better higher|lower --unit U --stdout F --stderr F
-                 --rc RC --t0 START --t1 END
+                 --rc RC --t0 START --t1 END [--report DRK_REPORT_JSON]
   alloc_stats.py case RAW CASE          one line for CASE
   alloc_stats.py summary RAW OUT_JSON|- [--warnings FILE] [KEY=VALUE ...]
   alloc_stats.py check-pool DIR device|host EXPECTED
@@ -41,6 +41,7 @@ def cmd_record(argv):
     p.add_argument("--rc", type=int, required=True)
     p.add_argument("--t0", type=float, required=True)
     p.add_argument("--t1", type=float, required=True)
+    p.add_argument("--report", default=None)
     a = p.parse_args(argv)
     result = last_json(a.stdout)
     value = result.get(a.metric) if result else None
@@ -51,6 +52,9 @@ def cmd_record(argv):
         "unit": a.unit, "ok": ok, "value": value if ok else None, "rc": a.rc,
         "seconds": round(a.t1 - a.t0, 3), "result": result,
     }
+    pool = pool_counts(a.report)
+    if pool:
+        rec["drk_pool"] = pool
     if not ok:
         if a.rc in (124, 137):
             why = "timed out"
@@ -75,6 +79,40 @@ def cmd_record(argv):
             extra = f"  (bound to {result['bound_to']}, not drk!)"
         print(f"  round {a.round + 1} {a.mode:<11} {fmt(value, a.unit)}{extra}", flush=True)
     return 0 if ok else 1
+
+
+# What drk's device pool did in a run (its report): the counts that say where
+# threads' time may go (events its frees' seals recorded, pages made, shards).
+POOL_COUNTS = ("allocs", "events_recorded", "pages_created", "pages_created_in_calls", "handles_created",
+               "pages_moved", "thread_shards", "peak_live_bytes", "peak_reserved_bytes")
+
+
+def pool_counts(path):
+    if not path:
+        return None
+    try:
+        with open(path) as f:
+            pool = json.load(f).get("device_pool")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(pool, dict):
+        return None
+    return {k: pool[k] for k in POOL_COUNTS if isinstance(pool.get(k), (int, float))}
+
+
+def pool_line(a):
+    """drk's pool in a case's drk runs (the median over them), or None."""
+    runs = [r["drk_pool"] for r in a.get("_runs", []) if r["mode"] == "drk" and r.get("drk_pool", {}).get("allocs")]
+    if not runs:
+        return None
+    def m(k):
+        return med([p[k] for p in runs if k in p])
+    ev = med([p["events_recorded"] / p["allocs"] for p in runs if "events_recorded" in p])
+    parts = [f"{ev * 100:.1f} events per 100 allocations" if ev is not None else None,
+             f"{m('pages_created'):.0f} pages made ({m('pages_created_in_calls'):.0f} in allocation calls, "
+             f"{m('handles_created'):.0f} handles)" if m("pages_created") is not None else None,
+             f"{m('thread_shards'):.0f} thread shards" if m("thread_shards") is not None else None]
+    return f"{a['case']:<20} drk's pool: " + ", ".join(p for p in parts if p) + f" (median of {len(runs)} runs)"
 
 
 def fmt(v, unit):
@@ -134,6 +172,7 @@ def analyse(recs, case):
         g = ratios("drk_grow")
         out["grow_speedup"] = med(g)
         out["grow_speedups"] = g
+    out["_runs"] = rs
     errors = sorted({r.get("error", "") for r in rs if not r["ok"]})
     if errors:
         out["errors"] = errors
@@ -213,14 +252,15 @@ def targets(by):
         if na_alloc:
             out.append((f"anchor drk ({api}) vs native cuMemAlloc", f"{na_alloc / d:.1f}x ({na_alloc:.3f} us)",
                         "(reference)", "-"))
-    for api in ("async", "alloc"):
-        for mode in ("native", "drk", "drk_grow"):
-            one, eight = m(f"threads/{api}/1", mode), m(f"threads/{api}/8", mode)
-            if one and eight:
-                s = eight / one / 8
-                tgt = "(reference)" if mode == "native" else f">= {SCALING_MIN} (near-linear)"
-                out.append((f"threads/{api} {mode} 8-thread scaling", f"{s:.3f} ({eight / one:.2f}x of 8)",
-                            tgt, "-" if mode == "native" else verdict(s >= SCALING_MIN)))
+    for kind in ("threads", "threads-steady"):
+        for api in ("async", "alloc"):
+            for mode in ("native", "drk", "drk_grow"):
+                one, eight = m(f"{kind}/{api}/1", mode), m(f"{kind}/{api}/8", mode)
+                if one and eight:
+                    s = eight / one / 8
+                    tgt = "(reference)" if mode == "native" else f">= {SCALING_MIN} (near-linear)"
+                    out.append((f"{kind}/{api} {mode} 8-thread scaling", f"{s:.3f} ({eight / one:.2f}x of 8)",
+                                tgt, "-" if mode == "native" else verdict(s >= SCALING_MIN)))
     for case in sorted(c for c in by if c.startswith("host/")):
         d = m(case, "drk")
         if d is not None:
@@ -263,6 +303,17 @@ def cmd_summary(argv):
         na += "" if a.get("noalloc_speedup") is None else f"noalloc {a['noalloc_speedup']:.3f}x native"
         print(f"{a['case']:<16} {fmt(md.get('native'), a['unit']):>30} {fmt(md.get('drk'), a['unit']):>30} "
               f"{a['speedup']:>7.2f}x {rng:>15}  {na}")
+    # threads-steady/... are the threads cases' runs again: one line for both;
+    # the host cases' device allocations are their check's only.
+    pools = [line for line in (pool_line(a) for a in cases if not a["case"].startswith(("threads-steady/", "host/")))
+             if line]
+    if pools:
+        print()
+        print("drk's device pool in the drk runs (from their reports)")
+        for line in pools:
+            print(f"  {line}")
+    for a in cases:
+        a.pop("_runs", None)
     tg = targets(by)
     if tg:
         print()
