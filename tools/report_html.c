@@ -643,7 +643,7 @@ static void evolve_table(FILE *f, const rep_evolve *e, size_t top)
         esc(f, r->serving);
         fprintf(f, "</td><td>%" PRIu64 " / %" PRIu64 " / %" PRIu64 "</td><td>", r->tried, r->proven, r->rejected);
         if (r->builds)
-            fprintf(f, "%" PRIu64 " (%s, max %s)", r->builds, human_ms(r->build_ms, total, sizeof total),
+            fprintf(f, "%" PRIu64 " (%s in all, max %s)", r->builds, human_ms(r->build_ms, total, sizeof total),
                     human_ms(r->build_ms_max, max, sizeof max));
         else
             fprintf(f, "0");

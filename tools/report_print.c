@@ -587,7 +587,7 @@ static void print_evolve_rows(FILE *f, const rep_evolve *e, size_t top, size_t n
         speedup_text(strcmp(r->serving, "default") != 0, r->speedup, r->run_speedup > 0, speedup, sizeof speedup);
         snprintf(tried, sizeof tried, "%" PRIu64 " / %" PRIu64 " / %" PRIu64, r->tried, r->proven, r->rejected);
         if (r->builds)
-            snprintf(builds, sizeof builds, "%" PRIu64 " (%s, max %s)", r->builds,
+            snprintf(builds, sizeof builds, "%" PRIu64 " (%s in all, max %s)", r->builds,
                      human_ms(r->build_ms, total, sizeof total), human_ms(r->build_ms_max, max, sizeof max));
         else
             snprintf(builds, sizeof builds, "0");

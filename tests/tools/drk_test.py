@@ -1515,19 +1515,19 @@ def case_report_evolve():
              "budget 2%; 12.5% of kernels "
              "re-searched per round (5 rounds)\n"
              "  kernel                                                            grid   block    shared  state    "
-             "serving  speedup  tried / proven / rejected                  builds  why\n"
+             "serving  speedup  tried / proven / rejected                         builds  why\n"
              "  empty                                                             4x1x1  64x1x1        0  settled  "
-             "regs=32    2.00x                  6 / 4 / 2  6 (1.20 s, max 400 ms)  settled after 3 rounds\n"
+             "regs=32    2.00x                  6 / 4 / 2  6 (1.20 s in all, max 400 ms)  settled after 3 rounds\n"
              f"  {long_cut}  8x1x1  128x1x1    4096  failed   default        -                  2 / 0 / 1  "
-             f"2 (311 ms, max 180 ms)  {EVOLVE_FAILED}\n"
+             f"2 (311 ms in all, max 180 ms)  {EVOLVE_FAILED}\n"
              "  hidden                                                            2x1x1  128x1x1     256  refused  "
-             f"default        -                  0 / 0 / 0                       0  {EVOLVE_REFUSED}\n")
+             f"default        -                  0 / 0 / 0                              0  {EVOLVE_REFUSED}\n")
     check(o.endswith(ALLOC_END + block), "the evolve block, exactly, after the allocations and last", p)
     check([cells(l) for l in evolve_lines(o)[1:]] == [
         list(EVOLVE_HEAD),
-        ["empty", "4x1x1", "64x1x1", "0", "settled", "regs=32", "2.00x", "6 / 4 / 2", "6 (1.20 s, max 400 ms)",
+        ["empty", "4x1x1", "64x1x1", "0", "settled", "regs=32", "2.00x", "6 / 4 / 2", "6 (1.20 s in all, max 400 ms)",
          "settled after 3 rounds"],
-        [long_cut, "8x1x1", "128x1x1", "4096", "failed", "default", "-", "2 / 0 / 1", "2 (311 ms, max 180 ms)",
+        [long_cut, "8x1x1", "128x1x1", "4096", "failed", "default", "-", "2 / 0 / 1", "2 (311 ms in all, max 180 ms)",
          EVOLVE_FAILED],
         ["hidden", "2x1x1", "128x1x1", "256", "refused", "default", "-", "0 / 0 / 0", "0", EVOLVE_REFUSED]],
           "the rows' cells, in their columns", p)
@@ -1583,7 +1583,7 @@ def case_report_evolve():
     p = drk("report", evolve_fixture(42))
     check(p.returncode == 0 and [cells(l) for l in evolve_lines(p.stdout)[2:]] == [
         ["empty", "1x1x1", "32x1x1", "0", "searching", "regs=64 cache=1", "1.25x (replays)", "3 / 2 / 1",
-         "3 (450 ms, max 200 ms)", "regs=16 rejected: the outputs differ at byte 4096"],
+         "3 (450 ms in all, max 200 ms)", "regs=16 rejected: the outputs differ at byte 4096"],
         ["hidden", "2x1x1", "128x1x1", "256", "capturing", "default", "-", "0 / 0 / 0", "0", "-"]],
           "pid 42: served while searching first, no why as -", p)
 
@@ -1672,12 +1672,12 @@ def case_report_evolve():
           and [cells(l) for l in lines[1:]] == [
               ["pid"] + list(EVOLVE_HEAD),
               ["41", "empty", "4x1x1", "64x1x1", "0", "settled", "regs=32", "2.00x", "6 / 4 / 2",
-               "6 (1.20 s, max 400 ms)", "settled after 3 rounds"],
+               "6 (1.20 s in all, max 400 ms)", "settled after 3 rounds"],
               ["42", "empty", "1x1x1", "32x1x1", "0", "searching", "regs=64 cache=1", "1.25x (replays)", "3 / 2 / 1",
-               "3 (450 ms, max 200 ms)", "regs=16 rejected: the outputs differ at byte 4096"],
+               "3 (450 ms in all, max 200 ms)", "regs=16 rejected: the outputs differ at byte 4096"],
               ["42", "hidden", "2x1x1", "128x1x1", "256", "capturing", "default", "-", "0 / 0 / 0", "0", "-"],
               ["41", long_cut, "8x1x1", "128x1x1", "4096", "failed", "default", "-", "2 / 0 / 1",
-               "2 (311 ms, max 180 ms)", EVOLVE_FAILED],
+               "2 (311 ms in all, max 180 ms)", EVOLVE_FAILED],
               ["41", "hidden", "2x1x1", "128x1x1", "256", "refused", "default", "-", "0 / 0 / 0", "0",
                EVOLVE_REFUSED]], f"combined: {lines}", p)
 
