@@ -438,11 +438,12 @@ static void *run(void *arg)
         if (!kernel_to_evolve())
             return NULL;
         drk_log(DRK_LOG_DEBUG, "GPU times: CUPTI starts: the program launched a kernel evolution could take up");
-        /* Opened ahead, so that the quiet moment holds only the attach. */
+        /* Opened ahead, so that the quiet moment holds only the attach. A
+         * CUPTI that cannot be opened attaches nothing: no moment to wait
+         * for (the start says why, failing the same way). */
         char exe[4096];
         drk_cupti_settings cs = cupti_settings(exe, sizeof exe);
-        (void)drk_cupti_load(&cs, why, sizeof why); /* a failure is the start's to tell */
-        if (!quiet_moment()) {
+        if (drk_cupti_load(&cs, why, sizeof why) == 0 && !quiet_moment()) {
             atomic_store(&waits_wanted, 0);
             return NULL;
         }
