@@ -46,9 +46,10 @@
 /* Latency is timed on one operation in this many: a prime, so that the
  * sample does not fall in step with the pool's periodic work. */
 #define SAMPLE_EVERY 13
-/* A shard's seal of cuMemFree's epoch that is not urgent waits, after
- * another shard's seal, this long per event a seal records (a stream's):
- * with 10 streams, 50 us between seals that 8 threads share. */
+/* A shard's seal of cuMemFree's epoch that is not urgent waits, after the
+ * newest seal (another shard's; its own too where a seal records more than
+ * the legacy stream's event), this long per event a seal records (a
+ * stream's): with 10 streams, 50 us between seals. */
 #define EPOCH_GAP_NS 5000u
 
 typedef struct shard {

@@ -112,14 +112,16 @@ static void advance(drk_epochs *e, int wait, uint64_t upto)
     }
 }
 
-/* Whether a seal that is not urgent is held back: the newest seal, another
- * pool's, began after none of these frees and less than the gap ago. */
+/* Whether a seal that is not urgent is held back: the newest seal began
+ * after none of these frees and less than the gap ago, and it was another
+ * pool's or seals record more than one event. */
 static int held_back(drk_epochs *e, const void *who, uint64_t last_free)
 {
     uint64_t ord = atomic_load_explicit(&e->newest_ord, memory_order_acquire);
-    return ord && ord <= last_free && who != atomic_load_explicit(&e->last_who, memory_order_relaxed) &&
-           drk_mono_ns() - atomic_load_explicit(&e->newest_start, memory_order_relaxed) <
-               atomic_load_explicit(&e->gap_total, memory_order_relaxed);
+    uint64_t gap = atomic_load_explicit(&e->gap_total, memory_order_relaxed);
+    return ord && ord <= last_free &&
+           (gap > e->gap_ns || who != atomic_load_explicit(&e->last_who, memory_order_relaxed)) &&
+           drk_mono_ns() - atomic_load_explicit(&e->newest_start, memory_order_relaxed) < gap;
 }
 
 int drk_epochs_seal(drk_epochs *e, const void *who, uint64_t last_free, int urgent, uint64_t *ticket)
@@ -202,6 +204,17 @@ int drk_epochs_done(drk_epochs *e, uint64_t ticket, int wait)
     advance(e, wait, ticket);
     pthread_mutex_unlock(&e->lock);
     return ticket <= atomic_load_explicit(&e->done, memory_order_acquire);
+}
+
+int drk_epochs_newest(drk_epochs *e, uint64_t seen, uint64_t *ord, uint64_t *ticket)
+{
+    if (atomic_load_explicit(&e->newest_ord, memory_order_acquire) == seen || pthread_mutex_trylock(&e->lock) != 0)
+        return 0;
+    /* Both written under the lock by the same seal. */
+    *ord = atomic_load_explicit(&e->newest_ord, memory_order_relaxed);
+    *ticket = e->next;
+    pthread_mutex_unlock(&e->lock);
+    return *ord != 0 && *ord != seen;
 }
 
 drk_epochs_stats drk_epochs_get_stats(drk_epochs *e)

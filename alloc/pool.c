@@ -18,6 +18,7 @@ typedef struct pend {
     size_t room;              /* the block's size in the heap: a reuse may ask up to this */
     struct pend *next, *prev; /* in its batch */
     batch *in;
+    uint64_t stamp;           /* a free of the open epoch with shared epochs: its stamp */
     struct pend *hnext;
     /* Frees on a stream are also listed by size class, for that stream's
      * allocations to find at once (chead: the list's head, or NULL). */
@@ -58,6 +59,7 @@ struct drk_pool {
     size_t nstreams, cap_streams;
     batch *epoch_open, *epoch_head, *epoch_tail;
     drk_epochs *shared; /* epochs sealed with the device's other pools, or NULL */
+    uint64_t split_seen; /* the newest seal the open epoch was last split at (its place) */
     batch *spare_epochs; /* released epoch batches, kept for the next seals */
     size_t nspare_epochs;
     uint64_t allocs;
@@ -302,14 +304,52 @@ static int seal_stream(drk_pool *p, stream_state *s)
     return 0;
 }
 
-static void epoch_append(drk_pool *p, batch *sealed)
+static void epoch_queue(drk_pool *p, batch *sealed)
 {
     p->st.epochs++;
     p->sealed++;
     for (pend *e = sealed->blocks; e; e = e->next)
         e->in = sealed;
-    p->epoch_open = NULL;
     fifo_push(&p->epoch_head, &p->epoch_tail, sealed);
+}
+
+static void epoch_append(drk_pool *p, batch *sealed)
+{
+    epoch_queue(p, sealed);
+    p->epoch_open = NULL;
+}
+
+/* Held back, the open epoch's frees made before the newest seal began are
+ * covered by it: they take its ticket in a batch of their own. Shared only
+ * whole, a batch whose pool went on freeing never came before another's
+ * seal: its frees waited for a seal of its own, which the gap held back
+ * until the pool ran short and sealed at once (on the stand-in, 8 threads'
+ * cuMemFree: a fifth of the seals were such). Looked at once a seal. Its
+ * frees are newest first, their stamps never rising. */
+static void split_covered(drk_pool *p)
+{
+    batch *b = p->epoch_open;
+    uint64_t ord, ticket;
+    if (!b || !drk_epochs_newest(p->shared, p->split_seen, &ord, &ticket))
+        return;
+    p->split_seen = ord;
+    pend *e = b->blocks;
+    while (e && e->stamp >= ord)
+        e = e->next;
+    if (!e || e == b->blocks)
+        return; /* none covered; or all, which the seal itself gives */
+    batch *c = batch_new(p, 1);
+    if (!c)
+        return;
+    size_t n = 0;
+    for (pend *x = e; x; x = x->next)
+        n++;
+    e->prev->next = NULL;
+    e->prev = NULL;
+    c->blocks = e, c->n = n, c->ticket = ticket, c->last_free = e->stamp;
+    b->n -= n;
+    epoch_queue(p, c);
+    p->st.epochs_split++;
 }
 
 /* Seals the open epoch with an event on the legacy stream (which waits for
@@ -324,6 +364,8 @@ static int seal_epoch(drk_pool *p, int urgent)
     if (p->shared) {
         uint64_t ticket;
         int r = drk_epochs_seal(p->shared, p, b->last_free, urgent, &ticket);
+        if (r == 1)
+            split_covered(p);
         if (r != 0)
             return r < 0 ? -1 : 0;
         b->ticket = ticket;
@@ -598,7 +640,7 @@ int drk_pool_free(drk_pool *p, uintptr_t ptr, uintptr_t stream, int has_stream)
     p->st.live_bytes -= asked;
     b->in = *open;
     if (!s && p->shared)
-        (*open)->last_free = drk_epochs_stamp(p->shared);
+        (*open)->last_free = b->stamp = drk_epochs_stamp(p->shared);
     b->next = (*open)->blocks;
     if (b->next)
         b->next->prev = b;

@@ -83,6 +83,7 @@ size_t drk_pool_flush(drk_pool *p);
 typedef struct drk_pool_stats {
     uint64_t same_stream_reuses;  /* allocations served by a block freed on their stream, still pending */
     uint64_t batches, epochs;     /* sealed */
+    uint64_t epochs_split;        /* of those, frees of an open epoch that another pool's seal covered */
     uint64_t epoch_mallocs;       /* epochs whose record had to come from malloc (most reuse one) */
     uint64_t events;              /* recorded */
     uint64_t waits;               /* out-of-memory waits for pending frees */

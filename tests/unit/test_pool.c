@@ -4,8 +4,10 @@
  * event on every stream; out of memory waits for pending frees. A random
  * run checks that no allocation ever overlaps a block still pending for
  * another stream. */
+#define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #include "alloc/epochs.h"
 #include "alloc/pool.h"
@@ -393,15 +395,82 @@ static void test_shared_epochs(void)
     CHECK(drk_pool_reclaim(d.pool[0]) >= 1 && drk_pool_get_stats(d.pool[0]).pending_bytes < MIB); /* x */
     /* Urgent (out of pages, a flush): sealed at once. */
     CHECK(drk_pool_flush(d.pool[1]) >= 1 && drk_epochs_get_stats(d.ep).seals == 2);
-    /* A pool that made the newest seal is never held back: as alone. */
+    /* The pool that made the newest seal is held back too (alone, with many
+     * streams, it recorded an event per stream every 32 allocations). */
     CHECK(drk_pool_alloc(d.pool[1], 4 * MIB, 0, 0, &z) == 0 && drk_pool_free(d.pool[1], z, 0, 0) == 0);
+    uint64_t held = drk_epochs_get_stats(d.ep).held;
     churn(d.pool[1], 48);
-    CHECK(drk_epochs_get_stats(d.ep).seals == 3);
+    CHECK(drk_epochs_get_stats(d.ep).seals == 2 && drk_epochs_get_stats(d.ep).held > held);
+    CHECK(drk_pool_flush(d.pool[1]) >= 1 && drk_epochs_get_stats(d.ep).seals == 3);
     drk_epochs_stream_destroyed(d.ep, 0x10);
     uint64_t on_10 = fev.recorded[sidx(0x10)], on_legacy = fev.recorded[sidx(LEGACY)];
     CHECK(drk_pool_alloc(d.pool[0], 4 * MIB, 0, 0, &x) == 0 && drk_pool_free(d.pool[0], x, 0, 0) == 0);
     CHECK(drk_pool_flush(d.pool[0]) >= 1 && fev.recorded[sidx(0x10)] == on_10 &&
           fev.recorded[sidx(LEGACY)] == on_legacy + 1); /* 0x10 gone: the legacy stream only */
+    duo_end(&d);
+}
+
+/* A pool held back whose open epoch began before the newest seal (another
+ * pool's): the frees it covers take its ticket and come back when it
+ * completes; the later ones wait on. */
+static void test_epoch_split(void)
+{
+    duo d = duo_new(1000000000000ull); /* a gap nothing waits out */
+    CHECK(drk_epochs_stream_created(d.ep, 0x10) == 0);
+    uintptr_t x, y, y2;
+    /* Allocated first, and one 0x30 block each to reuse: churn needs no
+     * page later (a page short with frees pending seals at once). */
+    CHECK(drk_pool_alloc(d.pool[1], 4 * MIB, 0, 0, &y) == 0 && drk_pool_alloc(d.pool[1], 2 * MIB, 0, 0, &y2) == 0);
+    CHECK(drk_pool_alloc(d.pool[0], 4 * MIB, 0, 0, &x) == 0);
+    churn(d.pool[0], 1);
+    churn(d.pool[1], 1);
+    CHECK(drk_pool_free(d.pool[1], y, 0, 0) == 0 && drk_pool_free(d.pool[0], x, 0, 0) == 0);
+    churn(d.pool[0], 48); /* pool 0 seals: it covers y too */
+    CHECK(drk_epochs_get_stats(d.ep).seals == 1);
+    CHECK(drk_pool_free(d.pool[1], y2, 0, 0) == 0);
+    churn(d.pool[1], 48); /* held back: y takes pool 0's ticket, y2 stays open */
+    drk_pool_stats st = drk_pool_get_stats(d.pool[1]);
+    CHECK(drk_epochs_get_stats(d.ep).seals == 1 && st.epochs_split == 1 && st.epochs == 1);
+    drk_pool_reclaim(d.pool[1]);
+    CHECK(drk_pool_get_stats(d.pool[1]).pending_bytes >= 6 * MIB); /* nothing completed yet */
+    complete(LEGACY);
+    complete(0x10);
+    drk_pool_reclaim(d.pool[1]);
+    uint64_t left = drk_pool_get_stats(d.pool[1]).pending_bytes; /* y2, and 0x30's */
+    CHECK(left >= 2 * MIB && left < 3 * MIB);
+    /* Once split at a seal, not again until a newer one. */
+    churn(d.pool[1], 48);
+    CHECK(drk_pool_get_stats(d.pool[1]).epochs_split == 1 && drk_epochs_get_stats(d.ep).seals == 1);
+    CHECK(drk_pool_flush(d.pool[1]) >= 1 && drk_epochs_get_stats(d.ep).seals == 2);
+    complete(0x30);
+    drk_pool_flush(d.pool[0]);
+    duo_end(&d);
+}
+
+/* A seal that is not urgent is held back only for the gap; by its own
+ * pool's seal only where seals record more than the legacy stream's event
+ * (one thread's program on the default streams seals as it always did). */
+static void test_epoch_gap(void)
+{
+    duo d = duo_new(250000000); /* 0.25 s an event: no preemption outlasts it */
+    uintptr_t x;
+    CHECK(drk_pool_alloc(d.pool[0], 4 * MIB, 0, 0, &x) == 0 && drk_pool_free(d.pool[0], x, 0, 0) == 0);
+    churn(d.pool[0], 48);
+    CHECK(drk_epochs_get_stats(d.ep).seals == 1);
+    CHECK(drk_pool_alloc(d.pool[0], 4 * MIB, 0, 0, &x) == 0 && drk_pool_free(d.pool[0], x, 0, 0) == 0);
+    churn(d.pool[0], 48); /* one event a seal: not held back by its own */
+    CHECK(drk_epochs_get_stats(d.ep).seals == 2 && drk_epochs_get_stats(d.ep).held == 0);
+    CHECK(drk_epochs_stream_created(d.ep, 0x10) == 0); /* two events a seal: 0.5 s */
+    CHECK(drk_pool_alloc(d.pool[0], 4 * MIB, 0, 0, &x) == 0 && drk_pool_free(d.pool[0], x, 0, 0) == 0);
+    churn(d.pool[0], 48);
+    CHECK(drk_epochs_get_stats(d.ep).seals == 2 && drk_epochs_get_stats(d.ep).held >= 1);
+    struct timespec ts = {0, 600000000};
+    nanosleep(&ts, NULL);
+    churn(d.pool[0], 48);
+    CHECK(drk_epochs_get_stats(d.ep).seals == 3);
+    complete(LEGACY);
+    complete(0x10);
+    drk_pool_flush(d.pool[0]);
     duo_end(&d);
 }
 
@@ -477,9 +546,10 @@ static void test_shared_random(uint64_t gap_ns)
                 complete(sts[k]);
     }
     drk_epochs_stats st = drk_epochs_get_stats(d.ep);
+    uint64_t split = drk_pool_get_stats(d.pool[0]).epochs_split + drk_pool_get_stats(d.pool[1]).epochs_split;
     fprintf(stderr, "shared epochs (gap %llu ns): %u cuMemFree's, %llu seals (%llu events), %llu shared, %llu held, "
-            "%u blocks reused too soon\n", (unsigned long long)gap_ns, epoch_frees, (unsigned long long)st.seals, (unsigned long long)st.events,
-            (unsigned long long)st.shared, (unsigned long long)st.held, violations);
+            "%llu split, %u blocks reused too soon\n", (unsigned long long)gap_ns, epoch_frees, (unsigned long long)st.seals, (unsigned long long)st.events,
+            (unsigned long long)st.shared, (unsigned long long)st.held, (unsigned long long)split, violations);
     CHECK(violations == 0 && st.seals > 10 && st.shared > 0);
     for (int i = 0; i < 2; i++) {
         char err[200];
@@ -498,6 +568,8 @@ int main(void)
     test_oom_waits();
     test_random();
     test_shared_epochs();
+    test_epoch_split();
+    test_epoch_gap();
     test_shared_random(0);
     test_shared_random(1000000000000ull);
     return CHECK_DONE();
