@@ -14,7 +14,7 @@
 # BENCH_ALLOC_BUDGET_S (300: rounds stop being added past it),
 # BENCH_ALLOC_MAX (260000000: the anchor's largest size) and
 # BENCH_ALLOC_THREAD_MAX (16000000), smaller only for a smaller device (the
-# stand-in driver of the CPU tests has 1 GiB).
+# stand-in driver of the CPU tests has 1 GiB, unless FAKECUDA_TOTAL_MIB says).
 # With $OUT set: $OUT/alloc_bench.json (everything), $OUT/alloc_raw.jsonl (one
 # line a run, written as it goes) and $OUT/alloc_logs/ (each run's output,
 # packed into $OUT/alloc_logs.tar.gz at the end).

@@ -254,6 +254,16 @@ FC_EXPORT CUresult cuInit(unsigned int Flags)
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
         ctx_limits_default(&g_primary);
+        /* A device of another size for a whole program (FAKECUDA_TOTAL_MIB):
+         * the allocation benchmarks' real sizes need an H200's 140 GB. */
+        const char *mib = getenv("FAKECUDA_TOTAL_MIB");
+        char *end;
+        unsigned long long m = mib ? strtoull(mib, &end, 10) : 0;
+        if (mib && *mib && !*end && m > 0 && m < (1ull << 34))
+            g_total_mem = (size_t)m << 20;
+        else if (mib && *mib)
+            fprintf(stderr, "fakecuda: FAKECUDA_TOTAL_MIB=%s: not a size in MiB; the device stays %zu MiB\n", mib,
+                    g_total_mem >> 20);
         atomic_store_explicit(&g_inited, 1, memory_order_release);
     }
     UNLOCK();

@@ -327,7 +327,9 @@ size_t fakecuda_live_device_bytes(void);
 unsigned long long fakecuda_live_host_allocations(void);
 
 /* Total device memory reported by cuMemGetInfo/cuDeviceTotalMem and the
- * limit allocations are held to (default 1 GiB). For out-of-memory tests.
+ * limit allocations are held to (default 1 GiB; FAKECUDA_TOTAL_MIB in the
+ * environment sets it at cuInit, e.g. 143771 for an H200). For
+ * out-of-memory tests.
  * (FAKECUDA_VMM_COSTS=h200 in the environment makes the VMM calls take the
  * CPU time they took on an H200: fake_vmm.c.) */
 void fakecuda_set_total_memory(size_t bytes);
