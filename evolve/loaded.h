@@ -43,7 +43,7 @@ unsigned drk_images_loaded_ex(uintptr_t owner, const char *how, const void *data
                               const drk_images_load *how_loaded);
 
 /* What loading an owner's image again takes, in a context of drk's own
- * (the original of a trial, evolve/engine.c). */
+ * (the original of a trial, evolve/engine_capture.c). */
 #define DRK_IMAGES_AGAIN_OPTS 16
 typedef struct drk_images_again {
     int library;               /* a CUlibrary: the driver keeps its image (cuLibraryGetKernel finds the kernel) */

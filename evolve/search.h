@@ -101,7 +101,7 @@
 #define DRK_EVO_BARREN_ROUNDS 8  /* measured rounds of searching after which one with no 2-margin win settles */
 #define DRK_EVO_CARRY_ROUNDS 4   /* rounds of grant that unspent budget may add up to */
 /* What a capture's trials are charged besides their replays' GPU time
- * (evolve/engine.c's ledger; the simulator charges the first two): each
+ * (evolve/engine_capture.c's ledger; the simulator charges the first two): each
  * wait for them and each build loaded in drk's context, and each byte
  * their copies, poison and compares read or write and the snapshot
  * copied. tests/bench/switch_cost.c measured the bare switches on the

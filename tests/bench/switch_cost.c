@@ -1,6 +1,6 @@
 /* What the program loses when another context of the same GPU does a little
  * work: the price evolution's ledger charges for each module drk loads into
- * its own context and for each wait of its trials there (evolve/engine.c,
+ * its own context and for each wait of its trials there (evolve/engine_capture.c,
  * SWITCH_NS and LOAD_NS; docs/evolve.md, "What a switch costs").
  *
  * One thread plays the program, as evolve_run does: rounds of LAUNCHES

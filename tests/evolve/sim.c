@@ -206,13 +206,13 @@ void sim_run(sim_kernel *k, const sim_opts *o, sim_result *r)
             cost += SIM_ENGINE_PAIRS * k->ms[0] * 1e6;
         }
         /* The engine grants a capture's round at least a full batch's runs
-         * (evolve/engine.c, round_credit); the ledger pays what it used. */
+         * (evolve/engine_round.c, round_credit); the ledger pays what it used. */
         double batch = SIM_ENGINE_BATCH * SIM_ENGINE_PAIRS * k->ms[0] * 1e6;
         drk_evolution_begin_round(e, o->engine ? (credit > batch ? credit : batch) : SIM_BUDGET * gpu,
                                   timed(k->ms[0], o->sigma) * 1e6, o->engine ? SIM_ENGINE_PAIRS : SIM_TRIAL_LAUNCHES);
         credit = 0;
         /* The search's choice, not yet proven on enough launches and not
-         * measured this round, proven untimed on this capture (engine.c's
+         * measured this round, proven untimed on this capture (engine_round.c's
          * prove_choices: a wait of its own). */
         drk_variant choice;
         if (o->engine && drk_evolution_serving(e, &choice) && !drk_evolution_served_due(e)) {

@@ -96,7 +96,7 @@ typedef struct sim_opts {
 #define SIM_ENGINE_BATCH 6
 enum { SIM_ENGINE = 1, SIM_ENGINE_PAIRED_SCREEN = 2, SIM_ENGINE_EVERY_PAIR = 3 };
 #define SIM_PROOF_CAPTURES 3
-#define SIM_KEPT 2 /* evolve/engine.c's KEPT */
+#define SIM_KEPT 2 /* evolve/engine_internal.h's KEPT */
 #define SIM_ENGINE_PAIRS 4
 
 typedef struct sim_result {

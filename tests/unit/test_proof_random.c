@@ -1,4 +1,4 @@
-/* The bitwise proof driven as the engine drives it (evolve/engine.c's
+/* The bitwise proof driven as the engine drives it (evolve/engine_round.c's
  * run_batch over evolve/trial.c), on random kernels, launches and batches,
  * both ways: whole copies before every run, and runs restored in part
  * (drk_proof_work). Each seed is a kernel -- pure output, in place,
