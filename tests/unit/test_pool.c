@@ -479,7 +479,7 @@ static void test_epoch_gap(void)
  * is never handed out before every stream has completed an event recorded
  * after its free (nor a stream's block before its stream's), in either
  * pool; and the pools record fewer events than one pool sealing alone. */
-static void test_shared_random(uint64_t gap_ns)
+static void test_shared_random(uint64_t gap_ns, unsigned seed)
 {
     enum { SLOTS = 64, OPS = 20000, NS = 6 };
     duo d = duo_new(gap_ns);
@@ -499,7 +499,7 @@ static void test_shared_random(uint64_t gap_ns)
         uint64_t rec[NS]; /* each stream's events recorded at the free */
     } pend[2][4096];
     size_t npend[2] = {0, 0};
-    unsigned rng = 7, violations = 0, epoch_frees = 0;
+    unsigned rng = seed, violations = 0, epoch_frees = 0;
     for (int op = 0; op < OPS; op++) {
         rng = rng * 1103515245u + 12345u;
         int w = (int)(rng >> 30) & 1, s = (int)((rng >> 8) % SLOTS);
@@ -570,7 +570,9 @@ int main(void)
     test_shared_epochs();
     test_epoch_split();
     test_epoch_gap();
-    test_shared_random(0);
-    test_shared_random(1000000000000ull);
+    test_shared_random(0, 7);
+    /* Held back for ever: only urgent seals, and the frees they cover split off. */
+    for (unsigned seed = 7; seed < 12; seed++)
+        test_shared_random(1000000000000ull, seed);
     return CHECK_DONE();
 }
