@@ -294,12 +294,15 @@ static drk_cupti_settings cupti_settings(char *exe, size_t len)
     return cs;
 }
 
-/* CUPTI's start, once: 0 started, -1 not (off_why says why). */
-static int start_cupti(void)
+/* CUPTI's start, once, where `cs` says (NULL: looked up here): 0 started,
+ * -1 not (off_why says why). */
+static int start_cupti(const drk_cupti_settings *cs)
 {
     char why[200], exe[4096];
-    drk_cupti_settings cs = cupti_settings(exe, sizeof exe);
-    int r = drk_cupti_start(&cs, why, sizeof why);
+    drk_cupti_settings own;
+    if (!cs)
+        own = cupti_settings(exe, sizeof exe), cs = &own;
+    int r = drk_cupti_start(cs, why, sizeof why);
     if (r != 0) {
         snprintf(off_why, sizeof off_why, "%s", why);
         atomic_store(&off, off_why);
@@ -431,7 +434,9 @@ static int kernel_to_evolve(void)
 static void *run(void *arg)
 {
     (void)arg;
-    char why[200];
+    char why[200], exe[4096];
+    drk_cupti_settings cs = {.library = NULL};
+    const drk_cupti_settings *where = NULL; /* where the load ahead looked, for the start */
     began_ns = drk_mono_ns();
     if (cfg.evolve_waits) {
         drk_evolve_wiring_start();
@@ -441,15 +446,14 @@ static void *run(void *arg)
         /* Opened ahead, so that the quiet moment holds only the attach. A
          * CUPTI that cannot be opened attaches nothing: no moment to wait
          * for (the start says why, failing the same way). */
-        char exe[4096];
-        drk_cupti_settings cs = cupti_settings(exe, sizeof exe);
+        cs = cupti_settings(exe, sizeof exe), where = &cs;
         if (drk_cupti_load(&cs, why, sizeof why) == 0 && !quiet_moment()) {
             atomic_store(&waits_wanted, 0);
             return NULL;
         }
     }
     if (!atomic_load(&cupti_started))
-        start_cupti();
+        start_cupti(where);
     if (atomic_load(&cupti_started) < 0) {
         atomic_store(&waits_wanted, 0);
         drk_engine_stop(); /* no rounds to evolve by; the report says why */
@@ -496,7 +500,7 @@ void drk_worker_start(const drk_worker_settings *s)
          * (8-68 ms on the H200 behind a deep queue, tests/bench/drain_stall):
          * here, before the program's next call, it holds none. */
         uint64_t t0 = drk_mono_ns();
-        if (start_cupti() == 0)
+        if (start_cupti(NULL) == 0)
             drk_log(DRK_LOG_DEBUG, "GPU times: CUPTI started in the program's first call to drk (%.1f ms)",
                     (double)(drk_mono_ns() - t0) / 1e6);
     }
