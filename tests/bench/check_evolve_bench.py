@@ -15,7 +15,10 @@ The made-up kernels (times in ms a launch; what they check):
   softmax_rows  each process its own time (0.0194-0.0198 in turn), drk or
                 not: with --processes 2, drk's steady time is the median of
                 its two processes', native's the median of the three native
-                runs' (not of their rounds: the first run has the most)
+                runs' (not of their rounds: the first run has the most);
+                with --log debug its drk processes say when CUPTI attached:
+                the first one's longest launch call falls inside the attach,
+                the second's does not (the stall probe)
 
 Usage: check_evolve_bench.py EVOLVE_BENCH_PY"""
 import json
@@ -58,9 +61,23 @@ if drk:
            "trial_bytes": (3 if os.environ.get("DRK_EVOLVE_SPANS") == "1" else 6) << 30}
     json.dump({"evolve": {"trial_share": 0.005, "by_kernel": [row]}, "gpu_time": {"unsampled_rounds": 3},
                "rounds": {"closed": rounds - 3}}, open(os.path.join(rep, "drk-standin.json"), "w"))
+longest, at = [0.01] * rounds, [1.0 + r for r in range(rounds)]
+if drk and kernel == "stencil5" and os.environ.get("DRK_LOG_LEVEL") == "debug":
+    # drk's debug lines on CUPTI's attach: held the first process's round 2, not the second's.
+    first = not os.environ["DRK_REPORT"].rstrip("/").endswith("drk1")
+    t0 = 2.0 if first else 5.5
+    if first:
+        print("drk[1:1] debug: [%.6f] GPU times: CUPTI attaches after 3.0 ms, the program having launched nothing "
+              "for 2.1 ms (at %.6f s on the monotonic clock)" % (t0, t0), file=sys.stderr)
+    else:
+        print("drk[1:1] debug: [%.6f] GPU times: CUPTI attaches while the program launches: no pause of 2.0 ms in "
+              "2000 ms" % t0, file=sys.stderr)
+    print("drk[1:1] debug: [%.6f] GPU times: CUPTI attached in 85.0 ms (from %.6f s on the monotonic clock)"
+          % (t0 + 0.085, t0), file=sys.stderr)
+    longest[1] = 66.6 if first else 1.5
+    at[1] = t0 + (0.0085 if first else 1.0)
 print(json.dumps({"kernel": kernel, "rounds": rounds, "launches": 1500, "load_ms": 1.0, "hash": "0x%016x" % rounds,
-                  "gpu_ms": ms, "wall_ms": ms, "longest_launch_ms": [0.01] * rounds,
-                  "longest_launch_at_s": [1.0] * rounds}))
+                  "gpu_ms": ms, "wall_ms": ms, "longest_launch_ms": longest, "longest_launch_at_s": at}))
 '''
 
 failed = 0
@@ -93,7 +110,7 @@ def main():
         out = os.path.join(tmp, "out")
         p = subprocess.run([sys.executable, bench, "--build", tmp, "--kernels", "nbody,stencil5,softmax_rows",
                             "--rounds", "20", "--short-rounds", "6", "--processes", "2", "--out", out,
-                            "--drk-env", "DRK_EVOLVE_SPANS=1"],
+                            "--drk-env", "DRK_EVOLVE_SPANS=1", "--log", "debug"],
                            capture_output=True, text=True, timeout=300)
         print(p.stdout)
         check(p.returncode == 0, "evolve_bench ran", p.stderr[-2000:])
@@ -145,6 +162,16 @@ def main():
         check(re.search(r"^stencil5 .* searching ", p.stdout, re.M) is not None, "the table's end column", p.stdout)
         check("copied and compared a capture: nbody 1024 MiB, stencil5 1024 MiB, softmax_rows 1024 MiB" in p.stdout,
               "the trials' bytes a capture, from the report, in drk runs given --drk-env", p.stdout[-1500:])
+        probe = st["stall_probe"]
+        check(len(probe) == 2 and probe[0]["held"] and probe[0]["quiet"] and probe[0]["round"] == 2
+              and near(probe[0]["attach_s"][0], 2.0) and near(probe[0]["attach_s"][1], 2.085)
+              and not probe[1]["held"] and not probe[1]["quiet"] and not nb["stall_probe"],
+              "stencil5: each drk process's longest launch call set against CUPTI's attach (none without the lines)",
+              (probe, nb["stall_probe"]))
+        check("stall probe: stencil5 process 1: longest launch call 66.600 ms (round 2, at 2.0085 s); CUPTI attached "
+              "2.0000-2.0850 s (85.0 ms, at a quiet moment): the attach held it" in p.stdout
+              and "stall probe: the longest launch call overlapped CUPTI's attach in 1 of 2 drk processes" in p.stdout,
+              "the stall probe's lines", p.stdout[-2500:])
         check(os.path.exists(os.path.join(out, "evolve_bench_logs.tar.gz")), "the runs' logs packed", os.listdir(out))
     print("check_evolve_bench:", "FAILED" if failed else "all passed")
     return 1 if failed else 0

@@ -69,7 +69,11 @@ at their mean: the report gives a total and a maximum), the launch-path
 overhead on the kernels with nothing to win (recorded best within 2% of the
 default: their wall and GPU ratios, geometric means, over all rounds after
 the first, searches included, and at the steady state), the rounds kernel
-records rested in (gpu_time.unsampled_rounds), the mean trial share.
+records rested in (gpu_time.unsampled_rounds), the mean trial share. With
+--log debug, the stall probe: each drk process's longest launch call set
+against CUPTI's attach, as drk's debug lines date it (the attach held a
+launch call 66 ms on the H200 before drk waited for a quiet moment), e.g.
+--kernels matmul_naive --rounds 6 --processes 6 --warm 0 --best-of 0 --log debug.
 Writes everything to --out/evolve_bench.json; with --out the runs' output and
 reports are then packed into --out/evolve_bench_logs.tar.gz (their caches
 removed).
@@ -88,6 +92,7 @@ import glob
 import json
 import math
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -139,6 +144,36 @@ def untimed(rep):
     g, r = (rep or {}).get("gpu_time", {}), (rep or {}).get("rounds", {})
     u = g.get("unsampled_rounds", 0)
     return u, u + r.get("closed", 0)
+
+
+# drk's debug lines carry the monotonic clock, as evolve_run's longest_launch_at_s does.
+ATTACH = re.compile(r"debug: \[(\d+\.\d+)\] GPU times: CUPTI (attaches after|attaches while|attached in ([\d.]+) ms)")
+
+
+def stall_probe(run_out, stderr_path):
+    """One drk run's longest launch call set against CUPTI's attach, from its
+    debug log (None without one): on the H200 the attach held a launch call
+    made meanwhile for 66 ms, so drk attaches where the program launches
+    nothing (DRK_LOG_LEVEL=debug says when it began and ended)."""
+    try:
+        text = open(stderr_path).read()
+    except OSError:
+        return None
+    began = ended = None
+    quiet = False
+    for m in ATTACH.finditer(text):
+        if m.group(3) is not None:
+            ended = float(m.group(1))
+            began = ended - float(m.group(3)) / 1e3 if began is None else began
+        else:
+            began, quiet = float(m.group(1)), m.group(2) == "attaches after"
+    longest, at = run_out.get("longest_launch_ms", []), run_out.get("longest_launch_at_s", [])
+    if began is None or ended is None or not longest or len(at) != len(longest):
+        return None
+    i = max(range(len(longest)), key=lambda k: longest[k])
+    start, end = at[i], at[i] + longest[i] / 1e3
+    return {"longest_ms": longest[i], "round": i + 1, "at_s": start, "attach_s": [began, ended], "quiet": quiet,
+            "held": start < ended and end > began}
 
 
 def space_variant(dims, i):
@@ -316,6 +351,8 @@ def main():
             "stall_ms": {"native": max(nat.get("longest_launch_ms", [0]) + nat2.get("longest_launch_ms", [0])),
                          "drk": max(drk.get("longest_launch_ms", [0]))},
             "untimed": untimed(rep),
+            "stall_probe": [x for x in (stall_probe(r, os.path.join(out, f"{name}.drk{'' if k == 0 else k}.stderr"))
+                                        for k, r in enumerate([drk] + more_drk)) if x is not None],
             "processes": {"native_ms": [statistics.median(m) for m in nat_ms], "drk_ms": steadies,
                           "drk_states": [row_state] + states},
         }
@@ -405,6 +442,16 @@ def main():
               + ": where evolution had nothing left to search")
         print(f"stalls: longest launch call under drk {max(r['stall_ms']['drk'] for r in ok):.3f} ms, natively "
               f"{max(r['stall_ms']['native'] for r in ok):.3f} ms")
+        probes = [(r["kernel"], k + 1, x) for r in ok for k, x in enumerate(r["stall_probe"])]
+        for kernel, k, x in probes:
+            print(f"stall probe: {kernel} process {k}: longest launch call {x['longest_ms']:.3f} ms (round "
+                  f"{x['round']}, at {x['at_s']:.4f} s); CUPTI attached {x['attach_s'][0]:.4f}-{x['attach_s'][1]:.4f} s "
+                  f"({1e3 * (x['attach_s'][1] - x['attach_s'][0]):.1f} ms, "
+                  f"{'at a quiet moment' if x['quiet'] else 'while the program launched'}): "
+                  f"{'the attach held it' if x['held'] else 'apart'}")
+        if probes:
+            print(f"stall probe: the longest launch call overlapped CUPTI's attach in "
+                  f"{sum(x['held'] for _, _, x in probes)} of {len(probes)} drk processes")
         moved = [r for r in ok if r["trial_mib_per_capture"] > 0]
         print(f"trials: mean share {100 * statistics.mean(r['trial_share'] for r in ok):.2f}% of kernel time, "
               f"most {100 * max(r['trial_share'] for r in ok):.2f}%; outputs equal natively and under drk: "
