@@ -9,10 +9,8 @@
 #define _GNU_SOURCE
 #include "evolve/engine_internal.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "base/log.h"
@@ -36,25 +34,8 @@ struct target *drk_eng_active;   /* the one being captured and searched */
 static unsigned idle_rounds; /* rounds in a row that ended with no target active */
 drk_predictor drk_eng_predictor;
 static drk_shapes shapes;
-uint64_t drk_eng_trial_ns_all, drk_eng_trial_bytes_all;
-static uint64_t program_ns_all;
-double drk_eng_charged_all; /* what every capture's ledger was charged */
 unsigned drk_eng_rounds_seen;
-static double researched_sum;
-unsigned drk_eng_cache_hits, drk_eng_cache_stored;
-unsigned drk_eng_partial_hits;  /* searches an earlier run ended, gone on from */
-static unsigned partial_stored; /* and ended by this one */
-unsigned drk_eng_cubin_hits, drk_eng_cubins_stored; /* cubins loaded from the cache; written to it */
-double drk_eng_cubin_hit_ms_sum, drk_eng_cubin_hit_ms_max, drk_eng_cubin_read_ms_sum;
-uint64_t drk_eng_build_wall_ns; /* builds' wall time (nvJitLink on the CPU, the load): not the GPU's */
-unsigned drk_eng_builds_made;    /* modules loaded in drk's context by builds (each a switch of the GPU) */
-unsigned drk_eng_borrowed_loads; /* builds that borrowed a module another build loaded (the same cubin) */
-unsigned drk_eng_served_loads;
-double drk_eng_served_load_ms_max;
-/* Earlier runs' results served from the cache: the cubin's read and its
- * load into the program's context (at a synchronize, or by drk's thread). */
-unsigned drk_eng_cache_serves;
-double drk_eng_cache_serve_ms_sum, drk_eng_cache_serve_ms_max;
+struct drk_eng_totals drk_eng_totals;
 
 /* ---- Settings ---- */
 
@@ -139,7 +120,7 @@ static void choose(const drk_round *r)
                  * kernel that runs from the start begins its search with
                  * credit, as one searched for a while keeps what it left. */
                 double cap = DRK_EVO_CARRY_ROUNDS * drk_eng_cfg.budget * (double)r->kernel_ns;
-                double earned = drk_eng_cfg.budget * (double)program_ns_all - drk_eng_charged_all;
+                double earned = drk_eng_cfg.budget * (double)drk_eng_totals.program_ns - drk_eng_totals.charged;
                 t->ledger_ns = t->credit_ns = earned < 0 ? 0 : earned < cap ? earned : cap;
                 drk_log(DRK_LOG_DEBUG, "evolve: %.80s: chosen in round %u, with %.1f ms of credit the rounds before "
                         "earned (a round grants %.1f ms)", rec->name, drk_eng_rounds_seen, t->ledger_ns / 1e6,
@@ -182,7 +163,7 @@ void drk_engine_round(const drk_round *r)
     if (!drk_eng_on || !r)
         return;
     drk_eng_rounds_seen++;
-    program_ns_all += r->kernel_ns;
+    drk_eng_totals.program_ns += r->kernel_ns;
     /* The share of kernels at a new class this round (the report's). */
     for (unsigned i = 0; i < r->ntop; i++) {
         int slot;
@@ -195,7 +176,7 @@ void drk_engine_round(const drk_round *r)
             drk_shapes_note(&shapes, (uint64_t)(uintptr_t)rec,
                             drk_shape_class(r->top[i].key.grid, r->top[i].key.block, r->top[i].key.shared_bytes));
     }
-    researched_sum += drk_shapes_round_end(&shapes).share;
+    drk_eng_totals.researched_sum += drk_shapes_round_end(&shapes).share;
     last_kernel_ns = r->kernel_ns;
     for (unsigned n = 0; n < drk_eng_ntargets; n++) {
         struct target *t = &drk_eng_targets[n];
@@ -337,7 +318,7 @@ int drk_engine_round_untimed(void)
      * latest timed round: what a search chosen later begins with counts
      * it (on the H200 the records rested for the rounds before naive
      * matmul's choice, which then began with one round's credit). */
-    program_ns_all += last_kernel_ns;
+    drk_eng_totals.program_ns += last_kernel_ns;
     for (unsigned n = 0; n < drk_eng_ntargets; n++)
         saved(&drk_eng_targets[n]);
     if (drk_eng_active && turn_over(drk_eng_active)) {
@@ -417,22 +398,23 @@ void drk_engine_stop(void)
          * exit, before this runs) leaves what was found in its PTX good. */
         if (t->served) {
             /* Proven and serving: the next run serves it at once. */
-            drk_eng_cache_stored += drk_eng_result_put(t, &t->served_v, drk_eng_best_speedup(t), PARTIAL_SERVING) == 0;
+            drk_eng_totals.cache_stored +=
+                drk_eng_result_put(t, &t->served_v, drk_eng_best_speedup(t), PARTIAL_SERVING) == 0;
             t->stored = 1;
-            partial_stored++;
+            drk_eng_totals.partial_stored++;
             continue;
         }
         if (drk_variant_from_id(&drk_space_ptx, t->evo.center, &best) != 0 || drk_variant_is_default(&best))
             continue;
         drk_ratio_stats st = drk_evolution_stats(&t->evo, &best);
         if (st.n && st.median >= 1 + DRK_EVO_MARGIN) {
-            drk_eng_cache_stored += drk_eng_result_put(t, &best, st.median, PARTIAL_BEST) == 0;
+            drk_eng_totals.cache_stored += drk_eng_result_put(t, &best, st.median, PARTIAL_BEST) == 0;
             t->stored = 1;
-            partial_stored++;
+            drk_eng_totals.partial_stored++;
         }
     }
     drk_eng_quiet_take(1);
-    if ((drk_eng_active || drk_eng_ngraves) && drk_eng_push(drk_eng_env_device)) {
+    if ((drk_eng_active || drk_eng_graves()) && drk_eng_push(drk_eng_env_device)) {
         if (drk_eng_active)
             drk_eng_free_snapshot(drk_eng_active);
         drk_eng_unload_graves();
@@ -452,32 +434,16 @@ void drk_engine_stop(void)
  * modules (cudart unregisters them) would wait on it for ever. */
 void drk_engine_after_fork_child(void)
 {
-    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
-    drk_eng_fence = fresh;
-    atomic_store(&drk_eng_early_state, EARLY_IDLE);
-    memset(drk_eng_kept, 0, sizeof drk_eng_kept);
-    free(drk_eng_quiet.cubin);
-    drk_eng_quiet.cubin = NULL;
-    atomic_store(&drk_eng_quiet.state, QUIET_IDLE);
+    drk_eng_capture_after_fork();
+    drk_eng_ctx_after_fork();
+    drk_eng_quiet_after_fork();
     atomic_store(&drk_eng_ntargets, 0);
     drk_eng_active = NULL;
     drk_eng_on = drk_eng_started = 0;
     snprintf(off_why, sizeof off_why, "a forked child: evolution stays with the parent");
-    drk_eng_norigs = 0;
-    drk_eng_unloads = 0;
-    drk_eng_ngraves = drk_eng_next_grave = 0;
+    drk_eng_graves_after_fork();
     idle_rounds = drk_eng_rounds_seen = 0;
-    drk_eng_trial_ns_all = program_ns_all = drk_eng_trial_bytes_all = 0;
-    drk_eng_charged_all = researched_sum = 0;
-    drk_eng_cache_hits = drk_eng_cache_stored = drk_eng_partial_hits = partial_stored = drk_eng_cubin_hits =
-        drk_eng_cubins_stored = 0;
-    drk_eng_cubin_hit_ms_sum = drk_eng_cubin_hit_ms_max = drk_eng_cubin_read_ms_sum = 0;
-    drk_eng_build_wall_ns = 0;
-    drk_eng_builds_made = drk_eng_borrowed_loads = drk_eng_served_loads = drk_eng_cache_serves =
-        drk_eng_quiet_loads = 0;
-    drk_eng_served_load_ms_max = drk_eng_cache_serve_ms_sum = drk_eng_cache_serve_ms_max = 0;
-    drk_eng_own_ctx_bytes = 0;
-    drk_eng_memory_out = 0;
+    memset(&drk_eng_totals, 0, sizeof drk_eng_totals);
 }
 
 /* ---- Report ---- */
@@ -524,23 +490,25 @@ drk_engine_totals drk_engine_totals_get(void)
         s.refused += drk_eng_targets[i].state == DRK_TARGET_REFUSED;
         s.failed += drk_eng_targets[i].state == DRK_TARGET_FAILED;
     }
-    s.trial_ns = drk_eng_trial_ns_all, s.program_ns = program_ns_all, s.trial_bytes = drk_eng_trial_bytes_all;
+    s.trial_ns = drk_eng_totals.trial_ns, s.program_ns = drk_eng_totals.program_ns,
+        s.trial_bytes = drk_eng_totals.trial_bytes;
     s.rounds = drk_eng_rounds_seen;
-    s.researched_share = drk_eng_rounds_seen ? researched_sum / drk_eng_rounds_seen : 0;
-    s.cache_hits = drk_eng_cache_hits, s.cache_stored = drk_eng_cache_stored;
-    s.partial_hits = drk_eng_partial_hits, s.partial_stored = partial_stored;
-    s.cubin_hits = drk_eng_cubin_hits, s.cubins_stored = drk_eng_cubins_stored,
-        s.borrowed_loads = drk_eng_borrowed_loads;
-    s.cubin_hit_ms_mean = drk_eng_cubin_hits ? drk_eng_cubin_hit_ms_sum / drk_eng_cubin_hits : 0,
-        s.cubin_hit_ms_max = drk_eng_cubin_hit_ms_max;
-    s.cubin_read_ms_mean = drk_eng_cubin_hits ? drk_eng_cubin_read_ms_sum / drk_eng_cubin_hits : 0;
-    s.own_ctx_bytes = drk_eng_own_ctx_bytes;
+    s.researched_share = drk_eng_rounds_seen ? drk_eng_totals.researched_sum / drk_eng_rounds_seen : 0;
+    s.cache_hits = drk_eng_totals.cache_hits, s.cache_stored = drk_eng_totals.cache_stored;
+    s.partial_hits = drk_eng_totals.partial_hits, s.partial_stored = drk_eng_totals.partial_stored;
+    s.cubin_hits = drk_eng_totals.cubin_hits, s.cubins_stored = drk_eng_totals.cubins_stored,
+        s.borrowed_loads = drk_eng_totals.borrowed_loads;
+    s.cubin_hit_ms_mean = drk_eng_totals.cubin_hits ? drk_eng_totals.cubin_hit_ms_sum / drk_eng_totals.cubin_hits : 0,
+        s.cubin_hit_ms_max = drk_eng_totals.cubin_hit_ms_max;
+    s.cubin_read_ms_mean = drk_eng_totals.cubin_hits ? drk_eng_totals.cubin_read_ms_sum / drk_eng_totals.cubin_hits : 0;
+    s.own_ctx_bytes = drk_eng_totals.own_ctx_bytes;
     s.gave_back = drk_eng_memory_out;
     for (unsigned i = 0; i < drk_eng_ntargets; i++)
         s.saved_ns += (uint64_t)(drk_eng_targets[i].saved_ns + 0.5);
-    s.served_loads = drk_eng_served_loads, s.served_load_ms_max = drk_eng_served_load_ms_max;
-    s.cache_serves = drk_eng_cache_serves, s.cache_serve_ms_max = drk_eng_cache_serve_ms_max;
-    s.cache_serve_ms_mean = drk_eng_cache_serves ? drk_eng_cache_serve_ms_sum / drk_eng_cache_serves : 0;
-    s.quiet_loads = drk_eng_quiet_loads;
+    s.served_loads = drk_eng_totals.served_loads, s.served_load_ms_max = drk_eng_totals.served_load_ms_max;
+    s.cache_serves = drk_eng_totals.cache_serves, s.cache_serve_ms_max = drk_eng_totals.cache_serve_ms_max;
+    s.cache_serve_ms_mean =
+        drk_eng_totals.cache_serves ? drk_eng_totals.cache_serve_ms_sum / drk_eng_totals.cache_serves : 0;
+    s.quiet_loads = drk_eng_totals.quiet_loads;
     return s;
 }

@@ -206,24 +206,24 @@ static drk_trial_fn load_own(struct target *t, struct built *b, drk_build_in *in
             b->code = o->code;
             b->borrowed = 1;
             *lender = o;
-            drk_eng_borrowed_loads++;
+            drk_eng_totals.borrowed_loads++;
             return trial_fn(b);
         }
     }
     if (drk_source_ptx.build(in, jit, &b->jit) != 0)
         return snprintf(why, len, "build failed: %.220s", b->jit.why), (drk_trial_fn){NULL, -1};
     t->builds++;
-    drk_eng_builds_made++;
-    drk_eng_build_wall_ns += b->jit.build_ns;
+    drk_eng_totals.builds_made++;
+    drk_eng_totals.build_wall_ns += b->jit.build_ns;
     return trial_fn(b);
 }
 
 static void cubin_hit(double ms, double read_ms)
 {
-    drk_eng_cubin_hits++;
-    drk_eng_cubin_hit_ms_sum += ms;
-    drk_eng_cubin_read_ms_sum += read_ms;
-    drk_eng_cubin_hit_ms_max = ms > drk_eng_cubin_hit_ms_max ? ms : drk_eng_cubin_hit_ms_max;
+    drk_eng_totals.cubin_hits++;
+    drk_eng_totals.cubin_hit_ms_sum += ms;
+    drk_eng_totals.cubin_read_ms_sum += read_ms;
+    drk_eng_totals.cubin_hit_ms_max = ms > drk_eng_totals.cubin_hit_ms_max ? ms : drk_eng_totals.cubin_hit_ms_max;
 }
 
 /* Where a build's cubin came from, for its log line. */
@@ -317,7 +317,7 @@ void drk_eng_aheads_clear(void)
         if (aheads[i].c.cubin && aheads[i].rc == 0 && aheads[i].keyed && drk_eng_cfg.cache &&
             drk_cache_put(drk_eng_cfg.cache, &aheads[i].ck, CUBIN_KIND, aheads[i].c.cubin, aheads[i].c.cubin_len,
                           ahead_owner ? ahead_owner->rec->name : "") == 0)
-            drk_eng_cubins_stored++;
+            drk_eng_totals.cubins_stored++;
         free(aheads[i].c.cubin);
     }
     naheads = aheads_made = 0;
@@ -509,7 +509,7 @@ drk_trial_fn drk_eng_build(struct target *t, const drk_variant *v, int *same, ch
         }
         code = compiled.cubin, code_len = compiled.cubin_len;
         if (cached && drk_cache_put(drk_eng_cfg.cache, &ck, CUBIN_KIND, code, code_len, t->rec->name) == 0)
-            drk_eng_cubins_stored++;
+            drk_eng_totals.cubins_stored++;
     }
     uint64_t c2 = drk_mono_ns(), digest = 0;
     if (!edited && same_code(t, id, &attr, code, code_len, &digest, why, len)) {
@@ -550,7 +550,7 @@ drk_trial_fn drk_eng_build(struct target *t, const drk_variant *v, int *same, ch
         b->cubin = compiled.cubin, b->cubin_len = code_len;
         b->jit.jit_ms = compiled.jit_ms;
         b->jit.build_ns += compiled.build_ns;
-        drk_eng_build_wall_ns += compiled.build_ns;
+        drk_eng_totals.build_wall_ns += compiled.build_ns;
         memcpy(b->jit.log, compiled.log, sizeof b->jit.log);
     }
     /* Borrowed by its digest, with other bytes: the lender's cubin serves,

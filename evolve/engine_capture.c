@@ -17,7 +17,7 @@
 
 /* Held around every replay and by a program's unload: a handle is never
  * launched after its module went. */
-pthread_mutex_t drk_eng_fence = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t fence = PTHREAD_MUTEX_INITIALIZER;
 
 /* The program's original kernel in drk's context (current), loaded again
  * from its image: a library's kernel by the driver (which keeps its image),
@@ -35,8 +35,8 @@ static struct {
     CUmodule module;
     int stale;
 } origs[ORIGS];
-unsigned drk_eng_norigs;
-uint64_t drk_eng_unloads; /* the program's unloads, under the fence */
+static unsigned norigs;
+static uint64_t unloads; /* the program's unloads, under the fence */
 
 /* The owner's module in drk's context (current): CUDA_SUCCESS, or the
  * failing call in *what. */
@@ -44,8 +44,8 @@ static CUresult orig_module(uintptr_t owner, drk_images_again *again, CUmodule *
 {
     *out = NULL;
     int slot = -1;
-    pthread_mutex_lock(&drk_eng_fence);
-    for (unsigned i = 0; i < drk_eng_norigs; i++) {
+    pthread_mutex_lock(&fence);
+    for (unsigned i = 0; i < norigs; i++) {
         if (origs[i].module && origs[i].stale) {
             drk_eng_drv.module_unload(origs[i].module); /* drk's context: waits for nothing */
             origs[i].module = NULL;
@@ -55,8 +55,8 @@ static CUresult orig_module(uintptr_t owner, drk_images_again *again, CUmodule *
         if (!origs[i].module && slot < 0)
             slot = (int)i;
     }
-    uint64_t seen = drk_eng_unloads;
-    pthread_mutex_unlock(&drk_eng_fence);
+    uint64_t seen = unloads;
+    pthread_mutex_unlock(&fence);
     if (*out)
         return CUDA_SUCCESS;
     /* Outside the fence: a JIT of the PTX may take a while. */
@@ -64,12 +64,12 @@ static CUresult orig_module(uintptr_t owner, drk_images_again *again, CUmodule *
     CUresult r = drk_eng_drv.module_load_data_ex(out, again->image, again->nopts, again->opts, again->vals);
     if (r != CUDA_SUCCESS)
         return r;
-    pthread_mutex_lock(&drk_eng_fence);
-    if (slot < 0 && drk_eng_norigs < ORIGS)
-        slot = (int)drk_eng_norigs++;
-    if (slot >= 0 && drk_eng_unloads == seen)
+    pthread_mutex_lock(&fence);
+    if (slot < 0 && norigs < ORIGS)
+        slot = (int)norigs++;
+    if (slot >= 0 && unloads == seen)
         origs[slot].owner = owner, origs[slot].module = *out, origs[slot].stale = 0;
-    pthread_mutex_unlock(&drk_eng_fence);
+    pthread_mutex_unlock(&fence);
     return CUDA_SUCCESS; /* not kept: drk's context goes with its modules */
 }
 
@@ -92,9 +92,9 @@ static CUfunction original_of(struct target *t, char *why, size_t len)
         if (r == CUDA_SUCCESS && (r = drk_eng_drv.module_get_function(&fn, m, t->rec->name)) != CUDA_SUCCESS)
             what = "cuModuleGetFunction";
     }
-    pthread_mutex_lock(&drk_eng_fence);
+    pthread_mutex_lock(&fence);
     if (atomic_load(&t->gone)) {
-        pthread_mutex_unlock(&drk_eng_fence);
+        pthread_mutex_unlock(&fence);
         return snprintf(why, len, "its module was unloaded by the program"), NULL;
     }
     if (!k && again.library) {
@@ -106,7 +106,7 @@ static CUfunction original_of(struct target *t, char *why, size_t len)
         what = "cuKernelGetFunction (in drk's context)";
         r = drk_eng_drv.kernel_get_function ? drk_eng_drv.kernel_get_function(&fn, k) : CUDA_ERROR_NOT_FOUND;
     }
-    pthread_mutex_unlock(&drk_eng_fence);
+    pthread_mutex_unlock(&fence);
     if (r != CUDA_SUCCESS || !fn)
         return snprintf(why, len, "%s failed (%d)", what, (int)r), NULL;
     t->orig = fn, t->orig_ctx = drk_eng_own_ctx;
@@ -146,8 +146,15 @@ void drk_eng_load_original_ahead(struct target *t)
  * still, each proven as on its own capture; only no longer paced by the
  * captures to come. A launch is kept only while its target searches, and
  * only while all kept copies take at most KEPT_BYTES. */
+#define KEPT 2
 #define KEPT_BYTES (48u << 20)
-struct kept drk_eng_kept[KEPT];
+static struct kept {
+    const struct target *t;     /* NULL: free */
+    unsigned capture;           /* the capture it was */
+    size_t bytes;               /* its three sets */
+    drk_trial tr;
+    drk_proof_ref ref;          /* settled: O1 in set 1 */
+} kept[KEPT];
 
 /* Its buffers back to drk's trial means (drk's context pushed: a target
  * may end with the program's current). */
@@ -167,8 +174,20 @@ static void kept_close(struct kept *k)
 void drk_eng_kept_forget(const struct target *t)
 {
     for (unsigned i = 0; i < KEPT; i++)
-        if (drk_eng_kept[i].t && (!t || drk_eng_kept[i].t == t))
-            kept_close(&drk_eng_kept[i]);
+        if (kept[i].t && (!t || kept[i].t == t))
+            kept_close(&kept[i]);
+}
+
+/* A forked child: the parent's kept launches (their buffers) and reloaded
+ * originals are not its, and the fence a parent's thread held (mid-trial)
+ * is not waited for. */
+void drk_eng_capture_after_fork(void)
+{
+    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+    fence = fresh;
+    memset(kept, 0, sizeof kept);
+    norigs = 0;
+    unloads = 0;
 }
 
 /* Keeps the trial of `t`'s capture just done (moved out of *tr, which is
@@ -184,16 +203,16 @@ static int keep_trial(struct target *t, drk_trial *tr, const drk_proof_ref *ref)
     /* Another target's go (one searches at a time); then the oldest, while
      * all kept would take more than KEPT_BYTES. */
     for (unsigned i = 0; i < KEPT; i++)
-        if (drk_eng_kept[i].t && drk_eng_kept[i].t != t)
-            kept_close(&drk_eng_kept[i]);
+        if (kept[i].t && kept[i].t != t)
+            kept_close(&kept[i]);
     for (;;) {
         size_t held = 0;
         struct kept *old = NULL, *free_one = NULL;
         for (unsigned i = 0; i < KEPT; i++) {
-            if (!drk_eng_kept[i].t)
-                free_one = free_one ? free_one : &drk_eng_kept[i];
-            else if (held += drk_eng_kept[i].bytes, !old || drk_eng_kept[i].capture < old->capture)
-                old = &drk_eng_kept[i];
+            if (!kept[i].t)
+                free_one = free_one ? free_one : &kept[i];
+            else if (held += kept[i].bytes, !old || kept[i].capture < old->capture)
+                old = &kept[i];
         }
         if (free_one && held + bytes <= KEPT_BYTES) {
             free_one->t = t, free_one->capture = t->captures, free_one->bytes = bytes;
@@ -220,11 +239,11 @@ static double pay(struct target *t, double gpu, unsigned waits, unsigned loads, 
 {
     double charge = gpu + waits * DRK_EVO_WAIT_NS + loads * DRK_EVO_LOAD_NS + moved * DRK_EVO_BYTE_NS;
     t->trial_ns += (uint64_t)(gpu + 0.5);
-    drk_eng_trial_ns_all += (uint64_t)(gpu + 0.5);
+    drk_eng_totals.trial_ns += (uint64_t)(gpu + 0.5);
     t->trial_bytes += (uint64_t)moved;
-    drk_eng_trial_bytes_all += (uint64_t)moved;
+    drk_eng_totals.trial_bytes += (uint64_t)moved;
     t->ledger_ns -= charge;
-    drk_eng_charged_all += charge;
+    drk_eng_totals.charged += charge;
     return charge;
 }
 
@@ -241,7 +260,7 @@ int drk_eng_prove_kept(struct target *t, const drk_variant *v)
     char text[96];
     drk_variant_text(&drk_space_ptx, v, text, sizeof text);
     for (unsigned i = 0; i < KEPT && b->proven < DRK_PROOF_LAUNCHES; i++) {
-        struct kept *k = &drk_eng_kept[i];
+        struct kept *k = &kept[i];
         if (k->t != t || k->capture == t->captures || proven_at(b, k->capture))
             continue;
         drk_trial *tr = &k->tr;
@@ -330,7 +349,7 @@ static int trials(struct target *t, const drk_capture_got *got, const drk_reach 
     /* The trial owns the snapshot whatever it returns, and frees it. */
     int rc = drk_trial_open(&tr, &drk_eng_env, im->flow, reach, snap, got->params, got->len, t->shape.grid,
                             t->shape.block, t->shape.shared_bytes, orig);
-    tr.fence = &drk_eng_fence, tr.gone = &t->gone;
+    tr.fence = &fence, tr.gone = &t->gone;
     if (!orig) {
         drk_trial_close(&tr);
         drk_eng_end_target(t, DRK_TARGET_FAILED, "%s", why);
@@ -349,8 +368,8 @@ static int trials(struct target *t, const drk_capture_got *got, const drk_reach 
     }
     drk_proof_ops ops = drk_trial_ops(&tr);
     drk_proof_ref ref;
-    uint64_t w0 = drk_mono_ns(), b0 = drk_eng_build_wall_ns;
-    unsigned b_made = drk_eng_builds_made;
+    uint64_t w0 = drk_mono_ns(), b0 = drk_eng_totals.build_wall_ns;
+    unsigned b_made = drk_eng_totals.builds_made;
     /* A search round's reference is queued with its first batch (after
      * its builds: the fence is never held across a compile), for one wait:
      * with what an earlier capture said the original writes, or blind on
@@ -375,16 +394,16 @@ static int trials(struct target *t, const drk_capture_got *got, const drk_reach 
     if (!drk_eng_ref_prev && ref.state == DRK_PROOF_EQUAL && !ref.queued)
         t->prev = ref;
     drk_eng_ref_prev = NULL;
-    uint64_t wall = drk_mono_ns() - w0, built = drk_eng_build_wall_ns - b0;
+    uint64_t wall = drk_mono_ns() - w0, built = drk_eng_totals.build_wall_ns - b0;
     wall = wall > built ? wall - built : 0;
     double gpu = drk_trial_gpu_ns(&tr);
     double moved = (double)tr.moved + 2.0 * (double)reach->bytes; /* the snapshot, copied on the program's stream */
-    double charge = pay(t, gpu, tr.waits, drk_eng_builds_made - b_made, moved);
+    double charge = pay(t, gpu, tr.waits, drk_eng_totals.builds_made - b_made, moved);
     drk_log(DRK_LOG_DEBUG,
             "evolve: %.80s: capture %u's trials took %.1f ms besides %.1f ms of builds (GPU %.1f ms, by their "
             "events %.1f ms, %u waits, %u loads, %.0f MiB moved: %.1f ms charged)",
             t->rec->name, t->captures, ms_of(wall), ms_of(built), gpu / 1e6, ms_of(tr.gpu_ns), tr.waits,
-            drk_eng_builds_made - b_made, moved / (1 << 20), charge / 1e6);
+            drk_eng_totals.builds_made - b_made, moved / (1 << 20), charge / 1e6);
     if (!keep_trial(t, &tr, &ref))
         drk_trial_close(&tr);
     return t->state == DRK_TARGET_SEARCHING && drk_eng_active == t;
@@ -470,15 +489,15 @@ void drk_engine_unloading(uintptr_t owner)
 {
     if (!owner || !drk_eng_started)
         return;
-    pthread_mutex_lock(&drk_eng_fence);
+    pthread_mutex_lock(&fence);
     unsigned n = atomic_load(&drk_eng_ntargets);
     for (unsigned i = 0; i < n; i++)
         if (drk_eng_targets[i].rec &&
             atomic_load_explicit(&drk_eng_targets[i].rec->owner, memory_order_acquire) == owner)
             atomic_store(&drk_eng_targets[i].gone, 1);
-    for (unsigned i = 0; i < drk_eng_norigs; i++)
+    for (unsigned i = 0; i < norigs; i++)
         if (origs[i].owner == owner)
             origs[i].stale = 1;
-    drk_eng_unloads++;
-    pthread_mutex_unlock(&drk_eng_fence);
+    unloads++;
+    pthread_mutex_unlock(&fence);
 }

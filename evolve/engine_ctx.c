@@ -35,7 +35,6 @@ CUcontext drk_eng_prog_ctx; /* the program's primary context of env_device, whil
 
 static int pushed;
 CUcontext drk_eng_own_ctx;
-size_t drk_eng_own_ctx_bytes;   /* device memory drk's context took when made (the report's) */
 static unsigned own_failed_at; /* the round making it last failed: retried OWN_RETRY rounds later */
 static char own_why[192];
 #define OWN_RETRY 50
@@ -139,7 +138,7 @@ static int make_own(int dev)
     }
     drk_eng_env.spans = drk_eng_cfg.spans;
     if (drk_eng_drv.mem_get_info(&free1, &total) == CUDA_SUCCESS && free1 < free0)
-        drk_eng_own_ctx_bytes = free0 - free1;
+        drk_eng_totals.own_ctx_bytes = free0 - free1;
     drk_eng_pop_own();
     if (free1 && free1 < OWN_MIN_FREE(total)) {
         snprintf(own_why, sizeof own_why, "a context of drk's own leaves device %d %zu MiB free: too little", dev,
@@ -153,7 +152,7 @@ static int make_own(int dev)
         return -1;
     }
     drk_log(DRK_LOG_INFO, "evolve: trials run in a context of drk's own on device %d (%zu MiB of device memory)",
-            dev, drk_eng_own_ctx_bytes >> 20);
+            dev, drk_eng_totals.own_ctx_bytes >> 20);
     /* Its steps' times and when they ran (CLOCK_MONOTONIC, as a program's
      * own clock reads it), to tell whether one of them held a launch. */
     const uint64_t *o = drk_eng_env.opened_ns;
@@ -212,7 +211,8 @@ static void own_opened(int dev)
  * kernel evolution could take up (CUPTI starts then), a helper thread
  * makes it while the first rounds are timed; drk's thread takes it over
  * (joins) before it touches drk's context. */
-atomic_int drk_eng_early_state;
+enum { EARLY_IDLE, EARLY_RUNNING, EARLY_JOINED };
+static atomic_int early_state;
 static pthread_t early_thread;
 static int early_dev, early_rc;
 static uint64_t early_ns;
@@ -240,10 +240,10 @@ static void *early_job(void *arg)
  * still being made); nothing when none was started. */
 void drk_eng_own_join(void)
 {
-    if (atomic_load(&drk_eng_early_state) != EARLY_RUNNING)
+    if (atomic_load(&early_state) != EARLY_RUNNING)
         return;
     pthread_join(early_thread, NULL);
-    atomic_store(&drk_eng_early_state, EARLY_JOINED);
+    atomic_store(&early_state, EARLY_JOINED);
     if (early_rc == 0 && drk_eng_own_ctx) {
         own_opened(early_dev);
         drk_log(DRK_LOG_DEBUG, "evolve: drk's context was made on device %d in %.1f ms, ahead of a choice",
@@ -253,16 +253,23 @@ void drk_eng_own_join(void)
 
 void drk_engine_prepare(void)
 {
-    if (!drk_eng_on || atomic_load(&drk_eng_early_state) != EARLY_IDLE || drk_eng_own_ctx || drk_eng_memory_out)
+    if (!drk_eng_on || atomic_load(&early_state) != EARLY_IDLE || drk_eng_own_ctx || drk_eng_memory_out)
         return;
     /* The device of the first kernel evolution could take up. */
     int dev = drk_eng_first_evolvable(1);
     if (dev < 0)
         return;
     early_dev = dev;
-    atomic_store(&drk_eng_early_state, EARLY_RUNNING);
+    atomic_store(&early_state, EARLY_RUNNING);
     if (drk_thread_start(&early_thread, early_job, NULL) != 0)
-        atomic_store(&drk_eng_early_state, EARLY_IDLE); /* made at the choice, as without */
+        atomic_store(&early_state, EARLY_IDLE); /* made at the choice, as without */
+}
+
+/* A forked child: no early context is being made for it, and it gave no memory back. */
+void drk_eng_ctx_after_fork(void)
+{
+    atomic_store(&early_state, EARLY_IDLE);
+    drk_eng_memory_out = 0;
 }
 
 /* drk's context and its means on `dev`, the program's context current. */
@@ -300,7 +307,7 @@ static void give_back(void)
     if (!drk_eng_memory_out && drk_eng_own_ctx) {
         drk_eng_memory_out = 1;
         int dev = drk_eng_env_device;
-        size_t bytes = drk_eng_own_ctx_bytes;
+        size_t bytes = drk_eng_totals.own_ctx_bytes;
         drk_capture_disarm();
         if (drk_eng_push(dev)) {
             if (drk_eng_active && drk_eng_active->plan.done)

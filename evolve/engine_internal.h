@@ -8,7 +8,6 @@
 #ifndef DRK_EVOLVE_ENGINE_INTERNAL_H
 #define DRK_EVOLVE_ENGINE_INTERNAL_H
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -32,7 +31,6 @@
 #define CHOICES 2           /* the search's choices kept being proven until they can serve */
 #define RECHECK 8           /* rounds a served variant rests before it is measured against the original again */
 #define RECHECK_MAX 128     /* and at most, once measurements kept finding it as fast (each doubles the rest) */
-#define KEPT 2              /* launches kept for proofs (engine_capture.c) */
 
 /* A variant built for a target, and what its proofs found. */
 struct built {
@@ -155,25 +153,36 @@ extern struct target *drk_eng_active;
 extern int drk_eng_want_choice;
 extern drk_predictor drk_eng_predictor;
 extern unsigned drk_eng_rounds_seen;
-extern uint64_t drk_eng_trial_ns_all, drk_eng_trial_bytes_all;
-extern double drk_eng_charged_all;
-extern unsigned drk_eng_cache_hits, drk_eng_cache_stored, drk_eng_partial_hits;
-extern unsigned drk_eng_cubin_hits, drk_eng_cubins_stored;
-extern double drk_eng_cubin_hit_ms_sum, drk_eng_cubin_hit_ms_max, drk_eng_cubin_read_ms_sum;
-extern uint64_t drk_eng_build_wall_ns;
-extern unsigned drk_eng_builds_made, drk_eng_borrowed_loads, drk_eng_served_loads;
-extern double drk_eng_served_load_ms_max;
-extern unsigned drk_eng_cache_serves;
-extern double drk_eng_cache_serve_ms_sum, drk_eng_cache_serve_ms_max;
+/* The report's totals, counted by the engine's parts (a forked child starts them at 0). */
+struct drk_eng_totals {
+    uint64_t trial_ns, trial_bytes; /* trials' GPU time; the bytes they moved */
+    uint64_t program_ns;        /* the program's kernel time over the rounds seen (a chosen target's credit too) */
+    double charged;             /* what every capture's ledger was charged */
+    double researched_sum;      /* the rounds' shares of kernels at a new class, summed */
+    unsigned cache_hits, cache_stored; /* results found in the cache; written to it */
+    unsigned partial_hits;      /* searches an earlier run ended, gone on from */
+    unsigned partial_stored;    /* and ended by this one */
+    unsigned cubin_hits, cubins_stored; /* cubins loaded from the cache; written to it */
+    double cubin_hit_ms_sum, cubin_hit_ms_max, cubin_read_ms_sum; /* those loads' times, and their reads' */
+    uint64_t build_wall_ns;     /* builds' wall time (nvJitLink on the CPU, the load): not the GPU's */
+    unsigned builds_made;       /* modules loaded in drk's context by builds (each a switch of the GPU) */
+    unsigned borrowed_loads;    /* builds that borrowed a module another build loaded (the same cubin) */
+    unsigned served_loads;      /* served copies loaded into the program's context */
+    double served_load_ms_max;
+    unsigned quiet_loads;       /* of them, at the program's synchronize */
+    /* Earlier runs' results served from the cache: the cubin's read and its
+     * load into the program's context (at a synchronize, or by drk's thread). */
+    unsigned cache_serves;
+    double cache_serve_ms_sum, cache_serve_ms_max;
+    size_t own_ctx_bytes;       /* device memory drk's context took when made */
+};
+extern struct drk_eng_totals drk_eng_totals;
 
 /* engine_ctx.c: drk's own context and the trials' means in it. */
-enum { EARLY_IDLE, EARLY_RUNNING, EARLY_JOINED };
 extern drk_trial_env drk_eng_env;
 extern int drk_eng_env_open, drk_eng_env_device;
 extern CUcontext drk_eng_prog_ctx, drk_eng_own_ctx;
-extern size_t drk_eng_own_ctx_bytes;
 extern int drk_eng_memory_out;
-extern atomic_int drk_eng_early_state;
 int drk_eng_push(int dev);
 void drk_eng_pop(void);
 int drk_eng_push_own(void);
@@ -181,11 +190,13 @@ void drk_eng_pop_own(void);
 void drk_eng_close_own(void);
 void drk_eng_own_join(void);
 int drk_eng_ensure_env(int dev);
+void drk_eng_ctx_after_fork(void);
 
 /* engine_target.c: targets, and the served modules kept until exit. */
-extern unsigned drk_eng_ngraves, drk_eng_next_grave;
 void drk_eng_bury(CUmodule m);
 void drk_eng_unload_graves(void);
+unsigned drk_eng_graves(void);
+void drk_eng_graves_after_fork(void);
 void drk_eng_free_built(struct target *t, struct built *b);
 int drk_eng_wants_proof(const struct target *t, const struct built *b);
 int drk_eng_count_proof(struct built *b, unsigned capture);
@@ -220,47 +231,17 @@ struct built *drk_eng_cached_slot(struct target *t, const drk_variant *v);
 
 /* engine_serve.c: what serves, and the served copy's load at a quiet
  * moment (one request at a time). */
-enum { QUIET_IDLE, QUIET_ASKED, QUIET_LOADING, QUIET_DONE };
-struct quiet {
-    _Atomic int state;
-    /* Written by drk's thread before ASKED; read by the loading thread. */
-    CUcontext ctx;
-    void *cubin;
-    const char *name;
-    drk_variant attrv;
-    /* Written by the loading thread before DONE. */
-    CUmodule module;
-    CUfunction fn;
-    CUresult r;
-    const char *what;
-    uint64_t ns;
-    /* drk's thread's own. */
-    struct target *t;
-    uint32_t id;
-    unsigned asked_round;
-};
-extern struct quiet drk_eng_quiet;
-extern unsigned drk_eng_quiet_loads;
 void drk_eng_quiet_take(int all);
+void drk_eng_quiet_after_fork(void);
 void drk_eng_from_cache(struct target *t, const drk_variant *v, double speedup);
 uint32_t drk_eng_served_id(const struct target *t);
 void drk_eng_publish(struct target *t, const drk_evo_decision *d);
 void drk_eng_serve_pending(void);
 
 /* engine_capture.c: a captured launch, and the launches kept for proofs. */
-struct kept {
-    const struct target *t;     /* NULL: free */
-    unsigned capture;           /* the capture it was */
-    size_t bytes;               /* its three sets */
-    drk_trial tr;
-    drk_proof_ref ref;          /* settled: O1 in set 1 */
-};
-extern struct kept drk_eng_kept[KEPT];
-extern pthread_mutex_t drk_eng_fence;
-extern unsigned drk_eng_norigs;
-extern uint64_t drk_eng_unloads;
 void drk_eng_load_original_ahead(struct target *t);
 void drk_eng_kept_forget(const struct target *t);
+void drk_eng_capture_after_fork(void);
 int drk_eng_prove_kept(struct target *t, const drk_variant *v);
 void drk_eng_captured(struct target *t, const drk_capture_got *got);
 

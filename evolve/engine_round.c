@@ -650,8 +650,8 @@ void drk_eng_search_round(struct target *t, drk_trial *tr, drk_proof_ref *ref)
             drk_predictor_learn(&drk_eng_predictor, (uint64_t)(uintptr_t)t->rec, t->cls, &f,
                                 t->served ? &t->served_v : NULL, t->served ? t->speedup : 1.0);
             drk_variant none = {{0}};
-            drk_eng_cache_stored += drk_eng_result_put(t, t->served ? &t->served_v : &none,
-                                                       t->served ? drk_eng_best_speedup(t) : 1.0, 0) == 0;
+            drk_eng_totals.cache_stored += drk_eng_result_put(t, t->served ? &t->served_v : &none,
+                                                              t->served ? drk_eng_best_speedup(t) : 1.0, 0) == 0;
             t->stored = 1;
         }
         char why[96];

@@ -70,8 +70,8 @@ static CUfunction serve_copy(struct target *t, struct built *b, char *why, size_
     }
     b->pmodule = m, b->pfn = fn;
     double ms = ms_of(drk_mono_ns() - t0);
-    drk_eng_served_loads++;
-    drk_eng_served_load_ms_max = ms > drk_eng_served_load_ms_max ? ms : drk_eng_served_load_ms_max;
+    drk_eng_totals.served_loads++;
+    drk_eng_totals.served_load_ms_max = ms > drk_eng_totals.served_load_ms_max ? ms : drk_eng_totals.served_load_ms_max;
     drk_log(DRK_LOG_DEBUG, "evolve: %.80s: the served copy loaded into the program's context in %.1f ms",
             t->rec->name, ms);
     return fn;
@@ -91,49 +91,66 @@ static CUfunction serve_copy(struct target *t, struct built *b, char *why, size_
  * is loaded by drk's thread as before. One request at a time; it holds its
  * own copy of the cubin, so drk may free the build meanwhile. */
 #define QUIET_ROUNDS 8 /* rounds a request may wait for a synchronize */
-struct quiet drk_eng_quiet;
-unsigned drk_eng_quiet_loads;
+enum { QUIET_IDLE, QUIET_ASKED, QUIET_LOADING, QUIET_DONE };
+static struct quiet {
+    _Atomic int state;
+    /* Written by drk's thread before ASKED; read by the loading thread. */
+    CUcontext ctx;
+    void *cubin;
+    const char *name;
+    drk_variant attrv;
+    /* Written by the loading thread before DONE. */
+    CUmodule module;
+    CUfunction fn;
+    CUresult r;
+    const char *what;
+    uint64_t ns;
+    /* drk's thread's own. */
+    struct target *t;
+    uint32_t id;
+    unsigned asked_round;
+} quiet;
 
 /* Asks for `b`'s served copy at the program's next synchronize. */
 static void quiet_ask(struct target *t, const struct built *b)
 {
     if (b->pfn || !b->cubin || !drk_eng_prog_ctx ||
-        atomic_load_explicit(&drk_eng_quiet.state, memory_order_acquire) != QUIET_IDLE)
+        atomic_load_explicit(&quiet.state, memory_order_acquire) != QUIET_IDLE)
         return;
     void *copy = malloc(b->cubin_len);
     if (!copy)
         return;
     memcpy(copy, b->cubin, b->cubin_len);
-    free(drk_eng_quiet.cubin);
-    drk_eng_quiet.cubin = copy;
-    drk_eng_quiet.ctx = drk_eng_prog_ctx, drk_eng_quiet.name = t->rec->name, drk_eng_quiet.attrv = b->attrv;
-    drk_eng_quiet.t = t, drk_eng_quiet.id = b->id, drk_eng_quiet.asked_round = drk_eng_rounds_seen;
-    atomic_store_explicit(&drk_eng_quiet.state, QUIET_ASKED, memory_order_release);
+    free(quiet.cubin);
+    quiet.cubin = copy;
+    quiet.ctx = drk_eng_prog_ctx, quiet.name = t->rec->name, quiet.attrv = b->attrv;
+    quiet.t = t, quiet.id = b->id, quiet.asked_round = drk_eng_rounds_seen;
+    atomic_store_explicit(&quiet.state, QUIET_ASKED, memory_order_release);
 }
 
 void drk_engine_quiet(void)
 {
-    if (atomic_load_explicit(&drk_eng_quiet.state, memory_order_acquire) != QUIET_ASKED)
+    if (atomic_load_explicit(&quiet.state, memory_order_acquire) != QUIET_ASKED)
         return;
     CUcontext cur = NULL;
-    if (drk_eng_drv.ctx_get_current(&cur) != CUDA_SUCCESS || cur != drk_eng_quiet.ctx)
+    if (drk_eng_drv.ctx_get_current(&cur) != CUDA_SUCCESS || cur != quiet.ctx)
         return; /* another context's synchronize: its queue says nothing of this one's */
     int want = QUIET_ASKED;
-    if (!atomic_compare_exchange_strong(&drk_eng_quiet.state, &want, QUIET_LOADING))
+    if (!atomic_compare_exchange_strong(&quiet.state, &want, QUIET_LOADING))
         return;
     uint64_t t0 = drk_mono_ns();
     CUmodule m;
     CUfunction fn;
     const char *what;
-    CUresult r = load_copy(drk_eng_quiet.cubin, drk_eng_quiet.name, &drk_eng_quiet.attrv, &m, &fn, &what);
+    CUresult r = load_copy(quiet.cubin, quiet.name, &quiet.attrv, &m, &fn, &what);
     if (r != CUDA_SUCCESS && m) {
         CUresult u = drk_eng_drv.module_unload(m);
         (void)u; /* the load's failure is the one to tell */
         m = NULL;
     }
-    drk_eng_quiet.module = m, drk_eng_quiet.fn = fn, drk_eng_quiet.r = r, drk_eng_quiet.what = what;
-    drk_eng_quiet.ns = drk_mono_ns() - t0;
-    atomic_store_explicit(&drk_eng_quiet.state, QUIET_DONE, memory_order_release);
+    quiet.module = m, quiet.fn = fn, quiet.r = r, quiet.what = what;
+    quiet.ns = drk_mono_ns() - t0;
+    atomic_store_explicit(&quiet.state, QUIET_DONE, memory_order_release);
 }
 
 /* drk's thread: a loaded copy goes to its build (still there, not loaded
@@ -143,13 +160,13 @@ void drk_engine_quiet(void)
  * after 2 s the exit goes on and leaves it its cubin). */
 void drk_eng_quiet_take(int all)
 {
-    int s = atomic_load_explicit(&drk_eng_quiet.state, memory_order_acquire);
-    if (s == QUIET_ASKED && (all || drk_eng_rounds_seen - drk_eng_quiet.asked_round > QUIET_ROUNDS ||
-                             drk_eng_quiet.t->state == DRK_TARGET_FAILED || atomic_load(&drk_eng_quiet.t->gone))) {
+    int s = atomic_load_explicit(&quiet.state, memory_order_acquire);
+    if (s == QUIET_ASKED && (all || drk_eng_rounds_seen - quiet.asked_round > QUIET_ROUNDS ||
+                             quiet.t->state == DRK_TARGET_FAILED || atomic_load(&quiet.t->gone))) {
         int want = QUIET_ASKED;
-        if (atomic_compare_exchange_strong(&drk_eng_quiet.state, &want, QUIET_IDLE)) {
-            free(drk_eng_quiet.cubin); /* no synchronize can take it now */
-            drk_eng_quiet.cubin = NULL;
+        if (atomic_compare_exchange_strong(&quiet.state, &want, QUIET_IDLE)) {
+            free(quiet.cubin); /* no synchronize can take it now */
+            quiet.cubin = NULL;
             return;
         }
         s = want;
@@ -157,37 +174,46 @@ void drk_eng_quiet_take(int all)
     for (int waited = 0; all && s == QUIET_LOADING && waited < 2000; waited++) {
         struct timespec ms = {0, 1000000};
         nanosleep(&ms, NULL);
-        s = atomic_load_explicit(&drk_eng_quiet.state, memory_order_acquire);
+        s = atomic_load_explicit(&quiet.state, memory_order_acquire);
     }
     if (s != QUIET_DONE)
         return;
-    struct target *t = drk_eng_quiet.t;
-    struct built *b = drk_eng_built_of(t, drk_eng_quiet.id);
-    double ms = ms_of(drk_eng_quiet.ns);
+    struct target *t = quiet.t;
+    struct built *b = drk_eng_built_of(t, quiet.id);
+    double ms = ms_of(quiet.ns);
     int pending = b && t->cached_pending && drk_eng_is_served(t, b);
-    if (drk_eng_quiet.r != CUDA_SUCCESS) {
+    if (quiet.r != CUDA_SUCCESS) {
         drk_log(pending ? DRK_LOG_INFO : DRK_LOG_DEBUG, "evolve: %.80s: the served copy's load at a synchronize "
-                "failed: %s (%d)%s", t->rec->name, drk_eng_quiet.what, (int)drk_eng_quiet.r,
+                "failed: %s (%d)%s", t->rec->name, quiet.what, (int)quiet.r,
                 pending ? "; the cached result is withdrawn, searching" : "");
         if (pending) {
             drk_eng_withdraw(t);
             drk_eng_free_built(t, b);
         }
     } else if (b && !b->pfn && !atomic_load(&t->gone)) {
-        b->pmodule = drk_eng_quiet.module, b->pfn = drk_eng_quiet.fn;
-        drk_eng_served_loads++;
-        drk_eng_quiet_loads++;
-        drk_eng_served_load_ms_max = ms > drk_eng_served_load_ms_max ? ms : drk_eng_served_load_ms_max;
+        b->pmodule = quiet.module, b->pfn = quiet.fn;
+        drk_eng_totals.served_loads++;
+        drk_eng_totals.quiet_loads++;
+        drk_eng_totals.served_load_ms_max =
+            ms > drk_eng_totals.served_load_ms_max ? ms : drk_eng_totals.served_load_ms_max;
         drk_log(DRK_LOG_DEBUG, "evolve: %.80s: the served copy loaded into the program's context at its "
                                "synchronize in %.2f ms", t->rec->name, ms);
         if (pending)
             serve_cached(t, b, ms);
     } else {
-        drk_eng_bury(drk_eng_quiet.module); /* its build went, or was loaded meanwhile */
+        drk_eng_bury(quiet.module); /* its build went, or was loaded meanwhile */
     }
-    free(drk_eng_quiet.cubin);
-    drk_eng_quiet.cubin = NULL;
-    atomic_store_explicit(&drk_eng_quiet.state, QUIET_IDLE, memory_order_release);
+    free(quiet.cubin);
+    quiet.cubin = NULL;
+    atomic_store_explicit(&quiet.state, QUIET_IDLE, memory_order_release);
+}
+
+/* A forked child: no request of the parent's is its (no load is in flight there). */
+void drk_eng_quiet_after_fork(void)
+{
+    free(quiet.cubin);
+    quiet.cubin = NULL;
+    atomic_store(&quiet.state, QUIET_IDLE);
 }
 
 /* ---- Earlier runs' results (the cache) ---- */
@@ -201,9 +227,9 @@ static void serve_cached(struct target *t, struct built *b, double load_ms)
     t->served = b->pfn;
     drk_eng_served_changed(t);
     double ms = t->pending_read_ms + load_ms;
-    drk_eng_cache_serves++;
-    drk_eng_cache_serve_ms_sum += ms;
-    drk_eng_cache_serve_ms_max = ms > drk_eng_cache_serve_ms_max ? ms : drk_eng_cache_serve_ms_max;
+    drk_eng_totals.cache_serves++;
+    drk_eng_totals.cache_serve_ms_sum += ms;
+    drk_eng_totals.cache_serve_ms_max = ms > drk_eng_totals.cache_serve_ms_max ? ms : drk_eng_totals.cache_serve_ms_max;
     char text[96];
     drk_log(DRK_LOG_INFO, "evolve: %.80s at grid (%u,%u,%u) block (%u,%u,%u): serving %s from the cache (%.3fx in an "
                           "earlier run; read and loaded in %.2f ms)%s",
@@ -222,7 +248,7 @@ static void serve_cached(struct target *t, struct built *b, double load_ms)
  * GPU to switch to it (1-3 ms on a busy H200): the proofs load it there. */
 void drk_eng_from_cache(struct target *t, const drk_variant *v, double speedup)
 {
-    drk_eng_cache_hits++;
+    drk_eng_totals.cache_hits++;
     char text[96], why[256];
     drk_variant_text(&drk_space_ptx, v, text, sizeof text);
     if (drk_variant_is_default(v)) {
@@ -263,7 +289,7 @@ void drk_eng_serve_pending(void)
             quiet_ask(t, b);
             continue;
         }
-        if (atomic_load_explicit(&drk_eng_quiet.state, memory_order_acquire) != QUIET_IDLE && drk_eng_quiet.t == t)
+        if (atomic_load_explicit(&quiet.state, memory_order_acquire) != QUIET_IDLE && quiet.t == t)
             continue; /* asked: quiet_take takes it back first */
         char why[192];
         uint64_t t0 = drk_mono_ns();

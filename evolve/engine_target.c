@@ -29,25 +29,31 @@
  * the oldest is unloaded at once. drk's own context unloads at once. */
 #define GRAVES 256
 static CUmodule graves[GRAVES];
-unsigned drk_eng_ngraves, drk_eng_next_grave;
+static unsigned ngraves, next_grave;
 
 void drk_eng_bury(CUmodule m)
 {
-    if (drk_eng_ngraves == GRAVES) {
-        drk_eng_drv.module_unload(graves[drk_eng_next_grave]);
-        graves[drk_eng_next_grave] = m;
-        drk_eng_next_grave = (drk_eng_next_grave + 1) % GRAVES;
+    if (ngraves == GRAVES) {
+        drk_eng_drv.module_unload(graves[next_grave]);
+        graves[next_grave] = m;
+        next_grave = (next_grave + 1) % GRAVES;
     } else {
-        graves[drk_eng_ngraves++] = m;
+        graves[ngraves++] = m;
     }
 }
 
 void drk_eng_unload_graves(void)
 {
-    for (unsigned i = 0; i < drk_eng_ngraves; i++)
+    for (unsigned i = 0; i < ngraves; i++)
         drk_eng_drv.module_unload(graves[i]);
-    drk_eng_ngraves = drk_eng_next_grave = 0;
+    ngraves = next_grave = 0;
 }
+
+/* Served modules buried and not unloaded yet. */
+unsigned drk_eng_graves(void) { return ngraves; }
+
+/* A forked child: the parent's served modules are not its to unload. */
+void drk_eng_graves_after_fork(void) { ngraves = next_grave = 0; }
 
 /* The program's context is current (pushed). A module other slots of `t`
  * borrow goes to one of them rather than away. */
@@ -479,7 +485,7 @@ struct target *drk_eng_make_target(const drk_kernel_record *r, int slot, const d
         /* An earlier run ended this search: it goes on from its best. */
         char text[96];
         drk_evolution_init(&t->evo, &drk_space_ptx, search_seed(r, t->cls), &cached);
-        drk_eng_partial_hits++;
+        drk_eng_totals.partial_hits++;
         drk_log(DRK_LOG_INFO, "evolve: %.80s: an earlier run's search ended %s %s (%.3fx, not yet proven here): %s",
                 r->name, partial == PARTIAL_SERVING ? "serving" : "at",
                 drk_variant_text(&drk_space_ptx, &cached, text, sizeof text), speedup,
