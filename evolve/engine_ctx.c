@@ -265,11 +265,16 @@ void drk_engine_prepare(void)
         atomic_store(&early_state, EARLY_IDLE); /* made at the choice, as without */
 }
 
-/* A forked child: no early context is being made for it, and it gave no memory back. */
+/* A forked child: no early context is being made for it, it gave no
+ * memory back, and the parent's context is not its to give back (no thread
+ * of drk's would answer the ask: a child out of memory waited it out). */
 void drk_eng_ctx_after_fork(void)
 {
     atomic_store(&early_state, EARLY_IDLE);
     drk_eng_memory_out = 0;
+    atomic_store(&own_held, 0);
+    atomic_store(&give_asked, 0);
+    atomic_store(&give_done, 0);
 }
 
 /* drk's context and its means on `dev`, the program's context current. */

@@ -121,7 +121,10 @@
  *                         fork; but one forked after a round's launches
  *                         launches axpy once, which the stand-in runs: the
  *                         program's own build must, not the parent's
- *                         variant), allocates, unloads the program's module
+ *                         variant), allocates (and, out of memory, gets
+ *                         the driver's answer at once: drk's context is
+ *                         the parent's, not the child's to give back),
+ *                         unloads the program's module
  *                         (as cudart's exit handlers unregister theirs) and
  *                         exits through exit(): drk's exit runs in it. Each must end within 20 s (one
  *                         that does not is killed and counted hung); the
@@ -267,6 +270,17 @@ static int fork_child(CUmodule mod, CUfunction fn)
             _exit(6);
         if (fn && (by_regs[32] != v32 || by_regs[64] != v64 + 1))
             _exit(7);
+        /* Out of memory, the child asks drk for its context back: none is
+         * the child's, so the answer comes at once (it waited 500 ms for a
+         * thread of drk's that only the parent has). */
+        CUdeviceptr huge;
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        CUresult oom = cuMemAlloc(&huge, (size_t)1 << 40);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        if (oom != CUDA_ERROR_OUT_OF_MEMORY ||
+            (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000 > 250)
+            _exit(8);
         exit(sum == 0 ? 4 : cuModuleUnload(mod) != CUDA_SUCCESS ? 5 : 0);
     }
     int status;
