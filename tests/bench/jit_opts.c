@@ -24,35 +24,13 @@
  * arguments or unreadable PTX; 77 (a skip to ctest) when there is no
  * nvJitLink 13. */
 #define _GNU_SOURCE
-#include <dlfcn.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "bench_nvjitlink.h"
 #include "evolve/image/ptx_entry.h"
-
-typedef struct nvJitLink *jl_handle;
-static struct {
-    int (*create)(jl_handle *, uint32_t, const char **);
-    int (*destroy)(jl_handle *);
-    int (*add)(jl_handle, int, const void *, size_t, const char *);
-    int (*complete)(jl_handle);
-    int (*info_size)(jl_handle, size_t *);
-    int (*info)(jl_handle, char *);
-} jl;
 
 enum { REPS_MAX = 64, MODES = 7 };
 static const char *const mode_name[MODES] = {"O3", "O2", "O1", "O0", "same", "regs", "nocache"};
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -75,7 +53,7 @@ static double compile(const char *text, size_t len, const char **opts, unsigned 
     double t0 = now_ms();
     int r = jl.create(&h, nopts, opts);
     if (r == 0)
-        r = jl.add(h, 2 /* NVJITLINK_INPUT_PTX */, text, len + 1, "jit_opts");
+        r = jl.add(h, NVJITLINK_INPUT_PTX, text, len + 1, "jit_opts");
     if (r == 0)
         r = jl.complete(h);
     double ms = now_ms() - t0;
@@ -95,22 +73,6 @@ static double compile(const char *text, size_t len, const char **opts, unsigned 
         return -1;
     }
     return ms;
-}
-
-static char *read_all(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    char *text = NULL;
-    long n = f && fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-    if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (text = calloc(1, (size_t)n + 1)) &&
-        fread(text, 1, (size_t)n, f) != (size_t)n) {
-        free(text);
-        text = NULL;
-    }
-    if (f)
-        fclose(f);
-    *len = text ? (size_t)n : 0;
-    return text;
 }
 
 /* The entries' names, in order ("\n.entry NAME(" or ".visible .entry"). */
@@ -153,21 +115,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "jit_opts: %s: cannot read it\n", argv[1]);
         return 2;
     }
-    void *lib = dlopen(so, RTLD_NOW | RTLD_LOCAL);
-    if (!lib && !strchr(so, '/'))
-        lib = dlopen("/usr/local/cuda/lib64/libnvJitLink.so.13", RTLD_NOW | RTLD_LOCAL);
-    if (lib) {
-        *(void **)&jl.create = dlsym(lib, "__nvJitLinkCreate_13_0");
-        *(void **)&jl.destroy = dlsym(lib, "__nvJitLinkDestroy_13_0");
-        *(void **)&jl.add = dlsym(lib, "__nvJitLinkAddData_13_0");
-        *(void **)&jl.complete = dlsym(lib, "__nvJitLinkComplete_13_0");
-        *(void **)&jl.info_size = dlsym(lib, "__nvJitLinkGetInfoLogSize_13_0");
-        *(void **)&jl.info = dlsym(lib, "__nvJitLinkGetInfoLog_13_0");
-    }
-    if (!lib || !jl.create || !jl.destroy || !jl.add || !jl.complete || !jl.info_size || !jl.info) {
-        fprintf(stderr, "jit_opts: %s: not found, or not nvJitLink 13: %s\n", so, dlerror());
+    if (bench_nvjitlink_open("jit_opts", so) != 0)
         return 77;
-    }
     char names[64][128];
     int nk = entries(ptx, names, 64);
     if (!nk) {

@@ -17,25 +17,11 @@
  *
  *   jitlink_threads PTX_FILE [THREADS [ROUNDS [NVJITLINK_SO]]]   (4 3 libnvJitLink.so.13) */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
 #include <unistd.h>
 
-typedef struct nvJitLink *jl_handle;
-static struct {
-    int (*create)(jl_handle *, uint32_t, const char **);
-    int (*destroy)(jl_handle *);
-    int (*add)(jl_handle, int, const void *, size_t, const char *);
-    int (*complete)(jl_handle);
-    int (*cubin_size)(jl_handle, size_t *);
-    int (*cubin)(jl_handle, void *);
-} jl;
+#include "bench_nvjitlink.h"
 
 enum { SETS = 16, THREADS_MAX = 64 };
 static const int regs[SETS / 2] = {32, 40, 48, 56, 64, 80, 96, 128};
@@ -48,13 +34,6 @@ struct out {
     size_t len;
 };
 static struct out serial[SETS];
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
 
 /* Set k's cubin into *o: 0, or -1 (said on stderr). The PTX gets a
  * comment of its own each time (`tag`): on the H200 host repeats of the
@@ -72,7 +51,7 @@ static int compile(int k, int tag, struct out *o)
     jl_handle h = NULL;
     int r = jl.create(&h, k < SETS / 2 ? 2 : 3, opts);
     if (r == 0)
-        r = jl.add(h, 2 /* NVJITLINK_INPUT_PTX */, text, (size_t)len + 1, "jitlink_threads");
+        r = jl.add(h, NVJITLINK_INPUT_PTX, text, (size_t)len + 1, "jitlink_threads");
     if (r == 0)
         r = jl.complete(h);
     if (r == 0)
@@ -106,22 +85,6 @@ static void *worker(void *arg)
     return NULL;
 }
 
-static char *read_all(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    char *text = NULL;
-    long n = f && fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-    if (n >= 0 && fseek(f, 0, SEEK_SET) == 0 && (text = calloc(1, (size_t)n + 1)) &&
-        fread(text, 1, (size_t)n, f) != (size_t)n) {
-        free(text);
-        text = NULL;
-    }
-    if (f)
-        fclose(f);
-    *len = text ? (size_t)n : 0;
-    return text;
-}
-
 int main(int argc, char **argv)
 {
     int threads = argc > 2 ? atoi(argv[2]) : 4, rounds = argc > 3 ? atoi(argv[3]) : 3;
@@ -134,21 +97,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "jitlink_threads: %s: cannot read it\n", argv[1]);
         return 2;
     }
-    void *lib = dlopen(so, RTLD_NOW | RTLD_LOCAL);
-    if (!lib && !strchr(so, '/'))
-        lib = dlopen("/usr/local/cuda/lib64/libnvJitLink.so.13", RTLD_NOW | RTLD_LOCAL);
-    if (lib) {
-        *(void **)&jl.create = dlsym(lib, "__nvJitLinkCreate_13_0");
-        *(void **)&jl.destroy = dlsym(lib, "__nvJitLinkDestroy_13_0");
-        *(void **)&jl.add = dlsym(lib, "__nvJitLinkAddData_13_0");
-        *(void **)&jl.complete = dlsym(lib, "__nvJitLinkComplete_13_0");
-        *(void **)&jl.cubin_size = dlsym(lib, "__nvJitLinkGetLinkedCubinSize_13_0");
-        *(void **)&jl.cubin = dlsym(lib, "__nvJitLinkGetLinkedCubin_13_0");
-    }
-    if (!lib || !jl.create || !jl.destroy || !jl.add || !jl.complete || !jl.cubin_size || !jl.cubin) {
-        fprintf(stderr, "jitlink_threads: %s: not found, or not nvJitLink 13: %s\n", so, dlerror());
+    if (bench_nvjitlink_open("jitlink_threads", so) != 0)
         return 2;
-    }
     /* nvJitLink's first compile in a process pays its start: not counted. */
     struct out warm = {0};
     if (compile(0, -1, &warm) != 0)
