@@ -240,15 +240,22 @@ static size_t reserve_bytes(size_t total)
     return cfg.reserve >= 0 ? (size_t)cfg.reserve : (size_t)((double)total * (double)-cfg.reserve / 10000.0);
 }
 
-static void register_streams(dpool *d, shard *s)
+/* The device's streams known now, told to a new shard (and for shard 0
+ * to the epochs). Under streams_lock. */
+static void register_streams_locked(dpool *d, shard *s)
 {
-    pthread_mutex_lock(&streams_lock);
     for (size_t i = 0; i < nstreams; i++)
         if (streams[i].device == d->ordinal) {
             drk_pool_stream_created(s->pool, (uintptr_t)streams[i].s);
             if (s->index == 0 && d->epochs)
                 drk_epochs_stream_created(d->epochs, (uintptr_t)streams[i].s);
         }
+}
+
+static void register_streams(dpool *d, shard *s)
+{
+    pthread_mutex_lock(&streams_lock);
+    register_streams_locked(d, s);
     pthread_mutex_unlock(&streams_lock);
 }
 
@@ -299,7 +306,9 @@ static shard *shard_new(dpool *d, uintptr_t stream, int index)
         free(s);
         return NULL;
     }
-    register_streams(d, s);
+    /* Shard 0 is told as its pool starts (start), with the state. */
+    if (index != 0)
+        register_streams(d, s);
     return s;
 }
 
@@ -371,7 +380,15 @@ static void start(dpool *d, CUcontext ctx, CUdevice dev)
     drk_log(DRK_LOG_INFO, "device %d: drk's device pool serves allocations (pages of %zu KiB, up to %zu MiB kept "
                           "free for reuse, stitching %s)", d->ordinal, page >> 10, (d->keep_pages * page) >> 20,
             cfg.defrag ? "on" : "off");
+    /* The streams known now and the state together, under streams_lock: a
+     * stream created or destroyed meanwhile is told to the pool by its hook
+     * (state 1) or is in the list read here, never neither (no seal would
+     * record on it) nor gone from the list but still told (seals would
+     * record on a destroyed stream). */
+    pthread_mutex_lock(&streams_lock);
+    register_streams_locked(d, s0);
     atomic_store_explicit(&d->state, 1, memory_order_release);
+    pthread_mutex_unlock(&streams_lock);
     grower_start();
 }
 
@@ -1091,8 +1108,12 @@ void drk_dpool_stream_destroyed(CUstream stream)
         if (streams[i].s == stream) {
             dpool *d = &pools[streams[i].device];
             if (atomic_load_explicit(&d->state, memory_order_acquire) == 1) {
-                if (d->epochs)
-                    drk_epochs_stream_destroyed(d->epochs, (uintptr_t)stream);
+                /* Its work goes on after the destroy; frees made before it
+                 * wait for an event recorded there now, or, if none can
+                 * be, for the stream itself. */
+                if (d->epochs && drk_epochs_stream_destroyed(d->epochs, (uintptr_t)stream) != 0 &&
+                    drv->stream_synchronize)
+                    drv->stream_synchronize(stream);
                 int n = atomic_load_explicit(&d->nshards, memory_order_acquire);
                 for (int k = 0; k < n; k++) {
                     CUcontext cur = enter(d, d->shards[k]);
@@ -1317,7 +1338,11 @@ void drk_dpool_get_report(drk_dpool_report *o)
 /* Under start_lock. */
 static void end_pool(dpool *d, int alive)
 {
+    /* Under streams_lock: a stream's hook that saw the pool running has
+     * done with its epochs, deleted below, and later ones see it ending. */
+    pthread_mutex_lock(&streams_lock);
     atomic_store(&d->state, 2);
+    pthread_mutex_unlock(&streams_lock);
     atomic_fetch_add(&d->gen, 1);
     size_t nr = atomic_load(&nranges);
     for (size_t i = 0; i < nr; i++)

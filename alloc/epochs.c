@@ -24,6 +24,10 @@ struct drk_epochs {
     uint64_t gap_ns;
     uintptr_t *streams;
     size_t nstreams, cap;
+    /* Events recorded on streams as they were destroyed, for the next seal
+     * to take as its own (drk_epochs_stream_destroyed). */
+    uint64_t *retired;
+    size_t nretired, retired_cap;
     seal ring[RING];
     size_t head, n;        /* ring[head] the oldest not known complete */
     uint64_t next;         /* the last ticket given out */
@@ -82,16 +86,43 @@ int drk_epochs_stream_created(drk_epochs *e, uintptr_t stream)
     return rc;
 }
 
-void drk_epochs_stream_destroyed(drk_epochs *e, uintptr_t stream)
+/* A destroyed stream's work goes on (cuStreamDestroy does not wait for
+ * it), and a free made before the destroy may still wait for it: seals
+ * begun since would record nothing there, and a non-blocking stream's work
+ * is not behind the legacy stream's event. So an event is recorded on it
+ * now, before it goes, and the next seal takes it as its own: every later
+ * ticket completes after that one's. */
+int drk_epochs_stream_destroyed(drk_epochs *e, uintptr_t stream)
 {
+    int rc = 0;
     pthread_mutex_lock(&e->lock);
     for (size_t i = 0; i < e->nstreams; i++)
         if (e->streams[i] == stream) {
+            /* Those already done need no seal: a stream made and ended
+             * often does not make the list grow. */
+            size_t k = 0;
+            for (size_t j = 0; j < e->nretired; j++)
+                if (e->ev.query(e->ev.ctx, e->retired[j]) == 1)
+                    e->ev.release(e->ev.ctx, e->retired[j]);
+                else
+                    e->retired[k++] = e->retired[j];
+            e->nretired = k;
+            if (e->nretired == e->retired_cap) {
+                size_t cap = e->retired_cap ? 2 * e->retired_cap : 8;
+                uint64_t *r = realloc(e->retired, cap * sizeof *r);
+                if (r)
+                    e->retired = r, e->retired_cap = cap;
+            }
+            if (e->nretired == e->retired_cap || e->ev.record(e->ev.ctx, stream, &e->retired[e->nretired]) != 0)
+                rc = -1;
+            else
+                e->nretired++;
             e->streams[i] = e->streams[--e->nstreams];
             atomic_store(&e->gap_total, e->gap_ns * (e->nstreams + 1));
             break;
         }
     pthread_mutex_unlock(&e->lock);
+    return rc;
 }
 
 /* Gives back the oldest seals whose events have completed (`wait`: the
@@ -153,7 +184,7 @@ int drk_epochs_seal(drk_epochs *e, const void *who, uint64_t last_free, int urge
         goto out;
     }
     seal *s = &e->ring[(e->head + e->n) % RING];
-    size_t want = e->nstreams + 1;
+    size_t want = e->nstreams + 1 + e->nretired;
     if (s->room < want) {
         uint64_t *ev = realloc(s->ev, want * sizeof *ev);
         if (!ev) {
@@ -180,6 +211,10 @@ int drk_epochs_seal(drk_epochs *e, const void *who, uint64_t last_free, int urge
         rc = -1;
         goto out;
     }
+    /* Destroyed streams' last events: this seal's now (recorded before it
+     * began, so its frees' work there is behind them too). */
+    for (; e->nretired; e->nretired--)
+        s->ev[s->nev++] = e->retired[e->nretired - 1];
     s->ticket = ++e->next;
     e->n++;
     atomic_store_explicit(&e->last_who, who, memory_order_relaxed);
@@ -235,8 +270,11 @@ void drk_epochs_delete(drk_epochs *e)
         for (seal *s = &e->ring[e->head]; s->nev; s->nev--)
             e->ev.release(e->ev.ctx, s->ev[s->nev - 1]);
     pthread_mutex_unlock(&e->lock);
+    for (; e->nretired; e->nretired--)
+        e->ev.release(e->ev.ctx, e->retired[e->nretired - 1]);
     for (size_t i = 0; i < RING; i++)
         free(e->ring[i].ev);
+    free(e->retired);
     free(e->streams);
     pthread_mutex_destroy(&e->lock);
     free(e);

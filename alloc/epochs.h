@@ -41,9 +41,12 @@ drk_epochs *drk_epochs_new(const drk_pool_events *events, uint64_t gap_ns);
 void drk_epochs_delete(drk_epochs *e);
 
 /* The streams a seal covers besides the legacy one (which waits for every
- * blocking stream). 0, or -1 when out of memory. */
+ * blocking stream). 0, or -1 when out of memory. Destroyed: told before
+ * the driver destroys it; an event is recorded there for the next seal to
+ * wait for (its work goes on after the destroy). -1 when that event could
+ * not be recorded: the caller waits for the stream itself. */
 int drk_epochs_stream_created(drk_epochs *e, uintptr_t stream);
-void drk_epochs_stream_destroyed(drk_epochs *e, uintptr_t stream);
+int drk_epochs_stream_destroyed(drk_epochs *e, uintptr_t stream);
 
 /* A free's stamp: the seals begun so far (one atomic load, where a clock
  * read cost ~25 ns a free). A seal covers the frees stamped below its place

@@ -394,7 +394,10 @@ static int seal_epoch(drk_pool *p, int urgent)
     return 0;
 }
 
-/* Releases the completed batches at the head of one FIFO. */
+/* Releases the completed batches at the head of one FIFO; `wait_one`
+ * waits for the first that gives blocks back (a stream's batch whose frees
+ * were all reused on their stream gives none: flushes and waits for memory
+ * took it for a failed event and stopped, frees behind it still pending). */
 static size_t reclaim_fifo(drk_pool *p, batch **head, batch **tail, int wait_one)
 {
     size_t n = 0;
@@ -405,7 +408,7 @@ static size_t reclaim_fifo(drk_pool *p, batch **head, batch **tail, int wait_one
             *tail = NULL;
         p->sealed--;
         n += batch_release(p, b);
-        wait_one = 0;
+        wait_one = wait_one && !n;
     }
     return n;
 }
@@ -499,14 +502,28 @@ int drk_pool_stream_created(drk_pool *p, uintptr_t stream)
     return stream_get(p, stream) ? 0 : DRK_PAGES_FAILED;
 }
 
+static void drop_batch(drk_pool *p, batch *b);
+
 /* A destroyed stream's pending frees wait for its last event (the driver
- * finishes its work first); its open batch is sealed before it goes. */
+ * finishes its work first); its open batch is sealed before it goes. So is
+ * the open epoch, where the pool seals its own: a free in it may wait for
+ * the stream's work, which goes on after the destroy, and later seals
+ * record nothing there (with shared epochs, drk_epochs_stream_destroyed
+ * sees to it). What cannot be sealed (no event) is kept out of the heap
+ * for good rather than risk a reuse. */
 void drk_pool_stream_destroyed(drk_pool *p, uintptr_t stream)
 {
     stream_state *s = stream_find(p, stream);
     if (!s || stream == LEGACY_STREAM)
         return;
-    seal_stream(p, s);
+    if (!p->shared && p->epoch_open && seal_epoch(p, 1) != 0) {
+        drop_batch(p, p->epoch_open);
+        p->epoch_open = NULL;
+    }
+    if (seal_stream(p, s) != 0) {
+        drop_batch(p, s->open);
+        s->open = NULL;
+    }
     while (s->head) {
         if (!batch_done(p, s->head, 1))
             break; /* the event failed: leave the blocks out of the heap */
