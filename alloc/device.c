@@ -240,12 +240,12 @@ static size_t reserve_bytes(size_t total)
     return cfg.reserve >= 0 ? (size_t)cfg.reserve : (size_t)((double)total * (double)-cfg.reserve / 10000.0);
 }
 
-/* The device's streams known now, told to a new shard (and for shard 0
- * to the epochs). Under streams_lock. */
+/* The streams of the pool's context known now, told to a new shard (and
+ * for shard 0 to the epochs). Under streams_lock. */
 static void register_streams_locked(dpool *d, shard *s)
 {
     for (size_t i = 0; i < nstreams; i++)
-        if (streams[i].device == d->ordinal) {
+        if (streams[i].device == d->ordinal && streams[i].ctx == d->ctx) {
             drk_pool_stream_created(s->pool, (uintptr_t)streams[i].s);
             if (s->index == 0 && d->epochs)
                 drk_epochs_stream_created(d->epochs, (uintptr_t)streams[i].s);
@@ -431,7 +431,10 @@ static dpool *current_pool(CUcontext *current)
         }
         pthread_mutex_unlock(&start_lock);
     }
-    if (atomic_load_explicit(&d->state, memory_order_acquire) != 1)
+    /* Another context on the device: the driver serves it. The pool's
+     * events belong to its own context and cannot be recorded on another's
+     * streams, whose work a free's seal would then not cover. */
+    if (atomic_load_explicit(&d->state, memory_order_acquire) != 1 || d->ctx != ctx)
         return NULL;
     tl_ctx = ctx, tl_pool = d, tl_shard = NULL, tl_gen = gen;
     return d;
@@ -458,7 +461,7 @@ static shard *shard_for(dpool *d, uintptr_t stream)
         for (int i = 1; i < n && !found; i++)
             if (d->shards[i]->stream == stream)
                 found = d->shards[i];
-        if (!found && n < MAX_SHARDS && (found = shard_new(d, stream, n)) != NULL) {
+        if (!found && atomic_load(&d->state) == 1 && n < MAX_SHARDS && (found = shard_new(d, stream, n)) != NULL) {
             d->shards[n] = found;
             atomic_store_explicit(&d->nshards, n + 1, memory_order_release);
             share_reserve(d, n + 1);
@@ -945,6 +948,10 @@ int drk_dpool_free(CUdeviceptr ptr, CUstream stream, int has_stream, CUresult *r
     shard *s = owner((uintptr_t)ptr, &d);
     if (!s)
         return 0;
+    /* A stream capturing a graph runs nothing now, and its free cannot go
+     * into the graph: the block waits for every stream, as cuMemFree's. */
+    if (has_stream && capturing(stream))
+        has_stream = 0, stream = NULL;
     /* The driver's cuMemFree may wait for the device; some programs rely on it. */
     if (cfg.sync_free && !has_stream && drv->ctx_synchronize)
         drv->ctx_synchronize();
@@ -1085,7 +1092,7 @@ void drk_dpool_stream_created(CUstream stream)
     streams[nstreams++] = (struct known_stream){stream, (int)dev, ctx};
     /* Told to every shard under streams_lock, so a shard starting now sees it once. */
     dpool *d = &pools[dev];
-    if (atomic_load_explicit(&d->state, memory_order_acquire) == 1) {
+    if (atomic_load_explicit(&d->state, memory_order_acquire) == 1 && d->ctx == ctx) {
         if (d->epochs && drk_epochs_stream_created(d->epochs, (uintptr_t)stream) != 0)
             drk_log(DRK_LOG_WARN, "out of host memory: drk's device pool cannot follow a new stream");
         int n = atomic_load_explicit(&d->nshards, memory_order_acquire);
@@ -1107,7 +1114,7 @@ void drk_dpool_stream_destroyed(CUstream stream)
     for (size_t i = 0; i < nstreams; i++)
         if (streams[i].s == stream) {
             dpool *d = &pools[streams[i].device];
-            if (atomic_load_explicit(&d->state, memory_order_acquire) == 1) {
+            if (atomic_load_explicit(&d->state, memory_order_acquire) == 1 && d->ctx == streams[i].ctx) {
                 /* Its work goes on after the destroy; frees made before it
                  * wait for an event recorded there now, or, if none can
                  * be, for the stream itself. */
@@ -1184,9 +1191,14 @@ void drk_dpool_peer_enabled(CUcontext peer)
     if (r != CUDA_SUCCESS || peer_dev < 0 || peer_dev >= MAX_DEVICES || peer_dev == self)
         return;
     dpool *d = &pools[peer_dev];
+    /* Under start_lock: a pool starting now reads the grant after this, or
+     * has started and is granted here; none ends meanwhile. */
+    pthread_mutex_lock(&start_lock);
     atomic_fetch_or(&peer_grants[peer_dev], 1ull << self);
-    if (atomic_load_explicit(&d->state, memory_order_acquire) != 1)
+    if (atomic_load_explicit(&d->state, memory_order_acquire) != 1) {
+        pthread_mutex_unlock(&start_lock);
         return; /* it grants the access when it starts */
+    }
     pthread_mutex_lock(&d->grow_lock);
     /* Future pages first, then every page mapped now. */
     grant g = {d, self, drk_pages_vmm_add_access(d->vmm, self, 0, 0)};
@@ -1198,6 +1210,7 @@ void drk_dpool_peer_enabled(CUcontext peer)
         leave(d, d->shards[k], was);
     }
     pthread_mutex_unlock(&d->grow_lock);
+    pthread_mutex_unlock(&start_lock);
     if (g.rc != 0)
         drk_log(DRK_LOG_WARN, "device %d: cannot give device %d access to drk's pool pages (error %d); its "
                               "kernels cannot reach this device's pool memory", (int)peer_dev, (int)self, g.rc);
@@ -1384,6 +1397,12 @@ static void end_pool(dpool *d, int alive)
         }
         d->epochs = NULL, d->epoch_events = NULL;
     }
+    /* Chunks reserved since the first marking (a thread inside a shard as
+     * the pool began to end) went back with the heaps too. */
+    nr = atomic_load(&nranges);
+    for (size_t i = 0; i < nr; i++)
+        if (ranges[i].pool == d)
+            atomic_store_explicit(&ranges[i].dead, 1, memory_order_release);
     if (alive)
         d->vmm->destroy(d->vmm);
     d->vmm = NULL;
@@ -1418,6 +1437,15 @@ void drk_dpool_context_ends(CUcontext ctx, int alive)
     for (int i = 0; i < MAX_DEVICES; i++)
         if (atomic_load(&pools[i].state) == 1 && pools[i].ctx == ctx)
             end_pool(&pools[i], alive);
+    /* Its streams ended with it, a pool's or not (another context's are
+     * told to no pool: forgotten here, so the list stays short). */
+    pthread_mutex_lock(&streams_lock);
+    for (size_t i = 0; i < nstreams;)
+        if (streams[i].ctx == ctx)
+            streams[i] = streams[--nstreams];
+        else
+            i++;
+    pthread_mutex_unlock(&streams_lock);
     pthread_mutex_unlock(&start_lock);
 }
 
