@@ -43,6 +43,18 @@ void *drk_je_dlsym(void *handle, const char *name)
     return NULL;
 }
 
+/* No fork handlers. jemalloc's would re-initialize its arenas' locks in a
+ * child, and those of the pool's arenas live in the pinned chunks, which
+ * the driver maps shared: the child wrote into the parent's live records
+ * (a stand-in with shared chunks: 368 bytes changed, a parent thread's
+ * wait never woken). A child never uses the pool (host_pool.c), so the
+ * handlers have nothing to do. */
+int drk_je_pthread_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void))
+{
+    (void)prepare, (void)parent, (void)child;
+    return 0;
+}
+
 /* Heap profiling's backtraces (profiling is off): an empty stack. */
 int drk_je__Unwind_Backtrace(void *trace, void *arg)
 {

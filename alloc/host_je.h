@@ -29,5 +29,6 @@ double drk_je_exp(double x);
 double drk_je_round(double x);
 int drk_je__Unwind_Backtrace(void *trace, void *arg);
 unsigned long drk_je__Unwind_GetIP(void *context);
+int drk_je_pthread_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void));
 
 #endif

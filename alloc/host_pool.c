@@ -59,6 +59,13 @@ static drk_driver drv;
 static drk_host_pool_settings cfg;
 static atomic_int configured;
 static int sync_free;
+/* The context the pool serves: the one current at its first allocation.
+ * The driver frees a context's pinned memory when the context ends, and
+ * only that context's; the arenas are per flag set, so a block asked for
+ * under another context could lie in this one's chunk and go with it
+ * (a library's context retained and released: the program's block freed
+ * under it). Other contexts' allocations go to the driver. */
+static _Atomic(CUcontext) pool_ctx;
 
 void drk_host_pool_configure(const drk_driver *d, const drk_host_pool_settings *s)
 {
@@ -359,6 +366,12 @@ int drk_host_pool_alloc(void **pp, size_t size, unsigned flags)
     CUcontext ctx = NULL;
     if (drv.ctx_get_current && (drv.ctx_get_current(&ctx) != CUDA_SUCCESS || !ctx))
         return -1;
+    CUcontext mine = atomic_load_explicit(&pool_ctx, memory_order_relaxed);
+    if (__builtin_expect(mine != ctx, 0) &&
+        (mine || !atomic_compare_exchange_strong(&pool_ctx, &mine, ctx)) && mine != ctx) {
+        drk_host_stats_fallback(flags);
+        return -1;
+    }
     host_arena *a = &arenas[flags];
     if (__builtin_expect(!atomic_load_explicit(&a->ready, memory_order_acquire), 0) && arena_start(a) != 0) {
         drk_host_stats_fallback(flags);

@@ -13,7 +13,7 @@
 # run as a script (cmake -P) to make the renamed copy.
 
 # The outside references sent to alloc/host_je.c (as drk_je_<name>).
-set(DRK_JE_REDIRECTS secure_getenv readlink dlsym log exp round _Unwind_Backtrace _Unwind_GetIP)
+set(DRK_JE_REDIRECTS secure_getenv readlink dlsym log exp round _Unwind_Backtrace _Unwind_GetIP pthread_atfork)
 
 if(CMAKE_SCRIPT_MODE_FILE)
   # cmake -DIN=archive -DOUT=renamed -DNM=nm -DOBJCOPY=objcopy -P host_pool.cmake
