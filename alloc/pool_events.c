@@ -2,6 +2,9 @@
 
 #include <stdlib.h>
 
+/* The legacy default stream (CU_STREAM_LEGACY): never captured. */
+#define LEGACY_STREAM ((uintptr_t)0x1)
+
 struct drk_cuda_events {
     const drk_driver *drv;
     CUevent *ev;
@@ -32,11 +35,22 @@ static int take(drk_cuda_events *e, uint32_t *id)
     return 0;
 }
 
+/* A stream capturing a graph takes no event of the pool's: the record
+ * would become a node of the program's graph (and the work queued there
+ * before the capture is not behind it). The seal fails, and its frees wait
+ * for a seal after the capture. */
+static int capturing(const drk_cuda_events *e, uintptr_t stream)
+{
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    return stream != LEGACY_STREAM && e->drv->stream_is_capturing &&
+           e->drv->stream_is_capturing((CUstream)stream, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 static int ev_record(void *ctx, uintptr_t stream, uint64_t *event)
 {
     drk_cuda_events *e = ctx;
     uint32_t id;
-    if (take(e, &id) != 0)
+    if (capturing(e, stream) || take(e, &id) != 0)
         return -1;
     if (e->drv->event_record(e->ev[id], (CUstream)stream) != CUDA_SUCCESS) {
         e->spare[e->nspare++] = id;

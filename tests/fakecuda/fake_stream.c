@@ -138,14 +138,27 @@ static int event_ok(CUevent event)
     return ok;
 }
 
+static unsigned long long captured_records;
+
+FC_EXPORT unsigned long long fakecuda_captured_event_records(void)
+{
+    LOCK();
+    unsigned long long n = captured_records;
+    UNLOCK();
+    return n;
+}
+
 FC_EXPORT CUresult cuEventRecord(CUevent event, CUstream stream)
 {
     ENTER_INIT(cuEventRecord);
     LOCK();
     fc_event *e = h_get(event, MAGIC_EVENT);
     CUresult rc = e && stream_ok_locked(stream) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
-    if (rc == CUDA_SUCCESS)
+    if (rc == CUDA_SUCCESS) {
         e->recorded = 1, e->gpu_ns = g_gpu_ns;
+        int *capturing = stream ? capture_slot_locked(stream) : NULL;
+        captured_records += capturing && *capturing != CU_STREAM_CAPTURE_STATUS_NONE;
+    }
     UNLOCK();
     return rc;
 }

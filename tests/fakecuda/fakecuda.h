@@ -309,6 +309,9 @@ void fakecuda_set_sync_ns(unsigned long long ns);
  * does not export. */
 unsigned long long fakecuda_calls(const char *exported_name);
 void fakecuda_reset_calls(void);
+/* Successful cuEventRecord calls on a stream that was capturing a graph (a
+ * real driver makes each a node of the program's graph). */
+unsigned long long fakecuda_captured_event_records(void);
 
 /* ---- fault injection ------------------------------------------------------ */
 

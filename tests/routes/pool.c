@@ -175,6 +175,16 @@ static void async_forms(void)
     CUdeviceptr c1, c2;
     CHECK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_RELAXED));
     CHECK(cuMemAllocAsync(&c1, 4096, s));
+    /* cuMemFree meanwhile, enough to seal its epochs: no event of the
+     * pool's may be recorded on the capturing stream (a real driver makes
+     * it a node of the program's graph); the frees wait for the capture. */
+    unsigned long long captured = fakecuda_captured_event_records();
+    for (int i = 0; i < 300; i++) {
+        CUdeviceptr t;
+        CHECK(cuMemAlloc_v2(&t, 256 + (size_t)i * 64));
+        CHECK(cuMemFree_v2(t));
+    }
+    EXPECT(fakecuda_captured_event_records() == captured);
     CUgraph graph = NULL;
     CHECK(cuStreamEndCapture(s, &graph));
     EXPECT(fakecuda_calls("cuMemAllocAsync") == before + 1);
