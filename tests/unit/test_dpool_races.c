@@ -37,17 +37,10 @@
 #include "alloc/device.h"
 #include "tests/fakecuda/fakecuda.h"
 #include "tests/gpu/programs/linked_driver.h"
+#include "tests/unit/check.h"
 
 #define MIB ((size_t)1 << 20)
 
-static int failures;
-#define EXPECT(c)                                                                        \
-    do {                                                                                 \
-        if (!(c)) {                                                                      \
-            fprintf(stderr, "%s:%d: expected %s\n", __FILE__, __LINE__, #c);             \
-            failures++;                                                                  \
-        }                                                                                \
-    } while (0)
 
 static void nap(void)
 {
@@ -137,7 +130,7 @@ static void *stream_thread(void *arg)
     CUresult r;
     cuCtxSetCurrent(primary);
     /* The pool starts; this thread caches it. */
-    EXPECT(alloc_on(&p, MIB, NULL, 0, &r) && r == CUDA_SUCCESS);
+    CHECK(alloc_on(&p, MIB, NULL, 0, &r) && r == CUDA_SUCCESS);
     /* A capture elsewhere makes the allocation ask whether its stream
      * captures: the gate holds it there, past the pool lookup. */
     drk_dpool_capture_begins();
@@ -148,7 +141,7 @@ static void *stream_thread(void *arg)
            handled ? "served by the pool" : "handed to the driver");
     if (handled && r == CUDA_SUCCESS) {
         drk_dpool_block b;
-        EXPECT(drk_dpool_query(q, &b) == 1);
+        CHECK(drk_dpool_query(q, &b) == 1);
     }
     return NULL;
 }
@@ -156,15 +149,15 @@ static void *stream_thread(void *arg)
 static int case_stream_shard_after_end(void)
 {
     setup();
-    EXPECT(cuStreamCreate(&stream_s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+    CHECK(cuStreamCreate(&stream_s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
     drk_dpool_stream_created(stream_s);
     pthread_t t;
     pthread_create(&t, NULL, stream_thread, NULL);
-    EXPECT(await(&cap_in));
+    CHECK(await(&cap_in));
     drk_dpool_context_ends(primary, 1); /* what cuDevicePrimaryCtxReset's hook does first */
     atomic_store(&cap_go, 1);
     pthread_join(t, NULL);
-    return failures;
+    return check_failures;
 }
 
 /* ---- range_after_end ---- */
@@ -179,7 +172,7 @@ static void *reserving_thread(void *arg)
     cuCtxSetCurrent(primary);
     await(&begin_reserving);
     atomic_store(&res_armed, 1);
-    EXPECT(alloc_on(&old_block, MIB, NULL, 0, &r));
+    CHECK(alloc_on(&old_block, MIB, NULL, 0, &r));
     return NULL;
 }
 
@@ -204,16 +197,16 @@ static int case_range_after_end(void)
     pthread_create(&t, NULL, reserving_thread, NULL);
     pthread_create(&h, NULL, ending, NULL);
     atomic_store(&begin_reserving, 1);
-    EXPECT(await(&res_in)); /* its chunk is reserved, not yet noted in the ranges */
+    CHECK(await(&res_in)); /* its chunk is reserved, not yet noted in the ranges */
     atomic_store(&begin_ending, 1);
-    EXPECT(await(&ender_inside)); /* the ranges were marked dead; it waits for the shard */
+    CHECK(await(&ender_inside)); /* the ranges were marked dead; it waits for the shard */
     atomic_store(&res_go, 1);
     pthread_join(t, NULL);
     pthread_join(h, NULL);
     /* A fresh pool, on the same addresses if the hole is still whole. */
     CUdeviceptr q;
     CUresult r;
-    EXPECT(alloc_on(&q, MIB, NULL, 0, &r) && r == CUDA_SUCCESS);
+    CHECK(alloc_on(&q, MIB, NULL, 0, &r) && r == CUDA_SUCCESS);
     drk_dpool_block b;
     int query = drk_dpool_query(q, &b);
     int freed = drk_dpool_free(q, NULL, 0, &r);
@@ -222,9 +215,9 @@ static int case_range_after_end(void)
            (unsigned long long)old_block, (unsigned long long)q,
            same ? "the old chunk's addresses" : "elsewhere: inconclusive", query,
            freed ? "by the pool" : "handed to the driver");
-    EXPECT(query == 1);
-    EXPECT(freed && r == CUDA_SUCCESS);
-    return failures;
+    CHECK(query == 1);
+    CHECK(freed && r == CUDA_SUCCESS);
+    return check_failures;
 }
 
 /* ---- foreign_context_streams ---- */
@@ -241,19 +234,19 @@ static int case_foreign_context_streams(int destroy_first)
     CUcontext made;
     CUdeviceptr p;
     CUresult r;
-    EXPECT(alloc_on(&p, MIB, NULL, 0, &r) && r == CUDA_SUCCESS); /* the pool serves the primary context */
-    EXPECT(drk_dpool_free(p, NULL, 0, &r) && r == CUDA_SUCCESS);
-    EXPECT(cuCtxCreate_v4(&made, NULL, 0, dev) == CUDA_SUCCESS);
-    EXPECT(cuCtxSetCurrent(made) == CUDA_SUCCESS);
+    CHECK(alloc_on(&p, MIB, NULL, 0, &r) && r == CUDA_SUCCESS); /* the pool serves the primary context */
+    CHECK(drk_dpool_free(p, NULL, 0, &r) && r == CUDA_SUCCESS);
+    CHECK(cuCtxCreate_v4(&made, NULL, 0, dev) == CUDA_SUCCESS);
+    CHECK(cuCtxSetCurrent(made) == CUDA_SUCCESS);
     CUstream s;
-    EXPECT(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+    CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
     drk_dpool_stream_created(s);
     if (destroy_first)
         drk_dpool_stream_destroyed(s);
     drk_dpool_context_ends(made, 1); /* cuCtxDestroy's hook */
-    EXPECT(cuStreamDestroy(s) == CUDA_SUCCESS); /* what the driver's cuCtxDestroy does to its streams */
-    EXPECT(cuCtxDestroy(made) == CUDA_SUCCESS);
-    EXPECT(cuCtxSetCurrent(primary) == CUDA_SUCCESS);
+    CHECK(cuStreamDestroy(s) == CUDA_SUCCESS); /* what the driver's cuCtxDestroy does to its streams */
+    CHECK(cuCtxDestroy(made) == CUDA_SUCCESS);
+    CHECK(cuCtxSetCurrent(primary) == CUDA_SUCCESS);
     int ooms = 0;
     for (int i = 0; i < 1500 && !ooms; i++) {
         if (!alloc_on(&p, MIB, NULL, 0, &r) || r != CUDA_SUCCESS) {
@@ -261,16 +254,16 @@ static int case_foreign_context_streams(int destroy_first)
             ooms++;
             break;
         }
-        EXPECT(drk_dpool_free(p, NULL, 0, &r) && r == CUDA_SUCCESS);
+        CHECK(drk_dpool_free(p, NULL, 0, &r) && r == CUDA_SUCCESS);
     }
     drk_dpool_report rep;
     drk_dpool_get_report(&rep);
     printf("foreign_context_streams%s: 1500 x (1 MiB cuMemAlloc, cuMemFree): %s, reserved %llu MiB, pending %llu MiB\n",
            destroy_first ? " (control)" : "", ooms ? "out of memory" : "all served",
            (unsigned long long)(rep.reserved_bytes >> 20), (unsigned long long)(rep.pending_bytes >> 20));
-    EXPECT(!ooms);
-    EXPECT(rep.reserved_bytes < 64 * MIB);
-    return failures;
+    CHECK(!ooms);
+    CHECK(rep.reserved_bytes < 64 * MIB);
+    return check_failures;
 }
 
 /* ---- Driver ---- */
