@@ -1318,11 +1318,11 @@ void drk_dpool_get_report(drk_dpool_report *o)
     for (int i = 0; i < MAX_DEVICES; i++)
         o->started += atomic_load_explicit(&pools[i].state, memory_order_acquire) == 1;
     each_shard(PATIENT, report_shard, o);
-    for (int i = 0; i < MAX_DEVICES; i++)
-        if (atomic_load_explicit(&pools[i].state, memory_order_acquire) == 1 && pools[i].epochs)
-            o->events += drk_epochs_get_stats(pools[i].epochs).events;
+    /* Under start_lock: a pool's end (which holds it) deletes its epochs. */
     if (lock_patiently(&start_lock) == 0) {
         for (int i = 0; i < MAX_DEVICES; i++) {
+            if (atomic_load_explicit(&pools[i].state, memory_order_acquire) == 1 && pools[i].epochs)
+                o->events += drk_epochs_get_stats(pools[i].epochs).events;
             keep_counts(o, &pools[i].ended);
             o->contexts_ended += pools[i].ended.contexts_ended;
         }
