@@ -36,23 +36,7 @@ static CUresult t_host_alloc(void **pp, size_t size, unsigned int flags)
     return CUDA_SUCCESS;
 }
 
-static CUresult t_free_host(void *p)
-{
-    (void)p;
-    return CUDA_SUCCESS;
-}
-
-static CUresult t_ctx_get_current(CUcontext *ctx)
-{
-    *ctx = current;
-    return CUDA_SUCCESS;
-}
-
-static drk_driver table = {
-    .mem_host_alloc = t_host_alloc,
-    .mem_free_host = t_free_host,
-    .ctx_get_current = t_ctx_get_current,
-};
+#include "tests/host_pool/stub_table.h"
 
 static CUcontext pinned_in(const void *p)
 {

@@ -70,23 +70,8 @@ static CUresult t_host_alloc(void **pp, size_t size, unsigned int flags)
     return r;
 }
 
-static CUresult t_free_host(void *p)
-{
-    (void)p;
-    return CUDA_SUCCESS;
-}
-
-static CUresult t_ctx_get_current(CUcontext *ctx)
-{
-    *ctx = (CUcontext)(uintptr_t)0x1000;
-    return CUDA_SUCCESS;
-}
-
-static drk_driver table = {
-    .mem_host_alloc = t_host_alloc,
-    .mem_free_host = t_free_host,
-    .ctx_get_current = t_ctx_get_current,
-};
+static CUcontext current = (CUcontext)(uintptr_t)0x1000;
+#include "tests/host_pool/stub_table.h"
 
 static int use_cuda(void)
 {
