@@ -1415,14 +1415,6 @@ static void end_pool(dpool *d, int alive)
         drv->ctx_set_current(cur);
     pthread_mutex_unlock(&d->grow_lock);
     pthread_mutex_unlock(&d->grower_lock);
-    /* Its streams ended with it. */
-    pthread_mutex_lock(&streams_lock);
-    for (size_t i = 0; i < nstreams;)
-        if (streams[i].ctx == d->ctx)
-            streams[i] = streams[--nstreams];
-        else
-            i++;
-    pthread_mutex_unlock(&streams_lock);
     drk_log(DRK_LOG_INFO, "device %d: its context ends: drk's device pool %s its %llu pages (%llu blocks still "
                           "allocated end with the context) and starts again at the next allocation",
             d->ordinal, alive ? "gave back" : "lost", (unsigned long long)pages, (unsigned long long)live_blocks);
@@ -1438,7 +1430,7 @@ void drk_dpool_context_ends(CUcontext ctx, int alive)
         if (atomic_load(&pools[i].state) == 1 && pools[i].ctx == ctx)
             end_pool(&pools[i], alive);
     /* Its streams ended with it, a pool's or not (another context's are
-     * told to no pool: forgotten here, so the list stays short). */
+     * told to no pool: forgotten too, so the list stays short). */
     pthread_mutex_lock(&streams_lock);
     for (size_t i = 0; i < nstreams;)
         if (streams[i].ctx == ctx)
