@@ -67,6 +67,7 @@ void drk_host_stats_fallback(unsigned flags);
 void drk_host_stats_direct(unsigned flags);
 void drk_host_stats_invalid_free(void);
 void drk_host_stats_large_reused(void);
+void drk_host_stats_wait(uint64_t ns);
 void drk_host_stats_context_ended(void);
 /* In a fork child: counting starts again; chunks and live bytes remain. */
 void drk_host_stats_after_fork_child(void);

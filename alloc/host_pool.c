@@ -20,6 +20,7 @@
 
 #include "alloc/host_chunks.h"
 #include "alloc/host_je.h"
+#include "base/clock.h"
 #include "base/log.h"
 
 #define DRK_HOST_FIRST_CHUNK ((size_t)16 << 20)
@@ -52,9 +53,10 @@ static atomic_int pool_state;
 static atomic_int started_pid;
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 /* The driver table chunks are pinned with, and the settings, given once.
- * DRK_ALLOC_SYNC_FREE: the driver's cuMemFreeHost waits for the device, so a
- * copy still reading the memory finishes before it can be reused; a program
- * that relies on that asks for the wait. */
+ * DRK_ALLOC_SYNC_FREE: the driver's cuMemFreeHost waits for the device; a
+ * program that uses the free as its wait (reading memory a copy wrote
+ * after freeing another block) asks for it. Reuse is safe without it
+ * (frees_begun below). */
 static drk_driver drv;
 static drk_host_pool_settings cfg;
 static atomic_int configured;
@@ -66,6 +68,19 @@ static int sync_free;
  * (a library's context retained and released: the program's block freed
  * under it). Other contexts' allocations go to the driver. */
 static _Atomic(CUcontext) pool_ctx;
+
+/* A block freed while a copy or kernel queued before its free still uses
+ * it: the driver's cuMemFreeHost waits for the device, so a program may
+ * free a staging buffer right after queueing its copy. jemalloc may hand
+ * the block out again at once, and the program's next writes would reach
+ * the old copy (tests/gpu/programs/host_reuse.c). So an allocation made
+ * after frees waits for the pool's context before it returns, once for
+ * every free begun before its wait: frees_begun counts frees, frees_waited
+ * the most a completed wait covered. An allocation reads the count after
+ * it has its block: jemalloc's locks (and the large slots' exchanges) order
+ * a block's free, counted first, before its reuse. */
+static _Atomic uint64_t frees_begun, frees_waited;
+static atomic_int logged_wait;
 
 void drk_host_pool_configure(const drk_driver *d, const drk_host_pool_settings *s)
 {
@@ -350,6 +365,29 @@ static int arena_start(host_arena *a)
 
 /* ---- allocating and freeing */
 
+/* Waits for the pool's context (current: the caller checked) and marks the
+ * first `freed` frees covered. 0, or -1 when the driver cannot wait (a
+ * context broken by an earlier fault): then no freed block is known to be
+ * out of use, and the pool stops, the driver serving from now on. */
+static int wait_for_frees(uint64_t freed)
+{
+    uint64_t t0 = drk_mono_ns();
+    CUresult r = drv.ctx_synchronize ? drv.ctx_synchronize() : CUDA_ERROR_NOT_SUPPORTED;
+    if (r != CUDA_SUCCESS) {
+        if (atomic_exchange(&pool_state, -1) == 1 && !atomic_exchange(&logged_wait, 1))
+            drk_log(DRK_LOG_WARN, "host pool: cannot wait for the device before reusing freed pinned memory "
+                    "(cuCtxSynchronize: error %d); the pool stops and the driver serves pinned host memory "
+                    "from now on", (int)r);
+        return -1;
+    }
+    drk_host_stats_wait(drk_mono_ns() - t0);
+    uint64_t w = atomic_load_explicit(&frees_waited, memory_order_relaxed);
+    while (w < freed && !atomic_compare_exchange_weak_explicit(&frees_waited, &w, freed, memory_order_release,
+                                                               memory_order_relaxed))
+        ;
+    return 0;
+}
+
 int drk_host_pool_alloc(void **pp, size_t size, unsigned flags)
 {
     int s = atomic_load_explicit(&pool_state, memory_order_relaxed);
@@ -390,6 +428,12 @@ int drk_host_pool_alloc(void **pp, size_t size, unsigned flags)
         drk_host_stats_fallback(flags);
         return -1;
     }
+    uint64_t freed = atomic_load_explicit(&frees_begun, memory_order_acquire);
+    if (freed > atomic_load_explicit(&frees_waited, memory_order_acquire) && wait_for_frees(freed) != 0) {
+        /* p may still be in use: it stays out of the pool for good */
+        drk_host_stats_fallback(flags);
+        return -1;
+    }
     drk_host_chunk_note(c, (uintptr_t)p, size);
     drk_host_stats_alloc(flags, size);
     *pp = p;
@@ -424,8 +468,16 @@ int drk_host_pool_free(void *p)
     drk_host_stats_free(c->flags, size);
     /* A fork child leaves its copy of the pool alone. */
     if (atomic_load_explicit(&pool_state, memory_order_relaxed) == 1) {
-        if (sync_free && c->drv->ctx_synchronize)
-            c->drv->ctx_synchronize();
+        /* DRK_ALLOC_SYNC_FREE: the free itself waits, as the driver's; a
+         * wait on the pool's context covers this free. */
+        int covered = 0;
+        if (sync_free && c->drv->ctx_synchronize && c->drv->ctx_synchronize() == CUDA_SUCCESS) {
+            CUcontext cur = NULL;
+            covered = !c->drv->ctx_get_current ||
+                      (c->drv->ctx_get_current(&cur) == CUDA_SUCCESS && cur == atomic_load(&pool_ctx));
+        }
+        if (!covered)
+            atomic_fetch_add_explicit(&frees_begun, 1, memory_order_release);
         size_t cls = size >= LARGE_MIN ? large_class_of(size) : 0;
         if (!cls || large_put(c->flags, p, cls) != 0)
             drk_je_sdallocx(p, size, MALLOCX_TCACHE_NONE | align_flags(size));

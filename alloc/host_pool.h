@@ -85,6 +85,8 @@ typedef struct drk_host_pool_stats {
     uint64_t invalid_frees;   /* cuMemFreeHost inside a chunk but not of a live start (double frees) */
     uint64_t contexts_ended;  /* contexts that ended with chunks in them (the pool then stopped) */
     uint64_t large_reused;    /* allocations of 1 MiB or more served by a block of their class a free left waiting */
+    uint64_t waits;           /* allocations after frees that waited for the device first (a freed block may be in use) */
+    uint64_t wait_ns;         /* their time waiting */
     drk_host_pool_counts total;
     drk_host_pool_counts by_flags[DRK_HOST_FLAG_SETS]; /* index: the CU_MEMHOSTALLOC_* bits */
 } drk_host_pool_stats;

@@ -16,7 +16,7 @@ typedef struct set_counts {
 
 static set_counts sets[DRK_HOST_FLAG_SETS];
 static set_counts total;
-static _Atomic uint64_t invalid_frees, contexts_ended, large_reused;
+static _Atomic uint64_t invalid_frees, contexts_ended, large_reused, waits, wait_ns;
 static atomic_int started;
 
 static void raise_peak(_Atomic uint64_t *peak, uint64_t now)
@@ -58,6 +58,11 @@ void drk_host_stats_direct(unsigned flags) { ADD(flags, direct, 1); }
 void drk_host_stats_invalid_free(void) { atomic_fetch_add_explicit(&invalid_frees, 1, memory_order_relaxed); }
 void drk_host_stats_context_ended(void) { atomic_fetch_add_explicit(&contexts_ended, 1, memory_order_relaxed); }
 void drk_host_stats_large_reused(void) { atomic_fetch_add_explicit(&large_reused, 1, memory_order_relaxed); }
+void drk_host_stats_wait(uint64_t ns)
+{
+    atomic_fetch_add_explicit(&waits, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&wait_ns, ns, memory_order_relaxed);
+}
 
 static void reset(set_counts *s)
 {
@@ -73,6 +78,7 @@ void drk_host_stats_after_fork_child(void)
     reset(&total);
     atomic_store(&invalid_frees, 0);
     atomic_store(&large_reused, 0);
+    atomic_store(&waits, 0), atomic_store(&wait_ns, 0);
     atomic_store(&started, 0); /* a child's pool is off (alloc/host_pool.c) */
 }
 
@@ -96,6 +102,8 @@ void drk_host_pool_get_stats(drk_host_pool_stats *out)
     out->invalid_frees = atomic_load(&invalid_frees);
     out->contexts_ended = atomic_load(&contexts_ended);
     out->large_reused = atomic_load(&large_reused);
+    out->waits = atomic_load(&waits);
+    out->wait_ns = atomic_load(&wait_ns);
     fill(&out->total, &total);
     for (int i = 0; i < DRK_HOST_FLAG_SETS; i++)
         fill(&out->by_flags[i], &sets[i]);

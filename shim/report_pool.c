@@ -136,6 +136,8 @@ void drk_report_host_pool(drk_json *j)
     drk_json_u64(j, "driver_direct", st.total.direct);
     drk_json_u64(j, "contexts_ended", st.contexts_ended);
     drk_json_u64(j, "large_reused", st.large_reused);
+    drk_json_u64(j, "reuse_waits", st.waits);
+    drk_json_u64(j, "reuse_wait_us", st.wait_ns / 1000);
     /* Per flag set that was used, keyed by its CU_MEMHOSTALLOC_* bits. */
     drk_json_open(j, "by_flags", '{');
     for (int f = 0; f < DRK_HOST_FLAG_SETS; f++)

@@ -24,6 +24,7 @@ static struct pin {
 } pins[PINS_MAX];
 static int npins, fail_pins, no_context;
 static unsigned long long dptr_calls, syncs;
+static int fail_syncs;
 static pthread_mutex_t pins_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static CUresult t_host_alloc(void **pp, size_t size, unsigned int flags)
@@ -78,6 +79,8 @@ static CUresult t_ctx_get_current(CUcontext *ctx)
 
 static CUresult t_ctx_synchronize(void)
 {
+    if (__atomic_load_n(&fail_syncs, __ATOMIC_RELAXED))
+        return CUDA_ERROR_ILLEGAL_ADDRESS; /* a context an earlier fault broke */
     __atomic_add_fetch(&syncs, 1, __ATOMIC_RELAXED);
     return CUDA_SUCCESS;
 }
@@ -306,6 +309,57 @@ static void test_large(void)
         CHECK(drk_host_pool_free(again[i]) == DRK_HOST_FREED);
 }
 
+/* A freed block may still be read or written by work queued before its
+ * free (the driver's cuMemFreeHost waits for it): an allocation made after
+ * frees waits for the device before it returns, once for all of them, and
+ * one made with no free since the last wait does not. Single-threaded, so
+ * the counts are exact; DRK_ALLOC_SYNC_FREE=1 moves each wait to the free. */
+static void test_reuse_waits(int sync_free)
+{
+    const size_t sizes2[] = {4096, 100, (size_t)64 << 20};
+    for (size_t i = 0; i < sizeof sizes2 / sizeof sizes2[0]; i++) {
+        size_t n = sizes2[i];
+        void *p = must_alloc(n, 0);
+        unsigned long long s0 = syncs;
+        CHECK(drk_host_pool_free(p) == DRK_HOST_FREED);
+        CHECK(syncs == s0 + (unsigned long long)sync_free);
+        void *q = must_alloc(n, 0);
+        CHECK(q == p); /* the freed block comes back: after the wait */
+        CHECK(syncs == s0 + 1);
+        void *r = must_alloc(n, 0); /* no free since: no wait */
+        CHECK(syncs == s0 + 1);
+        /* Three frees, then one wait covers them all. */
+        void *more[2] = {must_alloc(n, 0), must_alloc(n, 0)};
+        CHECK(drk_host_pool_free(q) == DRK_HOST_FREED);
+        CHECK(drk_host_pool_free(more[0]) == DRK_HOST_FREED);
+        CHECK(drk_host_pool_free(more[1]) == DRK_HOST_FREED);
+        void *again[3] = {must_alloc(n, 0), must_alloc(n, 0), must_alloc(n, 0)};
+        CHECK(syncs == s0 + 1 + (sync_free ? 3 : 1));
+        for (int k = 0; k < 3; k++)
+            CHECK(drk_host_pool_free(again[k]) == DRK_HOST_FREED);
+        CHECK(drk_host_pool_free(r) == DRK_HOST_FREED);
+    }
+    drk_host_pool_stats st;
+    drk_host_pool_get_stats(&st);
+    CHECK(sync_free ? st.waits == 0 : st.waits > 0 && st.waits < st.total.allocs);
+}
+
+/* The device cannot be waited for (a fault broke the context): the block
+ * an allocation after a free got may be in use, so it stays out, the
+ * driver answers, and the pool stops; frees of its live blocks still work. */
+static void test_wait_fails(void)
+{
+    void *live = must_alloc(4096, 0), *p = must_alloc(4096, 0);
+    fail_syncs = 1; /* with DRK_ALLOC_SYNC_FREE=1 the free's own wait fails too */
+    CHECK(drk_host_pool_free(p) == DRK_HOST_FREED);
+    void *q = NULL;
+    CHECK(drk_host_pool_alloc(&q, 4096, 0) == -1 && q == NULL);
+    CHECK(drk_host_pool_alloc(&q, 4096, 0) == -1 && q == NULL);
+    CHECK(drk_host_pool_free(live) == DRK_HOST_FREED);
+    fail_syncs = 0;
+    CHECK(drk_host_pool_alloc(&q, 4096, 0) == -1); /* stopped for good */
+}
+
 static void test_threads(void)
 {
     pthread_t t[THREADS];
@@ -361,6 +415,8 @@ int main(void)
     test_flag_sets();
     test_foreign();
     test_large();
+    const char *sync = getenv("DRK_ALLOC_SYNC_FREE");
+    test_reuse_waits(sync && *sync == '1');
     test_threads();
     report_pair_time();
 
@@ -384,11 +440,13 @@ int main(void)
     for (int i = 0; i < npins; i++)
         CHECK(pins[i].size != 0);
     CHECK(npins < 100);
-    /* DRK_ALLOC_SYNC_FREE=1: every free waits for the device first. */
-    const char *sync = getenv("DRK_ALLOC_SYNC_FREE");
-    CHECK(syncs == (sync && *sync == '1' ? st.total.frees : 0));
+    /* Allocations after frees wait for the device; with
+     * DRK_ALLOC_SYNC_FREE=1 every free waits itself, and covers its block. */
+    CHECK(syncs == (sync && *sync == '1' ? st.total.frees : 0) + st.waits);
+    CHECK(sync && *sync == '1' ? st.waits == 0 : st.waits > 0);
     /* Device pointers are asked of the driver once a chunk at most. */
     CHECK(dptr_calls <= (unsigned long long)npins);
+    test_wait_fails(); /* last: the pool stops */
     for (int i = 0; i < npins; i++)
         printf("chunk %d: flags %u, %zu MiB\n", i, pins[i].flags, pins[i].size >> 20);
     printf("host pool: %llu allocations from %d pinned chunks (%.0f MiB)\n", (unsigned long long)st.total.allocs,
