@@ -17,7 +17,9 @@ void drk_alloc_configure(const drk_driver *drv, const drk_alloc_settings *s)
         drk_dpool_configure(drv, &s->dpool);
         drk_ipc_configure(drv);
     }
-    drk_host_pool_configure(drv, &s->host);
+    drk_host_pool_settings host = s->host;
+    host.captures_under_way = drk_dpool_captures_under_way;
+    drk_host_pool_configure(drv, &host);
     if (s->trace && *s->trace) {
         snprintf(trace_path, sizeof trace_path, "%s", s->trace);
         drk_recorder_start(trace_path);

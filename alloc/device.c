@@ -575,6 +575,8 @@ void drk_dpool_capture_ends(void)
     }
 }
 
+int drk_dpool_captures_under_way(void) { return atomic_load_explicit(&captures, memory_order_acquire) > 0; }
+
 /* Whether `s` is capturing a graph; asked of the driver only while some
  * capture is under way (a stream joins one through events, not calls). */
 static int capturing(CUstream s)

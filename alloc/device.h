@@ -69,6 +69,9 @@ void drk_dpool_stream_destroyed(CUstream stream);
  * captures. Any thread; never below zero. */
 void drk_dpool_capture_begins(void);
 void drk_dpool_capture_ends(void);
+/* Whether a capture is under way in any thread (the host pool then does
+ * not wait for the device: a wait would end the capture). */
+int drk_dpool_captures_under_way(void);
 
 /* A quiet moment (the program waits for the device): give back idle pages
  * past the reserve when more than the threshold of pages are idle. Never

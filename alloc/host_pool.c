@@ -365,6 +365,8 @@ static int arena_start(host_arena *a)
 
 /* ---- allocating and freeing */
 
+static int capturing(void) { return cfg.captures_under_way && cfg.captures_under_way(); }
+
 /* Waits for the pool's context (current: the caller checked) and marks the
  * first `freed` frees covered. 0, or -1 when the driver cannot wait (a
  * context broken by an earlier fault): then no freed block is known to be
@@ -410,6 +412,14 @@ int drk_host_pool_alloc(void **pp, size_t size, unsigned flags)
         drk_host_stats_fallback(flags);
         return -1;
     }
+    /* A wait for the device while a graph capture is under way would end
+     * the capture: the driver serves until the capture ends. */
+    if (__builtin_expect(atomic_load_explicit(&frees_begun, memory_order_relaxed) >
+                             atomic_load_explicit(&frees_waited, memory_order_relaxed), 0) &&
+        capturing()) {
+        drk_host_stats_fallback(flags);
+        return -1;
+    }
     host_arena *a = &arenas[flags];
     if (__builtin_expect(!atomic_load_explicit(&a->ready, memory_order_acquire), 0) && arena_start(a) != 0) {
         drk_host_stats_fallback(flags);
@@ -429,10 +439,17 @@ int drk_host_pool_alloc(void **pp, size_t size, unsigned flags)
         return -1;
     }
     uint64_t freed = atomic_load_explicit(&frees_begun, memory_order_acquire);
-    if (freed > atomic_load_explicit(&frees_waited, memory_order_acquire) && wait_for_frees(freed) != 0) {
-        /* p may still be in use: it stays out of the pool for good */
-        drk_host_stats_fallback(flags);
-        return -1;
+    if (freed > atomic_load_explicit(&frees_waited, memory_order_acquire)) {
+        if (capturing()) { /* one began since the look above */
+            drk_je_sdallocx(p, size, MALLOCX_TCACHE_NONE | align_flags(size));
+            drk_host_stats_fallback(flags);
+            return -1;
+        }
+        if (wait_for_frees(freed) != 0) {
+            /* p may still be in use: it stays out of the pool for good */
+            drk_host_stats_fallback(flags);
+            return -1;
+        }
     }
     drk_host_chunk_note(c, (uintptr_t)p, size);
     drk_host_stats_alloc(flags, size);

@@ -23,6 +23,9 @@
 typedef struct drk_host_pool_settings {
     int on;        /* DRK_HOST_ALLOC */
     int sync_free; /* DRK_ALLOC_SYNC_FREE: a free waits for the device first */
+    /* Whether a graph capture is under way (NULL: never): the pool then
+     * leaves allocations that would wait for the device to the driver. */
+    int (*captures_under_way)(void);
 } drk_host_pool_settings;
 
 /* Once, before the first allocation (the pool serves none before): the

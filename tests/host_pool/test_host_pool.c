@@ -24,7 +24,9 @@ static struct pin {
 } pins[PINS_MAX];
 static int npins, fail_pins, no_context;
 static unsigned long long dptr_calls, syncs;
-static int fail_syncs;
+static int fail_syncs, capture;
+
+static int t_captures(void) { return __atomic_load_n(&capture, __ATOMIC_RELAXED); }
 static pthread_mutex_t pins_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static CUresult t_host_alloc(void **pp, size_t size, unsigned int flags)
@@ -339,6 +341,19 @@ static void test_reuse_waits(int sync_free)
             CHECK(drk_host_pool_free(again[k]) == DRK_HOST_FREED);
         CHECK(drk_host_pool_free(r) == DRK_HOST_FREED);
     }
+    /* A graph capture under way: a wait would end it, so the driver serves
+     * until it ends; then the allocation waits and reuses the block. */
+    void *p = must_alloc(4096, 0), *q = NULL;
+    unsigned long long s0 = syncs;
+    CHECK(drk_host_pool_free(p) == DRK_HOST_FREED);
+    capture = 1;
+    CHECK(drk_host_pool_alloc(&q, 4096, 0) == (sync_free ? 0 : -1));
+    if (q)
+        CHECK(drk_host_pool_free(q) == DRK_HOST_FREED && syncs == s0 + 2);
+    capture = 0;
+    q = must_alloc(4096, 0);
+    CHECK(q == p && syncs == s0 + (sync_free ? 2 : 1));
+    CHECK(drk_host_pool_free(q) == DRK_HOST_FREED);
     drk_host_pool_stats st;
     drk_host_pool_get_stats(&st);
     CHECK(sync_free ? st.waits == 0 : st.waits > 0 && st.waits < st.total.allocs);
@@ -399,7 +414,8 @@ int main(void)
     setenv("MALLOC_CONF", "abort_conf:true,bogus_option:1,junk:true,narenas:1000", 1);
     /* As the library configures it, DRK_ALLOC_SYNC_FREE from the environment. */
     drk_host_pool_configure(&table, &(drk_host_pool_settings){.on = 1,
-                                                              .sync_free = (int)drk_opt_num(DRK_OPT_ALLOC_SYNC_FREE)});
+                                                              .sync_free = (int)drk_opt_num(DRK_OPT_ALLOC_SYNC_FREE),
+                                                              .captures_under_way = t_captures});
     drk_host_pool_stats st;
     drk_host_pool_get_stats(&st);
     CHECK(!st.on && st.total.allocs == 0);
