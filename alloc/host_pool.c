@@ -441,7 +441,8 @@ int drk_host_pool_alloc(void **pp, size_t size, unsigned flags)
     uint64_t freed = atomic_load_explicit(&frees_begun, memory_order_acquire);
     if (freed > atomic_load_explicit(&frees_waited, memory_order_acquire)) {
         if (capturing()) { /* one began since the look above */
-            drk_je_sdallocx(p, size, MALLOCX_TCACHE_NONE | align_flags(size));
+            if (atomic_load(&pool_state) == 1)
+                drk_je_sdallocx(p, size, MALLOCX_TCACHE_NONE | align_flags(size));
             drk_host_stats_fallback(flags);
             return -1;
         }
