@@ -604,6 +604,30 @@ static void raise_peak(_Atomic uint64_t *peak, uint64_t v)
  * within that much per shard with several. Under the shard's lock. */
 #define ACCOUNT_SLACK ((uint64_t)4 << 20)
 
+/* A shard's share of the reserve follows its share of the device's pages,
+ * never below an equal share: the one busy stream of a program has most of
+ * the reserve to itself. With equal shares it had half (shard 0, the
+ * legacy stream's, holding nothing), and on an 80 GB device the anchor's
+ * stream gave idle pages back and made them again inside its loop (an H100:
+ * 0.93x the driver's cuMemAllocAsync; the stand-in: 2,722 pages made for a
+ * peak of 1,579). The shares may add up to more than the reserve until the
+ * other shards' pages next change; memory short in one shard takes idle
+ * pages from the others (take_from_others). Under s->lock. */
+static void follow_reserve(dpool *d, shard *s, uint64_t pages, uint64_t all)
+{
+    int n = atomic_load_explicit(&d->nshards, memory_order_relaxed);
+    size_t equal = d->keep_pages / (size_t)(n > 0 ? n : 1);
+    size_t keep = all ? (size_t)((double)d->keep_pages * (double)pages / (double)all) : equal;
+    if (keep < equal)
+        keep = equal;
+    if (keep > d->keep_pages)
+        keep = d->keep_pages;
+    if (keep != s->keep_pages) {
+        s->keep_pages = keep;
+        drk_heap_set_policy(s->heap, DRK_HEAP_IDLE_PERMILLE, keep, cfg.defrag);
+    }
+}
+
 static void account(dpool *d, shard *s)
 {
     uint64_t live = drk_pool_live_bytes(s->pool), pages = drk_heap_pages(s->heap);
@@ -619,8 +643,10 @@ static void account(dpool *d, shard *s)
         s->seen_live = live;
     }
     if (pages != s->seen_pages) {
-        raise_peak(&d->peak_pages, atomic_fetch_add(&d->pages, pages - s->seen_pages) + (pages - s->seen_pages));
+        uint64_t all = atomic_fetch_add(&d->pages, pages - s->seen_pages) + (pages - s->seen_pages);
+        raise_peak(&d->peak_pages, all);
         s->seen_pages = pages;
+        follow_reserve(d, s, pages, all);
     }
 }
 
