@@ -73,6 +73,7 @@ typedef struct rep_hpool {
     int present;
     uint64_t processes; /* reports whose pool served allocations */
     uint64_t allocs, frees, bad_frees, peak_live_bytes, pinned_bytes, chunks, driver_fallbacks, driver_direct;
+    uint64_t reuse_waits, reuse_wait_us; /* 0 in reports before 2026-12-05 */
 } rep_hpool;
 
 /* A kernel-shape's GPU times: a row of gpu_time.by_kernel or of a round's

@@ -236,6 +236,8 @@ static void merge_hpool(rep_hpool *o, const rep_hpool *h)
     o->chunks = add(o->chunks, h->chunks);
     o->driver_fallbacks = add(o->driver_fallbacks, h->driver_fallbacks);
     o->driver_direct = add(o->driver_direct, h->driver_direct);
+    o->reuse_waits = add(o->reuse_waits, h->reuse_waits);
+    o->reuse_wait_us = add(o->reuse_wait_us, h->reuse_wait_us);
 }
 
 /* Kernel-shapes in order: name, then grid, block, shared bytes. */

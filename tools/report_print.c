@@ -195,10 +195,16 @@ static void print_host_pool(FILE *f, const rep_hpool *h, size_t nprocs, int afte
     if (nprocs)
         fprintf(f, " (%" PRIu64 " of %zu processes)", h->processes, nprocs);
     fprintf(f, ": %" PRIu64 " allocs, %" PRIu64 " frees, peak live %s%s, pinned %s in %" PRIu64 " chunk%s, %" PRIu64
-               " driver fallback%s\n",
+               " driver fallback%s",
             h->allocs, h->frees, human_bytes(h->peak_live_bytes, live, sizeof live),
             nprocs ? " (sum of per-process peaks)" : "", human_bytes(h->pinned_bytes, pinned, sizeof pinned),
             h->chunks, h->chunks == 1 ? "" : "s", h->driver_fallbacks, h->driver_fallbacks == 1 ? "" : "s");
+    /* Allocations after frees wait for the device: a freed block may still
+     * be used by work queued before its free. */
+    if (h->reuse_waits)
+        fprintf(f, ", %" PRIu64 " wait%s for the device before reusing freed memory (%.1f ms)", h->reuse_waits,
+                h->reuse_waits == 1 ? "" : "s", (double)h->reuse_wait_us / 1000.0);
+    fputc('\n', f);
 }
 
 
@@ -799,6 +805,8 @@ static void json_host_pool(drk_json *j, const rep_hpool *h)
     drk_json_u64(j, "chunks", h->chunks);
     drk_json_u64(j, "driver_fallbacks", h->driver_fallbacks);
     drk_json_u64(j, "driver_direct", h->driver_direct);
+    drk_json_u64(j, "reuse_waits", h->reuse_waits);
+    drk_json_u64(j, "reuse_wait_us", h->reuse_wait_us);
     drk_json_close(j, '}');
 }
 

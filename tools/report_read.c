@@ -407,6 +407,8 @@ static int read_host_pool(ctx *c, const json_value *doc, rep_hpool *h)
     get_u64(c, o, at, "chunks", &h->chunks);
     get_u64(c, o, at, "driver_fallbacks", &h->driver_fallbacks);
     get_u64(c, o, at, "driver_direct", &h->driver_direct);
+    get_u64_optional(c, o, at, "reuse_waits", &h->reuse_waits);
+    get_u64_optional(c, o, at, "reuse_wait_us", &h->reuse_wait_us);
     h->processes = h->allocs > 0;
     return c->failed ? -1 : 0;
 }

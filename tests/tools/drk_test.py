@@ -498,7 +498,8 @@ def case_report_dir():
         "  pages: 2048 created, 12 moved, 100 released; 3 defrag events",
         "  driver handles: 700 made, 3 moved (runs of pages: each one call)",
         "  latency, sampled: alloc median 512\u20131023 ns (16 samples), free median 128\u2013255 ns (16 samples)",
-        "host pool: 40 allocs, 38 frees, peak live 6.00 MiB, pinned 32.0 MiB in 1 chunk, 1 driver fallback",
+        "host pool: 40 allocs, 38 frees, peak live 6.00 MiB, pinned 32.0 MiB in 1 chunk, 1 driver fallback, "
+        "4 waits for the device before reusing freed memory (1.5 ms)",
     ], "both pools, after the allocations table", p)
     check(pool_lines(device_only) == [
         "device pool: 500 allocs, 500 frees, 0 out of memory, 0 bad frees",
@@ -520,7 +521,7 @@ def case_report_dir():
         "  1 thread allocating alongside others got a shard of its own",
         "  latency, sampled: alloc median 512\u20131023 ns (24 samples), free median 128\u2013255 ns (24 samples)",
         "host pool (1 of 3 processes): 40 allocs, 38 frees, peak live 6.00 MiB (sum of per-process peaks), "
-        "pinned 32.0 MiB in 1 chunk, 1 driver fallback",
+        "pinned 32.0 MiB in 1 chunk, 1 driver fallback, 4 waits for the device before reusing freed memory (1.5 ms)",
     ], "combined: counts and peaks summed, histograms merged before the median", p)
     check_compare_text()
 
@@ -567,7 +568,8 @@ def case_report_json():
                        "free": {"64": 8, "128": 10, "256": 6}}}, "device pool sums in --json", p)
     check(d.get("host_pool") == {
         "processes": 1, "allocs": 40, "frees": 38, "bad_frees": 0, "peak_live_bytes": 6 << 20,
-        "pinned_bytes": 32 << 20, "chunks": 1, "driver_fallbacks": 1, "driver_direct": 0}, "host pool sums", p)
+        "pinned_bytes": 32 << 20, "chunks": 1, "driver_fallbacks": 1, "driver_direct": 0,
+        "reuse_waits": 4, "reuse_wait_us": 1500}, "host pool sums", p)
     p = drk("report", "--json", fixture("pools", "drk-python-7002.json"))
     d = json.loads(p.stdout)
     check(p.returncode == 0 and "device_pool" not in d and "host_pool" not in d,
