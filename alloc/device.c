@@ -312,16 +312,23 @@ static shard *shard_new(dpool *d, uintptr_t stream, int index)
     return s;
 }
 
+/* Shard s keeps up to `pages` idle pages. Under s->lock. */
+static void set_keep(shard *s, size_t pages)
+{
+    s->keep_pages = pages;
+    drk_heap_set_policy(s->heap, DRK_HEAP_IDLE_PERMILLE, pages, cfg.defrag);
+}
+
 /* Each shard keeps an equal share of the reserve; a new shard shrinks the
- * others' shares. Under grow_lock. */
+ * others' shares (until their pages change: follow_reserve). Under
+ * grow_lock. */
 static void share_reserve(dpool *d, int n)
 {
     size_t each = d->keep_pages / (size_t)(n > 0 ? n : 1);
     for (int i = 0; i < n; i++) {
         shard *s = d->shards[i];
         pthread_mutex_lock(&s->lock);
-        s->keep_pages = each;
-        drk_heap_set_policy(s->heap, DRK_HEAP_IDLE_PERMILLE, each, cfg.defrag);
+        set_keep(s, each);
         pthread_mutex_unlock(&s->lock);
     }
 }
@@ -622,10 +629,8 @@ static void follow_reserve(dpool *d, shard *s, uint64_t pages, uint64_t all)
         keep = equal;
     if (keep > d->keep_pages)
         keep = d->keep_pages;
-    if (keep != s->keep_pages) {
-        s->keep_pages = keep;
-        drk_heap_set_policy(s->heap, DRK_HEAP_IDLE_PERMILLE, keep, cfg.defrag);
-    }
+    if (keep != s->keep_pages)
+        set_keep(s, keep);
 }
 
 static void account(dpool *d, shard *s)

@@ -367,6 +367,13 @@ static int arena_start(host_arena *a)
 
 static int capturing(void) { return cfg.captures_under_way && cfg.captures_under_way(); }
 
+/* Frees begun no wait has covered yet: 0 when none. */
+static uint64_t frees_unwaited(memory_order mo)
+{
+    uint64_t f = atomic_load_explicit(&frees_begun, mo);
+    return f > atomic_load_explicit(&frees_waited, mo) ? f : 0;
+}
+
 /* Waits for the pool's context (current: the caller checked) and marks the
  * first `freed` frees covered. 0, or -1 when the driver cannot wait (a
  * context broken by an earlier fault): then no freed block is known to be
@@ -414,9 +421,7 @@ int drk_host_pool_alloc(void **pp, size_t size, unsigned flags)
     }
     /* A wait for the device while a graph capture is under way would end
      * the capture: the driver serves until the capture ends. */
-    if (__builtin_expect(atomic_load_explicit(&frees_begun, memory_order_relaxed) >
-                             atomic_load_explicit(&frees_waited, memory_order_relaxed), 0) &&
-        capturing()) {
+    if (__builtin_expect(frees_unwaited(memory_order_relaxed) != 0, 0) && capturing()) {
         drk_host_stats_fallback(flags);
         return -1;
     }
@@ -438,8 +443,8 @@ int drk_host_pool_alloc(void **pp, size_t size, unsigned flags)
         drk_host_stats_fallback(flags);
         return -1;
     }
-    uint64_t freed = atomic_load_explicit(&frees_begun, memory_order_acquire);
-    if (freed > atomic_load_explicit(&frees_waited, memory_order_acquire)) {
+    uint64_t freed = frees_unwaited(memory_order_acquire);
+    if (freed) {
         if (capturing()) { /* one began since the look above */
             if (atomic_load(&pool_state) == 1)
                 drk_je_sdallocx(p, size, MALLOCX_TCACHE_NONE | align_flags(size));
