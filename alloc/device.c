@@ -1271,8 +1271,10 @@ int drk_dpool_block_runs(CUdeviceptr ptr, uint64_t *handles, uint32_t *lens, siz
         rc = DRK_PAGES_INVALID;
     if (rc == 0)
         rc = drk_heap_block_runs(s->heap, base, handles, lens, max, n, first_va);
-    pthread_mutex_unlock(&s->lock);
+    /* Under the lock: a pool that ends retires its shards under theirs
+     * before it lets its page backend go. */
     *pages = d->vmm;
+    pthread_mutex_unlock(&s->lock);
     return rc;
 }
 
