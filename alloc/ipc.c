@@ -4,7 +4,7 @@
  * importing process over a unix socket, and the importer maps them into a
  * range of its own.
  *
- * The handle (the 64 bytes of CUipcMemHandle) holds: "drk\1", the
+ * The handle (the 64 bytes of CUipcMemHandle) holds: "drk\2", the
  * exporter's pid, the export's id (counted per process), the allocation's
  * offset in its first page, its size, the exporter's device, and a random
  * number drawn once per process that names the exporter's socket
