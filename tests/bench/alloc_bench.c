@@ -849,16 +849,15 @@ static int run_host(const struct opts *o, const struct env *e) {
     long maxb = o->pairs / o->batch + 2;
     double *per_pair = xcalloc((size_t)maxb, sizeof *per_pair), *secs = xcalloc((size_t)maxb, sizeof *secs);
     long nb = timed_pairs(&sl, &pl, 1, 0, o->pairs, 0, o->batch, per_pair, secs, NULL);
-    double total = 0;
-    for (long b = 0; b < nb; b++)
+    /* worst, the slowest batch: a one-off (a first wait, a first chunk)
+     * that a short run's mean carries. */
+    double total = 0, worst = 0;
+    for (long b = 0; b < nb; b++) {
         total += secs[b];
-    double med = median(per_pair, nb);
-    /* The slowest batch: a one-off (a first wait, a first chunk) that a
-     * short run's mean carries. */
-    double worst = 0;
-    for (long b = 0; b < nb; b++)
         if (per_pair[b] > worst)
             worst = per_pair[b];
+    }
+    double med = median(per_pair, nb);
 
     long checked = 0, bad = check_host(sl.host, sl.size, o->live, &checked);
     for (int k = 0; k < o->live; k++)
