@@ -1151,9 +1151,15 @@ void drk_dpool_stream_destroyed(CUstream stream)
                 /* Its work goes on after the destroy; frees made before it
                  * wait for an event recorded there now, or, if none can
                  * be, for the stream itself. */
-                if (d->epochs && drk_epochs_stream_destroyed(d->epochs, (uintptr_t)stream) != 0 &&
-                    drv->stream_synchronize)
-                    drv->stream_synchronize(stream);
+                if (d->epochs && drk_epochs_stream_destroyed(d->epochs, (uintptr_t)stream) != 0) {
+                    int idle = drv->stream_synchronize && drv->stream_synchronize(stream) == CUDA_SUCCESS;
+                    if (!idle)
+                        drk_log(DRK_LOG_WARN,
+                                "device %d: a destroyed stream's work could not be waited for; memory freed by "
+                                "cuMemFree is not reused from now on (the pool may run out of memory sooner)",
+                                streams[i].device);
+                    drk_epochs_stream_waited(d->epochs, (uintptr_t)stream, idle);
+                }
                 int n = atomic_load_explicit(&d->nshards, memory_order_acquire);
                 for (int k = 0; k < n; k++) {
                     CUcontext cur = enter(d, d->shards[k]);

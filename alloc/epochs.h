@@ -44,9 +44,13 @@ void drk_epochs_delete(drk_epochs *e);
  * blocking stream). 0, or -1 when out of memory. Destroyed: told before
  * the driver destroys it; an event is recorded there for the next seal to
  * wait for (its work goes on after the destroy). -1 when that event could
- * not be recorded: the caller waits for the stream itself. */
+ * not be recorded: the stream stays listed (seals still record there), the
+ * caller waits for the stream itself and then tells drk_epochs_stream_waited
+ * whether that wait succeeded (`idle`). Not idle, no seal is made any more:
+ * frees not covered yet stay out of reuse for good. */
 int drk_epochs_stream_created(drk_epochs *e, uintptr_t stream);
 int drk_epochs_stream_destroyed(drk_epochs *e, uintptr_t stream);
+void drk_epochs_stream_waited(drk_epochs *e, uintptr_t stream, int idle);
 
 /* A free's stamp: the seals begun so far (one atomic load, where a clock
  * read cost ~25 ns a free). A seal covers the frees stamped below its place

@@ -11,14 +11,20 @@
  * completed, one flush gives every free back (none lost) and every event
  * is released.
  *
- * Then three cases this test found (each failed before its fix): a stream
+ * Then four cases this test found (each failed before its fix): a stream
  * destroyed without a synchronize after a cuMemFree (test_destroyed_unsynced,
- * shared epochs and a pool's own), a flush behind a stream batch that
- * same-stream reuse emptied (test_flush_empty_batch), a stream's open batch
- * when its seal fails as it goes (test_destroy_seal_fails).
+ * shared epochs and a pool's own), the same when its last event cannot be
+ * recorded and a seal comes before the caller's wait for the stream ends
+ * (test_destroyed_record_fails; one round in about 200 failed so), a flush
+ * behind a stream batch that same-stream reuse emptied
+ * (test_flush_empty_batch), a stream's open batch when its seal fails as it
+ * goes (test_destroy_seal_fails).
  *
  * `test_epochs_threads ROUNDS` runs more rounds (seeds; 8 by default,
- * about half a second); NOCHURN=1 leaves the streams alone. */
+ * about half a second); NOCHURN=1 leaves the streams alone; ONLY_GAP=0..3
+ * runs one gap's rounds (1 and 3 fail records), ONLY_SHORT=1 only those
+ * with memory short. A block reused too soon is shown with each stream's
+ * state at its free and now. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
@@ -241,11 +247,14 @@ static void *work(void *arg)
                     pendx *p = &me->pend[i];
                     if (!(got < p->ptr + p->size && p->ptr < got + n))
                         continue;
-                    if (!pend_safe(p, k, use)) {
-                        if (me->violations++ < 5)
-                            fprintf(stderr, "thread %d op %d: block 0x%lx (freed %s%d) reused too soon on %d\n",
-                                    me->w, op, (unsigned long)p->ptr, p->stream < 0 ? "by cuMemFree" : "on stream ",
-                                    p->stream, k);
+                    if (!pend_safe(p, k, use) && me->violations++ < 5) {
+                        fprintf(stderr, "thread %d op %d: block 0x%lx (freed %s%d) reused too soon on %d\n", me->w,
+                                op, (unsigned long)p->ptr, p->stream < 0 ? "by cuMemFree" : "on stream ", p->stream, k);
+                        for (int j = 0; j < NS; j++)
+                            fprintf(stderr, "  stream %d: usable %u at the free (%u now), events %llu then, %llu now, "
+                                    "%llu done\n", j, p->use[j], atomic_load(&usable[j]), (unsigned long long)p->rec[j],
+                                    (unsigned long long)atomic_load(&recorded[j]),
+                                    (unsigned long long)atomic_load(&done[j]));
                     }
                     me->pend[i--] = me->pend[--me->npend];
                 }
@@ -312,6 +321,7 @@ static void *streams_main(void *arg)
                 pthread_rwlock_wrlock(&done_lock);
                 done_at_least(k, atomic_fetch_add(&recorded[k], 1) + 1);
                 pthread_rwlock_unlock(&done_lock);
+                drk_epochs_stream_waited(ep, sts[k], 1);
             }
             for (int w = 0; w < NT; w++) {
                 pthread_mutex_lock(&sh[w].lock);
@@ -477,6 +487,77 @@ static void test_destroyed_unsynced(int shared)
     ep = NULL;
 }
 
+/* A stream destroyed whose last event cannot be recorded: the caller
+ * waits for the stream itself. A seal made before that wait ends (here the
+ * pool's own, memory short) must still wait for the stream's work: before
+ * the fix the stream was off the list at once, the seal recorded only the
+ * legacy stream's event and x came back (the threads' rounds found it).
+ * With the wait failed (`idle` 0), x never comes back and no seal is made
+ * any more; those made before still complete. */
+static void test_destroyed_record_fails(int idle)
+{
+    memset(recorded, 0, sizeof recorded);
+    memset(done, 0, sizeof done);
+    for (int k = 0; k < NS; k++) {
+        exists[k] = 1;
+        usable[k] = 1;
+    }
+    qfail_permille = 0;
+    ep = drk_epochs_new(&events, 0);
+    CHECK(ep && drk_epochs_stream_created(ep, 0x10) == 0);
+    drk_page_backend *pages = drk_pages_counting(2 * MIB, 8);
+    drk_heap *heap = drk_heap_new(pages, 64 * 2 * MIB);
+    drk_pool *p = drk_pool_new(heap, &events);
+    drk_pool_share_epochs(p, ep);
+    CHECK(drk_pool_stream_created(p, 0x10) == 0);
+    uintptr_t w, x, y, z;
+    CHECK(drk_pool_alloc(p, 2 * MIB, 0, 0, &w) == 0 && drk_pool_alloc(p, 2 * MIB, 0, 0, &x) == 0 &&
+          drk_pool_alloc(p, 12 * MIB, 0, 0, &z) == 0);
+    /* w's free is sealed while 0x10 is listed: its ticket needs no more. */
+    CHECK(drk_pool_free(p, w, 0, 0) == 0);
+    uint64_t tw;
+    CHECK(drk_epochs_seal(ep, p, drk_epochs_stamp(ep), 1, &tw) == 0);
+    /* The program queues work on 0x10 that uses x, frees x, destroys 0x10. */
+    uint64_t rec10 = recorded[1];
+    CHECK(drk_pool_free(p, x, 0, 0) == 0);
+    fail_permille = 1000;
+    CHECK(drk_epochs_stream_destroyed(ep, 0x10) == -1);
+    fail_permille = 0;
+    if (!idle) {
+        drk_epochs_stream_waited(ep, 0x10, 0);
+        drk_pool_stream_destroyed(p, 0x10);
+        exists[1] = 0;
+    }
+    /* Memory short before the wait ends: the pool seals and waits, the legacy stream's work completes. */
+    done_at_least(0, recorded[0] + 1000);
+    int rc = drk_pool_alloc(p, 4 * MIB, 0, 0, &y);
+    int reused = rc == 0 && y < x + 2 * MIB && x < y + 4 * MIB;
+    int ok = !reused || (idle && done[1] > rec10);
+    fprintf(stderr, "destroyed stream, its event failed, wait %s: x %s\n", idle ? "done" : "failed",
+            ok ? "was not reused too soon" : "WAS REUSED TOO SOON");
+    CHECK(ok);
+    if (idle) {
+        done_at_least(1, recorded[1] + 1); /* the caller's wait */
+        drk_epochs_stream_waited(ep, 0x10, 1);
+        drk_pool_stream_destroyed(p, 0x10);
+        exists[1] = 0;
+    }
+    if (rc == 0)
+        drk_pool_free(p, y, 0, 0);
+    drk_pool_flush(p);
+    uint64_t t;
+    CHECK(drk_epochs_done(ep, tw, 1) == 1);
+    CHECK((drk_epochs_seal(ep, p, drk_epochs_stamp(ep), 1, &t) == 0) == idle);
+    CHECK((drk_pool_get_stats(p).pending_blocks == 0) == idle);
+    CHECK(dead_records == 0);
+    drk_pool_free(p, z, 0, 0);
+    drk_pool_delete(p);
+    drk_heap_delete(heap);
+    pages->destroy(pages);
+    drk_epochs_delete(ep);
+    ep = NULL;
+}
+
 /* A pool alone, its events as above, none failing, none completed. */
 static drk_pool *solo(drk_page_backend **pages, drk_heap **heap, size_t npages)
 {
@@ -548,6 +629,7 @@ static void test_destroy_seal_fails(void)
 int main(int argc, char **argv)
 {
     int rounds = argc > 1 ? atoi(argv[1]) : 8;
+    const char *only_gap = getenv("ONLY_GAP"), *only_short = getenv("ONLY_SHORT");
     /* Writers first: the completer and the streams' thread are not starved. */
     pthread_rwlockattr_t ra;
     pthread_rwlockattr_init(&ra);
@@ -559,6 +641,8 @@ int main(int argc, char **argv)
     unsigned long viol = 0;
     for (int round = 0; round < rounds; round++)
         for (int g = 0; g < 4; g++) {
+            if ((only_gap && atoi(only_gap) != g) || (only_short && !(round & 1)))
+                continue;
             unsigned seed = (unsigned)round * 4u + (unsigned)g + 1;
             fail_permille = g & 1 ? 20 : 0;
             qfail_permille = g & 2 ? 20 : 0;
@@ -573,6 +657,8 @@ int main(int argc, char **argv)
     yield_permille = 0;
     test_destroyed_unsynced(1);
     test_destroyed_unsynced(0);
+    test_destroyed_record_fails(1);
+    test_destroyed_record_fails(0);
     test_flush_empty_batch();
     test_destroy_seal_fails();
     return CHECK_DONE();
