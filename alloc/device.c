@@ -1139,6 +1139,17 @@ void drk_dpool_stream_created(CUstream stream)
     pthread_mutex_unlock(&streams_lock);
 }
 
+/* A destroyed stream's work that no event could be recorded behind: waits
+ * for the stream, 1 when it is idle (said when it could not be). */
+static int wait_destroyed(const dpool *d, CUstream stream)
+{
+    if (drv->stream_synchronize && drv->stream_synchronize(stream) == CUDA_SUCCESS)
+        return 1;
+    drk_log(DRK_LOG_WARN, "device %d: a destroyed stream's work could not be waited for; memory freed by cuMemFree "
+                          "is not reused from now on (the pool may run out of memory sooner)", d->ordinal);
+    return 0;
+}
+
 void drk_dpool_stream_destroyed(CUstream stream)
 {
     if (!atomic_load_explicit(&configured, memory_order_relaxed))
@@ -1150,21 +1161,15 @@ void drk_dpool_stream_destroyed(CUstream stream)
             if (atomic_load_explicit(&d->state, memory_order_acquire) == 1 && d->ctx == streams[i].ctx) {
                 /* Its work goes on after the destroy; frees made before it
                  * wait for an event recorded there now, or, if none can
-                 * be, for the stream itself. */
-                if (d->epochs && drk_epochs_stream_destroyed(d->epochs, (uintptr_t)stream) != 0) {
-                    int idle = drv->stream_synchronize && drv->stream_synchronize(stream) == CUDA_SUCCESS;
-                    if (!idle)
-                        drk_log(DRK_LOG_WARN,
-                                "device %d: a destroyed stream's work could not be waited for; memory freed by "
-                                "cuMemFree is not reused from now on (the pool may run out of memory sooner)",
-                                streams[i].device);
-                    drk_epochs_stream_waited(d->epochs, (uintptr_t)stream, idle);
-                }
+                 * be, for the stream itself (a shard's pool sealing its own
+                 * epochs: under its lock, before its next free). */
+                if (d->epochs && drk_epochs_stream_destroyed(d->epochs, (uintptr_t)stream) != 0)
+                    drk_epochs_stream_waited(d->epochs, (uintptr_t)stream, wait_destroyed(d, stream));
                 int n = atomic_load_explicit(&d->nshards, memory_order_acquire);
                 for (int k = 0; k < n; k++) {
                     CUcontext cur = enter(d, d->shards[k]);
-                    if (!d->shards[k]->retired)
-                        drk_pool_stream_destroyed(d->shards[k]->pool, (uintptr_t)stream);
+                    if (!d->shards[k]->retired && drk_pool_stream_destroyed(d->shards[k]->pool, (uintptr_t)stream) != 0)
+                        drk_pool_stream_waited(d->shards[k]->pool, wait_destroyed(d, stream));
                     leave(d, d->shards[k], cur);
                 }
             }

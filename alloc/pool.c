@@ -60,6 +60,10 @@ struct drk_pool {
     batch *epoch_open, *epoch_head, *epoch_tail;
     drk_epochs *shared; /* epochs sealed with the device's other pools, or NULL */
     uint64_t split_seen; /* the newest seal the open epoch was last split at (its place) */
+    /* Its own epochs: a destroyed stream's work is behind no event, so no
+     * epoch is sealed until the caller has waited for the stream (1), or
+     * ever, the wait failed (2). */
+    int epochs_held;
     batch *spare_epochs; /* released epoch batches, kept for the next seals */
     size_t nspare_epochs;
     uint64_t allocs;
@@ -361,6 +365,8 @@ static int seal_epoch(drk_pool *p, int urgent)
     batch *b = p->epoch_open;
     if (!b)
         return 0;
+    if (p->epochs_held)
+        return -1;
     if (p->shared) {
         uint64_t ticket;
         int r = drk_epochs_seal(p->shared, p, b->last_free, urgent, &ticket);
@@ -506,19 +512,29 @@ static void drop_batch(drk_pool *p, batch *b);
 
 /* A destroyed stream's pending frees wait for its last event (the driver
  * finishes its work first); its open batch is sealed before it goes. So is
- * the open epoch, where the pool seals its own: a free in it may wait for
- * the stream's work, which goes on after the destroy, and later seals
- * record nothing there (with shared epochs, drk_epochs_stream_destroyed
- * sees to it). What cannot be sealed (no event) is kept out of the heap
- * for good rather than risk a reuse. */
-void drk_pool_stream_destroyed(drk_pool *p, uintptr_t stream)
+ * the open epoch, where the pool seals its own, empty if need be: a free
+ * made before the destroy, or after it (the driver's cuMemFree would wait
+ * for the stream's work too), may still wait for the stream's work, which
+ * goes on after the destroy, and later epochs record nothing there; they
+ * are given back only after this one. With shared epochs,
+ * drk_epochs_stream_destroyed sees to it. What cannot be sealed (no event)
+ * is kept out of the heap for good rather than risk a reuse. */
+int drk_pool_stream_destroyed(drk_pool *p, uintptr_t stream)
 {
     stream_state *s = stream_find(p, stream);
     if (!s || stream == LEGACY_STREAM)
-        return;
-    if (!p->shared && p->epoch_open && seal_epoch(p, 1) != 0) {
-        drop_batch(p, p->epoch_open);
-        p->epoch_open = NULL;
+        return 0;
+    int rc = 0;
+    if (!p->shared) {
+        if (!p->epoch_open && (p->epoch_open = batch_new(p, 1)) != NULL)
+            p->epoch_open->opened_at = p->allocs;
+        if (!p->epoch_open || seal_epoch(p, 1) != 0) {
+            if (p->epoch_open)
+                drop_batch(p, p->epoch_open);
+            p->epoch_open = NULL;
+            p->epochs_held += !p->epochs_held;
+            rc = -1;
+        }
     }
     if (seal_stream(p, s) != 0) {
         drop_batch(p, s->open);
@@ -532,10 +548,17 @@ void drk_pool_stream_destroyed(drk_pool *p, uintptr_t stream)
         p->sealed--;
         batch_release(p, b);
     }
-    if (s->head) /* keep it, so its blocks stay accounted for */
-        return;
-    free(s->by_class);
-    *s = p->streams[--p->nstreams];
+    if (!s->head) { /* else kept, so its blocks stay accounted for */
+        free(s->by_class);
+        *s = p->streams[--p->nstreams];
+    }
+    return rc;
+}
+
+void drk_pool_stream_waited(drk_pool *p, int idle)
+{
+    if (p->epochs_held == 1)
+        p->epochs_held = idle ? 0 : 2;
 }
 
 /* A block freed on `s`, still pending, that can hold `size` bytes without

@@ -438,7 +438,7 @@ static unsigned long round_run(unsigned seed, uint64_t gap_ns, int ops, int chur
  * record nothing on the stream, and with it non-blocking the legacy
  * stream's event does not wait for it: before the fix the block came back
  * once that event completed. With epochs `shared` and with the pool's own. */
-static void test_destroyed_unsynced(int shared)
+static void test_destroyed_unsynced(int shared, int free_after)
 {
     memset(recorded, 0, sizeof recorded);
     memset(done, 0, sizeof done);
@@ -460,18 +460,21 @@ static void test_destroyed_unsynced(int shared)
     CHECK(drk_pool_alloc(p, 4 * MIB, 0, 0, &x) == 0 && drk_pool_alloc(p, 12 * MIB, 0, 0, &z) == 0);
     /* The program queues a kernel on 0x10 that uses x, frees x, destroys 0x10. */
     uint64_t rec10 = recorded[1];
-    CHECK(drk_pool_free(p, x, 0, 0) == 0);
+    if (!free_after)
+        CHECK(drk_pool_free(p, x, 0, 0) == 0);
     if (shared)
         CHECK(drk_epochs_stream_destroyed(ep, 0x10) == 0);
     drk_pool_stream_destroyed(p, 0x10);
     exists[1] = 0;
+    if (free_after)
+        CHECK(drk_pool_free(p, x, 0, 0) == 0);
     /* Memory short: the pool seals and waits; the legacy stream's work completes, 0x10's not yet. */
     done_at_least(0, recorded[0] + 1000);
     int rc = drk_pool_alloc(p, 4 * MIB, 0, 0, &y);
     int reused = rc == 0 && y < x + 4 * MIB && x < y + 4 * MIB;
     int ok = !reused || done[1] > rec10;
-    fprintf(stderr, "destroyed stream (%s epochs): x %s before its work on the destroyed stream completed\n",
-            shared ? "shared" : "its own", ok ? "was not reused" : "WAS REUSED");
+    fprintf(stderr, "destroyed stream (%s epochs), x freed %s: x %s before its work on the destroyed stream completed\n",
+            shared ? "shared" : "its own", free_after ? "after" : "before", ok ? "was not reused" : "WAS REUSED");
     CHECK(ok);
     /* Once 0x10's work completes, x comes back. */
     done_at_least(1, recorded[1]);
@@ -490,11 +493,13 @@ static void test_destroyed_unsynced(int shared)
 /* A stream destroyed whose last event cannot be recorded: the caller
  * waits for the stream itself. A seal made before that wait ends (here the
  * pool's own, memory short) must still wait for the stream's work: before
- * the fix the stream was off the list at once, the seal recorded only the
- * legacy stream's event and x came back (the threads' rounds found it).
- * With the wait failed (`idle` 0), x never comes back and no seal is made
- * any more; those made before still complete. */
-static void test_destroyed_record_fails(int idle)
+ * the fix the stream was off the shared epochs' list at once, the seal
+ * recorded only the legacy stream's event and x came back (the threads'
+ * rounds found it). With the pool's own epochs x is freed after the
+ * destroy, and no epoch may be sealed before the wait. With the wait failed
+ * (`idle` 0), x never comes back and no seal is made any more; those made
+ * before still complete. */
+static void test_destroyed_record_fails(int shared, int idle)
 {
     memset(recorded, 0, sizeof recorded);
     memset(done, 0, sizeof done);
@@ -503,42 +508,56 @@ static void test_destroyed_record_fails(int idle)
         usable[k] = 1;
     }
     qfail_permille = 0;
-    ep = drk_epochs_new(&events, 0);
-    CHECK(ep && drk_epochs_stream_created(ep, 0x10) == 0);
+    ep = shared ? drk_epochs_new(&events, 0) : NULL;
+    CHECK(!shared || (ep && drk_epochs_stream_created(ep, 0x10) == 0));
     drk_page_backend *pages = drk_pages_counting(2 * MIB, 8);
     drk_heap *heap = drk_heap_new(pages, 64 * 2 * MIB);
     drk_pool *p = drk_pool_new(heap, &events);
-    drk_pool_share_epochs(p, ep);
+    if (shared)
+        drk_pool_share_epochs(p, ep);
     CHECK(drk_pool_stream_created(p, 0x10) == 0);
     uintptr_t w, x, y, z;
     CHECK(drk_pool_alloc(p, 2 * MIB, 0, 0, &w) == 0 && drk_pool_alloc(p, 2 * MIB, 0, 0, &x) == 0 &&
           drk_pool_alloc(p, 12 * MIB, 0, 0, &z) == 0);
     /* w's free is sealed while 0x10 is listed: its ticket needs no more. */
-    CHECK(drk_pool_free(p, w, 0, 0) == 0);
-    uint64_t tw;
-    CHECK(drk_epochs_seal(ep, p, drk_epochs_stamp(ep), 1, &tw) == 0);
-    /* The program queues work on 0x10 that uses x, frees x, destroys 0x10. */
+    uint64_t tw = 0;
+    if (shared)
+        CHECK(drk_pool_free(p, w, 0, 0) == 0 && drk_epochs_seal(ep, p, drk_epochs_stamp(ep), 1, &tw) == 0);
+    /* The program queues work on 0x10 that uses x, frees x, destroys 0x10
+     * (its own epochs: destroys 0x10, then frees x). */
     uint64_t rec10 = recorded[1];
-    CHECK(drk_pool_free(p, x, 0, 0) == 0);
+    if (shared)
+        CHECK(drk_pool_free(p, x, 0, 0) == 0);
     fail_permille = 1000;
-    CHECK(drk_epochs_stream_destroyed(ep, 0x10) == -1);
+    CHECK((shared ? drk_epochs_stream_destroyed(ep, 0x10) : drk_pool_stream_destroyed(p, 0x10)) == -1);
     fail_permille = 0;
+    if (!shared) {
+        exists[1] = 0;
+        CHECK(drk_pool_free(p, x, 0, 0) == 0);
+    }
     if (!idle) {
-        drk_epochs_stream_waited(ep, 0x10, 0);
+        if (shared)
+            drk_epochs_stream_waited(ep, 0x10, 0);
+        else
+            drk_pool_stream_waited(p, 0);
         drk_pool_stream_destroyed(p, 0x10);
         exists[1] = 0;
     }
     /* Memory short before the wait ends: the pool seals and waits, the legacy stream's work completes. */
     done_at_least(0, recorded[0] + 1000);
-    int rc = drk_pool_alloc(p, 4 * MIB, 0, 0, &y);
-    int reused = rc == 0 && y < x + 2 * MIB && x < y + 4 * MIB;
+    size_t ny = (shared ? 4 : 2) * MIB; /* what x gives back (and w, freed too where shared) */
+    int rc = drk_pool_alloc(p, ny, 0, 0, &y);
+    int reused = rc == 0 && y < x + 2 * MIB && x < y + ny;
     int ok = !reused || (idle && done[1] > rec10);
-    fprintf(stderr, "destroyed stream, its event failed, wait %s: x %s\n", idle ? "done" : "failed",
-            ok ? "was not reused too soon" : "WAS REUSED TOO SOON");
+    fprintf(stderr, "destroyed stream (%s epochs), its event failed, wait %s: x %s\n", shared ? "shared" : "its own",
+            idle ? "done" : "failed", ok ? "was not reused too soon" : "WAS REUSED TOO SOON");
     CHECK(ok);
     if (idle) {
         done_at_least(1, recorded[1] + 1); /* the caller's wait */
-        drk_epochs_stream_waited(ep, 0x10, 1);
+        if (shared)
+            drk_epochs_stream_waited(ep, 0x10, 1);
+        else
+            drk_pool_stream_waited(p, 1);
         drk_pool_stream_destroyed(p, 0x10);
         exists[1] = 0;
     }
@@ -546,10 +565,12 @@ static void test_destroyed_record_fails(int idle)
         drk_pool_free(p, y, 0, 0);
     drk_pool_flush(p);
     uint64_t t;
-    CHECK(drk_epochs_done(ep, tw, 1) == 1);
-    CHECK((drk_epochs_seal(ep, p, drk_epochs_stamp(ep), 1, &t) == 0) == idle);
+    CHECK(!shared || drk_epochs_done(ep, tw, 1) == 1);
+    CHECK(!shared || (drk_epochs_seal(ep, p, drk_epochs_stamp(ep), 1, &t) == 0) == idle);
     CHECK((drk_pool_get_stats(p).pending_blocks == 0) == idle);
     CHECK(dead_records == 0);
+    if (!shared)
+        drk_pool_free(p, w, 0, 0);
     drk_pool_free(p, z, 0, 0);
     drk_pool_delete(p);
     drk_heap_delete(heap);
@@ -655,10 +676,14 @@ int main(int argc, char **argv)
     fail_permille = 0;
     qfail_permille = 0;
     yield_permille = 0;
-    test_destroyed_unsynced(1);
-    test_destroyed_unsynced(0);
-    test_destroyed_record_fails(1);
-    test_destroyed_record_fails(0);
+    for (int after = 0; after < 2; after++) {
+        test_destroyed_unsynced(1, after);
+        test_destroyed_unsynced(0, after);
+    }
+    for (int idle = 1; idle >= 0; idle--) {
+        test_destroyed_record_fails(1, idle);
+        test_destroyed_record_fails(0, idle);
+    }
     test_flush_empty_batch();
     test_destroy_seal_fails();
     return CHECK_DONE();
