@@ -89,7 +89,7 @@ int drk_epochs_stream_created(drk_epochs *e, uintptr_t stream)
         if (e->nstreams < e->cap)
             e->streams[e->nstreams++] = stream;
         else
-            rc = -1;
+            rc = -1, e->stopped = 1; /* a seal would complete without its work */
         atomic_store(&e->gap_total, e->gap_ns * (e->nstreams + 1));
     }
     pthread_mutex_unlock(&e->lock);

@@ -41,7 +41,8 @@ drk_epochs *drk_epochs_new(const drk_pool_events *events, uint64_t gap_ns);
 void drk_epochs_delete(drk_epochs *e);
 
 /* The streams a seal covers besides the legacy one (which waits for every
- * blocking stream). 0, or -1 when out of memory. Destroyed: told before
+ * blocking stream). 0, or -1 when out of memory (no seal is made any more:
+ * one would complete without the stream's work). Destroyed: told before
  * the driver destroys it; an event is recorded there for the next seal to
  * wait for (its work goes on after the destroy). -1 when that event could
  * not be recorded: the stream stays listed (seals still record there), the

@@ -505,7 +505,11 @@ void drk_pool_share_epochs(drk_pool *p, drk_epochs *e) { p->shared = e; }
 
 int drk_pool_stream_created(drk_pool *p, uintptr_t stream)
 {
-    return stream_get(p, stream) ? 0 : DRK_PAGES_FAILED;
+    if (stream_get(p, stream))
+        return 0;
+    if (!p->shared)
+        p->epochs_held = 2; /* its own epochs would complete without the stream's work */
+    return DRK_PAGES_FAILED;
 }
 
 static void drop_batch(drk_pool *p, batch *b);

@@ -52,11 +52,13 @@ void drk_pool_share_epochs(drk_pool *p, drk_epochs *e);
 /* The streams an epoch must cover: the legacy and per-thread default
  * streams are known from the start; created streams are added and removed
  * as the program creates and destroys them (told before the driver
- * destroys it). Destroyed: 0, or -1 when, sealing its own epochs, the pool
- * could not record an event there for later epochs to wait for: it seals
- * no epoch until the caller, before the pool's next call, has waited for
- * the stream and told drk_pool_stream_waited whether that wait succeeded
- * (`idle`); not idle, it never seals one again. */
+ * destroys it). Created: 0, or DRK_PAGES_FAILED when out of memory (a
+ * pool sealing its own epochs then seals none again). Destroyed: 0, or -1
+ * when, sealing its own epochs, the pool could not record an event there
+ * for later epochs to wait for: it seals no epoch until the caller, before
+ * the pool's next call, has waited for the stream and told
+ * drk_pool_stream_waited whether that wait succeeded (`idle`); not idle,
+ * it never seals one again. */
 int drk_pool_stream_created(drk_pool *p, uintptr_t stream);
 int drk_pool_stream_destroyed(drk_pool *p, uintptr_t stream);
 void drk_pool_stream_waited(drk_pool *p, int idle);
