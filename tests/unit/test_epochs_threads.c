@@ -432,13 +432,10 @@ static unsigned long round_run(unsigned seed, uint64_t gap_ns, int ops, int chur
     return viol;
 }
 
-/* A stream destroyed with work still queued (cuStreamDestroy does not wait
- * for it): a block freed by cuMemFree before the destroy, in an epoch not
- * yet sealed, must still wait for that work. Seals made after the destroy
- * record nothing on the stream, and with it non-blocking the legacy
- * stream's event does not wait for it: before the fix the block came back
- * once that event completed. With epochs `shared` and with the pool's own. */
-static void test_destroyed_unsynced(int shared, int free_after)
+/* A pool of `npages` 2 MiB pages knowing stream 0x10, its events as above,
+ * none failing, none completed; sealing with epochs of its own or `shared`
+ * ones (then `ep`, which knows 0x10 too). */
+static drk_pool *one_pool(int shared, size_t npages, drk_page_backend **pages, drk_heap **heap)
 {
     memset(recorded, 0, sizeof recorded);
     memset(done, 0, sizeof done);
@@ -449,13 +446,37 @@ static void test_destroyed_unsynced(int shared, int free_after)
     fail_permille = 0;
     qfail_permille = 0;
     ep = shared ? drk_epochs_new(&events, 0) : NULL;
-    CHECK(!shared || drk_epochs_stream_created(ep, 0x10) == 0);
-    drk_page_backend *pages = drk_pages_counting(2 * MIB, 8);
-    drk_heap *heap = drk_heap_new(pages, 64 * 2 * MIB);
-    drk_pool *p = drk_pool_new(heap, &events);
+    CHECK(!shared || (ep && drk_epochs_stream_created(ep, 0x10) == 0));
+    *pages = drk_pages_counting(2 * MIB, npages);
+    *heap = drk_heap_new(*pages, 64 * 2 * MIB);
+    drk_pool *p = drk_pool_new(*heap, &events);
+    CHECK(p != NULL);
     if (shared)
         drk_pool_share_epochs(p, ep);
     CHECK(drk_pool_stream_created(p, 0x10) == 0);
+    return p;
+}
+
+static void one_pool_end(drk_pool *p, drk_heap *heap, drk_page_backend *pages)
+{
+    drk_pool_delete(p);
+    drk_heap_delete(heap);
+    pages->destroy(pages);
+    drk_epochs_delete(ep);
+    ep = NULL;
+}
+
+/* A stream destroyed with work still queued (cuStreamDestroy does not wait
+ * for it): a block freed by cuMemFree before the destroy, in an epoch not
+ * yet sealed, must still wait for that work. Seals made after the destroy
+ * record nothing on the stream, and with it non-blocking the legacy
+ * stream's event does not wait for it: before the fix the block came back
+ * once that event completed. With epochs `shared` and with the pool's own. */
+static void test_destroyed_unsynced(int shared, int free_after)
+{
+    drk_page_backend *pages;
+    drk_heap *heap;
+    drk_pool *p = one_pool(shared, 8, &pages, &heap);
     uintptr_t x, y, z;
     CHECK(drk_pool_alloc(p, 4 * MIB, 0, 0, &x) == 0 && drk_pool_alloc(p, 12 * MIB, 0, 0, &z) == 0);
     /* The program queues a kernel on 0x10 that uses x, frees x, destroys 0x10. */
@@ -483,11 +504,19 @@ static void test_destroyed_unsynced(int shared, int free_after)
     drk_pool_flush(p);
     CHECK(drk_pool_get_stats(p).pending_blocks == 0);
     drk_pool_free(p, z, 0, 0);
-    drk_pool_delete(p);
-    drk_heap_delete(heap);
-    pages->destroy(pages);
-    drk_epochs_delete(ep);
-    ep = NULL;
+    one_pool_end(p, heap, pages);
+}
+
+/* The caller's wait for 0x10 has ended (`idle`: it succeeded): told to
+ * the epochs (else the pool), and 0x10 goes as device.c has it go. */
+static void waited(drk_pool *p, int idle)
+{
+    if (ep)
+        drk_epochs_stream_waited(ep, 0x10, idle);
+    else
+        drk_pool_stream_waited(p, idle);
+    drk_pool_stream_destroyed(p, 0x10);
+    exists[1] = 0;
 }
 
 /* A stream destroyed whose last event cannot be recorded: the caller
@@ -501,21 +530,9 @@ static void test_destroyed_unsynced(int shared, int free_after)
  * before still complete. */
 static void test_destroyed_record_fails(int shared, int idle)
 {
-    memset(recorded, 0, sizeof recorded);
-    memset(done, 0, sizeof done);
-    for (int k = 0; k < NS; k++) {
-        exists[k] = 1;
-        usable[k] = 1;
-    }
-    qfail_permille = 0;
-    ep = shared ? drk_epochs_new(&events, 0) : NULL;
-    CHECK(!shared || (ep && drk_epochs_stream_created(ep, 0x10) == 0));
-    drk_page_backend *pages = drk_pages_counting(2 * MIB, 8);
-    drk_heap *heap = drk_heap_new(pages, 64 * 2 * MIB);
-    drk_pool *p = drk_pool_new(heap, &events);
-    if (shared)
-        drk_pool_share_epochs(p, ep);
-    CHECK(drk_pool_stream_created(p, 0x10) == 0);
+    drk_page_backend *pages;
+    drk_heap *heap;
+    drk_pool *p = one_pool(shared, 8, &pages, &heap);
     uintptr_t w, x, y, z;
     CHECK(drk_pool_alloc(p, 2 * MIB, 0, 0, &w) == 0 && drk_pool_alloc(p, 2 * MIB, 0, 0, &x) == 0 &&
           drk_pool_alloc(p, 12 * MIB, 0, 0, &z) == 0);
@@ -535,14 +552,8 @@ static void test_destroyed_record_fails(int shared, int idle)
         exists[1] = 0;
         CHECK(drk_pool_free(p, x, 0, 0) == 0);
     }
-    if (!idle) {
-        if (shared)
-            drk_epochs_stream_waited(ep, 0x10, 0);
-        else
-            drk_pool_stream_waited(p, 0);
-        drk_pool_stream_destroyed(p, 0x10);
-        exists[1] = 0;
-    }
+    if (!idle)
+        waited(p, 0);
     /* Memory short before the wait ends: the pool seals and waits, the legacy stream's work completes. */
     done_at_least(0, recorded[0] + 1000);
     size_t ny = (shared ? 4 : 2) * MIB; /* what x gives back (and w, freed too where shared) */
@@ -554,12 +565,7 @@ static void test_destroyed_record_fails(int shared, int idle)
     CHECK(ok);
     if (idle) {
         done_at_least(1, recorded[1] + 1); /* the caller's wait */
-        if (shared)
-            drk_epochs_stream_waited(ep, 0x10, 1);
-        else
-            drk_pool_stream_waited(p, 1);
-        drk_pool_stream_destroyed(p, 0x10);
-        exists[1] = 0;
+        waited(p, 1);
     }
     if (rc == 0)
         drk_pool_free(p, y, 0, 0);
@@ -572,27 +578,7 @@ static void test_destroyed_record_fails(int shared, int idle)
     if (!shared)
         drk_pool_free(p, w, 0, 0);
     drk_pool_free(p, z, 0, 0);
-    drk_pool_delete(p);
-    drk_heap_delete(heap);
-    pages->destroy(pages);
-    drk_epochs_delete(ep);
-    ep = NULL;
-}
-
-/* A pool alone, its events as above, none failing, none completed. */
-static drk_pool *solo(drk_page_backend **pages, drk_heap **heap, size_t npages)
-{
-    memset(recorded, 0, sizeof recorded);
-    memset(done, 0, sizeof done);
-    for (int k = 0; k < NS; k++)
-        exists[k] = 1;
-    fail_permille = 0;
-    qfail_permille = 0;
-    *pages = drk_pages_counting(2 * MIB, npages);
-    *heap = drk_heap_new(*pages, 64 * 2 * MIB);
-    drk_pool *p = drk_pool_new(*heap, &events);
-    CHECK(p && drk_pool_stream_created(p, 0x10) == 0);
-    return p;
+    one_pool_end(p, heap, pages);
 }
 
 /* A stream's sealed batch that same-stream reuse emptied, ahead of one
@@ -603,7 +589,7 @@ static void test_flush_empty_batch(void)
 {
     drk_page_backend *pages;
     drk_heap *heap;
-    drk_pool *p = solo(&pages, &heap, 32);
+    drk_pool *p = one_pool(0, 32, &pages, &heap);
     uintptr_t b[64], c;
     for (int i = 0; i < 64; i++)
         CHECK(drk_pool_alloc(p, 1000, 0x10, 1, &b[i]) == 0);
@@ -619,9 +605,7 @@ static void test_flush_empty_batch(void)
     CHECK(left == 0);
     for (int i = 0; i < 64; i++)
         drk_pool_free(p, b[i], 0x10, 1);
-    drk_pool_delete(p);
-    drk_heap_delete(heap);
-    pages->destroy(pages);
+    one_pool_end(p, heap, pages);
 }
 
 /* A stream destroyed whose open batch cannot be sealed (its event record
@@ -632,7 +616,7 @@ static void test_destroy_seal_fails(void)
 {
     drk_page_backend *pages;
     drk_heap *heap;
-    drk_pool *p = solo(&pages, &heap, 32);
+    drk_pool *p = one_pool(0, 32, &pages, &heap);
     uintptr_t a;
     CHECK(drk_pool_alloc(p, 1000, 0x10, 1, &a) == 0 && drk_pool_free(p, a, 0x10, 1) == 0);
     fail_permille = 1000;
@@ -642,9 +626,7 @@ static void test_destroy_seal_fails(void)
     uint64_t left = drk_pool_get_stats(p).pending_blocks;
     fprintf(stderr, "stream destroyed, its seal failed: %llu blocks pending for good\n", (unsigned long long)left);
     CHECK(left == 0);
-    drk_pool_delete(p);
-    drk_heap_delete(heap);
-    pages->destroy(pages);
+    one_pool_end(p, heap, pages);
 }
 
 int main(int argc, char **argv)
