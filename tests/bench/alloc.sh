@@ -271,7 +271,9 @@ done
 # natively at 64 MiB). The driver reuses a freed pinned block of the same size
 # (a few us a pair up to 1 MiB on an H200), so mixed sizes are a case too.
 # 64 MiB: 40 pairs (~1.7 s natively), not alloc_bench's 10, whose mean under
-# drk one slow pair of ten decides (H200, 2026-12-02: mean 1.1 us, median 0.26).
+# drk one slow pair of ten decides (H200, 2026-12-02: mean 1.1 us, median 0.26);
+# alloc_bench times the first pair apart (the process's first wait for the
+# device, ~20 us once on an H100).
 for size in 4096:4K:400 1048576:1M:400 67108864:64M:40; do
   IFS=: read -r bytes label npairs <<<"$size"
   c_slice
