@@ -1140,13 +1140,16 @@ void drk_dpool_stream_created(CUstream stream)
 }
 
 /* A destroyed stream's work that no event could be recorded behind: waits
- * for the stream, 1 when it is idle (said when it could not be). */
+ * for the stream, 1 when it is idle (said once when it could not be). */
 static int wait_destroyed(const dpool *d, CUstream stream)
 {
+    static atomic_int warned;
     if (drv->stream_synchronize && drv->stream_synchronize(stream) == CUDA_SUCCESS)
         return 1;
-    drk_log(DRK_LOG_WARN, "device %d: a destroyed stream's work could not be waited for; memory freed by cuMemFree "
-                          "is not reused from now on (the pool may run out of memory sooner)", d->ordinal);
+    if (!atomic_exchange(&warned, 1))
+        drk_log(DRK_LOG_WARN, "device %d: a destroyed stream's work could not be waited for; memory freed by "
+                              "cuMemFree is not reused from now on (the pool may run out of memory sooner)",
+                d->ordinal);
     return 0;
 }
 
