@@ -104,7 +104,7 @@ int drk_epochs_stream_created(drk_epochs *e, uintptr_t stream)
  * ticket completes after that one's. Without that event the stream stays
  * listed until the caller has waited for it: taken off at once, a seal
  * another pool made before that wait ended completed without it (the
- * threads' test, one round in about 200 with failing records). */
+ * threads' test, one round in about 150 of those whose records fail). */
 int drk_epochs_stream_destroyed(drk_epochs *e, uintptr_t stream)
 {
     int rc = 0;

@@ -15,7 +15,7 @@
  * destroyed without a synchronize after a cuMemFree (test_destroyed_unsynced,
  * shared epochs and a pool's own), the same when its last event cannot be
  * recorded and a seal comes before the caller's wait for the stream ends
- * (test_destroyed_record_fails; one round in about 200 failed so), a flush
+ * (test_destroyed_record_fails; one round in about 150 failed so), a flush
  * behind a stream batch that same-stream reuse emptied
  * (test_flush_empty_batch), a stream's open batch when its seal fails as it
  * goes (test_destroy_seal_fails).
