@@ -536,7 +536,8 @@ int drk_pool_stream_destroyed(drk_pool *p, uintptr_t stream)
             if (p->epoch_open)
                 drop_batch(p, p->epoch_open);
             p->epoch_open = NULL;
-            p->epochs_held += !p->epochs_held;
+            if (!p->epochs_held)
+                p->epochs_held = 1; /* 2 stays: a wait failed before */
             rc = -1;
         }
     }
