@@ -98,6 +98,11 @@ typedef struct dpool {
     drk_epochs *epochs;
     drk_cuda_events *epoch_events;
     int nthread_shards; /* under grow_lock */
+    /* The context of a created stream drk could not list (out of host
+     * memory; LOST_SEVERAL: streams of two contexts): seals in that
+     * context would complete without its work, so its pool seals none.
+     * Under streams_lock; cleared when that context ends. */
+    CUcontext lost;
     /* All shards together, and their peaks. */
     _Atomic uint64_t live, peak_live, pages, peak_pages;
     /* What shards of pools whose context ended had counted; under start_lock. */
@@ -240,8 +245,12 @@ static size_t reserve_bytes(size_t total)
     return cfg.reserve >= 0 ? (size_t)cfg.reserve : (size_t)((double)total * (double)-cfg.reserve / 10000.0);
 }
 
+#define LOST_SEVERAL ((CUcontext)(uintptr_t)-1)
+
+static int stream_lost(const dpool *d) { return d->lost && (d->lost == d->ctx || d->lost == LOST_SEVERAL); }
+
 /* The streams of the pool's context known now, told to a new shard (and
- * for shard 0 to the epochs). Under streams_lock. */
+ * for shard 0 to the epochs), or that one is not known. Under streams_lock. */
 static void register_streams_locked(dpool *d, shard *s)
 {
     for (size_t i = 0; i < nstreams; i++)
@@ -250,12 +259,22 @@ static void register_streams_locked(dpool *d, shard *s)
             if (s->index == 0 && d->epochs)
                 drk_epochs_stream_created(d->epochs, (uintptr_t)streams[i].s);
         }
+    if (stream_lost(d)) {
+        drk_pool_stream_lost(s->pool);
+        if (s->index == 0 && d->epochs)
+            drk_epochs_stream_lost(d->epochs);
+    }
 }
 
-static void register_streams(dpool *d, shard *s)
+/* A new shard (not shard 0) joins `d`: told of the streams and listed
+ * under streams_lock, so that a stream created meanwhile is told to it
+ * by its hook or is in the list it read. Under grow_lock. */
+static void add_shard(dpool *d, shard *s, int n)
 {
     pthread_mutex_lock(&streams_lock);
     register_streams_locked(d, s);
+    d->shards[n] = s;
+    atomic_store_explicit(&d->nshards, n + 1, memory_order_release);
     pthread_mutex_unlock(&streams_lock);
 }
 
@@ -306,10 +325,7 @@ static shard *shard_new(dpool *d, uintptr_t stream, int index)
         free(s);
         return NULL;
     }
-    /* Shard 0 is told as its pool starts (start), with the state. */
-    if (index != 0)
-        register_streams(d, s);
-    return s;
+    return s; /* told of the streams as it joins: start, add_shard */
 }
 
 /* Shard s keeps up to `pages` idle pages. Under s->lock. */
@@ -469,8 +485,7 @@ static shard *shard_for(dpool *d, uintptr_t stream)
             if (d->shards[i]->stream == stream)
                 found = d->shards[i];
         if (!found && atomic_load(&d->state) == 1 && n < MAX_SHARDS && (found = shard_new(d, stream, n)) != NULL) {
-            d->shards[n] = found;
-            atomic_store_explicit(&d->nshards, n + 1, memory_order_release);
+            add_shard(d, found, n);
             share_reserve(d, n + 1);
         }
         pthread_mutex_unlock(&d->grow_lock);
@@ -538,9 +553,8 @@ static void take_thread_shard(dpool *d)
             (got = shard_new(d, 0, n)) != NULL) {
             got->thread = 1;
             atomic_store(&got->owner, me);
-            d->shards[n] = got;
             d->nthread_shards++;
-            atomic_store_explicit(&d->nshards, n + 1, memory_order_release);
+            add_shard(d, got, n);
             share_reserve(d, n + 1);
         }
         pthread_mutex_unlock(&d->grow_lock);
@@ -1101,6 +1115,32 @@ size_t drk_dpool_cached_free(void)
 
 /* ---- Streams ---- */
 
+/* A stream of `ctx` drk cannot list: it would never be told to a pool
+ * (nor its destroy), so seals would complete without its work. The pool
+ * in that context, running now or starting later, seals no more: blocks
+ * freed by cuMemFree stay out of reuse rather than risk one too soon.
+ * Under streams_lock. */
+static void lose_stream(dpool *d, CUcontext ctx)
+{
+    static atomic_int warned;
+    d->lost = !d->lost || d->lost == ctx ? ctx : LOST_SEVERAL;
+    if (!atomic_exchange(&warned, 1))
+        drk_log(DRK_LOG_WARN, "out of host memory: drk's device pool cannot follow a new stream; memory freed by "
+                              "cuMemFree is not reused from now on in its context (the pool may run out of "
+                              "memory sooner)");
+    if (atomic_load_explicit(&d->state, memory_order_acquire) != 1 || !stream_lost(d))
+        return;
+    if (d->epochs)
+        drk_epochs_stream_lost(d->epochs);
+    int n = atomic_load_explicit(&d->nshards, memory_order_acquire);
+    for (int k = 0; k < n; k++) {
+        pthread_mutex_lock(&d->shards[k]->lock);
+        if (!d->shards[k]->retired)
+            drk_pool_stream_lost(d->shards[k]->pool);
+        pthread_mutex_unlock(&d->shards[k]->lock);
+    }
+}
+
 void drk_dpool_stream_created(CUstream stream)
 {
     if (!atomic_load_explicit(&configured, memory_order_relaxed))
@@ -1108,23 +1148,23 @@ void drk_dpool_stream_created(CUstream stream)
     CUdevice dev;
     if (drv->ctx_get_device(&dev) != CUDA_SUCCESS || dev < 0 || dev >= MAX_DEVICES)
         return;
+    CUcontext ctx = NULL;
+    if (drv->ctx_get_current)
+        drv->ctx_get_current(&ctx);
+    dpool *d = &pools[dev];
     pthread_mutex_lock(&streams_lock);
     if (nstreams == streams_cap) {
         size_t cap = streams_cap ? streams_cap * 2 : 64;
         struct known_stream *n = realloc(streams, cap * sizeof *n);
         if (!n) {
+            lose_stream(d, ctx);
             pthread_mutex_unlock(&streams_lock);
-            drk_log(DRK_LOG_WARN, "out of host memory: drk's device pool cannot follow a new stream");
             return;
         }
         streams = n, streams_cap = cap;
     }
-    CUcontext ctx = NULL;
-    if (drv->ctx_get_current)
-        drv->ctx_get_current(&ctx);
     streams[nstreams++] = (struct known_stream){stream, (int)dev, ctx};
     /* Told to every shard under streams_lock, so a shard starting now sees it once. */
-    dpool *d = &pools[dev];
     if (atomic_load_explicit(&d->state, memory_order_acquire) == 1 && d->ctx == ctx) {
         if (d->epochs && drk_epochs_stream_created(d->epochs, (uintptr_t)stream) != 0)
             drk_log(DRK_LOG_WARN, "out of host memory: drk's device pool cannot follow a new stream");
@@ -1481,6 +1521,9 @@ void drk_dpool_context_ends(CUcontext ctx, int alive)
     /* Its streams ended with it, a pool's or not (another context's are
      * told to no pool: forgotten too, so the list stays short). */
     pthread_mutex_lock(&streams_lock);
+    for (int i = 0; i < MAX_DEVICES; i++)
+        if (pools[i].lost == ctx)
+            pools[i].lost = NULL;
     for (size_t i = 0; i < nstreams;)
         if (streams[i].ctx == ctx)
             streams[i] = streams[--nstreams];
@@ -1517,7 +1560,7 @@ void drk_dpool_after_fork_child(void)
         atomic_store(&pools[i].live, 0), atomic_store(&pools[i].peak_live, 0);
         atomic_store(&pools[i].pages, 0), atomic_store(&pools[i].peak_pages, 0);
         atomic_fetch_add(&pools[i].gen, 1);
-        pools[i].page_bytes = 0, pools[i].holds_primary = 0, pools[i].nthread_shards = 0;
+        pools[i].page_bytes = 0, pools[i].holds_primary = 0, pools[i].nthread_shards = 0, pools[i].lost = NULL;
         memset(&pools[i].ended, 0, sizeof pools[i].ended);
         pthread_mutex_init(&pools[i].grow_lock, NULL);
         pthread_mutex_init(&pools[i].grower_lock, NULL);

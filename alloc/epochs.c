@@ -151,6 +151,13 @@ void drk_epochs_stream_waited(drk_epochs *e, uintptr_t stream, int idle)
     pthread_mutex_unlock(&e->lock);
 }
 
+void drk_epochs_stream_lost(drk_epochs *e)
+{
+    pthread_mutex_lock(&e->lock);
+    e->stopped = 1;
+    pthread_mutex_unlock(&e->lock);
+}
+
 /* Gives back the oldest seals whose events have completed (`wait`: the
  * oldest waited for), up to ticket `upto`. Under the lock. */
 static void advance(drk_epochs *e, int wait, uint64_t upto)

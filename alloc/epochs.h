@@ -52,6 +52,9 @@ void drk_epochs_delete(drk_epochs *e);
 int drk_epochs_stream_created(drk_epochs *e, uintptr_t stream);
 int drk_epochs_stream_destroyed(drk_epochs *e, uintptr_t stream);
 void drk_epochs_stream_waited(drk_epochs *e, uintptr_t stream, int idle);
+/* A stream exists that the caller could not list (out of host memory): no
+ * seal is made any more. */
+void drk_epochs_stream_lost(drk_epochs *e);
 
 /* A free's stamp: the seals begun so far (one atomic load, where a clock
  * read cost ~25 ns a free). A seal covers the frees stamped below its place

@@ -566,6 +566,12 @@ void drk_pool_stream_waited(drk_pool *p, int idle)
         p->epochs_held = idle ? 0 : 2;
 }
 
+void drk_pool_stream_lost(drk_pool *p)
+{
+    if (!p->shared)
+        p->epochs_held = 2;
+}
+
 /* A block freed on `s`, still pending, that can hold `size` bytes without
  * wasting more than an eighth of it: stream order makes it safe on `s` at
  * once. Looks at the newest SAME_STREAM_LOOK frees of the two size classes

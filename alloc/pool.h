@@ -62,6 +62,9 @@ void drk_pool_share_epochs(drk_pool *p, drk_epochs *e);
 int drk_pool_stream_created(drk_pool *p, uintptr_t stream);
 int drk_pool_stream_destroyed(drk_pool *p, uintptr_t stream);
 void drk_pool_stream_waited(drk_pool *p, int idle);
+/* A stream exists that the caller could not list (out of host memory): a
+ * pool sealing its own epochs seals none again (shared ones: stop them). */
+void drk_pool_stream_lost(drk_pool *p);
 
 /* An allocation of `size` bytes for `stream` (has_stream: cuMemAllocAsync;
  * otherwise cuMemAlloc, which may use only blocks every stream is done

@@ -19,6 +19,13 @@
  *      destroys the stream with it; drk is told of the context only).
  *      cuMemFree'd blocks must still come back. Its control (the stream
  *      destroyed first) passes either way.
+ *  lost_stream: drk's list of streams cannot grow (out of host memory) as
+ *      the program creates a stream, before or after the pool starts. Work
+ *      on that stream uses a block the program then frees with cuMemFree:
+ *      the block must not come back while the stream is busy (seals that
+ *      record nothing there would complete at once). Its control (the
+ *      stream listed) shows the same block held while the stream is busy
+ *      and reused once it is idle.
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -99,6 +106,57 @@ static CUresult noted_get_current(CUcontext *c)
     return cuCtxGetCurrent(c);
 }
 
+/* realloc, linked with --wrap=realloc: once armed, the next call fails. */
+static atomic_int realloc_fails;
+void *__real_realloc(void *p, size_t n);
+void *__wrap_realloc(void *p, size_t n);
+void *__wrap_realloc(void *p, size_t n) { return atomic_exchange(&realloc_fails, 0) ? NULL : __real_realloc(p, n); }
+
+/* Events recorded on `busy_stream` stay incomplete while `busy` is set, as
+ * the work of a stream running a long kernel. */
+static CUstream busy_stream;
+static atomic_int busy;
+static CUevent on_busy[256];
+static int non_busy;
+static pthread_mutex_t busy_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int busy_event(CUevent e)
+{
+    pthread_mutex_lock(&busy_mu);
+    int i = 0;
+    while (i < non_busy && on_busy[i] != e)
+        i++;
+    pthread_mutex_unlock(&busy_mu);
+    return i < non_busy;
+}
+
+static CUresult gated_record(CUevent e, CUstream st)
+{
+    CUresult r = cuEventRecord(e, st);
+    pthread_mutex_lock(&busy_mu);
+    int i = 0;
+    while (i < non_busy && on_busy[i] != e)
+        i++;
+    if (r == CUDA_SUCCESS && st == busy_stream && busy_stream && i == non_busy && non_busy < 256)
+        on_busy[non_busy++] = e;
+    else if (r == CUDA_SUCCESS && st != busy_stream && i < non_busy)
+        on_busy[i] = on_busy[--non_busy]; /* recorded again elsewhere */
+    pthread_mutex_unlock(&busy_mu);
+    return r;
+}
+
+static CUresult gated_query(CUevent e)
+{
+    return atomic_load(&busy) && busy_event(e) ? CUDA_ERROR_NOT_READY : cuEventQuery(e);
+}
+
+static CUresult gated_synchronize(CUevent e)
+{
+    for (int i = 0; i < 50000 && atomic_load(&busy) && busy_event(e); i++)
+        nap();
+    return cuEventSynchronize(e);
+}
+
 static void setup(void)
 {
     if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&primary, dev) || cuCtxSetCurrent(primary)) {
@@ -109,6 +167,9 @@ static void setup(void)
     table.stream_is_capturing = gated_is_capturing;
     table.mem_address_reserve = gated_reserve;
     table.ctx_get_current = noted_get_current;
+    table.event_record = gated_record;
+    table.event_query = gated_query;
+    table.event_synchronize = gated_synchronize;
     drk_dpool_settings s = {.reserve = 0, .defrag = 1, .defrag_threshold = 1000};
     drk_dpool_configure(&table, &s);
 }
@@ -266,6 +327,52 @@ static int case_foreign_context_streams(int destroy_first)
     return check_failures;
 }
 
+/* ---- lost_stream ---- */
+
+/* 0: the list fails after the pool started; 1: before it starts (the
+ * stream the program's first); 2: the control, listed. */
+static int case_lost_stream(int when)
+{
+    setup();
+    CUdeviceptr p, x;
+    CUresult r;
+    if (when != 1) /* the pool starts */
+        CHECK(alloc_on(&p, MIB, NULL, 0, &r) && r == CUDA_SUCCESS && drk_dpool_free(p, NULL, 0, &r));
+    CUstream s;
+    CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+    atomic_store(&realloc_fails, when != 2);
+    drk_dpool_stream_created(s);
+    CHECK(atomic_load(&realloc_fails) == 0); /* the list's growth met the failure */
+    busy_stream = s;
+    /* A long kernel on s uses x; the program frees x with cuMemFree. */
+    CHECK(alloc_on(&x, MIB, NULL, 0, &r) && r == CUDA_SUCCESS);
+    atomic_store(&busy, 1);
+    CHECK(drk_dpool_free(x, NULL, 0, &r) && r == CUDA_SUCCESS);
+    int early = 0, later = 0;
+    for (int i = 0; i < 400; i++) {
+        CHECK(alloc_on(&p, MIB, NULL, 0, &r) && r == CUDA_SUCCESS);
+        early += p == x;
+        CHECK(drk_dpool_free(p, NULL, 0, &r) && r == CUDA_SUCCESS);
+    }
+    atomic_store(&busy, 0); /* the kernel ends */
+    for (int i = 0; i < 400; i++) {
+        CHECK(alloc_on(&p, MIB, NULL, 0, &r) && r == CUDA_SUCCESS);
+        later += p == x;
+        CHECK(drk_dpool_free(p, NULL, 0, &r) && r == CUDA_SUCCESS);
+    }
+    drk_dpool_report rep;
+    drk_dpool_get_report(&rep);
+    printf("lost_stream (%s): x reused %d times while its stream was busy, %d after; pending %llu MiB\n",
+           when == 0 ? "list fails after the pool started" : when == 1 ? "list fails before" : "control: listed",
+           early, later, (unsigned long long)(rep.pending_bytes >> 20));
+    CHECK(early == 0);
+    if (when == 2)
+        CHECK(later > 0); /* the model holds x for the busy stream alone */
+    else
+        CHECK(rep.pending_bytes >= 400 * MIB); /* cuMemFree's blocks stay out */
+    return check_failures;
+}
+
 /* ---- Driver ---- */
 
 static int run_case(const char *name, int (*fn)(int), int arg)
@@ -291,6 +398,7 @@ static int run_case(const char *name, int (*fn)(int), int arg)
 static int c1(int a) { (void)a; return case_stream_shard_after_end(); }
 static int c2(int a) { (void)a; return case_range_after_end(); }
 static int c3(int a) { return case_foreign_context_streams(a); }
+static int c4(int a) { return case_lost_stream(a); }
 
 int main(int argc, char **argv)
 {
@@ -303,6 +411,9 @@ int main(int argc, char **argv)
     if (!only || !strcmp(only, "foreign_context_streams"))
         bad += run_case("foreign_context_streams (control: stream destroyed first)", c3, 1) +
                run_case("foreign_context_streams", c3, 0);
+    if (!only || !strcmp(only, "lost_stream"))
+        bad += run_case("lost_stream (control: listed)", c4, 2) + run_case("lost_stream (after the start)", c4, 0) +
+               run_case("lost_stream (before the start)", c4, 1);
     printf("test_dpool_races: %s\n", bad ? "FAILED" : "passed");
     return bad ? 1 : 0;
 }
