@@ -134,6 +134,10 @@ static struct range {
 static atomic_size_t nranges;
 static pthread_mutex_t ranges_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Read-held by IPC while it uses a backend and its handles; write-held
+ * by a pool ending while it releases them. */
+static pthread_rwlock_t backends_lock = PTHREAD_RWLOCK_INITIALIZER;
+
 /* Created streams and their devices, for shards that start later. */
 static pthread_mutex_t streams_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct known_stream {
@@ -1306,6 +1310,9 @@ void drk_dpool_peer_enabled(CUcontext peer)
                 (int)self);
 }
 
+void drk_dpool_backends_hold(void) { pthread_rwlock_rdlock(&backends_lock); }
+void drk_dpool_backends_release(void) { pthread_rwlock_unlock(&backends_lock); }
+
 int drk_dpool_block_runs(CUdeviceptr ptr, uint64_t *handles, uint32_t *lens, size_t max, size_t *n,
                          uintptr_t *first_va, size_t *size, struct drk_page_backend **pages)
 {
@@ -1457,6 +1464,7 @@ static void end_pool(dpool *d, int alive)
     int switched = alive && drv->ctx_get_current(&cur) == CUDA_SUCCESS && cur != d->ctx &&
                    drv->ctx_set_current(d->ctx) == CUDA_SUCCESS;
     uint64_t live_blocks = 0, pages = 0;
+    pthread_rwlock_wrlock(&backends_lock);
     int n = atomic_load(&d->nshards);
     for (int k = 0; k < n; k++) {
         shard *s = d->shards[k];
@@ -1495,6 +1503,7 @@ static void end_pool(dpool *d, int alive)
     if (alive)
         d->vmm->destroy(d->vmm);
     d->vmm = NULL;
+    pthread_rwlock_unlock(&backends_lock);
     atomic_store(&d->nshards, 0);
     d->nthread_shards = 0;
     atomic_store(&d->live, 0);
@@ -1575,6 +1584,7 @@ void drk_dpool_after_fork_child(void)
     pthread_mutex_init(&ranges_lock, NULL);
     pthread_mutex_init(&streams_lock, NULL);
     pthread_mutex_init(&start_lock, NULL);
+    pthread_rwlock_init(&backends_lock, NULL);
     nstreams = 0;
     tl_ctx = NULL, tl_pool = NULL, tl_shard = NULL, tl_stream = 0;
     tl_own = NULL, tl_own_pool = NULL, tl_held = 0;

@@ -86,6 +86,12 @@ void drk_dpool_peer_enabled(CUcontext peer);
 struct drk_page_backend;
 int drk_dpool_block_runs(CUdeviceptr ptr, uint64_t *handles, uint32_t *lens, size_t max, size_t *n,
                          uintptr_t *first_va, size_t *size, struct drk_page_backend **pages);
+/* Held around the use of a backend (and its handles) that
+ * drk_dpool_block_runs handed out: a pool whose context ends waits for
+ * every hold before it releases its pages and lets the backend go. Hold
+ * only briefly (no socket waits inside). */
+void drk_dpool_backends_hold(void);
+void drk_dpool_backends_release(void);
 
 /* One shard: the device's shared one (stream 0), a thread's own (stream 0,
  * thread 1) or a stream's own. */

@@ -244,8 +244,15 @@ static void serve(int s)
         send(s, &a, sizeof a, MSG_NOSIGNAL);
         return;
     }
+    /* The backend and its handles are used only under a hold, each time
+     * after the export was found live: a pool whose context ends releases
+     * them (sockets are waited on outside it). */
     export e;
-    if (!live_export(q.id, &e)) {
+    drk_dpool_backends_hold();
+    int live = live_export(q.id, &e);
+    size_t page_size = live ? e.backend->page_size : 0;
+    drk_dpool_backends_release();
+    if (!live) {
         a.status = REPLY_UNKNOWN;
         send(s, &a, sizeof a, MSG_NOSIGNAL);
         return;
@@ -253,8 +260,8 @@ static void serve(int s)
     /* Exports happen in the pool's context, as the pool's own calls do. */
     if (drv->ctx_set_current)
         drv->ctx_set_current(e.ctx);
-    a = (reply){.status = REPLY_OK, .runs = e.n, .pages = e.npages, .page_size = e.backend->page_size,
-                .offset = e.offset, .size = e.size};
+    a = (reply){.status = REPLY_OK, .runs = e.n, .pages = e.npages, .page_size = page_size, .offset = e.offset,
+                .size = e.size};
     if (send(s, &a, sizeof a, MSG_NOSIGNAL) != (ssize_t)sizeof a) {
         free(e.runs);
         free(e.lens);
@@ -265,8 +272,15 @@ static void serve(int s)
     for (size_t at = 0; at < e.n;) {
         uint32_t k = e.n - at < BATCH ? (uint32_t)(e.n - at) : BATCH;
         uint32_t got = 0;
-        while (got < k && drk_pages_vmm_export(e.backend, e.runs[at + got], &fds[got]) == 0)
-            got++;
+        export again;
+        drk_dpool_backends_hold();
+        if (live_export(q.id, &again)) {
+            while (got < k && drk_pages_vmm_export(e.backend, e.runs[at + got], &fds[got]) == 0)
+                got++;
+            free(again.runs);
+            free(again.lens);
+        }
+        drk_dpool_backends_release();
         memset(&bt, 0, sizeof bt);
         bt.n = k;
         memcpy(bt.lens, e.lens + at, k * sizeof *bt.lens);
@@ -276,7 +290,7 @@ static void serve(int s)
             /* The importer sees the connection end early and fails the open. */
             drk_log(DRK_LOG_WARN, "IPC: could not %s the pages of export %llu for process %d (%s)",
                     got < k ? "export" : "send", (unsigned long long)q.id, (int)cred.pid,
-                    got < k ? "the driver refused" : strerror(errno));
+                    got < k ? "freed, its context ended, or the driver refused" : strerror(errno));
             break;
         }
         at += k;

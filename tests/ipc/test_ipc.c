@@ -13,7 +13,9 @@
  *        test_ipc other-user HANDLE    (opens as uid 65534: refused) */
 #define _GNU_SOURCE
 #include <cuda.h>
+#include <stdatomic.h>
 #include <stdint.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,17 +35,38 @@
 
 #define MIB ((size_t)1 << 20)
 
+/* cuCtxSetCurrent on the exporter's answering thread: once armed, the
+ * next such call (after the export was found live, before its pages are
+ * exported) stops until `serve_go`. */
+static atomic_int serve_armed, serve_in, serve_go;
+static __thread int test_thread; /* the test's own threads: never held */
+static void nap_ms(int ms) { nanosleep(&(struct timespec){.tv_sec = ms / 1000, .tv_nsec = ms % 1000 * 1000000L}, NULL); }
+static CUresult gated_set_current(CUcontext c)
+{
+    if (!test_thread && atomic_exchange(&serve_armed, 0)) {
+        atomic_store(&serve_in, 1);
+        for (int i = 0; i < 5000 && !atomic_load(&serve_go); i++)
+            nap_ms(1);
+    }
+    return cuCtxSetCurrent(c);
+}
+
+static drk_driver table;
+static CUcontext primary;
+
 static void setup(void)
 {
     CUdevice dev;
-    CUcontext ctx;
-    if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&ctx, dev) || cuCtxSetCurrent(ctx)) {
+    if (cuInit(0) || cuDeviceGet(&dev, 0) || cuDevicePrimaryCtxRetain(&primary, dev) || cuCtxSetCurrent(primary)) {
         fprintf(stderr, "set-up failed\n");
         exit(1);
     }
+    table = linked_driver;
+    table.ctx_set_current = gated_set_current;
+    test_thread = 1;
     drk_dpool_settings s = {.reserve = 0, .defrag = 1, .defrag_threshold = 1000};
-    drk_dpool_configure(&linked_driver, &s);
-    drk_ipc_configure(&linked_driver);
+    drk_dpool_configure(&table, &s);
+    drk_ipc_configure(&table);
 }
 
 static CUdeviceptr alloc(size_t size)
@@ -471,6 +494,45 @@ static void test_fork(void)
     release(a);
 }
 
+/* The pool's context ends while the exporter's thread answers an open
+ * of one of its allocations, after it found the export live and before
+ * it exported the pages: the pages must not be exported from a backend
+ * the pool let go (before, they were: the sanitizer build reported a use
+ * after free); the open fails instead. */
+static CUipcMemHandle ending_handle;
+static atomic_int opened;
+static void *opener(void *arg)
+{
+    (void)arg;
+    test_thread = 1;
+    cuCtxSetCurrent(primary);
+    CUdeviceptr q = 0;
+    CUresult r = drk_ipc_import(&q, &ending_handle, 0);
+    atomic_store(&opened, r == CUDA_SUCCESS ? 1 : 2);
+    if (r == CUDA_SUCCESS)
+        drk_ipc_close(q, &r);
+    return NULL;
+}
+
+static void test_context_ends_while_serving(void)
+{
+    CUdeviceptr a = alloc(40 * MIB); /* the next block spans several runs */
+    CUdeviceptr p = alloc(24 * MIB);
+    release(a);
+    CHECK(drk_ipc_export(&ending_handle, p) == CUDA_SUCCESS);
+    atomic_store(&serve_armed, 1);
+    pthread_t o;
+    CHECK(pthread_create(&o, NULL, opener, NULL) == 0);
+    for (int i = 0; i < 5000 && !atomic_load(&serve_in); i++)
+        nap_ms(1);
+    CHECK(atomic_load(&serve_in)); /* found live, not yet exported */
+    drk_dpool_context_ends(primary, 1);
+    atomic_store(&serve_go, 1);
+    pthread_join(o, NULL);
+    printf("context_ends_while_serving: the open %s\n", atomic_load(&opened) == 1 ? "succeeded" : "failed");
+    CHECK(atomic_load(&opened) == 2);
+}
+
 int main(int argc, char **argv)
 {
     setup();
@@ -488,5 +550,6 @@ int main(int argc, char **argv)
     test_exited_process();
     test_other_user();
     test_fork();
+    test_context_ends_while_serving();
     return CHECK_DONE();
 }
