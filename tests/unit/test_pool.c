@@ -6,6 +6,7 @@
  * another stream. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -72,6 +73,19 @@ static void ev_release(void *ctx, uint64_t ev)
 static void complete(uintptr_t s) { fev.done[sidx(s)] = fev.recorded[sidx(s)]; }
 
 static const drk_pool_events events = {NULL, ev_record, ev_query, ev_wait, ev_release};
+
+/* realloc, linked with --wrap=realloc: once armed, the next call fails. */
+static int realloc_fails;
+void *__real_realloc(void *p, size_t n);
+void *__wrap_realloc(void *p, size_t n);
+void *__wrap_realloc(void *p, size_t n)
+{
+    if (realloc_fails) {
+        realloc_fails = 0;
+        return NULL;
+    }
+    return __real_realloc(p, n);
+}
 
 typedef struct rig {
     drk_page_backend *pages;
@@ -558,6 +572,56 @@ static void test_shared_random(uint64_t gap_ns, unsigned seed)
     duo_end(&d);
 }
 
+/* Out of host memory as a stream is listed (the list's growth fails):
+ * seals would record nothing there and complete without its work, so none
+ * is made, by a pool sealing its own epochs (`shared` 0) or by shared
+ * epochs. A block cuMemFree'd while that stream's work may use it stays
+ * out of reuse, however many other streams' events complete. */
+static void test_list_fails(int shared)
+{
+    duo d = {0};
+    rig r = {0};
+    drk_pool *p;
+    if (shared) {
+        d = duo_new(0);
+        p = d.pool[0];
+        for (uintptr_t s = 0x100; s < 0x110; s++) /* the list's first 16 */
+            CHECK(drk_epochs_stream_created(d.ep, s) == 0);
+        realloc_fails = 1;
+        CHECK(drk_epochs_stream_created(d.ep, 0x200) == -1);
+    } else {
+        r = rig_new(256);
+        p = r.pool;
+        for (uintptr_t s = 0x100; s < 0x10f; s++) /* with the legacy stream, the list's first 16 */
+            CHECK(drk_pool_stream_created(p, s) == 0);
+        realloc_fails = 1;
+        CHECK(drk_pool_stream_created(p, 0x200) == DRK_PAGES_FAILED);
+    }
+    CHECK(realloc_fails == 0);
+    uintptr_t x, y;
+    CHECK(drk_pool_alloc(p, 4 * MIB, 0, 0, &x) == 0);
+    CHECK(drk_pool_free(p, x, 0, 0) == 0); /* 0x200's work may still use x */
+    int reused = 0;
+    for (int round = 0; round < 4; round++) {
+        for (int i = 0; i < 48; i++) {
+            CHECK(drk_pool_alloc(p, MIB, 0, 0, &y) == 0); /* fits in x */
+            reused += y == x;
+            CHECK(drk_pool_free(p, y, 0, 0) == 0);
+        }
+        drk_pool_flush(p);
+        for (int k = 0; k < fev.n; k++)
+            fev.done[k] = fev.recorded[k]; /* every listed stream's work is done */
+        drk_pool_reclaim(p);
+    }
+    printf("list_fails (%s): x reused %d times, %llu MiB pending\n", shared ? "shared epochs" : "the pool's own",
+           reused, (unsigned long long)(drk_pool_get_stats(p).pending_bytes / MIB));
+    CHECK(reused == 0 && drk_pool_get_stats(p).pending_bytes >= 4 * MIB);
+    if (shared)
+        duo_end(&d);
+    else
+        rig_end(&r);
+}
+
 int main(void)
 {
     test_soft_reclaim_lookup_flush();
@@ -570,6 +634,8 @@ int main(void)
     test_shared_epochs();
     test_epoch_split();
     test_epoch_gap();
+    test_list_fails(0);
+    test_list_fails(1);
     test_shared_random(0, 7);
     /* Held back for ever: only urgent seals, and the frees they cover split off. */
     for (unsigned seed = 7; seed < 12; seed++)
