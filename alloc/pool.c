@@ -507,8 +507,7 @@ int drk_pool_stream_created(drk_pool *p, uintptr_t stream)
 {
     if (stream_get(p, stream))
         return 0;
-    if (!p->shared)
-        p->epochs_held = 2; /* its own epochs would complete without the stream's work */
+    drk_pool_stream_lost(p); /* its own epochs would complete without the stream's work */
     return DRK_PAGES_FAILED;
 }
 

@@ -45,6 +45,7 @@
 #include "tests/fakecuda/fakecuda.h"
 #include "tests/gpu/programs/linked_driver.h"
 #include "tests/unit/check.h"
+#include "tests/unit/fail_realloc.h"
 
 #define MIB ((size_t)1 << 20)
 
@@ -106,11 +107,6 @@ static CUresult noted_get_current(CUcontext *c)
     return cuCtxGetCurrent(c);
 }
 
-/* realloc, linked with --wrap=realloc: once armed, the next call fails. */
-static atomic_int realloc_fails;
-void *__real_realloc(void *p, size_t n);
-void *__wrap_realloc(void *p, size_t n);
-void *__wrap_realloc(void *p, size_t n) { return atomic_exchange(&realloc_fails, 0) ? NULL : __real_realloc(p, n); }
 
 /* Events recorded on `busy_stream` stay incomplete while `busy` is set, as
  * the work of a stream running a long kernel. */

@@ -13,6 +13,7 @@
 #include "alloc/epochs.h"
 #include "alloc/pool.h"
 #include "tests/unit/check.h"
+#include "tests/unit/fail_realloc.h"
 
 #define MIB ((size_t)1 << 20)
 #define LEGACY ((uintptr_t)1)
@@ -73,19 +74,6 @@ static void ev_release(void *ctx, uint64_t ev)
 static void complete(uintptr_t s) { fev.done[sidx(s)] = fev.recorded[sidx(s)]; }
 
 static const drk_pool_events events = {NULL, ev_record, ev_query, ev_wait, ev_release};
-
-/* realloc, linked with --wrap=realloc: once armed, the next call fails. */
-static int realloc_fails;
-void *__real_realloc(void *p, size_t n);
-void *__wrap_realloc(void *p, size_t n);
-void *__wrap_realloc(void *p, size_t n)
-{
-    if (realloc_fails) {
-        realloc_fails = 0;
-        return NULL;
-    }
-    return __real_realloc(p, n);
-}
 
 typedef struct rig {
     drk_page_backend *pages;
