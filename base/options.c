@@ -15,11 +15,11 @@ const drk_option_desc drk_option_table[DRK_OPT_COUNT] = {
                          "count calls, kernels and allocations for the report (0: hooks only forward)"},
     [DRK_OPT_REPORT] = {"DRK_REPORT", DRK_OPTION_PATH, "",
                         "write a JSON report at exit: a file (%p becomes the pid), or a directory "
-                        "(existing, or ending in /) that gets one file per process"},
+                        "(existing, or ending in /) that gets one file per process; empty or 0: none"},
     [DRK_OPT_LOG_LEVEL] = {"DRK_LOG_LEVEL", DRK_OPTION_LEVEL, "warn",
                            "least severe log lines written: error, warn, info or debug"},
     [DRK_OPT_LOG_FILE] = {"DRK_LOG_FILE", DRK_OPTION_PATH, "",
-                          "append log lines to this file instead of standard error"},
+                          "append log lines to this file instead of standard error (empty or 0: standard error)"},
     [DRK_OPT_CUDA_LIBRARY] = {"DRK_CUDA_LIBRARY", DRK_OPTION_PATH, "libcuda.so.1",
                               "the CUDA driver library drk forwards to (one it cannot open: warn, use the default)"},
     [DRK_OPT_IMAGES] = {"DRK_IMAGES", DRK_OPTION_BOOL, "1",
@@ -27,7 +27,7 @@ const drk_option_desc drk_option_table[DRK_OPT_COUNT] = {
                         "and PTX (0: kernels are known from the driver's answers only)"},
     [DRK_OPT_ALLOC_TRACE] = {"DRK_ALLOC_TRACE", DRK_OPTION_PATH, "",
                              "record every device allocation and free, written at exit as an allocation trace "
-                             "to this file (%p becomes the pid) for `drk trace replay`"},
+                             "to this file (%p becomes the pid) for `drk trace replay`; empty or 0: none"},
     [DRK_OPT_ALLOC] = {"DRK_ALLOC", DRK_OPTION_BOOL, "1",
                        "serve cuMemAlloc, cuMemAllocAsync, cuMemAllocPitch and their frees from drk's paged, "
                        "stream-ordered device pool (0: the driver allocates)"},
@@ -250,6 +250,11 @@ int drk_option_parse(drk_option_id id, const char *text, drk_option_value *out, 
         snprintf(out->text, sizeof out->text, "%s", level_names[num]);
         break;
     case DRK_OPTION_PATH:
+        /* A file drk writes: 0 turns it off, as it turns off every switch, rather than
+         * writing a file named 0 into the program's directory. */
+        if ((id == DRK_OPT_REPORT || id == DRK_OPT_LOG_FILE || id == DRK_OPT_ALLOC_TRACE) &&
+            strcmp(text, "0") == 0)
+            text = "";
         if (strlen(text) >= sizeof out->text) {
             snprintf(why, whylen, "longer than %d bytes", DRK_OPTION_PATH_MAX - 1);
             return -1;

@@ -42,6 +42,12 @@ int main(void)
     CHECK(!parses(DRK_OPT_LOG_LEVEL, "4", NULL, NULL));
 
     CHECK(parses(DRK_OPT_REPORT, "/tmp/r/", NULL, t) && strcmp(t, "/tmp/r/") == 0);
+    /* 0 turns off the files drk writes, not a file named 0; other paths keep it. */
+    CHECK(parses(DRK_OPT_REPORT, "0", NULL, t) && strcmp(t, "") == 0);
+    CHECK(parses(DRK_OPT_LOG_FILE, "0", NULL, t) && strcmp(t, "") == 0);
+    CHECK(parses(DRK_OPT_ALLOC_TRACE, "0", NULL, t) && strcmp(t, "") == 0);
+    CHECK(parses(DRK_OPT_REPORT, "./0", NULL, t) && strcmp(t, "./0") == 0);
+    CHECK(parses(DRK_OPT_EVOLVE_ONLY, "0", NULL, t) && strcmp(t, "0") == 0);
     char longpath[DRK_OPTION_PATH_MAX + 10];
     memset(longpath, 'a', sizeof longpath - 1);
     longpath[sizeof longpath - 1] = '\0';
