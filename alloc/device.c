@@ -103,6 +103,16 @@ typedef struct dpool {
      * context would complete without its work, so its pool seals none.
      * Under streams_lock; cleared when that context ends. */
     CUcontext lost;
+    /* The program made a green context on this device: its streams (of the
+     * primary context's memory, but of no context drk follows) are behind
+     * no seal, so the pool serves no more allocations and seals no more;
+     * set for the process. */
+    atomic_int green;
+    /* The program's waits for this pool's context begun (their marks), and
+     * whether a seal of the pool may have stopped (only then do those
+     * waits look at its shards). */
+    _Atomic uint64_t sync_marks;
+    atomic_int may_be_stopped;
     /* All shards together, and their peaks. */
     _Atomic uint64_t live, peak_live, pages, peak_pages;
     /* What shards of pools whose context ended had counted; under start_lock. */
@@ -115,7 +125,7 @@ static drk_driver drv_copy;
 static const drk_driver *drv = &drv_copy;
 static drk_dpool_settings cfg;
 static atomic_int configured;
-static _Atomic uint64_t driver_allocs, switched_off_allocs;
+static _Atomic uint64_t driver_allocs, switched_off_allocs, green_allocs, sync_reclaims;
 static atomic_int switched_on = 1;
 static atomic_int warned_alloc, warned_free; /* drk's own failures: said once */
 /* Ends a thread's claim on its thread shard when the thread exits. */
@@ -251,7 +261,10 @@ static size_t reserve_bytes(size_t total)
 
 #define LOST_SEVERAL ((CUcontext)(uintptr_t)-1)
 
-static int stream_lost(const dpool *d) { return d->lost && (d->lost == d->ctx || d->lost == LOST_SEVERAL); }
+static int stream_lost(const dpool *d)
+{
+    return (d->lost && (d->lost == d->ctx || d->lost == LOST_SEVERAL)) || atomic_load(&d->green);
+}
 
 /* The streams of the pool's context known now, told to a new shard (and
  * for shard 0 to the epochs), or that one is not known. Under streams_lock. */
@@ -259,9 +272,9 @@ static void register_streams_locked(dpool *d, shard *s)
 {
     for (size_t i = 0; i < nstreams; i++)
         if (streams[i].device == d->ordinal && streams[i].ctx == d->ctx) {
-            drk_pool_stream_created(s->pool, (uintptr_t)streams[i].s);
-            if (s->index == 0 && d->epochs)
-                drk_epochs_stream_created(d->epochs, (uintptr_t)streams[i].s);
+            if (drk_pool_stream_created(s->pool, (uintptr_t)streams[i].s) != 0 ||
+                (s->index == 0 && d->epochs && drk_epochs_stream_created(d->epochs, (uintptr_t)streams[i].s) != 0))
+                atomic_store(&d->may_be_stopped, 1);
         }
     if (stream_lost(d)) {
         drk_pool_stream_lost(s->pool);
@@ -441,12 +454,17 @@ static dpool *current_pool(CUcontext *current)
         !ctx)
         return NULL;
     *current = ctx;
-    if (ctx == tl_ctx && tl_pool && tl_gen == atomic_load_explicit(&tl_pool->gen, memory_order_acquire))
+    if (ctx == tl_ctx && tl_pool && tl_gen == atomic_load_explicit(&tl_pool->gen, memory_order_acquire) &&
+        !atomic_load_explicit(&tl_pool->green, memory_order_relaxed))
         return tl_pool;
     CUdevice dev;
     if (drv->ctx_get_device(&dev) != CUDA_SUCCESS || dev < 0 || dev >= MAX_DEVICES)
         return NULL;
     dpool *d = &pools[dev];
+    if (atomic_load_explicit(&d->green, memory_order_acquire)) {
+        atomic_fetch_add_explicit(&green_allocs, 1, memory_order_relaxed);
+        return NULL;
+    }
     /* Read before the state: a pool ending meanwhile changes it, so this
      * thread's cache goes stale at once. */
     unsigned gen = atomic_load_explicit(&d->gen, memory_order_acquire);
@@ -1124,14 +1142,24 @@ size_t drk_dpool_cached_free(void)
  * in that context, running now or starting later, seals no more: blocks
  * freed by cuMemFree stay out of reuse rather than risk one too soon.
  * Under streams_lock. */
+static void stop_seals(dpool *d);
+
 static void lose_stream(dpool *d, CUcontext ctx)
 {
     static atomic_int warned;
     d->lost = !d->lost || d->lost == ctx ? ctx : LOST_SEVERAL;
     if (!atomic_exchange(&warned, 1))
         drk_log(DRK_LOG_WARN, "out of host memory: drk's device pool cannot follow a new stream; memory freed by "
-                              "cuMemFree is not reused from now on in its context (the pool may run out of "
-                              "memory sooner)");
+                              "cuMemFree in its context is reused only after the program waits for the device "
+                              "(cuCtxSynchronize)");
+    stop_seals(d);
+}
+
+/* The running pool's seals stop: its epochs' and every shard's. Under
+ * streams_lock. */
+static void stop_seals(dpool *d)
+{
+    atomic_store(&d->may_be_stopped, 1);
     if (atomic_load_explicit(&d->state, memory_order_acquire) != 1 || !stream_lost(d))
         return;
     if (d->epochs)
@@ -1170,13 +1198,15 @@ void drk_dpool_stream_created(CUstream stream)
     streams[nstreams++] = (struct known_stream){stream, (int)dev, ctx};
     /* Told to every shard under streams_lock, so a shard starting now sees it once. */
     if (atomic_load_explicit(&d->state, memory_order_acquire) == 1 && d->ctx == ctx) {
-        if (d->epochs && drk_epochs_stream_created(d->epochs, (uintptr_t)stream) != 0)
+        if (d->epochs && drk_epochs_stream_created(d->epochs, (uintptr_t)stream) != 0) {
+            atomic_store(&d->may_be_stopped, 1);
             drk_log(DRK_LOG_WARN, "out of host memory: drk's device pool cannot follow a new stream");
+        }
         int n = atomic_load_explicit(&d->nshards, memory_order_acquire);
         for (int k = 0; k < n; k++) {
             pthread_mutex_lock(&d->shards[k]->lock);
-            if (!d->shards[k]->retired)
-                drk_pool_stream_created(d->shards[k]->pool, (uintptr_t)stream);
+            if (!d->shards[k]->retired && drk_pool_stream_created(d->shards[k]->pool, (uintptr_t)stream) != 0)
+                atomic_store(&d->may_be_stopped, 1);
             pthread_mutex_unlock(&d->shards[k]->lock);
         }
     }
@@ -1185,14 +1215,16 @@ void drk_dpool_stream_created(CUstream stream)
 
 /* A destroyed stream's work that no event could be recorded behind: waits
  * for the stream, 1 when it is idle (said once when it could not be). */
-static int wait_destroyed(const dpool *d, CUstream stream)
+static int wait_destroyed(dpool *d, CUstream stream)
 {
     static atomic_int warned;
     if (drv->stream_synchronize && drv->stream_synchronize(stream) == CUDA_SUCCESS)
         return 1;
+    atomic_store(&d->may_be_stopped, 1);
     if (!atomic_exchange(&warned, 1))
         drk_log(DRK_LOG_WARN, "device %d: a destroyed stream's work could not be waited for; memory freed by "
-                              "cuMemFree is not reused from now on (the pool may run out of memory sooner)",
+                              "cuMemFree is reused only after the program waits for the device "
+                              "(cuCtxSynchronize)",
                 d->ordinal);
     return 0;
 }
@@ -1226,6 +1258,69 @@ void drk_dpool_stream_destroyed(CUstream stream)
     pthread_mutex_unlock(&streams_lock);
     /* A thread's cached shard for this handle stays right: a new stream
      * with the same handle gets the same shard. */
+}
+
+void drk_dpool_green_ctx(CUdevice dev)
+{
+    if (!atomic_load_explicit(&configured, memory_order_relaxed) || dev < 0 || dev >= MAX_DEVICES)
+        return;
+    dpool *d = &pools[dev];
+    pthread_mutex_lock(&streams_lock);
+    if (!atomic_exchange(&d->green, 1)) {
+        drk_log(DRK_LOG_WARN, "device %d: the program made a green context, whose streams drk's device pool "
+                              "cannot follow; the driver serves this device's allocations from now on, and "
+                              "memory drk already served is reused only after the program waits for the device "
+                              "(cuCtxSynchronize)", (int)dev);
+        stop_seals(d);
+    }
+    pthread_mutex_unlock(&streams_lock);
+}
+
+/* The pool of `ctx` (NULL: the current context) when one runs there. */
+static dpool *pool_of(CUcontext ctx)
+{
+    if (!atomic_load_explicit(&configured, memory_order_relaxed) ||
+        (!ctx && (drv->ctx_get_current(&ctx) != CUDA_SUCCESS || !ctx)))
+        return NULL;
+    for (int i = 0; i < MAX_DEVICES; i++)
+        if (atomic_load_explicit(&pools[i].state, memory_order_acquire) == 1 && pools[i].ctx == ctx)
+            return &pools[i];
+    return NULL;
+}
+
+uint64_t drk_dpool_sync_begin(CUcontext ctx)
+{
+    dpool *d = pool_of(ctx);
+    if (!d || !atomic_load_explicit(&d->may_be_stopped, memory_order_acquire))
+        return 0;
+    uint64_t mark = atomic_fetch_add(&d->sync_marks, 1) + 1;
+    int any = 0;
+    int n = atomic_load_explicit(&d->nshards, memory_order_acquire);
+    for (int k = 0; k < n; k++) {
+        pthread_mutex_lock(&d->shards[k]->lock);
+        if (!d->shards[k]->retired)
+            any |= drk_pool_sync_begin(d->shards[k]->pool, mark);
+        pthread_mutex_unlock(&d->shards[k]->lock);
+    }
+    return any ? mark : 0;
+}
+
+void drk_dpool_sync_end(CUcontext ctx, uint64_t mark)
+{
+    dpool *d = mark ? pool_of(ctx) : NULL;
+    if (!d)
+        return;
+    size_t back = 0;
+    int n = atomic_load_explicit(&d->nshards, memory_order_acquire);
+    for (int k = 0; k < n; k++) {
+        CUcontext cur = enter(d, d->shards[k]); /* the heap may give pages back */
+        if (!d->shards[k]->retired) {
+            back += drk_pool_sync_end(d->shards[k]->pool, mark);
+            account(d, d->shards[k]);
+        }
+        leave(d, d->shards[k], cur);
+    }
+    atomic_fetch_add_explicit(&sync_reclaims, back, memory_order_relaxed);
 }
 
 /* ---- Quiet moments, peers, IPC ---- */
@@ -1411,6 +1506,10 @@ void drk_dpool_get_report(drk_dpool_report *o)
     o->enabled = atomic_load(&configured);
     o->driver_allocs = atomic_load(&driver_allocs);
     o->switched_off_allocs = atomic_load(&switched_off_allocs);
+    o->green_allocs = atomic_load(&green_allocs);
+    o->sync_reclaims = atomic_load(&sync_reclaims);
+    for (int i = 0; i < MAX_DEVICES; i++)
+        o->green_devices += atomic_load(&pools[i].green) != 0;
     for (int i = 0; i < MAX_DEVICES; i++)
         o->started += atomic_load_explicit(&pools[i].state, memory_order_acquire) == 1;
     each_shard(PATIENT, report_shard, o);
@@ -1570,6 +1669,8 @@ void drk_dpool_after_fork_child(void)
         atomic_store(&pools[i].pages, 0), atomic_store(&pools[i].peak_pages, 0);
         atomic_fetch_add(&pools[i].gen, 1);
         pools[i].page_bytes = 0, pools[i].holds_primary = 0, pools[i].nthread_shards = 0, pools[i].lost = NULL;
+        atomic_store(&pools[i].green, 0); /* the parent's green contexts are not the child's */
+        atomic_store(&pools[i].may_be_stopped, 0);
         memset(&pools[i].ended, 0, sizeof pools[i].ended);
         pthread_mutex_init(&pools[i].grow_lock, NULL);
         pthread_mutex_init(&pools[i].grower_lock, NULL);

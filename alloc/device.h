@@ -64,6 +64,22 @@ size_t drk_dpool_cached_free(void);
 void drk_dpool_stream_created(CUstream stream);
 void drk_dpool_stream_destroyed(CUstream stream);
 
+/* The program made a green context on `dev` (cuGreenCtxCreate). Its
+ * streams run work on the primary context's memory but belong to no
+ * context drk follows, so no seal could cover them: from now on the driver
+ * serves the device's allocations, and the pool's seals stop (memory it
+ * served and the program frees is reused only after a wait below). */
+void drk_dpool_green_ctx(CUdevice dev);
+
+/* The program waits for context `ctx` (NULL: the current one) with
+ * cuCtxSynchronize, which for a primary context covers its green contexts
+ * too. Before the wait: a mark (0: nothing to do); after it succeeded,
+ * drk_dpool_sync_end with that mark gives back, in a pool whose seals
+ * stopped, every block freed before the wait began. A failed wait calls
+ * nothing. */
+uint64_t drk_dpool_sync_begin(CUcontext ctx);
+void drk_dpool_sync_end(CUcontext ctx, uint64_t mark);
+
 /* A graph capture begins (before the driver's call) or ends. While none is
  * under way, allocations need not ask the driver whether their stream
  * captures. Any thread; never below zero. */
@@ -110,6 +126,9 @@ typedef struct drk_dpool_report {
     uint64_t page_bytes;
     uint64_t allocs, frees, failed_allocs, bad_frees, driver_allocs, out_of_memory, steals;
     uint64_t switched_off_allocs; /* handed to the driver while the program had the pool switched off */
+    uint64_t green_devices;       /* devices where the program made a green context (drk_dpool_green_ctx) */
+    uint64_t green_allocs;        /* allocations handed to the driver there since */
+    uint64_t sync_reclaims;       /* blocks given back after the program waited for the device, seals stopped */
     uint64_t live_bytes, peak_live_bytes, live_blocks;   /* peaks: of the device, all shards together */
     uint64_t reserved_bytes, peak_reserved_bytes, va_bytes;
     uint64_t pages_created, pages_released, pages_moved, idle_pages, spare_pages, map_calls, unmap_calls;

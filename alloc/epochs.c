@@ -158,6 +158,14 @@ void drk_epochs_stream_lost(drk_epochs *e)
     pthread_mutex_unlock(&e->lock);
 }
 
+int drk_epochs_stopped(drk_epochs *e)
+{
+    pthread_mutex_lock(&e->lock);
+    int stopped = e->stopped;
+    pthread_mutex_unlock(&e->lock);
+    return stopped;
+}
+
 /* Gives back the oldest seals whose events have completed (`wait`: the
  * oldest waited for), up to ticket `upto`. Under the lock. */
 static void advance(drk_epochs *e, int wait, uint64_t upto)

@@ -55,6 +55,8 @@ void drk_epochs_stream_waited(drk_epochs *e, uintptr_t stream, int idle);
 /* A stream exists that the caller could not list (out of host memory): no
  * seal is made any more. */
 void drk_epochs_stream_lost(drk_epochs *e);
+/* Whether seals stopped (any of the above): 1 or 0. */
+int drk_epochs_stopped(drk_epochs *e);
 
 /* A free's stamp: the seals begun so far (one atomic load, where a clock
  * read cost ~25 ns a free). A seal covers the frees stamped below its place

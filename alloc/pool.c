@@ -34,6 +34,7 @@ struct batch {
     uint64_t *ev;     /* one (a stream's batch) or one per stream (an epoch) */
     uint64_t ticket;  /* an epoch sealed by shared epochs: their ticket (no events of its own) */
     uint64_t last_free;    /* an open epoch with shared epochs: its newest free's stamp */
+    uint64_t sync;         /* set aside for the program's wait for the device: that wait's mark */
 };
 
 /* Size classes of pending frees on a stream: one per power of two. */
@@ -64,6 +65,9 @@ struct drk_pool {
      * epoch is sealed until the caller has waited for the stream (1), or
      * ever, the wait failed (2). */
     int epochs_held;
+    /* A pool that seals no epochs: its open epochs set aside for the
+     * program's waits for the device, oldest first (drk_pool_sync_begin). */
+    batch *synced_head, *synced_tail;
     batch *spare_epochs; /* released epoch batches, kept for the next seals */
     size_t nspare_epochs;
     uint64_t allocs;
@@ -715,6 +719,45 @@ int drk_pool_free(drk_pool *p, uintptr_t ptr, uintptr_t stream, int has_stream)
     return 0;
 }
 
+/* Whether the pool's cuMemFree'd blocks wait for seals that will never
+ * come: its own epochs stopped (a destroyed stream's wait failed, a stream
+ * it could not list), or the shared ones. */
+static int seals_stopped(drk_pool *p)
+{
+    return p->shared ? drk_epochs_stopped(p->shared) : p->epochs_held != 0;
+}
+
+int drk_pool_sync_begin(drk_pool *p, uint64_t mark)
+{
+    batch *b = p->epoch_open;
+    if (!b || !b->n || !seals_stopped(p))
+        return p->synced_head != NULL;
+    p->epoch_open = NULL;
+    b->sync = mark;
+    b->next = NULL;
+    fifo_push(&p->synced_head, &p->synced_tail, b);
+    return 1;
+}
+
+size_t drk_pool_sync_end(drk_pool *p, uint64_t mark)
+{
+    size_t n = 0;
+    batch **at = &p->synced_head, *last = NULL;
+    while (*at) {
+        batch *b = *at;
+        if (b->sync > mark) { /* another thread's wait, begun later */
+            last = b;
+            at = &b->next;
+            continue;
+        }
+        *at = b->next;
+        n += batch_release(p, b);
+    }
+    p->synced_tail = last;
+    p->st.sync_reclaims += n;
+    return n;
+}
+
 drk_pool_stats drk_pool_get_stats(const drk_pool *p) { return p->st; }
 
 uint64_t drk_pool_live_bytes(const drk_pool *p) { return p->st.live_bytes; }
@@ -764,6 +807,11 @@ void drk_pool_delete(drk_pool *p)
     /* A batch still open could not be sealed (no event): its blocks stay. */
     if (p->epoch_open)
         drop_batch(p, p->epoch_open);
+    while (p->synced_head) {
+        batch *b = p->synced_head;
+        p->synced_head = b->next;
+        drop_batch(p, b);
+    }
     for (size_t i = 0; i < p->nstreams; i++)
         if (p->streams[i].open)
             drop_batch(p, p->streams[i].open);

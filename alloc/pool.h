@@ -66,6 +66,17 @@ void drk_pool_stream_waited(drk_pool *p, int idle);
  * pool sealing its own epochs seals none again (shared ones: stop them). */
 void drk_pool_stream_lost(drk_pool *p);
 
+/* The program waits for the device (a cuCtxSynchronize of the pool's
+ * context, `mark` rising with each): a pool whose seals stopped sets its
+ * open epoch's frees aside for that wait. 1 if frees are set aside (for
+ * this wait or an earlier one that failed), else 0. */
+int drk_pool_sync_begin(drk_pool *p, uint64_t mark);
+
+/* That wait succeeded: every free set aside at a mark up to `mark` was made
+ * before it began, so its work is done; those blocks go back to the heap.
+ * How many. A wait that failed calls nothing: a later one gives them. */
+size_t drk_pool_sync_end(drk_pool *p, uint64_t mark);
+
 /* An allocation of `size` bytes for `stream` (has_stream: cuMemAllocAsync;
  * otherwise cuMemAlloc, which may use only blocks every stream is done
  * with). DRK_PAGES_OOM, DRK_PAGES_INVALID for size 0, or 0. */
@@ -98,6 +109,7 @@ typedef struct drk_pool_stats {
     uint64_t epoch_mallocs;       /* epochs whose record had to come from malloc (most reuse one) */
     uint64_t events;              /* recorded */
     uint64_t waits;               /* out-of-memory waits for pending frees */
+    uint64_t sync_reclaims;       /* blocks given back after the program waited for the device (seals stopped) */
     uint64_t pending_blocks, pending_bytes;
     uint64_t live_bytes, peak_live_bytes; /* as the program sees them: asked, not yet freed */
 } drk_pool_stats;

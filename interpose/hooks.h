@@ -79,7 +79,8 @@
     X(cuDevicePrimaryCtxReset,          primary_ctx_reset,      memory) \
     X(cuDevicePrimaryCtxReset_v2,       primary_ctx_reset,      memory) \
     X(cuDevicePrimaryCtxRelease,        primary_ctx_release,    memory) \
-    X(cuDevicePrimaryCtxRelease_v2,     primary_ctx_release,    memory)
+    X(cuDevicePrimaryCtxRelease_v2,     primary_ctx_release,    memory) \
+    X(cuGreenCtxCreate,                 green_ctx_create,       memory)
 
 #define DRK_HOOKS_HOST_MEMORY(X)                                             \
     X(cuMemHostAlloc,                   mem_host_alloc,         host_memory) \

@@ -113,6 +113,9 @@
 #define DRK_SIG_ctx_destroy(M, ...) M(__VA_ARGS__, (CUcontext ctx), (ctx))
 #define DRK_SIG_primary_ctx_reset(M, ...) M(__VA_ARGS__, (CUdevice dev), (dev))
 #define DRK_SIG_primary_ctx_release(M, ...) M(__VA_ARGS__, (CUdevice dev), (dev))
+#define DRK_SIG_green_ctx_create(M, ...)                                       \
+    M(__VA_ARGS__, (CUgreenCtx *green, CUdevResourceDesc desc, CUdevice dev,   \
+                    unsigned int flags), (green, desc, dev, flags))
 
 #define DRK_SIG_mem_host_alloc(M, ...)                                         \
     M(__VA_ARGS__, (void **pp, size_t size, unsigned int flags), (pp, size, flags))

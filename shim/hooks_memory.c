@@ -485,4 +485,16 @@ DRK_BODY drk_body_primary_ctx_release(drk_sym sym, CUdevice dev)
     return drk_counted(sym, r);
 }
 
+/* A green context's streams use the primary context's memory without
+ * being its streams: the device pool steps aside (alloc/device.h). */
+DRK_BODY drk_body_green_ctx_create(drk_sym sym, CUgreenCtx *green, CUdevResourceDesc desc, CUdevice dev,
+                                   unsigned int flags)
+{
+    DRK_REAL_OR_MISSING(green_ctx_create);
+    CUresult r = real(green, desc, dev, flags);
+    if (r == CUDA_SUCCESS && drk_pooling())
+        drk_dpool_green_ctx(dev);
+    return drk_counted(sym, r);
+}
+
 DRK_HOOKS_MEMORY(DRK_EXPORT)

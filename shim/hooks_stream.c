@@ -51,11 +51,27 @@ static inline __attribute__((always_inline)) CUresult waited(drk_sym sym, CUresu
     return drk_counted(sym, r);
 }
 
+/* A wait for a whole context also settles, in a pool whose seals stopped,
+ * the frees made before it (alloc/device.h). */
+static inline __attribute__((always_inline)) uint64_t ctx_wait_begins(CUcontext ctx)
+{
+    return drk_pooling() ? drk_dpool_sync_begin(ctx) : 0;
+}
+
+static inline __attribute__((always_inline)) CUresult ctx_waited(drk_sym sym, CUresult r, CUcontext ctx,
+                                                                 uint64_t mark, uint64_t since)
+{
+    if (r == CUDA_SUCCESS && mark)
+        drk_dpool_sync_end(ctx, mark);
+    return waited(sym, r, since);
+}
+
 DRK_BODY drk_body_ctx_synchronize(drk_sym sym)
 {
     DRK_REAL_OR_MISSING(ctx_synchronize);
+    uint64_t mark = ctx_wait_begins(NULL);
     uint64_t t0 = drk_worker_wait_begins();
-    return waited(sym, real(), t0);
+    return ctx_waited(sym, real(), NULL, mark, t0);
 }
 
 DRK_BODY drk_body_stream_synchronize(drk_sym sym, CUstream stream)
@@ -69,8 +85,9 @@ DRK_BODY drk_body_stream_synchronize(drk_sym sym, CUstream stream)
 DRK_BODY drk_body_ctx_synchronize_v2(drk_sym sym, CUcontext ctx)
 {
     DRK_REAL_OR_MISSING(ctx_synchronize_v2);
+    uint64_t mark = ctx_wait_begins(ctx);
     uint64_t t0 = drk_worker_wait_begins();
-    return waited(sym, real(ctx), t0);
+    return ctx_waited(sym, real(ctx), ctx, mark, t0);
 }
 
 /* Only timed: work after the event may still be queued, so not a quiet

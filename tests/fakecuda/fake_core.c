@@ -585,6 +585,51 @@ FC_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx)
     return r;
 }
 
+/* A green context: a handle on device 0, nothing more (no streams of its
+ * own); what drk does when a program makes one is what tests look at. */
+struct green {
+    struct hdr h;
+};
+
+FC_EXPORT CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUdevice dev, unsigned int flags)
+{
+    ENTER_INIT(cuGreenCtxCreate);
+    (void)desc;
+    if (!phCtx)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dev != 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (flags & ~(unsigned)CU_GREEN_CTX_DEFAULT_STREAM)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct green *g = calloc(1, sizeof *g);
+    if (!g)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    g->h.magic = MAGIC_GREEN;
+    LOCK();
+    int rc = h_add(g);
+    UNLOCK();
+    if (rc != 0) {
+        free(g);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *phCtx = (CUgreenCtx)g;
+    return CUDA_SUCCESS;
+}
+
+FC_EXPORT CUresult cuGreenCtxDestroy(CUgreenCtx hCtx)
+{
+    ENTER_INIT(cuGreenCtxDestroy);
+    LOCK();
+    struct green *g = h_get(hCtx, MAGIC_GREEN);
+    if (g)
+        h_del(g);
+    UNLOCK();
+    if (!g)
+        return CUDA_ERROR_INVALID_VALUE;
+    free(g);
+    return CUDA_SUCCESS;
+}
+
 /* One device: every context lives on device 0, and a device cannot be its
  * own peer. */
 FC_EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)

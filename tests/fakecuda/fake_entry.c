@@ -46,6 +46,8 @@ static const struct proc fc_procs[] = {
     P_(cuCtxSynchronize, cuCtxSynchronize, 2000, 0)
     P_(cuCtxSynchronize, cuCtxSynchronize_v2, 13000, 0)
     P_(cuCtxEnablePeerAccess, cuCtxEnablePeerAccess, 4000, 0)
+    P_(cuGreenCtxCreate, cuGreenCtxCreate, 12040, 0)
+    P_(cuGreenCtxDestroy, cuGreenCtxDestroy, 12040, 0)
     P_(cuProfilerStart, cuProfilerStart, 4000, 0)
     P_(cuProfilerStop, cuProfilerStop, 4000, 0)
     P_(cuGetErrorName, cuGetErrorName, 6000, 0)

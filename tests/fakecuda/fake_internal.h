@@ -59,6 +59,7 @@
     X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2)                               \
     X(cuCtxGetDevice_v2) X(cuCtxSynchronize) X(cuCtxSynchronize_v2)            \
     X(cuGetErrorName) X(cuGetErrorString)                                      \
+    X(cuGreenCtxCreate) X(cuGreenCtxDestroy)                                   \
     X(cuGetProcAddress) X(cuGetProcAddress_v2)                                 \
     X(cuModuleLoad) X(cuModuleLoadData) X(cuModuleLoadDataEx)                  \
     X(cuModuleLoadFatBinary) X(cuModuleGetFunction) X(cuModuleUnload)          \
@@ -161,6 +162,7 @@ enum {
     MAGIC_KERN = 0x4e524b46u,   /* "FKRN" */
     MAGIC_STREAM = 0x4d525346u, /* "FSRM" */
     MAGIC_EVENT = 0x544e5645u,  /* "EVNT" */
+    MAGIC_GREEN = 0x4e524746u,  /* "FGRN" */
 };
 
 #define FC_DEVICE_NAME "fakecuda GPU (drk test stand-in, sm_90)"

@@ -192,6 +192,7 @@ static CUipcMemHandle no_ipc;
     X(cuStreamEndCapture_ptsz, CUDA_ERROR_INVALID_VALUE, NULL, NULL)                                     \
     X(cuMemExportToShareableHandle, CUDA_ERROR_INVALID_VALUE, NULL, 0, 0, 0)                             \
     X(cuMemImportFromShareableHandle, CUDA_ERROR_INVALID_VALUE, NULL, NULL, 0)                           \
+    X(cuGreenCtxCreate, CUDA_ERROR_INVALID_VALUE, NULL, (CUdevResourceDesc)NULL, 0, 0)                   \
     X(cuStreamCreate, CUDA_ERROR_INVALID_VALUE, NULL, 0)                                                 \
     X(cuStreamCreateWithPriority, CUDA_ERROR_INVALID_VALUE, NULL, 0, 0)                                  \
     X(cuStreamDestroy, CUDA_ERROR_INVALID_HANDLE, NULL)                                                  \
@@ -305,6 +306,8 @@ static const struct {
     {"cuStreamDestroy", 3020, 0, "cuStreamDestroy", CU_GET_PROC_ADDRESS_SUCCESS},
     {"cuStreamDestroy", 4000, 0, "cuStreamDestroy_v2", CU_GET_PROC_ADDRESS_SUCCESS},
     {"cuStreamCreate", 2000, 0, "cuStreamCreate", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuGreenCtxCreate", 12040, 0, "cuGreenCtxCreate", CU_GET_PROC_ADDRESS_SUCCESS},
+    {"cuGreenCtxCreate", 12030, 0, NULL, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT},
     {"cuStreamCreateWithPriority", 5050, 0, "cuStreamCreateWithPriority", CU_GET_PROC_ADDRESS_SUCCESS},
     {"cuStreamCreateWithPriority", 5000, 0, NULL, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT},
     {"cuLaunchKernel", 3020, 0, NULL, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT},

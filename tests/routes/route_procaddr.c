@@ -44,6 +44,8 @@ static void query_for(const char *name, char *base, int *version, cuuint64_t *fl
             *version = 10000;
     if (strcmp(base, "cuStreamBeginCaptureToGraph") == 0)
         *version = 12030; /* new in 12.3 */
+    if (strcmp(base, "cuGreenCtxCreate") == 0)
+        *version = 12040; /* new in 12.4 */
     if (v2 && strcmp(base, "cuCtxSynchronize") == 0)
         *version = 13000; /* its _v2 is CUDA 13's */
 }

@@ -25,7 +25,12 @@
  *      the block must not come back while the stream is busy (seals that
  *      record nothing there would complete at once). Its control (the
  *      stream listed) shows the same block held while the stream is busy
- *      and reused once it is idle.
+ *      and reused once it is idle. After the program's cuCtxSynchronize,
+ *      the held blocks come back.
+ *  green_context: the program makes a green context, whose streams drk
+ *      never hears of; a block freed while one of them is busy must not
+ *      come back; the driver serves allocations from then on; after the
+ *      program's cuCtxSynchronize the block comes back to the pool.
  */
 #define _GNU_SOURCE
 #include <cuda.h>
@@ -323,6 +328,14 @@ static int case_foreign_context_streams(int destroy_first)
     return check_failures;
 }
 
+/* The program's cuCtxSynchronize, as its hook runs it. */
+static void program_waits(void)
+{
+    uint64_t mark = drk_dpool_sync_begin(NULL);
+    CHECK(cuCtxSynchronize() == CUDA_SUCCESS);
+    drk_dpool_sync_end(NULL, mark);
+}
+
 /* ---- lost_stream ---- */
 
 /* 0: the list fails after the pool started; 1: before it starts (the
@@ -362,10 +375,63 @@ static int case_lost_stream(int when)
            when == 0 ? "list fails after the pool started" : when == 1 ? "list fails before" : "control: listed",
            early, later, (unsigned long long)(rep.pending_bytes >> 20));
     CHECK(early == 0);
-    if (when == 2)
+    if (when == 2) {
         CHECK(later > 0); /* the model holds x for the busy stream alone */
-    else
-        CHECK(rep.pending_bytes >= 400 * MIB); /* cuMemFree's blocks stay out */
+        return check_failures;
+    }
+    CHECK(rep.pending_bytes >= 400 * MIB); /* cuMemFree's blocks stay out */
+    /* Until the program waits for the device: then they come back. */
+    program_waits();
+    int after = 0;
+    for (int i = 0; i < 400; i++) {
+        CHECK(alloc_on(&p, MIB, NULL, 0, &r) && r == CUDA_SUCCESS);
+        after += p == x;
+        CHECK(drk_dpool_free(p, NULL, 0, &r) && r == CUDA_SUCCESS);
+    }
+    drk_dpool_get_report(&rep);
+    printf("  after the program's cuCtxSynchronize: %llu blocks back, x reused %d times\n",
+           (unsigned long long)rep.sync_reclaims, after);
+    CHECK(rep.sync_reclaims >= 800 && after > 0);
+    return check_failures;
+}
+
+/* ---- green_context ---- */
+
+/* The program makes a green context while the pool runs: a kernel on one
+ * of its streams (which drk never hears of) uses x, which the program
+ * frees with cuMemFree. x must not come back while that stream is busy;
+ * the driver serves the device's allocations from then on; x comes back
+ * after the program waits for the device. */
+static int case_green_context(void)
+{
+    setup();
+    CUdeviceptr p, x, y;
+    CUresult r;
+    CHECK(alloc_on(&x, MIB, NULL, 0, &r) && r == CUDA_SUCCESS); /* the pool starts, serves x */
+    CUstream s; /* the green context's stream: its creation goes by no hook */
+    CHECK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+    busy_stream = s;
+    drk_dpool_green_ctx(dev); /* cuGreenCtxCreate's hook */
+    atomic_store(&busy, 1);
+    CHECK(drk_dpool_free(x, NULL, 0, &r) && r == CUDA_SUCCESS);
+    int served = 0;
+    for (int i = 0; i < 100; i++)
+        served += alloc_on(&p, MIB, NULL, 0, &r) + alloc_on(&p, MIB, s, 1, &r);
+    drk_dpool_report rep;
+    drk_dpool_get_report(&rep);
+    printf("green_context: %d of 200 allocations served by the pool after the green context (%llu by the driver), "
+           "pending %llu MiB\n", served, (unsigned long long)rep.green_allocs,
+           (unsigned long long)(rep.pending_bytes >> 20));
+    CHECK(served == 0 && rep.green_allocs == 200 && rep.green_devices == 1 && rep.pending_bytes == MIB);
+    CHECK(drk_dpool_query(x, &(drk_dpool_block){0}) == 0); /* freed, pending: no allocation's */
+    atomic_store(&busy, 0);
+    program_waits();
+    drk_dpool_get_report(&rep);
+    printf("  after the program's cuCtxSynchronize: %llu block back, pending %llu MiB\n",
+           (unsigned long long)rep.sync_reclaims, (unsigned long long)(rep.pending_bytes >> 20));
+    CHECK(rep.sync_reclaims == 1 && rep.pending_bytes == 0);
+    CHECK(!alloc_on(&y, MIB, NULL, 0, &r)); /* still the driver's */
+    CHECK(cuStreamDestroy(s) == CUDA_SUCCESS);
     return check_failures;
 }
 
@@ -395,6 +461,7 @@ static int c1(int a) { (void)a; return case_stream_shard_after_end(); }
 static int c2(int a) { (void)a; return case_range_after_end(); }
 static int c3(int a) { return case_foreign_context_streams(a); }
 static int c4(int a) { return case_lost_stream(a); }
+static int c5(int a) { (void)a; return case_green_context(); }
 
 int main(int argc, char **argv)
 {
@@ -410,6 +477,8 @@ int main(int argc, char **argv)
     if (!only || !strcmp(only, "lost_stream"))
         bad += run_case("lost_stream (control: listed)", c4, 2) + run_case("lost_stream (after the start)", c4, 0) +
                run_case("lost_stream (before the start)", c4, 1);
+    if (!only || !strcmp(only, "green_context"))
+        bad += run_case("green_context", c5, 0);
     printf("test_dpool_races: %s\n", bad ? "FAILED" : "passed");
     return bad ? 1 : 0;
 }

@@ -604,6 +604,29 @@ static void test_list_fails(int shared)
     printf("list_fails (%s): x reused %d times, %llu MiB pending\n", shared ? "shared epochs" : "the pool's own",
            reused, (unsigned long long)(drk_pool_get_stats(p).pending_bytes / MIB));
     CHECK(reused == 0 && drk_pool_get_stats(p).pending_bytes >= 4 * MIB);
+
+    /* The program waits for the device (cuCtxSynchronize): frees made
+     * before the wait began come back once it succeeds; one made after it
+     * began waits for the next. A wait that failed gives nothing back; the
+     * next that succeeds gives back what the failed one had set aside. */
+    uint64_t pending = drk_pool_get_stats(p).pending_bytes, z, w;
+    CHECK(drk_pool_sync_begin(p, 1) == 1);
+    CHECK(drk_pool_alloc(p, 2 * MIB, 0, 0, &z) == 0 && z != x);
+    CHECK(drk_pool_free(p, z, 0, 0) == 0); /* after the wait began */
+    CHECK(drk_pool_sync_end(p, 1) > 0);
+    drk_pool_stats st = drk_pool_get_stats(p);
+    CHECK(pending >= 4 * MIB && st.pending_bytes == 2 * MIB && st.sync_reclaims > 0);
+    CHECK(drk_pool_alloc(p, 4 * MIB, 0, 0, &y) == 0 && y == x); /* x is the heap's again */
+    CHECK(drk_pool_free(p, y, 0, 0) == 0);
+    CHECK(drk_pool_sync_begin(p, 2) == 1); /* z and x set aside; this wait fails */
+    CHECK(drk_pool_alloc(p, MIB, 0, 0, &w) == 0 && w != z && w != x);
+    CHECK(drk_pool_free(p, w, 0, 0) == 0);
+    CHECK(drk_pool_sync_begin(p, 3) == 1);
+    CHECK(drk_pool_sync_end(p, 3) == 3);
+    CHECK(drk_pool_get_stats(p).pending_bytes == 0);
+    CHECK(drk_pool_sync_begin(p, 4) == 0); /* nothing to set aside */
+    printf("list_fails (%s): after the program's waits, %llu blocks back\n", shared ? "shared epochs" : "the pool's own",
+           (unsigned long long)drk_pool_get_stats(p).sync_reclaims);
     if (shared)
         duo_end(&d);
     else
