@@ -33,6 +33,9 @@ void drk_report_device_pool(drk_json *j)
     drk_json_u64(j, "bad_frees", r.bad_frees);
     drk_json_u64(j, "driver_allocs", r.driver_allocs);
     drk_json_u64(j, "switched_off_allocs", r.switched_off_allocs);
+    drk_json_u64(j, "green_devices", r.green_devices);
+    drk_json_u64(j, "green_allocs", r.green_allocs);
+    drk_json_u64(j, "sync_reclaims", r.sync_reclaims);
     drk_json_u64(j, "live_bytes", r.live_bytes);
     drk_json_u64(j, "live_blocks", r.live_blocks);
     drk_json_u64(j, "peak_live_bytes", r.peak_live_bytes);

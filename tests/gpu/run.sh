@@ -10,7 +10,7 @@
 # BUILD_DIR (default: build) holds lib/libdrk_shim.so and tests/gpu/ (the
 # programs and libdrk_test_cupti_count.so). WORKLOADs (default: all) are among
 # rt_vecadd drv_vecadd routes triton_add cupy_ops jax_jit ppo vmm_heap vmm_pool
-# alloc_heavy host_map host_reuse ctx_reset ipc_pair alloc_frag alloc_memcheck gpt_nocache
+# alloc_heavy host_map host_reuse ctx_reset green_ctx ipc_pair alloc_frag alloc_memcheck gpt_nocache
 # gpt_async gputime kernels_check kernels_check_ptx kernels_memcheck evolve.
 # The memory workloads add modes: alloc_frag runs under DRK_DEFRAG=0 too (a
 # pool that cannot stitch: it must run out of memory), ipc_pair under
@@ -52,7 +52,7 @@ PY=${PYTHON:-python3}
 py_limit=${DRK_GPU_TIMEOUT:-180}
 budget=${DRK_GPU_BUDGET:-540}
 all_workloads=(rt_vecadd drv_vecadd routes triton_add cupy_ops jax_jit ppo vmm_heap vmm_pool
-    alloc_heavy host_map host_reuse ctx_reset ipc_pair alloc_frag alloc_memcheck gpt_nocache gpt_async gputime
+    alloc_heavy host_map host_reuse ctx_reset green_ctx ipc_pair alloc_frag alloc_memcheck gpt_nocache gpt_async gputime
     kernels_check kernels_check_ptx kernels_memcheck evolve)
 
 build_arg=${1:-build}
@@ -371,6 +371,7 @@ for w in "${workloads[@]}"; do
     # natively (the program's own check), then under drk: the last line is drk's
     host_reuse) run_program "$w" 60 /bin/bash -c '"$1" >&2 && LD_PRELOAD="$2" "$1"' _ "$progs/host_reuse" "$shim" ;;
     ctx_reset) run_workload "$w" 60 1 "$three" workload -- "$progs/ctx_reset" 10 ;;
+    green_ctx) run_program "$w" 60 /bin/bash -c '"$1" >&2 && LD_PRELOAD="$2" "$1"' _ "$progs/green_ctx" "$shim" ;;
     ipc_pair) run_workload "$w" 60 0 "native drk noalloc disabled" ipc -- "$progs/ipc_pair" ;;
     alloc_frag) run_workload "$w" 90 0 "native drk nodefrag disabled" frag -- "$progs/alloc_frag" ;;
     alloc_memcheck) run_memcheck "$w" 180 "$progs/alloc_heavy" ;;
