@@ -80,7 +80,7 @@ typedef struct shard {
 
 typedef struct dpool {
     atomic_int state; /* 0 not started, 1 ready, 2 ending, -1 failed: the driver allocates */
-    atomic_uint gen;  /* pools started on this device: threads' cached shards name one */
+    atomic_uint gen;  /* pools started on this device, and a green context made: threads' caches name one */
     int ordinal;
     CUcontext ctx;
     CUdevice dev;
@@ -454,8 +454,7 @@ static dpool *current_pool(CUcontext *current)
         !ctx)
         return NULL;
     *current = ctx;
-    if (ctx == tl_ctx && tl_pool && tl_gen == atomic_load_explicit(&tl_pool->gen, memory_order_acquire) &&
-        !atomic_load_explicit(&tl_pool->green, memory_order_relaxed))
+    if (ctx == tl_ctx && tl_pool && tl_gen == atomic_load_explicit(&tl_pool->gen, memory_order_acquire))
         return tl_pool;
     CUdevice dev;
     if (drv->ctx_get_device(&dev) != CUDA_SUCCESS || dev < 0 || dev >= MAX_DEVICES)
@@ -1137,24 +1136,6 @@ size_t drk_dpool_cached_free(void)
 
 /* ---- Streams ---- */
 
-/* A stream of `ctx` drk cannot list: it would never be told to a pool
- * (nor its destroy), so seals would complete without its work. The pool
- * in that context, running now or starting later, seals no more: blocks
- * freed by cuMemFree stay out of reuse rather than risk one too soon.
- * Under streams_lock. */
-static void stop_seals(dpool *d);
-
-static void lose_stream(dpool *d, CUcontext ctx)
-{
-    static atomic_int warned;
-    d->lost = !d->lost || d->lost == ctx ? ctx : LOST_SEVERAL;
-    if (!atomic_exchange(&warned, 1))
-        drk_log(DRK_LOG_WARN, "out of host memory: drk's device pool cannot follow a new stream; memory freed by "
-                              "cuMemFree in its context is reused only after the program waits for the device "
-                              "(cuCtxSynchronize)");
-    stop_seals(d);
-}
-
 /* The running pool's seals stop: its epochs' and every shard's. Under
  * streams_lock. */
 static void stop_seals(dpool *d)
@@ -1171,6 +1152,23 @@ static void stop_seals(dpool *d)
             drk_pool_stream_lost(d->shards[k]->pool);
         pthread_mutex_unlock(&d->shards[k]->lock);
     }
+}
+
+/* A stream of `ctx` drk cannot list: it would never be told to a pool
+ * (nor its destroy), so seals would complete without its work. The pool
+ * in that context, running now or starting later, seals no more: blocks
+ * freed by cuMemFree stay out of reuse until the program waits for the
+ * device (drk_dpool_sync_end) rather than risk one too soon. Under
+ * streams_lock. */
+static void lose_stream(dpool *d, CUcontext ctx)
+{
+    static atomic_int warned;
+    d->lost = !d->lost || d->lost == ctx ? ctx : LOST_SEVERAL;
+    if (!atomic_exchange(&warned, 1))
+        drk_log(DRK_LOG_WARN, "out of host memory: drk's device pool cannot follow a new stream; memory freed by "
+                              "cuMemFree in its context is reused only after the program waits for the device "
+                              "(cuCtxSynchronize)");
+    stop_seals(d);
 }
 
 void drk_dpool_stream_created(CUstream stream)
@@ -1271,6 +1269,9 @@ void drk_dpool_green_ctx(CUdevice dev)
                               "cannot follow; the driver serves this device's allocations from now on, and "
                               "memory drk already served is reused only after the program waits for the device "
                               "(cuCtxSynchronize)", (int)dev);
+        /* Threads' cached pools go stale, so their next allocation finds
+         * the flag (the allocation path itself reads nothing more). */
+        atomic_fetch_add(&d->gen, 1);
         stop_seals(d);
     }
     pthread_mutex_unlock(&streams_lock);
