@@ -312,9 +312,18 @@ static int beats(const known *x, const known *than, double margin)
     return x->st.median >= m * (1 + margin) && x->st.median - m > 2 * drk_root(x->st.se * x->st.se + se * se);
 }
 
+static int was_center(const drk_evolution *e, uint32_t id)
+{
+    for (unsigned i = 0; i < e->nvisited; i++)
+        if (e->visited[i] == id)
+            return 1;
+    return 0;
+}
+
 /* The center follows the best variant that qualifies once it is clearly
  * better than the center (not on noise: a plateau of near equals would
- * keep it wandering), or the center no longer qualifies. */
+ * keep it wandering), or the center no longer qualifies; never back to a
+ * center whose neighbourhood was searched (a hop left it for good). */
 static void update_center(drk_evolution *e, const view *v)
 {
     const known *cur = e->center ? find_known(v, e->center) : NULL;
@@ -323,7 +332,7 @@ static void update_center(drk_evolution *e, const view *v)
     const known *best = NULL;
     for (unsigned i = 0; i < v->n; i++) {
         const known *x = &v->k[i];
-        if (x != cur && qualifies(x) && !is_banned(e, x->id) && beats(x, cur, DRK_EVO_MARGIN) &&
+        if (x != cur && qualifies(x) && !is_banned(e, x->id) && !was_center(e, x->id) && beats(x, cur, DRK_EVO_MARGIN) &&
             (!best || x->st.median > best->st.median))
             best = x;
     }
@@ -347,13 +356,68 @@ static drk_variant decode(const drk_evolution *e, uint32_t id)
     return v;
 }
 
+/* Knob values of `id` that no center searched so far had: how much of its
+ * neighbourhood is new. */
+static unsigned novelty(const drk_evolution *e, uint32_t id)
+{
+    drk_variant x = decode(e, id);
+    unsigned n = 0;
+    for (unsigned d = 0; d < e->space->ndims; d++) {
+        unsigned seen = 0;
+        for (unsigned i = 0; i < e->nvisited && !seen; i++)
+            seen = decode(e, e->visited[i]).k[d] == x.k[d];
+        n += !seen;
+    }
+    return n;
+}
+
+/* A whole cycle around the center moved nothing: of the variants that
+ * qualify, measured within DRK_EVO_HOP_SPAN of the center's median and
+ * never a center, the one with the most knob values no center had (then
+ * the best median) becomes the center (1); 0 when there is none, the
+ * center measured under twice the margin (the default, or a flat space:
+ * hops would spend its budget on noise), or the hops are spent. Novelty first: near equals
+ * crowd around the center (the same carveout with every cache mode), and
+ * hopping among them searches lines much like the ones searched. */
+static int hop(drk_evolution *e, const view *v)
+{
+    const known *c = e->center ? find_known(v, e->center) : NULL;
+    if (!c || c->st.median < 1 + 2 * DRK_EVO_MARGIN)
+        return 0;
+    if (!was_center(e, e->center)) {
+        if (e->nvisited == DRK_EVO_HOPS + 1)
+            return 0;
+        e->visited[e->nvisited++] = e->center;
+    }
+    if (e->nvisited > DRK_EVO_HOPS)
+        return 0;
+    const known *best = NULL;
+    unsigned best_new = 0;
+    for (unsigned i = 0; i < v->n; i++) {
+        const known *x = &v->k[i];
+        if (!qualifies(x) || is_banned(e, x->id) || was_center(e, x->id) ||
+            x->st.median < c->st.median * (1 - DRK_EVO_HOP_SPAN))
+            continue;
+        unsigned fresh = novelty(e, x->id);
+        if (!best || fresh > best_new || (fresh == best_new && x->st.median > best->st.median))
+            best = x, best_new = fresh;
+    }
+    if (!best)
+        return 0;
+    e->center = best->id;
+    e->dim = 0;
+    e->cycle_moves = 0;
+    e->hops++;
+    return 1;
+}
+
 /* The next untried variant of cyclic coordinate search: along dimension
  * e->dim (the space's order: the register budget first) every value of the
  * line through the center, the nearest first (+ before -); then the next
  * dimension. The position survives a move of the center (a move is cheap:
  * the scan goes on from there, along the line through the new center); a
  * whole cycle over the dimensions without a move exhausts the search. */
-static uint32_t next_coordinate(drk_evolution *e)
+static uint32_t next_coordinate(drk_evolution *e, const view *v)
 {
     const drk_space *s = e->space;
     for (unsigned guard = 0; !e->exhausted && guard < 2 * s->ndims + 2; guard++) {
@@ -372,7 +436,9 @@ static uint32_t next_coordinate(drk_evolution *e)
             }
         e->dim = (e->dim + 1) % s->ndims;
         if (e->dim == 0) {
-            if (!e->cycle_moves)
+            if (!e->cycle_moves && hop(e, v))
+                guard = 0; /* a new neighbourhood: a whole cycle more */
+            else if (!e->cycle_moves)
                 e->exhausted = 1;
             e->cycle_moves = 0;
         }
@@ -469,7 +535,7 @@ static uint32_t pick(drk_evolution *e, const view *v)
             return id;
         }
     }
-    uint32_t id = next_coordinate(e);
+    uint32_t id = next_coordinate(e, v);
     if (id == DRK_VARIANT_NONE)
         e->explore_done = 1;
     else
@@ -670,6 +736,7 @@ static void restart(drk_evolution *e, int slower_than_default)
     e->dim = 0;
     e->cycle_moves = 0;
     e->exhausted = 0;
+    e->nvisited = 0;
     e->start = slower_than_default ? DRK_VARIANT_NONE : was;
     e->state = DRK_EVO_SEARCHING;
     e->search_rounds = e->measured_rounds = 0;

@@ -44,8 +44,18 @@
  * center (each step in a uniformly random dimension, +1 or -1, reflected at
  * the edge; one or two steps equally likely) instead of the next
  * coordinate candidate; once those run out, with probability T a slot is
- * such a mutation, otherwise the round's exploration ends. Deterministic for
- * a seed (xorshift64*). A proposal the engine finds to compile to the code
+ * such a mutation, otherwise the round's exploration ends. Plateau hops:
+ * a whole cycle without a move around a center measured at 1.02x or more
+ * does not end the search while a variant that qualifies, measured within
+ * 2% of the center's median (DRK_EVO_HOP_SPAN), has never been a center:
+ * the one with the most knob values no center had (then the best median)
+ * becomes the center, and a new cycle searches its lines (at most
+ * DRK_EVO_HOPS hops; a center left is never moved back to). Near equals are
+ * where noise leaves the center, and the knobs interact: on an H100
+ * (2026-12-06) the n-body's center settled on regs=56 carveout=25, whose
+ * cache line won nothing, while cache=1 beside regs=56 carveout=50, within
+ * noise of it, ran 6% faster. A kernel with nothing to win never hops.
+ * Deterministic for a seed (xorshift64*). A proposal the engine finds to compile to the code
  * of one compiled before (drk_evolution_same: every register cap above
  * what the compiler wants makes the same code) is skipped for free, so a
  * plateau of equal builds costs no trials and the line reaches past it.
@@ -100,6 +110,8 @@
 #define DRK_EVO_SEARCH_ROUNDS 20 /* rounds of searching before the search settles regardless */
 #define DRK_EVO_BARREN_ROUNDS 8  /* measured rounds of searching after which one with no 2-margin win settles */
 #define DRK_EVO_CARRY_ROUNDS 4   /* rounds of grant that unspent budget may add up to */
+#define DRK_EVO_HOPS 2           /* plateau hops a search makes at most (see "Exploration") */
+#define DRK_EVO_HOP_SPAN 0.02    /* a hop's target measured within this of the center's median */
 /* What a capture's trials are charged besides their replays' GPU time
  * (evolve/engine_capture.c's ledger; the simulator charges the first two): each
  * wait for them and each build loaded in drk's context, and each byte
@@ -176,7 +188,9 @@ typedef struct drk_evolution {
     uint32_t center;             /* exploration's center (0: the default) */
     unsigned dim;                /* the dimension the coordinate search is on */
     unsigned cycle_moves;        /* center moves in the current cycle */
-    int exhausted;               /* a whole cycle moved nothing */
+    int exhausted;               /* a whole cycle moved nothing, and no plateau hop is left */
+    uint32_t visited[DRK_EVO_HOPS + 1]; /* centers whose neighbourhood a whole cycle searched */
+    unsigned nvisited;
     uint32_t served;             /* DRK_VARIANT_NONE: the default */
     uint64_t served_round;       /* the round whose end chose it: its trials after it are measured while it serves */
 
@@ -198,6 +212,7 @@ typedef struct drk_evolution {
     /* Totals, for the report. */
     uint64_t trials, samples, drops, switches, sames;
     uint64_t explorations, mutations; /* exploration proposals; of them, mutations */
+    uint64_t hops;                    /* plateau hops */
     double granted_ns, spent_ns;
 } drk_evolution;
 

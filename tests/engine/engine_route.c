@@ -60,11 +60,12 @@
  *   engine_route noctx    the evolve rounds, with every cuCtxCreate_v4
  *                         failing: drk cannot make its context for trials,
  *                         so nothing is tried and nothing served, said once.
- *   engine_route turns    24 rounds of axpy and of `axpyb` (the same
+ *   engine_route turns    32 rounds of axpy and of `axpyb` (the same
  *                         kernel in a module of its own, on z = a x + z,
  *                         its launches half as long): run with
- *                         DRK_EVOLVE_TURN=2, axpy's search passes its turn
- *                         to axpyb after 2 rounds and goes on after it.
+ *                         DRK_EVOLVE_TURN=1, axpy's search passes its turn
+ *                         to axpyb after 1 round and goes on after it (32
+ *                         rounds: both searches settle, plateau hops too).
  *   engine_route idle     120 evolve rounds; from round 90 on, axpyb too
  *                         (as in turns): a new kernel-shape while axpy's
  *                         search has long ended and records rest.
@@ -341,7 +342,7 @@ int main(int argc, char **argv)
     if (ladder)
         rounds = 36;
     if (turns)
-        rounds = 24;
+        rounds = 32;
     int untimed = strcmp(mode, "untimed") == 0, oom = strcmp(mode, "oom") == 0;
     int flood = strcmp(mode, "flood") == 0;
     int busy = strcmp(mode, "busy") == 0, waits = strcmp(mode, "waits") == 0, quiet = strcmp(mode, "quiet") == 0;

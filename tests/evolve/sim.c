@@ -331,8 +331,8 @@ void sim_run(sim_kernel *k, const sim_opts *o, sim_result *r)
         r->vs_best[round] = k->ms[served] / k->best_ms;
         if (served && !r->first_trust)
             r->first_trust = round;
-        if (d.dropped && swapped != DRK_VARIANT_NONE && !r->drop_round)
-            r->drop_round = round;
+        if (swapped != DRK_VARIANT_NONE && !r->drop_round && (d.dropped || served != swapped))
+            r->drop_round = round; /* dropped, or left for another trusted one */
         if (swapped != DRK_VARIANT_NONE && served == swapped && r->drop_round)
             r->banned_served_again = 1;
         /* The planted window (from the swap to its drop) is judged apart. */

@@ -108,7 +108,8 @@ typedef struct sim_result {
     unsigned within;             /* the first round from which served is within 2% of the best to the end */
     unsigned first_trust;        /* the first round a variant was served; 0: never */
     double worst_speedup;        /* the lowest true speedup served, outside the planted window */
-    unsigned drop_round;         /* planted: the round the swapped variant was dropped; 0: never */
+    unsigned drop_round;         /* planted: the round the swapped variant was dropped or left for another
+                                  * trusted one (no longer served); 0: never */
     int banned_served_again;     /* planted: the dropped variant was served again */
     uint64_t trials, mutations, sames;
     double spent_ns, granted_ns, gpu_ns;
