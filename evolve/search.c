@@ -332,8 +332,8 @@ static void update_center(drk_evolution *e, const view *v)
     const known *best = NULL;
     for (unsigned i = 0; i < v->n; i++) {
         const known *x = &v->k[i];
-        if (x != cur && qualifies(x) && !is_banned(e, x->id) && !was_center(e, x->id) && beats(x, cur, DRK_EVO_MARGIN) &&
-            (!best || x->st.median > best->st.median))
+        if (x != cur && qualifies(x) && !is_banned(e, x->id) && !was_center(e, x->id) &&
+            beats(x, cur, DRK_EVO_MARGIN) && (!best || x->st.median > best->st.median))
             best = x;
     }
     uint32_t to = best ? best->id : cur ? cur->id : 0;
@@ -376,9 +376,10 @@ static unsigned novelty(const drk_evolution *e, uint32_t id)
  * never a center, the one with the most knob values no center had (then
  * the best median) becomes the center (1); 0 when there is none, the
  * center measured under twice the margin (the default, or a flat space:
- * hops would spend its budget on noise), or the hops are spent. Novelty first: near equals
- * crowd around the center (the same carveout with every cache mode), and
- * hopping among them searches lines much like the ones searched. */
+ * hops would spend its budget on noise), or the hops are spent. Novelty
+ * first: near equals crowd around the center (the same carveout with every
+ * cache mode), and hopping among them searches lines much like the ones
+ * searched. */
 static int hop(drk_evolution *e, const view *v)
 {
     const known *c = e->center ? find_known(v, e->center) : NULL;
@@ -416,7 +417,8 @@ static int hop(drk_evolution *e, const view *v)
  * line through the center, the nearest first (+ before -); then the next
  * dimension. The position survives a move of the center (a move is cheap:
  * the scan goes on from there, along the line through the new center); a
- * whole cycle over the dimensions without a move exhausts the search. */
+ * whole cycle over the dimensions without a move hops (above) or exhausts
+ * the search. */
 static uint32_t next_coordinate(drk_evolution *e, const view *v)
 {
     const drk_space *s = e->space;
