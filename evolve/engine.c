@@ -464,6 +464,7 @@ size_t drk_engine_rows(drk_engine_row *out, size_t max)
         o->captures = t->captures, o->rounds = t->rounds;
         o->tried = t->tried, o->proven = t->proven, o->rejected = t->rejected, o->trusted = t->trusted;
         o->same_code = t->same;
+        o->hops = (unsigned)t->evo.hops;
         if (t->served)
             drk_variant_text(&drk_space_ptx, &t->served_v, o->serving, sizeof o->serving);
         else

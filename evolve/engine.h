@@ -129,6 +129,7 @@ typedef struct drk_engine_row {
     unsigned rounds;            /* search rounds */
     unsigned tried, proven, rejected, trusted;
     unsigned same_code;         /* variants not tried: their code was a variant's compiled before */
+    unsigned hops;              /* the search's plateau hops (evolve/search.h) */
     char serving[96];           /* the served variant ("default" if none) */
     double speedup;             /* its speedup (1: default): run_speedup once timed, else replay_speedup */
     double run_speedup;         /* in the program: the original's median launch over the served variant's,

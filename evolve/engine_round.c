@@ -554,6 +554,18 @@ double drk_eng_round_credit(const struct target *t)
     return t->credit_ns > batch ? t->credit_ns : batch;
 }
 
+/* The search left a center whose neighbourhood gave nothing better for a
+ * near equal's (evolve/search.h, "Plateau hops"): said at debug level. */
+static void log_hop(const struct target *t)
+{
+    drk_variant c;
+    char text[96];
+    drk_variant_from_id(t->evo.space, t->evo.center, &c);
+    drk_log(DRK_LOG_DEBUG, "evolve: %.80s: nothing better around the search's center: it hops to %s, a near equal "
+            "whose neighbourhood is not searched yet (hop %llu)", t->rec->name,
+            drk_variant_text(t->evo.space, &c, text, sizeof text), (unsigned long long)t->evo.hops);
+}
+
 void drk_eng_search_round(struct target *t, drk_trial *tr, drk_proof_ref *ref)
 {
     if (t->rechecking) {
@@ -591,7 +603,10 @@ void drk_eng_search_round(struct target *t, drk_trial *tr, drk_proof_ref *ref)
     struct queued q[BATCH];
     unsigned nq = 0;
     for (;;) {
+        uint64_t hops = t->evo.hops;
         n = drk_evolution_next(&t->evo, cand, BATCH - nq);
+        if (t->evo.hops != hops)
+            log_hop(t);
         int rc = n ? queue_builds(t, cand, n, q, &nq, 1, 1) : 0;
         if (rc != 0 || (nq && (nq == BATCH || !n))) {
             rc = run_queued(t, tr, ref, q, nq, 1, rc);

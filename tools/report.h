@@ -180,6 +180,7 @@ typedef struct rep_evolve_row {
     const char *serving; /* the served variant, "default" if none */
     uint64_t captures, rounds, tried, proven, rejected, trusted, builds, trial_ns, snapshot_bytes;
     uint64_t same_code; /* 0 in reports before it */
+    uint64_t hops;      /* the search's plateau hops (0 in reports before it) */
     uint64_t saved_ns; /* GPU time its served variant saved, estimated (0 in reports of an older drk) */
     uint64_t trial_bytes; /* bytes its trials copied, poisoned and compared (0 in reports of an older drk) */
     double speedup, build_ms, build_ms_max; /* speedup: 1 serving the default */

@@ -944,6 +944,7 @@ static void json_evolve(drk_json *j, FILE *f, const rep_evolve *e, size_t top)
         drk_json_u64(j, "rejected", r->rejected);
         drk_json_u64(j, "trusted", r->trusted);
         drk_json_u64(j, "same_code", r->same_code);
+        drk_json_u64(j, "hops", r->hops);
         drk_json_str(j, "serving", r->serving);
         drk_json_f64(j, "speedup", r->speedup);
         drk_json_f64(j, "run_speedup", r->run_speedup);

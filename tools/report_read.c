@@ -620,6 +620,7 @@ static int read_evolve(ctx *c, const json_value *doc, rep_evolve *e, uint64_t pi
         get_u64(c, r, where, "rejected", &x->rejected);
         get_u64(c, r, where, "trusted", &x->trusted);
         get_u64_optional(c, r, where, "same_code", &x->same_code);
+        get_u64_optional(c, r, where, "hops", &x->hops);
         x->serving = get_str(c, r, where, "serving");
         get_number(c, r, where, "speedup", &x->speedup);
         /* Older reports: their speedup was the replays'. */

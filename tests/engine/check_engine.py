@@ -82,6 +82,8 @@ def case_evolve(args):
     check(r["serving"].startswith("regs=32") and r["trusted"] >= 1 and r["speedup"] > 1.5,
           "the 2x faster variant (regs=32) is served", r)
     check(r["captures"] >= 3, "served only after 3 captured launches or more were proven", r)
+    hops = p.stderr.count(": nothing better around the search's center: it hops to ")
+    check(r.get("hops") == hops and hops <= 2, "the report's plateau hops are the log's, 2 at most", (r, hops))
     # The stand-in runs axpy's launches 2x faster at 32 registers: the program's own launches, timed in rounds
     # that ran one function throughout, give the speedup the report shows.
     check(1.8 <= r.get("run_speedup", 0) <= 2.2 and r["speedup"] == r["run_speedup"] and r.get("replay_speedup", 0) > 1.5,
