@@ -890,7 +890,8 @@ static void test_plateau_hop(void)
 
 /* Planted: the served variant's and the default's recorded times swap at
  * round 16 (the variant is now the slow one): dropped (or left for another
- * trusted one) within DROP_ROUNDS, never served again, and what is served after is not slower than 0.99x. */
+ * trusted one) within DROP_ROUNDS, never served again, and what is served
+ * after is not slower than 0.99x. */
 static void test_planted_drop(void)
 {
     const char *names[] = {"nbody", "matmul_naive"};
