@@ -128,6 +128,17 @@ FC_HIDDEN int h_add(void *p)
     return 0;
 }
 
+FC_HIDDEN CUresult h_publish(void *p)
+{
+    LOCK();
+    int rc = h_add(p);
+    UNLOCK();
+    if (rc == 0)
+        return CUDA_SUCCESS;
+    free(p);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
 FC_HIDDEN void h_del(void *p)
 {
     size_t i = sorted_lower(h_items, h_n, (uintptr_t)p);
@@ -605,13 +616,9 @@ FC_EXPORT CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, C
     if (!g)
         return CUDA_ERROR_OUT_OF_MEMORY;
     g->h.magic = MAGIC_GREEN;
-    LOCK();
-    int rc = h_add(g);
-    UNLOCK();
-    if (rc != 0) {
-        free(g);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
+    CUresult rc = h_publish(g);
+    if (rc != CUDA_SUCCESS)
+        return rc;
     *phCtx = (CUgreenCtx)g;
     return CUDA_SUCCESS;
 }

@@ -197,6 +197,9 @@ FC_HIDDEN extern void **h_items;
 FC_HIDDEN extern size_t h_n;
 
 FC_HIDDEN int h_add(void *p);
+/* h_add under the lock; on failure frees `p` (malloc'd, nothing else
+ * pointing at it) and answers CUDA_ERROR_OUT_OF_MEMORY. */
+FC_HIDDEN CUresult h_publish(void *p);
 FC_HIDDEN void h_del(void *p);
 /* Caller holds the lock. */
 FC_HIDDEN void *h_get(const void *p, uint32_t magic);

@@ -22,13 +22,9 @@ static CUresult stream_create(CUstream *ph, unsigned int flags, int priority)
     if (!s)
         return CUDA_ERROR_OUT_OF_MEMORY;
     *s = (struct stream){MAGIC_STREAM, flags, priority, CU_STREAM_CAPTURE_STATUS_NONE, c ? c : &g_primary};
-    LOCK();
-    int rc = h_add(s);
-    UNLOCK();
-    if (rc != 0) {
-        free(s);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
+    CUresult rc = h_publish(s);
+    if (rc != CUDA_SUCCESS)
+        return rc;
     *ph = (CUstream)s;
     return CUDA_SUCCESS;
 }
@@ -119,13 +115,9 @@ FC_EXPORT CUresult cuEventCreate(CUevent *event, unsigned int flags)
         return CUDA_ERROR_OUT_OF_MEMORY;
     e->magic = MAGIC_EVENT;
     e->ctx = c ? c : &g_primary;
-    LOCK();
-    int rc = h_add(e);
-    UNLOCK();
-    if (rc != 0) {
-        free(e);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
+    CUresult rc = h_publish(e);
+    if (rc != CUDA_SUCCESS)
+        return rc;
     *event = (CUevent)e;
     return CUDA_SUCCESS;
 }
