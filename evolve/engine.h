@@ -99,8 +99,13 @@ void drk_engine_after_fork_child(void);
 int drk_engine_give_back(unsigned wait_ms);
 /* drk's thread, each tick whatever its timing's state: gives it back if asked. */
 void drk_engine_give_back_due(void);
-/* Each tick: captures taken are worked on. */
-void drk_engine_tick(void);
+/* Each tick: captures taken are worked on. A capture with its snapshot
+ * waits for `quiet` to say the program's GPU is idle (its trials then take
+ * no time from the program's kernels), at most 2 s or two rounds; NULL:
+ * at once. */
+void drk_engine_tick(int (*quiet)(void));
+/* 1 while a capture waits for `quiet`: the caller ticks often (1 ms). */
+int drk_engine_holding(void);
 /* At exit, after drk's thread stopped: disarms, frees trials (served
  * variants stay loaded: launches may still use them). */
 /* A program thread, before it unloads module or library `owner`: once
@@ -170,6 +175,9 @@ typedef struct drk_engine_totals {
     uint64_t saved_ns;          /* the rows' saved_ns, summed */
     unsigned served_loads;      /* served variants loaded into the program's context */
     unsigned quiet_loads;       /* of them, loaded at the program's synchronize (drk_engine_quiet) */
+    unsigned held_trials;       /* captures whose trials waited for the program's GPU to be idle */
+    unsigned held_busy;         /* of them, begun while it was still busy (after 2 s or two rounds) */
+    double held_ms_max;         /* the longest such wait */
     double served_load_ms_max;  /* the longest of those loads (it may wait for the program's queue) */
     unsigned cache_serves;      /* earlier runs' results served from the cache */
     double cache_serve_ms_mean, cache_serve_ms_max; /* their time to serve: the cubin's read (or compile) and the

@@ -153,6 +153,8 @@ extern struct target *drk_eng_active;
 extern int drk_eng_want_choice;
 extern drk_predictor drk_eng_predictor;
 extern unsigned drk_eng_rounds_seen;
+extern unsigned drk_eng_arms;   /* captures armed so far (drk_eng_arm): a capture held for a quiet moment is
+                                 * stale once another was armed */
 /* The report's totals, counted by the engine's parts (a forked child starts them at 0). */
 struct drk_eng_totals {
     uint64_t trial_ns, trial_bytes; /* trials' GPU time; the bytes they moved */
@@ -170,6 +172,9 @@ struct drk_eng_totals {
     unsigned served_loads;      /* served copies loaded into the program's context */
     double served_load_ms_max;
     unsigned quiet_loads;       /* of them, at the program's synchronize */
+    unsigned held, held_busy;   /* captures whose trials waited for the program to be quiet; of them, begun
+                                 * while it was still busy (the wait's limit) */
+    double held_ms_max;         /* the longest such wait */
     /* Earlier runs' results served from the cache: the cubin's read and its
      * load into the program's context (at a synchronize, or by drk's thread). */
     unsigned cache_serves;

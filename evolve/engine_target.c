@@ -505,6 +505,7 @@ struct target *drk_eng_make_target(const drk_kernel_record *r, int slot, const d
  * snapshot of what they reached last time. */
 void drk_eng_arm(struct target *t)
 {
+    drk_eng_arms++;
     const drk_image_facts *im = t->sk.facts;
     t->plan.handle = t->rec->handle;
     memcpy(t->plan.grid, t->shape.grid, sizeof t->plan.grid);

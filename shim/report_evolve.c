@@ -51,6 +51,9 @@ void drk_report_evolve(drk_json *j)
     drk_json_u64(j, "served_loads", t.served_loads);
     drk_json_u64(j, "quiet_loads", t.quiet_loads);
     drk_json_f64(j, "served_load_ms_max", t.served_load_ms_max);
+    drk_json_u64(j, "held_trials", t.held_trials);
+    drk_json_u64(j, "held_busy", t.held_busy);
+    drk_json_f64(j, "held_ms_max", t.held_ms_max);
     drk_json_u64(j, "cache_serves", t.cache_serves);
     drk_json_f64(j, "cache_serve_ms_mean", t.cache_serve_ms_mean);
     drk_json_f64(j, "cache_serve_ms_max", t.cache_serve_ms_max);

@@ -142,6 +142,7 @@ static uint64_t began_ns; /* the thread's start: the share is paid in from there
  * way, their count and the sum of their starts. */
 static pthread_mutex_t waits_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t waits_ns, waits_open, waits_open_sum;
+static uint64_t wait_ended_at; /* when the latest wait ended (drk_mono_ns) */
 /* While drk's thread weighs whether to attach CUPTI (from the worker's
  * start, which comes before any program call it hooks, to its decision),
  * and while it keeps the records' account (the waits absorb what they
@@ -157,6 +158,32 @@ static uint64_t waited_until(uint64_t *now)
     uint64_t w = waits_ns + waits_open * *now - waits_open_sum;
     pthread_mutex_unlock(&waits_lock);
     return w;
+}
+
+/* For a capture's trials (drk_engine_tick): 1 when the program's GPU
+ * looks idle. It waits for nothing now and launched nothing since the
+ * last look (drk's thread looks every millisecond while a capture waits),
+ * and either its latest wait ended after its launches were last seen to
+ * change (what it launched before that wait is done) or it has launched
+ * nothing for IDLE_NS (a wait too short to be seen ended, or it works on
+ * the host). Not less: a launch call blocks while the GPU's queue is full,
+ * as long as a kernel runs, so a few milliseconds between launches says
+ * nothing of the GPU. A program whose waits are not timed cannot be told: 1. */
+#define IDLE_NS 20000000u
+static int program_quiet(void)
+{
+    static uint64_t launches, changed_at;
+    if (!atomic_load_explicit(&waits_wanted, memory_order_relaxed))
+        return 1;
+    uint64_t l = drk_registry_launches();
+    pthread_mutex_lock(&waits_lock);
+    uint64_t now = drk_mono_ns(), open = waits_open, ended = wait_ended_at;
+    pthread_mutex_unlock(&waits_lock);
+    if (l != launches) {
+        launches = l, changed_at = now;
+        return 0;
+    }
+    return !open && (ended > changed_at || now - changed_at >= IDLE_NS);
 }
 
 /* Kernel records on again from `t`: the rounds from there are timed. */
@@ -260,7 +287,7 @@ static void tick(void)
         if (n)
             drk_engine_round(kept[n - 1]);
     }
-    drk_engine_tick();
+    drk_engine_tick(program_quiet);
     rest_records(now, (unsigned)took);
 }
 
@@ -484,8 +511,19 @@ static void *run(void *arg)
         drk_evolve_wiring_start();
     if (atexit(last_records) != 0)
         drk_log(DRK_LOG_INFO, "GPU times: cannot register an exit handler; the last records may be missing");
-    while (!nap(TICK_MS))
+    /* A capture held for a quiet moment is looked at every millisecond
+     * between ticks: a program's pause may be short. */
+    for (uint64_t ticked = drk_mono_ns();;) {
+        if (nap(drk_engine_holding() ? 1 : TICK_MS))
+            break;
+        uint64_t now = drk_mono_ns();
+        if (now - ticked < (uint64_t)TICK_MS * 1000000u && drk_engine_holding()) {
+            drk_engine_tick(program_quiet);
+            continue;
+        }
+        ticked = now;
         tick();
+    }
     return NULL;
 }
 
@@ -540,6 +578,7 @@ void drk_worker_wait_ends(uint64_t t0)
     uint64_t now = drk_mono_ns();
     waits_open--, waits_open_sum -= t0;
     waits_ns += now > t0 ? now - t0 : 0;
+    wait_ended_at = now;
     pthread_mutex_unlock(&waits_lock);
 }
 

@@ -4,7 +4,7 @@
 planted bad variant rejected, the faster one proven and served, no wrong
 result ever; a nondeterministic kernel refused; DRK_EVOLVE=0 does nothing.
 
-Usage: check_engine.py --program PATH --preload LIBS --mode evolve|plant|cache|resume|regress|switch|ladder|keptbad|carveout|nondet|off|noctx|unload|turns|late|short|nosync|untimed|oom|flood|busy|fork
+Usage: check_engine.py --program PATH --preload LIBS --mode evolve|plant|cache|resume|regress|switch|ladder|keptbad|carveout|nondet|off|noctx|unload|turns|late|short|nosync|untimed|oom|flood|busy|fork|hold
 """
 import argparse
 import glob
@@ -571,6 +571,35 @@ def case_quiet(args):
     print(m.group(0) if m else "quiet: no attach time")
 
 
+def case_hold(args):
+    # Each round's 20 launches 4 ms apart (an 80 ms burst, over a tick of drk's), then the synchronize and the
+    # pause. A capture's trials, which on a GPU take time slices from the program's kernels, wait for the pause.
+    rep, p = run(args, "hold", {"DRK_EVOLVE": "1", "DRK_LOG_LEVEL": "debug"})
+    bursts = [(float(a), float(b)) for a, b in re.findall(r"hold: round \d+ burst ([\d.]+) ([\d.]+)", p.stdout)]
+    began = [float(t) for t in re.findall(r"\[([\d.]+)\] evolve: axpy: a launch captured \(with its snapshot\)",
+                                          p.stderr)]
+    inside = [t for t in began if any(a <= t <= b for a, b in bursts)]
+    held = re.findall(r"evolve: axpy: a capture's trials begin after [\d.]+ ms, the program quiet", p.stderr)
+    check(len(bursts) == 16 and len(began) >= 3 and not inside and held,
+          "hold: every capture's trials began in a pause, none among the program's launches (held for it)",
+          (len(bursts), len(began), inside, len(held)))
+    ev = rep["evolve"]
+    check(ev["held_trials"] == len(held) and ev["held_busy"] == 0 and 0 < ev["held_ms_max"] < 2000,
+          "hold: the report counts the held captures, none begun while the program was busy",
+          {k: ev[k] for k in ("held_trials", "held_busy", "held_ms_max")})
+    rows = [r for r in rep["evolve"]["by_kernel"] if r["name"] == "axpy"]
+    check(rows and rows[0]["serving"].startswith("regs=32"), "hold: the 2x variant found and served all the same",
+          rows)
+    # Launches through the pause too: never quiet. Each capture's trials wait 2 rounds (or 2 s) at most, then run.
+    rep, p = run(args, "hold", {"DRK_EVOLVE": "1", "DRK_LOG_LEVEL": "debug", "ENGINE_ROUTE_NOPAUSE": "1"}, rounds=24)
+    ev = rep["evolve"]
+    rows = [r for r in ev["by_kernel"] if r["name"] == "axpy"]
+    check(ev["held_busy"] >= 3 and ev["held_busy"] == ev["held_trials"] and ev["held_ms_max"] < 2100 and rows
+          and rows[0]["serving"].startswith("regs=32"),
+          "hold, never quiet: each capture's trials began after the wait's limit, and the 2x variant served",
+          ({k: ev[k] for k in ("held_trials", "held_busy", "held_ms_max")}, rows))
+
+
 def case_flood(args):
     # Launch-bound: 5,000 launches a round besides axpy's 20, at the default
     # budget. Timing a round would cost ~10 ms of launch calls; a quarter of
@@ -741,12 +770,12 @@ def main():
     ap.add_argument("--nvjitlink", required=True, help="the stand-in's nvJitLink (the fake driver's library)")
     ap.add_argument("--mode", required=True, choices=["evolve", "plant", "cache", "resume", "regress", "switch", "ladder", "keptbad", "carveout", "nondet", "off", "noctx", "unload",
                                                           "turns", "late", "short", "nosync", "untimed", "oom", "flood",
-                                                          "busy", "quiet", "fork", "idle", "rare", "flaky"])
+                                                          "busy", "quiet", "fork", "idle", "rare", "flaky", "hold"])
     args = ap.parse_args()
     {"evolve": case_evolve, "plant": case_plant, "cache": case_cache, "resume": case_resume, "regress": case_regress, "switch": case_switch, "ladder": case_ladder, "keptbad": case_keptbad, "carveout": case_carveout, "nondet": case_nondet, "off": case_off,
      "noctx": case_noctx, "unload": case_unload, "turns": case_turns, "late": case_late, "short": case_short,
      "nosync": case_nosync, "untimed": case_untimed, "oom": case_oom,
-     "flood": case_flood, "busy": case_busy, "quiet": case_quiet, "fork": case_fork, "idle": case_idle, "rare": case_rare, "flaky": case_flaky}[args.mode](args)
+     "flood": case_flood, "busy": case_busy, "quiet": case_quiet, "fork": case_fork, "idle": case_idle, "rare": case_rare, "flaky": case_flaky, "hold": case_hold}[args.mode](args)
     print(f"{'FAILED' if failures else 'passed'}: {failures} failures")
     sys.exit(1 if failures else 0)
 

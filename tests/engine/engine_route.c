@@ -107,6 +107,17 @@
  *                         moment would come there 1 time in 20). Prints how
  *                         long after the program's last launch it came,
  *                         and the launches of the 50 ms before it.
+ *   engine_route hold     the evolve rounds, their launches 4 ms apart on
+ *                         the wall clock (an 80 ms burst, longer than a
+ *                         tick of drk's), then the synchronize and the
+ *                         pause: a capture taken mid-burst must wait for
+ *                         the pause before its trials, which on a GPU take
+ *                         time slices from the program's kernels. Prints
+ *                         each round's burst (its first and last launch,
+ *                         CLOCK_MONOTONIC). With ENGINE_ROUTE_NOPAUSE set
+ *                         it launches through the pause too (4 ms apart)
+ *                         and skips the synchronize: never quiet, the
+ *                         trials must come all the same.
  *   engine_route unload   the evolve rounds, but after round 2 (drk is
  *                         searching) the program unloads its module and
  *                         loads it again: drk's work on the old module ends
@@ -318,6 +329,8 @@ int main(int argc, char **argv)
     flaky = strcmp(mode, "flaky") == 0;
     int late = strcmp(mode, "late") == 0, shorter = strcmp(mode, "short") == 0 || (flaky && !getenv("ENGINE_ROUTE_LONG"));
     int nosync = strcmp(mode, "nosync") == 0;
+    int hold = strcmp(mode, "hold") == 0, nopause = hold && getenv("ENGINE_ROUTE_NOPAUSE") != NULL;
+    nosync |= nopause; /* its synchronize would end in a moment without launches */
     /* 2 ms a launch on the fake clock: a round's kernel time (40 ms) pays
      * for the trials' wall time on this machine's CPU; short: 4 ms. */
     int launches = shorter ? 200 : LAUNCHES;
@@ -399,7 +412,7 @@ int main(int argc, char **argv)
         !check(cuMemAlloc(&dy, oom ? OOM_ARRAY : N * sizeof(float)), "alloc y"))
         return 1;
     program_y = dy;
-    if ((turns || flood || busy || waits || quiet || idle) && (!check(cuModuleLoadData(&modb, ptxb), "load b") ||
+    if ((turns || flood || busy || waits || quiet || idle || hold) && (!check(cuModuleLoadData(&modb, ptxb), "load b") ||
                   !check(cuModuleGetFunction(&fnb, modb, "axpyb"), "get b") ||
                   !check(cuMemAlloc(&dz, N * sizeof(float)), "alloc z")))
         return 1;
@@ -508,7 +521,12 @@ int main(int argc, char **argv)
             printf("allocated\n");
         }
         float a = 0.5f + (float)r * 0.125f; /* new inputs each round */
+        uint64_t burst0 = mono_ns();
         for (int l = 0; l < launches; l++) {
+            if (hold && l) {
+                struct timespec ts = {0, 4000000};
+                nanosleep(&ts, NULL);
+            }
             uint64_t s = t0 + 1000 + (uint64_t)l * spacing;
             fakecupti_set_time(s);
             void *params[] = {&dx, &dy, &a, &n};
@@ -541,6 +559,8 @@ int main(int argc, char **argv)
             children_ok += c == 0;
             children_hung += c == 2;
         }
+        if (hold)
+            printf("hold: round %d burst %.6f %.6f\n", r, burst0 / 1e9, mono_ns() / 1e9);
         void *paramsf[] = {&dx, &dz, &a, &none};
         for (int l = 0; flood && l < FLOOD; l++)
             if (!check(cuLaunchKernel(fnb, 1, 1, 1, BLOCK, 1, 1, 0, NULL, paramsf, NULL), "flood launch"))
@@ -573,6 +593,14 @@ int main(int argc, char **argv)
             children_hung += c == 2;
         }
         struct timespec ts = {0, forks && r >= 2 && r <= 12 ? 0 : 150000000};
+        /* hold with ENGINE_ROUTE_NOPAUSE: launches through the pause too,
+         * every 4 ms: the program is never quiet. */
+        for (uint64_t p0 = mono_ns(); nopause && mono_ns() - p0 < 150000000u; ts.tv_nsec = 0) {
+            struct timespec gap = {0, 4000000};
+            nanosleep(&gap, NULL);
+            if (!check(cuLaunchKernel(fnb, 1, 1, 1, BLOCK, 1, 1, 0, NULL, paramsf, NULL), "launch through the pause"))
+                return 1;
+        }
         nanosleep(&ts, NULL);
         /* drk's thread flushes once a tick: three ticks after the round's
          * end it has closed the round and done that tick's work. A loaded
