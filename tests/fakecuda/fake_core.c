@@ -139,6 +139,19 @@ FC_HIDDEN CUresult h_publish(void *p)
     return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
+/* The handle `h` of kind `magic` taken off the list and freed: 1, or 0
+ * when it is no such handle. */
+FC_HIDDEN int h_retire(const void *h, uint32_t magic)
+{
+    LOCK();
+    void *p = h_get(h, magic);
+    if (p)
+        h_del(p);
+    UNLOCK();
+    free(p);
+    return p != NULL;
+}
+
 FC_HIDDEN void h_del(void *p)
 {
     size_t i = sorted_lower(h_items, h_n, (uintptr_t)p);
@@ -626,15 +639,7 @@ FC_EXPORT CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, C
 FC_EXPORT CUresult cuGreenCtxDestroy(CUgreenCtx hCtx)
 {
     ENTER_INIT(cuGreenCtxDestroy);
-    LOCK();
-    struct green *g = h_get(hCtx, MAGIC_GREEN);
-    if (g)
-        h_del(g);
-    UNLOCK();
-    if (!g)
-        return CUDA_ERROR_INVALID_VALUE;
-    free(g);
-    return CUDA_SUCCESS;
+    return h_retire(hCtx, MAGIC_GREEN) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 /* One device: every context lives on device 0, and a device cannot be its

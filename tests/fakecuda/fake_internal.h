@@ -201,6 +201,7 @@ FC_HIDDEN int h_add(void *p);
  * pointing at it) and answers CUDA_ERROR_OUT_OF_MEMORY. */
 FC_HIDDEN CUresult h_publish(void *p);
 FC_HIDDEN void h_del(void *p);
+FC_HIDDEN int h_retire(const void *h, uint32_t magic);
 /* Caller holds the lock. */
 FC_HIDDEN void *h_get(const void *p, uint32_t magic);
 

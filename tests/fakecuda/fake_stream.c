@@ -31,15 +31,7 @@ static CUresult stream_create(CUstream *ph, unsigned int flags, int priority)
 
 static CUresult stream_destroy(CUstream h)
 {
-    LOCK();
-    struct stream *s = h_get(h, MAGIC_STREAM);
-    if (s)
-        h_del(s);
-    UNLOCK();
-    if (!s)
-        return CUDA_ERROR_INVALID_HANDLE;
-    free(s);
-    return CUDA_SUCCESS;
+    return h_retire(h, MAGIC_STREAM) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
 FC_EXPORT CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
