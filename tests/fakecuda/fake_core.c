@@ -86,6 +86,12 @@ FC_EXPORT int fakecuda_inject_error(const char *exported_name, CUresult result, 
  * Kernels run and memory is copied outside it. */
 FC_HIDDEN pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Held across a fork, so that a child never inherits it locked by a thread
+ * it does not have (engine_fork: one child in about 300 hung in
+ * cuDeviceTotalMem_v2, the lock taken by a thread of drk's at the fork). */
+static void fork_prepare(void) { LOCK(); }
+static void fork_release(void) { UNLOCK(); }
+
 FC_HIDDEN size_t g_total_mem = (size_t)1 << 30;
 FC_HIDDEN size_t g_live_bytes;
 FC_HIDDEN unsigned long long g_live_dev, g_live_host;
@@ -278,6 +284,8 @@ FC_EXPORT CUresult cuInit(unsigned int Flags)
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
         ctx_limits_default(&g_primary);
+        if (pthread_atfork(fork_prepare, fork_release, fork_release) != 0)
+            fprintf(stderr, "fakecuda: cannot register fork handlers; a child may find the stand-in's lock held\n");
         /* A device of another size for a whole program (FAKECUDA_TOTAL_MIB):
          * the allocation benchmarks' real sizes need an H200's 140 GB. */
         const char *mib = getenv("FAKECUDA_TOTAL_MIB");
