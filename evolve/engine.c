@@ -52,7 +52,8 @@ struct drk_eng_totals drk_eng_totals;
 static struct hold {
     struct target *t;           /* NULL: none held */
     drk_capture_got got;
-    unsigned arms, round;       /* drk_eng_arms and drk_eng_rounds_seen when taken */
+    unsigned arms, round;       /* drk_eng_arms when taken; drk_eng_rounds_seen at the first look */
+    int looked;                 /* round set: the rounds counted in the tick of the take are not its */
     uint64_t since;
     int closed;                 /* a round of its target's closed meanwhile (target_round): */
     double grant;               /* its grant, for next_capture after the trials */
@@ -412,9 +413,15 @@ static const drk_capture_got *capture_now(int (*quiet)(void), int *closed)
             held.t = NULL;
             return &held.got;
         }
-        held.t = t, held.arms = drk_eng_arms, held.round = drk_eng_rounds_seen, held.since = drk_mono_ns();
-        held.closed = 0;
+        held.t = t, held.arms = drk_eng_arms, held.since = drk_mono_ns();
+        held.closed = 0, held.looked = 0;
         return NULL;
+    }
+    if (!held.looked) {
+        /* Rounds are counted from the first look: the tick that took the
+         * capture counts after it the untimed rounds that closed before
+         * (on the H100 a layernorm's hold ran out after 1.1 ms so). */
+        held.round = drk_eng_rounds_seen, held.looked = 1;
     }
     uint64_t waited = drk_mono_ns() - held.since;
     int late = waited >= HOLD_NS || drk_eng_rounds_seen - held.round >= HOLD_ROUNDS;
