@@ -26,11 +26,23 @@ static double max_d(double a, double b) { return a > b ? a : b; }
 static double open_launches(const drk_records_cost *c) { return (double)(c->launches - c->round_from); }
 static double open_waited(const drk_records_cost *c) { return (double)(c->waited - c->waited_from); }
 
-/* The open round's charge as it stands: its waits to come taken as the
- * latest rounds'. */
+void drk_records_cost_prior(drk_records_cost *c, uint64_t launches, uint64_t waited_ns)
+{
+    c->prior_wait = launches ? (double)waited_ns / (double)launches : 0;
+}
+
+/* The open round's waits as expected: the latest rounds', or before any
+ * ended the prior's for its launches so far, or what it waited already. */
+static double open_waits(const drk_records_cost *c)
+{
+    double w = max_d(open_waited(c), c->round_waited);
+    return c->rounds ? w : max_d(w, c->prior_wait * open_launches(c));
+}
+
+/* The open round's charge as it stands, its waits to come as expected. */
 static double open_cost(const drk_records_cost *c)
 {
-    return drk_records_cost_of((double)c->open_on, open_launches(c), max_d(open_waited(c), c->round_waited));
+    return drk_records_cost_of((double)c->open_on, open_launches(c), open_waits(c));
 }
 
 void drk_records_cost_reckon(drk_records_cost *c, uint64_t now_ns, uint64_t launches, uint64_t waited, int on,
@@ -68,7 +80,7 @@ void drk_records_cost_reckon(drk_records_cost *c, uint64_t now_ns, uint64_t laun
 double drk_records_cost_round(const drk_records_cost *c)
 {
     double l = max_d(open_launches(c), c->round_launches);
-    return drk_records_cost_of(l, l, max_d(open_waited(c), c->round_waited));
+    return drk_records_cost_of(l, l, open_waits(c));
 }
 
 int drk_records_cost_affords(const drk_records_cost *c)

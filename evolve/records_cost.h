@@ -47,9 +47,18 @@ typedef struct drk_records_cost {
     uint64_t charged;      /* launches made while the records were on */
     double charged_ns;     /* what they cost the rounds ended, net of the waits */
     uint64_t since_ns;     /* the first reckoning */
+    double prior_wait;     /* waits (ns) a launch, before a round has ended (drk_records_cost_prior) */
 } drk_records_cost;
 
 void drk_records_cost_init(drk_records_cost *c, double share, uint64_t now_ns, uint64_t launches, uint64_t waited);
+
+/* Before a round has ended, the open round's waits to come are taken as
+ * the program waited in the window that let CUPTI attach: `waited_ns` for
+ * its `launches` (drk_attach_affordable). Without it, a burst of launches
+ * caught by the account's first reckoning before its synchronize looked
+ * launch-bound, and its round went untimed (engine_busy's `waits` under
+ * ASan: 4,287 launches, no wait yet, one run in four). */
+void drk_records_cost_prior(drk_records_cost *c, uint64_t launches, uint64_t waited_ns);
 
 /* A reckoning at `now_ns`, the program having made `launches` in all and
  * waited `waited` ns for the GPU in its synchronize calls: `on` when the

@@ -375,6 +375,9 @@ static int nap(long ms)
 }
 
 static char held_why[256];
+/* The window that let CUPTI attach: its launches and waits, the account's
+ * prior (drk_records_cost_prior). */
+static uint64_t attach_made, attach_gave;
 
 static int weigh_attach(void)
 {
@@ -393,6 +396,7 @@ static int weigh_attach(void)
         uint64_t span = now - at, made = l > launches ? l - launches : 0, gave = w > waited ? w - waited : 0;
         at = now, launches = l, waited = w;
         if (drk_attach_affordable(cfg.records_share, span, made, gave)) {
+            attach_made = made, attach_gave = gave;
             if (held)
                 drk_log(DRK_LOG_INFO, "evolve: GPU timing starts: the program's launch calls now leave room for "
                                       "CUPTI (%llu launches in %.0f ms, %.0f ms of it waiting for the GPU)",
@@ -499,6 +503,7 @@ static void *run(void *arg)
         uint64_t at, waited = waited_until(&at);
         (void)at;
         drk_records_cost_init(&cost, cfg.records_share, began_ns, drk_registry_launches(), waited);
+        drk_records_cost_prior(&cost, attach_made, attach_gave);
         marks_uncosted = atomic_load(&mark_head) - atomic_load(&mark_tail);
         costed = 1;
     } else {

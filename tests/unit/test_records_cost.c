@@ -149,6 +149,26 @@ int main(void)
     CHECK(drk_records_cost_charged_ns(&s.c) == 0);
     printf("1500 launches then 80 ms of waits a round: %u rounds timed of 2000, %.1f ms charged\n", s.timed,
            drk_records_cost_charged_ns(&s.c) / 1e6);
+    /* A burst longer than the share can carry before its first wait
+     * (engine_busy's `waits` under ASan: 4,287 launches caught by the
+     * account's first reckoning, 150 ms of waits to come): without a
+     * prior it looks launch-bound and the first round is cut; with the
+     * window that let CUPTI attach (the same launches and waits), it is
+     * timed, and so are the rounds after. */
+    start(&s, 1);
+    run_bursts(&s, 1, 5000, 150000000ull, 4);
+    CHECK(s.cuts == 1 && s.timed == 0);
+    start(&s, 1);
+    drk_records_cost_prior(&s.c, 5000, 150000000ull);
+    run_bursts(&s, 200, 5000, 150000000ull, 4);
+    CHECK(s.cuts == 0 && s.timed == 200 && drk_records_cost_charged_ns(&s.c) == 0);
+    /* The prior holds until a round ends: a program that stops waiting
+     * then is cut within a round, as without it. */
+    start(&s, 1);
+    drk_records_cost_prior(&s.c, 5000, 150000000ull);
+    run_bursts(&s, 1, 5000, 150000000ull, 4);
+    run_bursts(&s, 2, 150000, 0, 4);
+    CHECK(!s.on && s.cuts == 1);
     /* Waits that absorb CUPTI's attached cost and part of the records':
      * 10,000 launches a 150 ms round (10 ms attached, 20 ms of records)
      * against 25 ms of waits cost 5 ms a round net, the share pays 0.75:
