@@ -87,7 +87,7 @@ FC_EXPORT int fakecuda_inject_error(const char *exported_name, CUresult result, 
 FC_HIDDEN pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Held across a fork, so that a child never inherits it locked by a thread
- * it does not have (engine_fork: one child in about 300 hung in
+ * it does not have (engine_fork: a child in a few hundred hung in
  * cuDeviceTotalMem_v2, the lock taken by a thread of drk's at the fork). */
 static void fork_prepare(void) { LOCK(); }
 static void fork_release(void) { UNLOCK(); }
