@@ -409,10 +409,8 @@ static const drk_capture_got *capture_now(int (*quiet)(void), int *closed)
     if (!held.t) {
         if (!drk_capture_take(&held.got))
             return NULL;
-        if (!held.got.snapped || !quiet || quiet()) {
-            held.t = NULL;
-            return &held.got;
-        }
+        if (!held.got.snapped || !quiet || quiet())
+            return &held.got; /* at once: nothing held */
         held.t = t, held.arms = drk_eng_arms, held.since = drk_mono_ns();
         held.closed = 0, held.looked = 0;
         return NULL;
