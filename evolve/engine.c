@@ -93,6 +93,9 @@ static void saved(struct target *t);
 static uint64_t last_kernel_ns; /* the latest timed round's kernel time: an untimed round is granted as much */
 int drk_eng_want_choice;        /* a target ended since the latest timed round: the next is chosen from one */
 static unsigned never_chosen;   /* hot kernel-shapes of the latest timed round that are no target yet */
+/* At the latest timed round: kernel-shapes recorded, and launches of all
+ * but the targets' (others_launched). */
+static uint64_t shapes_at_timed, others_at_timed;
 
 /* The round's row `i` if it is worth a search: its record (and slot). */
 static const drk_kernel_record *hot_row(const drk_round *r, unsigned i, int *slot)
@@ -173,6 +176,38 @@ static unsigned count_never_chosen(const drk_round *r)
     return n;
 }
 
+/* Launches of every kernel-shape that is no target (those beyond a
+ * record's first 8 shapes and untracked ones included). Each counter only
+ * grows, so the sum is unchanged only if none of them moved. */
+static uint64_t others_launched(void)
+{
+    uint64_t n = drk_registry_untracked();
+    size_t size = drk_registry_size();
+    for (size_t i = 0; i < size; i++) {
+        const drk_kernel_record *rec = drk_registry_at(i);
+        if (!rec)
+            continue;
+        n += drk_record_other_launches(rec);
+        for (int s = 0; s < DRK_SHAPES_PER_KERNEL; s++)
+            if (!drk_eng_find_target(rec, s))
+                n += drk_record_shape_launches(rec, s);
+    }
+    return n;
+}
+
+/* A timed round now could give the engine a target: a hot kernel-shape of
+ * the latest timed round is no target yet, a target whose turn passed
+ * waits, or a kernel-shape was launched for the first time since. */
+static int may_choose(void)
+{
+    if (never_chosen || drk_registry_shapes_added() != shapes_at_timed)
+        return 1;
+    for (unsigned i = 0; i < drk_eng_ntargets; i++)
+        if (drk_eng_targets[i].yielded && !atomic_load(&drk_eng_targets[i].gone))
+            return 1;
+    return 0;
+}
+
 /* The active target's turn is over: it has searched DRK_EVOLVE_TURN rounds
  * in a row and a hot kernel-shape never had a turn. */
 static int turn_over(const struct target *t)
@@ -240,6 +275,8 @@ void drk_engine_round(const drk_round *r)
         choose(r);
     never_chosen = count_never_chosen(r); /* for the untimed rounds to come */
     drk_eng_want_choice = 0;
+    shapes_at_timed = drk_registry_shapes_added();
+    others_at_timed = others_launched();
     /* Nothing new to search: a rested variant is measured again (on
      * replays in drk's context: none once drk gave its memory back). */
     for (unsigned i = 0; i < drk_eng_ntargets && !drk_eng_active && !drk_eng_memory_out; i++) {
@@ -370,7 +407,7 @@ int drk_engine_round_untimed(void)
         target_round(drk_eng_active, last_kernel_ns);
         return drk_eng_want_choice;
     }
-    if (drk_eng_want_choice)
+    if (drk_eng_want_choice && may_choose())
         return 1; /* the next target is chosen from a timed round */
     for (unsigned i = 0; i < drk_eng_ntargets; i++) {
         struct target *t = &drk_eng_targets[i];
@@ -387,6 +424,23 @@ int drk_engine_round_untimed(void)
             return 1;
     }
     return 0;
+}
+
+unsigned drk_engine_budget_rounds(void)
+{
+    struct target *t = drk_eng_on ? drk_eng_active : NULL;
+    double grant = t ? drk_eng_cfg.budget * (double)last_kernel_ns : 0;
+    if (!t || !t->await_round || held.t == t || grant <= 0)
+        return 0;
+    double owed = -spend_ahead(t, grant) - t->ledger_ns;
+    return owed <= 0 ? 0 : owed >= 1e6 * grant ? 1000000u : (unsigned)(owed / grant) + 1;
+}
+
+int drk_engine_nothing_to_choose(void) { return drk_eng_on && !drk_eng_active && !may_choose(); }
+
+int drk_engine_taken_up(void)
+{
+    return drk_engine_nothing_to_choose() && others_launched() == others_at_timed;
 }
 
 int drk_engine_holding(void) { return held.t != NULL; }

@@ -79,8 +79,20 @@ int drk_engine_searching(void);
  * is granted the latest timed round's kernel time and goes on, and it
  * counts toward measuring served variants again; 1 when records are wanted
  * (a variant is due to be measured again, or a target ended and the next
- * is to be chosen from a timed round). */
+ * is to be chosen from a timed round, where one could be). */
 int drk_engine_round_untimed(void);
+/* Rounds the active search waits, at the latest timed round's kernel
+ * time, for the budget to pay for its next capture (0: none). */
+unsigned drk_engine_budget_rounds(void);
+/* 1 while the engine works on no kernel and a timed round could give it
+ * none: no hot kernel-shape of the latest timed round waits for a turn,
+ * and no kernel-shape was launched for the first time since. A search that
+ * ended then wants no timed round to choose the next from. */
+int drk_engine_nothing_to_choose(void);
+/* drk_engine_nothing_to_choose, and nothing ran since the latest timed
+ * round but kernel-shapes the engine has taken up (searched, settled or
+ * refused): a timed round could show nothing new to become hot. */
+int drk_engine_taken_up(void);
 /* A program thread, right after its synchronize (cuCtxSynchronize,
  * cuStreamSynchronize) returned success: its context's queue is empty, so
  * a served copy drk asked for is loaded into it now, in well under a

@@ -104,7 +104,9 @@ static int take_marks(void)
  * rounds they rest, and come back for one round after REST_SAMPLE rounds
  * without them, for the engine to see what has become hot; each such rest
  * twice as long as the one before, up to REST_SAMPLE_MAX, while no new
- * kernel-shape was launched and no new target chosen (drk_rest_backoff). */
+ * kernel-shape was launched and no new target chosen (drk_rest_backoff);
+ * not while only kernel-shapes the engine took up have run since its latest
+ * timed round (drk_engine_taken_up: none other can have become hot). */
 /* Rounds in which the engine chose nothing: 3 before it took up any kernel
  * (the first rounds may lack a kernel's facts), 1 once it has (its last
  * search ended: on the H200 the 3 rounds after a settled stencil kept it
@@ -120,7 +122,9 @@ static int take_marks(void)
 static int resting;
 static unsigned rest_for;
 static drk_rest_backoff idle_rest;
-static int idle_resting; /* the rest under way is idle_rest's */
+static int idle_resting;   /* the rest under way is idle_rest's */
+static int search_resting; /* the rest under way is a search's */
+static int look_skipped;   /* the idle rest's look was due and skipped (said once a rest) */
 
 /* What would give the engine something new: kernel-shapes launched, targets. */
 static uint64_t news(void) { return drk_registry_shapes_added() + ((uint64_t)drk_engine_targets() << 40); }
@@ -214,6 +218,8 @@ static void rest_records(uint64_t now, unsigned ended)
             resting = 1;
             /* Out of account only: on again as soon as it holds a round. */
             idle_resting = !searching && idle;
+            search_resting = searching;
+            look_skipped = 0;
             rest_for = searching ? SEARCH_SAMPLE
                        : idle    ? drk_rest_backoff_next(&idle_rest, news(), REST_SAMPLE, REST_SAMPLE_MAX)
                                  : 1;
@@ -234,6 +240,16 @@ static void rest_records(uint64_t now, unsigned ended)
     }
     if (!resting || atomic_load(&records_at_mark))
         return; /* on at the program's next mark */
+    /* A search's rest whose search ended with no other kernel to choose
+     * (on the H100 the timed round that followed cost short kernels 2-5%
+     * and chose nothing): the idle rest from there. */
+    if (search_resting && !drk_engine_searching() && drk_engine_nothing_to_choose()) {
+        search_resting = 0, idle_resting = 1;
+        rest_for = drk_rest_backoff_next(&idle_rest, news(), REST_SAMPLE, REST_SAMPLE_MAX);
+        unsampled_at = drk_gputime_totals_get().unsampled;
+        drk_log(DRK_LOG_DEBUG, "GPU times: kernel records rest (evolution has nothing to search); on again after %u "
+                "rounds (the search ended, and no other kernel waits for a turn)", rest_for);
+    }
     /* A long idle rest cut to REST_SAMPLE once something is new. */
     if (idle_resting && rest_for > REST_SAMPLE && news() != idle_rest.marker) {
         rest_for = REST_SAMPLE;
@@ -244,7 +260,35 @@ static void rest_records(uint64_t now, unsigned ended)
     uint64_t untimed = drk_gputime_totals_get().unsampled;
     for (; untimed_seen < untimed; untimed_seen++)
         want_timed |= drk_engine_round_untimed();
-    if ((want_timed || untimed - unsampled_at >= rest_for) && drk_records_cost_affords(&cost)) {
+    /* A search waiting for rounds to pay for its next capture: a timed
+     * round meanwhile would only time again the kernel time its grants are
+     * a share of (on the H100 a gather's search waited 25 rounds a capture,
+     * and its timed rounds cost it 5% each), so it comes when the capture
+     * may, or after REST_SAMPLE rounds. */
+    if (search_resting) {
+        uint64_t want = untimed - unsampled_at + drk_engine_budget_rounds();
+        want = want < REST_SAMPLE ? want : REST_SAMPLE;
+        if (want > rest_for) {
+            drk_log(DRK_LOG_DEBUG, "GPU times: kernel records rest on while the search waits for its budget: on "
+                    "again after %llu rounds", (unsigned long long)want);
+            rest_for = (unsigned)want;
+        }
+    }
+    int due = untimed - unsampled_at >= rest_for;
+    /* The idle rest's look is for what has become hot: none can have while
+     * only kernel-shapes the engine took up ran (it looks once another does). */
+    if (due && !want_timed && idle_resting && drk_engine_taken_up()) {
+        if (!look_skipped)
+            drk_log(DRK_LOG_DEBUG, "GPU times: kernel records rest on after %u rounds: only kernels evolution has "
+                    "taken up ran since the latest timed round", rest_for);
+        look_skipped = 1;
+        return;
+    }
+    if ((want_timed || due) && drk_records_cost_affords(&cost)) {
+        if (look_skipped)
+            drk_log(DRK_LOG_DEBUG, "GPU times: a kernel evolution has not taken up ran: kernel records on again after "
+                    "%llu rounds of rest", (unsigned long long)(untimed - unsampled_at));
+        look_skipped = 0;
         want_timed = 0;
         if (atomic_load(&marked))
             atomic_store(&records_at_mark, 1); /* the program marks its rounds */

@@ -748,6 +748,10 @@ def case_idle(args):
     rests = [int(n) for n in re.findall(r"kernel records rest \(evolution has nothing to search\); on again after "
                                         r"(\d+) rounds", p.stderr)]
     check(rests[:3] == [20, 40, 80], "idle: kernel records rest 20, 40, then 80 rounds", rests)
+    # A recheck of the served variant is a search; once it ends with no other kernel to choose, the records rest on
+    # rather than time a round to choose from.
+    ended = p.stderr.count("(the search ended, and no other kernel waits for a turn)")
+    check(ended >= 2, "idle: after a recheck the records rested on, no round timed to choose from", ended)
     again = [int(n) for n in re.findall(r"axpy: measured again against the original \(round (\d+)\)", p.stderr)]
     gaps = [b - a for a, b in zip(again, again[1:])]
     check(len(again) >= 3 and all(g2 > g1 + 8 for g1, g2 in zip(gaps, gaps[1:])) and gaps[0] >= 8 + 8,
@@ -763,6 +767,40 @@ def case_idle(args):
           "idle: axpyb, new from round 90, cut the long rest short and was taken up", (cut, chosen and chosen.group(0)))
 
 
+def case_budget(args):
+    # The evolve rounds on a 5% budget: after its first captures the search waits rounds for its budget to pay for
+    # the next, and kernel records rest on through that wait (a timed round would only time the kernel time its
+    # grants are a share of) rather than come back every few rounds; the search still ends serving the 2x build.
+    rep, p = run(args, "evolve", {"DRK_EVOLVE": "1", "DRK_EVOLVE_BUDGET": "5%", "DRK_LOG_LEVEL": "debug"})
+    waits = [int(n) for n in re.findall(r"kernel records rest on while the search waits for its budget: on again "
+                                        r"after (\d+) rounds", p.stderr)]
+    check(waits and all(4 < n <= 20 for n in waits), "budget: records rest through the search's wait for its budget "
+          "(more than 4 rounds, at most 20)", (waits, p.stderr[-3000:]))
+    rows = [r for r in rep["evolve"]["by_kernel"] if r["name"] == "axpy"]
+    check(rows and rows[0]["serving"].startswith("regs=32"), "budget: the 2x build serves all the same", rows)
+
+
+def case_flat(args):
+    # 64 rounds of axpy with nothing to win; axpyb (never hot) runs in rounds 0-2 and from round 48. Once axpy's
+    # search has settled, only what evolution took up runs: the idle rest's look (after 20 rounds) finds nothing that
+    # could have become hot and is skipped (a timed round costs short kernels 2-5% on the GPU), until axpyb runs again.
+    rep, p = run(args, "flat", {"DRK_EVOLVE": "1", "DRK_LOG_LEVEL": "debug"})
+    rows = [r for r in rep["evolve"]["by_kernel"] if r["name"] == "axpy"]
+    check(rows and rows[0]["state"] == "settled" and rows[0]["serving"] == "default",
+          "flat: axpy settled serving the default (nothing won)", rows)
+    skip = p.stderr.find("kernel records rest on after 20 rounds: only kernels evolution has taken up ran")
+    look = re.search(r"a kernel evolution has not taken up ran: kernel records on again after (\d+) rounds of rest",
+                     p.stderr)
+    check(skip >= 0 and look and look.start() > skip and int(look.group(1)) > 20,
+          "flat: the look after 20 rounds skipped while only axpy ran, taken once axpyb ran again",
+          (skip, look and look.group(0), p.stderr[-3000:]))
+    rests = [int(n) for n in re.findall(r"kernel records rest \(evolution has nothing to search\); on again after "
+                                        r"(\d+) rounds", p.stderr)]
+    check(rests[:2] == [20, 40], "flat: the rests still double (20, then 40 rounds)", rests)
+    gt = rep["gpu_time"]
+    check(gt.get("unsampled_rounds", 0) >= 48, "flat: at most 16 of the 64 rounds timed", gt.get("unsampled_rounds"))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--program", required=True)
@@ -770,12 +808,12 @@ def main():
     ap.add_argument("--nvjitlink", required=True, help="the stand-in's nvJitLink (the fake driver's library)")
     ap.add_argument("--mode", required=True, choices=["evolve", "plant", "cache", "resume", "regress", "switch", "ladder", "keptbad", "carveout", "nondet", "off", "noctx", "unload",
                                                           "turns", "late", "short", "nosync", "untimed", "oom", "flood",
-                                                          "busy", "quiet", "fork", "idle", "rare", "flaky", "hold"])
+                                                          "busy", "quiet", "fork", "idle", "flat", "budget", "rare", "flaky", "hold"])
     args = ap.parse_args()
     {"evolve": case_evolve, "plant": case_plant, "cache": case_cache, "resume": case_resume, "regress": case_regress, "switch": case_switch, "ladder": case_ladder, "keptbad": case_keptbad, "carveout": case_carveout, "nondet": case_nondet, "off": case_off,
      "noctx": case_noctx, "unload": case_unload, "turns": case_turns, "late": case_late, "short": case_short,
      "nosync": case_nosync, "untimed": case_untimed, "oom": case_oom,
-     "flood": case_flood, "busy": case_busy, "quiet": case_quiet, "fork": case_fork, "idle": case_idle, "rare": case_rare, "flaky": case_flaky, "hold": case_hold}[args.mode](args)
+     "flood": case_flood, "busy": case_busy, "quiet": case_quiet, "fork": case_fork, "idle": case_idle, "flat": case_flat, "budget": case_budget, "rare": case_rare, "flaky": case_flaky, "hold": case_hold}[args.mode](args)
     print(f"{'FAILED' if failures else 'passed'}: {failures} failures")
     sys.exit(1 if failures else 0)
 

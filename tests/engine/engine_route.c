@@ -69,6 +69,13 @@
  *   engine_route idle     120 evolve rounds; from round 90 on, axpyb too
  *                         (as in turns): a new kernel-shape while axpy's
  *                         search has long ended and records rest.
+ *   engine_route flat     64 evolve rounds, the 32-register build no faster
+ *                         than the default (nothing to win), and axpyb
+ *                         launched once at 1 block with nothing to do (no
+ *                         record: never hot) in rounds 0-2 and from round
+ *                         48 on: once axpy's search has settled, nothing
+ *                         runs but what evolution took up until axpyb runs
+ *                         again.
  *   engine_route nosync   the evolve rounds without the cuCtxSynchronize
  *                         each round makes: drk's thread loads the served
  *                         copy itself when it is to serve.
@@ -167,6 +174,7 @@ static uint64_t mono_ns(void)
 #define BLOCK 256
 #define ROUNDS 16
 #define IDLE_B 90 /* idle: the round axpyb's launches begin */
+#define FLAT_B 48 /* flat: the round axpyb's launches begin again */
 #define LAUNCHES 20
 #define FLOOD 5000 /* flood: launches of nothing a round, at the H200's ~2 us of records each 10 ms */
 #define LOOKS 12  /* busy, waits: rounds, each about one of drk's looks (200 ms) */
@@ -340,6 +348,9 @@ int main(int argc, char **argv)
     int idle = strcmp(mode, "idle") == 0;
     if (idle)
         rounds = 120;
+    int flat = strcmp(mode, "flat") == 0;
+    if (flat)
+        rounds = 64;
     /* switch: two budgets faster than the default, 32 (2x) and 48 (2.5x). */
     int sw = strcmp(mode, "switch") == 0;
     int carve = strcmp(mode, "carveout") == 0;
@@ -386,7 +397,8 @@ int main(int argc, char **argv)
         fakecuda_set_kernel_time("axpyb", 32, 1000) != 0 || (sw && fakecuda_set_kernel_time("axpy", 48, 800) != 0) ||
         (ladder && (fakecuda_set_kernel_time("axpy", 32, 1800) != 0 || fakecuda_set_kernel_time("axpy", 48, 1400) != 0 ||
                     fakecuda_set_carveout_time("axpy", 100, 1000) != 0)) ||
-        (carve && fakecuda_set_carveout_time("axpy", 100, 500) != 0))
+        (carve && fakecuda_set_carveout_time("axpy", 100, 500) != 0) ||
+        (flat && fakecuda_set_kernel_time("axpy", 32, 2000) != 0))
         return 1;
     /* axpyb's module: axpy's PTX with every "axpy" named "axpyb". */
     static char ptxb[sizeof ptx + 64];
@@ -412,9 +424,9 @@ int main(int argc, char **argv)
         !check(cuMemAlloc(&dy, oom ? OOM_ARRAY : N * sizeof(float)), "alloc y"))
         return 1;
     program_y = dy;
-    if ((turns || flood || busy || waits || quiet || idle || hold) && (!check(cuModuleLoadData(&modb, ptxb), "load b") ||
-                  !check(cuModuleGetFunction(&fnb, modb, "axpyb"), "get b") ||
-                  !check(cuMemAlloc(&dz, N * sizeof(float)), "alloc z")))
+    if ((turns || flood || busy || waits || quiet || idle || hold || flat) &&
+        (!check(cuModuleLoadData(&modb, ptxb), "load b") || !check(cuModuleGetFunction(&fnb, modb, "axpyb"), "get b") ||
+         !check(cuMemAlloc(&dz, N * sizeof(float)), "alloc z")))
         return 1;
     program_z = dz;
     /* As a program starts: a first launch (here one with nothing to do)
@@ -565,6 +577,9 @@ int main(int argc, char **argv)
         for (int l = 0; flood && l < FLOOD; l++)
             if (!check(cuLaunchKernel(fnb, 1, 1, 1, BLOCK, 1, 1, 0, NULL, paramsf, NULL), "flood launch"))
                 return 1;
+        if (flat && (r < 3 || r >= FLAT_B) &&
+            !check(cuLaunchKernel(fnb, 1, 1, 1, BLOCK, 1, 1, 0, NULL, paramsf, NULL), "flat's launch of axpyb"))
+            return 1;
         /* As a trainer waits for its step: a served copy drk asked for is
          * loaded here, while the queue is empty (drk_engine_quiet). */
         if ((!nosync && !check(cuCtxSynchronize(), "cuCtxSynchronize")) ||
@@ -624,7 +639,7 @@ int main(int argc, char **argv)
     /* As programs end (cudart unregisters its modules at exit): drk keeps
      * what its searches found all the same. */
     if (!check(cuModuleUnload(mod), "unload at the end") ||
-        ((turns || flood || idle) && !check(cuModuleUnload(modb), "unload b")))
+        ((turns || flood || idle || flat) && !check(cuModuleUnload(modb), "unload b")))
         return 1;
     return wrong_rounds ? 2 : 0;
 }
