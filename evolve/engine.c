@@ -188,9 +188,11 @@ static uint64_t others_launched(void)
         if (!rec)
             continue;
         n += drk_record_other_launches(rec);
-        for (int s = 0; s < DRK_SHAPES_PER_KERNEL; s++)
-            if (!drk_eng_find_target(rec, s))
-                n += drk_record_shape_launches(rec, s);
+        for (int s = 0; s < DRK_SHAPES_PER_KERNEL; s++) {
+            uint64_t l = drk_record_shape_launches(rec, s);
+            if (l && !drk_eng_find_target(rec, s)) /* the targets looked up only for shapes launched */
+                n += l;
+        }
     }
     return n;
 }

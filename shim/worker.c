@@ -243,7 +243,7 @@ static void rest_records(uint64_t now, unsigned ended)
     /* A search's rest whose search ended with no other kernel to choose
      * (on the H100 the timed round that followed cost short kernels 2-5%
      * and chose nothing): the idle rest from there. */
-    if (search_resting && !drk_engine_searching() && drk_engine_nothing_to_choose()) {
+    if (search_resting && drk_engine_nothing_to_choose()) { /* no target active: the search ended */
         search_resting = 0, idle_resting = 1;
         rest_for = drk_rest_backoff_next(&idle_rest, news(), REST_SAMPLE, REST_SAMPLE_MAX);
         unsampled_at = drk_gputime_totals_get().unsampled;
