@@ -384,6 +384,21 @@ int drk_engine_searching(void)
     return drk_eng_on && drk_eng_active && !drk_eng_want_choice && drk_eng_active->default_ns > 0 && last_kernel_ns > 0;
 }
 
+/* What `t` serves was never timed in the program since it changed, and a
+ * round has run it whole: 1 the first time (a timed round is wanted). A
+ * cached result settles within a few rounds, and the records then rested
+ * for 20, so the H200's warm runs reported the replays' 5.7x for a 2.0x
+ * n-body; and a search's untimed rounds are granted the latest timed
+ * round's kernel time, which the change moved. */
+static int time_what_serves(struct target *t)
+{
+    if (!t->served || t->run_served_ns || t->changed_at + 1 >= drk_eng_rounds_seen ||
+        t->timed_ask == t->changed_at + 1)
+        return 0;
+    t->timed_ask = t->changed_at + 1;
+    return 1;
+}
+
 int drk_engine_round_untimed(void)
 {
     if (!drk_eng_on)
@@ -405,24 +420,17 @@ int drk_engine_round_untimed(void)
     }
     if (drk_eng_active) {
         /* A search goes on through untimed rounds, granted the latest
-         * timed round's kernel time. */
-        target_round(drk_eng_active, last_kernel_ns);
-        return drk_eng_want_choice;
+         * timed round's kernel time: once what it serves changed that
+         * time, one round times it again. */
+        struct target *t = drk_eng_active;
+        target_round(t, last_kernel_ns);
+        return drk_eng_want_choice || time_what_serves(t);
     }
     if (drk_eng_want_choice && may_choose())
         return 1; /* the next target is chosen from a timed round */
     for (unsigned i = 0; i < drk_eng_ntargets; i++) {
         struct target *t = &drk_eng_targets[i];
-        /* What serves was never timed in the program (a cached result
-         * settles within a few rounds, and the records then rested for 20,
-         * so the H200's warm runs reported the replays' 5.7x for a 2.0x
-         * n-body): one timed round, once for each change. */
-        if (t->served && !t->run_served_ns && t->changed_at + 1 < drk_eng_rounds_seen &&
-            t->timed_ask != t->changed_at + 1) {
-            t->timed_ask = t->changed_at + 1;
-            return 1;
-        }
-        if (drk_eng_recheck_due(t))
+        if (time_what_serves(t) || drk_eng_recheck_due(t))
             return 1;
     }
     return 0;
@@ -440,10 +448,7 @@ unsigned drk_engine_budget_rounds(void)
 
 int drk_engine_nothing_to_choose(void) { return drk_eng_on && !drk_eng_active && !may_choose(); }
 
-int drk_engine_taken_up(void)
-{
-    return drk_engine_nothing_to_choose() && others_launched() == others_at_timed;
-}
+int drk_engine_nothing_new(void) { return drk_eng_on && !may_choose() && others_launched() == others_at_timed; }
 
 int drk_engine_holding(void) { return held.t != NULL; }
 

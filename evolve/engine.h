@@ -89,10 +89,12 @@ unsigned drk_engine_budget_rounds(void);
  * and no kernel-shape was launched for the first time since. A search that
  * ended then wants no timed round to choose the next from. */
 int drk_engine_nothing_to_choose(void);
-/* drk_engine_nothing_to_choose, and nothing ran since the latest timed
- * round but kernel-shapes the engine has taken up (searched, settled or
- * refused): a timed round could show nothing new to become hot. */
-int drk_engine_taken_up(void);
+/* No timed round could give the engine a kernel-shape to choose (as in
+ * drk_engine_nothing_to_choose, a search under way or not), and nothing
+ * ran since the latest timed round but kernel-shapes the engine has taken
+ * up (searched, settled or refused): a timed round could show nothing new
+ * to become hot. */
+int drk_engine_nothing_new(void);
 /* A program thread, right after its synchronize (cuCtxSynchronize,
  * cuStreamSynchronize) returned success: its context's queue is empty, so
  * a served copy drk asked for is loaded into it now, in well under a

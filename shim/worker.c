@@ -106,7 +106,7 @@ static int take_marks(void)
  * twice as long as the one before, up to REST_SAMPLE_MAX, while no new
  * kernel-shape was launched and no new target chosen (drk_rest_backoff);
  * not while only kernel-shapes the engine took up have run since its latest
- * timed round (drk_engine_taken_up: none other can have become hot). */
+ * timed round (drk_engine_nothing_new: none other can have become hot). */
 /* Rounds in which the engine chose nothing: 3 before it took up any kernel
  * (the first rounds may lack a kernel's facts), 1 once it has (its last
  * search ended: on the H200 the 3 rounds after a settled stencil kept it
@@ -116,7 +116,11 @@ static int take_marks(void)
 #define REST_SAMPLE_MAX 320
 /* While a search runs (its kernel's time known, its trials timed on drk's
  * own stream), records rest too, and one round in about SEARCH_SAMPLE + 2
- * is timed whole, for the rounds' kernel time the budget is a share of. */
+ * is timed whole, for the rounds' kernel time the budget is a share of --
+ * not while only kernel-shapes the engine took up have run since its
+ * latest timed round (drk_engine_nothing_new: their time is what that
+ * round timed, unless what the search serves changed, which asks for a
+ * timed round of its own). */
 #define SEARCH_SAMPLE 4
 
 static int resting;
@@ -124,7 +128,7 @@ static unsigned rest_for;
 static drk_rest_backoff idle_rest;
 static int idle_resting;   /* the rest under way is idle_rest's */
 static int search_resting; /* the rest under way is a search's */
-static int look_skipped;   /* the idle rest's look was due and skipped (said once a rest) */
+static int look_skipped;   /* the rest's look was due and skipped (said once a rest) */
 
 /* What would give the engine something new: kernel-shapes launched, targets. */
 static uint64_t news(void) { return drk_registry_shapes_added() + ((uint64_t)drk_engine_targets() << 40); }
@@ -244,7 +248,7 @@ static void rest_records(uint64_t now, unsigned ended)
      * (on the H100 the timed round that followed cost short kernels 2-5%
      * and chose nothing): the idle rest from there. */
     if (search_resting && drk_engine_nothing_to_choose()) { /* no target active: the search ended */
-        search_resting = 0, idle_resting = 1;
+        search_resting = 0, idle_resting = 1, look_skipped = 0;
         rest_for = drk_rest_backoff_next(&idle_rest, news(), REST_SAMPLE, REST_SAMPLE_MAX);
         unsampled_at = drk_gputime_totals_get().unsampled;
         drk_log(DRK_LOG_DEBUG, "GPU times: kernel records rest (evolution has nothing to search); on again after %u "
@@ -265,7 +269,7 @@ static void rest_records(uint64_t now, unsigned ended)
      * a share of (on the H100 a gather's search waited 25 rounds a capture,
      * and its timed rounds cost it 5% each), so it comes when the capture
      * may, or after REST_SAMPLE rounds. */
-    if (search_resting) {
+    if (search_resting && !look_skipped) {
         uint64_t want = untimed - unsampled_at + drk_engine_budget_rounds();
         want = want < REST_SAMPLE ? want : REST_SAMPLE;
         if (want > rest_for) {
@@ -276,18 +280,23 @@ static void rest_records(uint64_t now, unsigned ended)
     }
     int due = untimed - unsampled_at >= rest_for;
     /* The idle rest's look is for what has become hot: none can have while
-     * only kernel-shapes the engine took up ran (it looks once another does). */
-    if (due && !want_timed && idle_resting && drk_engine_taken_up()) {
+     * only kernel-shapes the engine took up ran (it looks once another does).
+     * A search's likewise: it would time again what the latest timed round
+     * did (on the H100 a gather's search, records resting through its waits
+     * for the budget, still had its timed rounds cost it 5% each). */
+    if (due && !want_timed && (idle_resting || search_resting) && drk_engine_nothing_new()) {
         if (!look_skipped)
             drk_log(DRK_LOG_DEBUG, "GPU times: kernel records rest on after %u rounds: only kernels evolution has "
-                    "taken up ran since the latest timed round", rest_for);
+                    "taken up ran since the latest timed round%s", rest_for,
+                    drk_engine_searching() ? " (one of them is being searched)" : "");
         look_skipped = 1;
         return;
     }
     if ((want_timed || due) && drk_records_cost_affords(&cost)) {
         if (look_skipped)
-            drk_log(DRK_LOG_DEBUG, "GPU times: a kernel evolution has not taken up ran: kernel records on again after "
-                    "%llu rounds of rest", (unsigned long long)(untimed - unsampled_at));
+            drk_log(DRK_LOG_DEBUG, "GPU times: %s: kernel records on again after %llu rounds of rest",
+                    want_timed ? "the engine asked for a timed round" : "a kernel evolution has not taken up ran",
+                    (unsigned long long)(untimed - unsampled_at));
         look_skipped = 0;
         want_timed = 0;
         if (atomic_load(&marked))

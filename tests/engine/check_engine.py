@@ -776,6 +776,16 @@ def case_budget(args):
                                         r"after (\d+) rounds", p.stderr)]
     check(waits and all(4 < n <= 20 for n in waits), "budget: records rest through the search's wait for its budget "
           "(more than 4 rounds, at most 20)", (waits, p.stderr[-3000:]))
+    # Only axpy runs, so a look the search's rest would take finds nothing new: skipped (a timed round would time
+    # again what the latest one did) -- until what the search serves changes, which moves the kernel time the
+    # untimed rounds' grants are made of: one round times it.
+    skip = re.search(r"kernel records rest on after \d+ rounds: only kernels evolution has taken up ran since the "
+                     r"latest timed round \(one of them is being searched\)", p.stderr)
+    skip = skip.start() if skip else -1
+    serves = p.stderr.find("evolve: axpy at grid (16,1,1) block (256,1,1): serving regs=32")
+    asked = p.stderr.find("GPU times: the engine asked for a timed round: kernel records on again after", serves)
+    check(0 <= skip and 0 <= serves < asked, "budget: the search's look skipped while only axpy ran, a round timed "
+          "once what it serves changed", (skip, serves, asked))
     rows = [r for r in rep["evolve"]["by_kernel"] if r["name"] == "axpy"]
     check(rows and rows[0]["serving"].startswith("regs=32"), "budget: the 2x build serves all the same", rows)
 
