@@ -160,6 +160,15 @@ def main():
                         p.stdout) is not None,
               "the summary names the search still running", p.stdout[-1500:])
         check(re.search(r"^stencil5 .* searching ", p.stdout, re.M) is not None, "the table's end column", p.stdout)
+        # Each drk process's rounds, not the first one's alone.
+        check(nb["processes"]["to_best"] == [7, 7] and st["processes"]["to_steady"] == [12, 12] and
+              st["processes"]["to_best"] == [12, 12],
+              "each drk process's rounds to the best run and to its own steady time", (nb["processes"], st["processes"]))
+        check("rounds, each drk process: nbody within 2% of the best run from 7, 7; of its own steady time from 7, 7"
+              in p.stdout and "rounds, each drk process: stencil5 within 2% of the best run from 12, 12" in p.stdout,
+              "the rounds of each drk process printed", p.stdout[-3000:])
+        check("kernel records rested in 18 of 120 rounds of 6 drk processes (9 of 60 in the warm runs)" in p.stdout,
+              "kernel records' rests summed over every drk process", p.stdout[-3000:])
         check("copied and compared a capture: nbody 1024 MiB, stencil5 1024 MiB, softmax_rows 1024 MiB" in p.stdout,
               "the trials' bytes a capture, from the report, in drk runs given --drk-env", p.stdout[-1500:])
         probe = st["stall_probe"]

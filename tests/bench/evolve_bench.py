@@ -19,7 +19,9 @@ drk processes a kernel (each further one followed by a short native run):
 a short kernel's time is fixed per process and differs by ~2% between
 processes, drk's or not, which one drk run cannot tell from a 1% cost;
 drk's steady time is then the median of theirs, native's the median of
-every native run's.
+every native run's, and each drk process's rounds are printed below the
+table (within 2% of the best run, and of its own steady time, from which
+round: the table's columns give the first process's).
 
 Per kernel:
   native      GPU time a launch natively (the median of the native runs'
@@ -69,8 +71,8 @@ at their mean: the report gives a total and a maximum), the launch-path
 overhead on the kernels with nothing to win (recorded best within 2% of the
 default: their wall and GPU ratios, geometric means, over all rounds after
 the first, searches included, and at the steady state), the rounds kernel
-records rested in (gpu_time.unsampled_rounds), the mean trial share. With
---log debug, the stall probe: each drk process's longest launch call set
+records rested in (gpu_time.unsampled_rounds, over every drk process), the
+mean trial share. With --log debug, the stall probe: each drk process's longest launch call set
 against CUPTI's attach, as drk's debug lines date it (the attach held a
 launch call 66 ms on the H200 before drk waited for a quiet moment), e.g.
 --kernels matmul_naive --rounds 6 --processes 6 --warm 0 --best-of 0 --log debug.
@@ -137,6 +139,16 @@ def run(cmd, env, out, tag):
 def report_of(d):
     files = glob.glob(os.path.join(d, "*.json"))
     return json.load(open(files[0])) if len(files) == 1 else None
+
+
+def within(rounds_ms, ref):
+    """The first round from which every round is within 2% of `ref` ms (past the last when the last is not)."""
+    return max((r + 1 for r, ms in enumerate(rounds_ms) if ms > ref * 1.02), default=0)
+
+
+def reached(rounds_ms, ref):
+    """within(), or None when the last round is not within 2% of `ref`."""
+    return None if rounds_ms[-1] > ref * 1.02 else within(rounds_ms, ref)
 
 
 def untimed(rep):
@@ -307,17 +319,9 @@ def main():
         steadies = [statistics.median(r["gpu_ms"][-4:]) for r in [drk] + more_drk]
         native_wall = statistics.median([statistics.median(r["wall_ms"][1:] or r["wall_ms"]) for r in [nat, nat2] + more_nat])
         steady = statistics.median(steadies)
-        reach = 0
-        for r, ms in enumerate(drk["gpu_ms"]):
-            if ms > steady * 1.02:
-                reach = r + 1
+        reach = within(drk["gpu_ms"], steady)
         best = min(bests, key=lambda b: b["ms"]) if bests else None
-        to_best = None
-        if best is not None and drk["gpu_ms"][-1] <= best["ms"] * 1.02:
-            to_best = 0
-            for r, ms in enumerate(drk["gpu_ms"]):
-                if ms > best["ms"] * 1.02:
-                    to_best = r + 1
+        to_best = reached(drk["gpu_ms"], best["ms"]) if best is not None else None
         ev = (rep or {}).get("evolve", {})
         erows = [r for r in ev.get("by_kernel", []) if r["name"] == name]
         er = erows[0] if erows else {}
@@ -351,17 +355,19 @@ def main():
             "stall_ms": {"native": max(nat.get("longest_launch_ms", [0]) + nat2.get("longest_launch_ms", [0])),
                          "drk": max(drk.get("longest_launch_ms", [0]))},
             "untimed": untimed(rep),
+            "untimed_all": [sum(x) for x in zip(untimed(rep), *(untimed(report_of(os.path.join(out, f"{name}.drk{p}")))
+                                                                for p in range(1, len(more_drk) + 1)))],
             "stall_probe": [x for x in (stall_probe(r, os.path.join(out, f"{name}.drk{'' if k == 0 else k}.stderr"))
                                         for k, r in enumerate([drk] + more_drk)) if x is not None],
             "processes": {"native_ms": [statistics.median(m) for m in nat_ms], "drk_ms": steadies,
-                          "drk_states": [row_state] + states},
+                          "drk_states": [row_state] + states,
+                          # each drk process's rounds: to within 2% of the best run, and of its own steady time
+                          "to_best": [reached(r["gpu_ms"], best["ms"]) if best else None for r in [drk] + more_drk],
+                          "to_steady": [within(r["gpu_ms"], m) for r, m in zip([drk] + more_drk, steadies)]},
         }
         if warm is not None:
             wsteady = statistics.median(warm["gpu_ms"][-4:])
-            wreach = 0
-            for r, ms in enumerate(warm["gpu_ms"]):
-                if ms > wsteady * 1.02:
-                    wreach = r + 1
+            wreach = within(warm["gpu_ms"], wsteady)
             wrep = report_of(os.path.join(out, f"{name}.warm"))
             wev = (wrep or {}).get("evolve", {})
             row["warm"] = {"speedup": native_ms / wsteady, "rounds_to_steady": wreach, "rounds_ms": warm["gpu_ms"],
@@ -435,11 +441,18 @@ def main():
               + (f"; the lowest x among them {low['speedup']:.3f} ({low['kernel']})" if low else "")
               + "".join(f"; {r['kernel']} still searching ({r['speedup']:.3f}x after {r['captures']} captures)"
                         for r in ok if r not in ended))
-        u = [r["untimed"] for r in ok]
+        u = [r["untimed_all"] for r in ok]
         w = [r["warm"]["untimed"] for r in ok if "warm" in r]
         print(f"kernel records rested in {sum(a for a, _ in u)} of {sum(b for _, b in u)} rounds"
+              + (f" of {sum(len(r['processes']['drk_ms']) for r in ok)} drk processes" if args.processes > 1 else "")
               + (f" ({sum(a for a, _ in w)} of {sum(b for _, b in w)} in the warm runs)" if w else "")
               + ": where evolution had nothing left to search")
+        if args.processes > 1:
+            said = lambda xs: ", ".join("-" if x is None else str(x) for x in xs)
+            for r in ok:
+                print(f"rounds, each drk process: {r['kernel']} within 2% of the best run from "
+                      f"{said(r['processes']['to_best'])}; of its own steady time from "
+                      f"{said(r['processes']['to_steady'])}")
         print(f"stalls: longest launch call under drk {max(r['stall_ms']['drk'] for r in ok):.3f} ms, natively "
               f"{max(r['stall_ms']['native'] for r in ok):.3f} ms")
         probes = [(r["kernel"], k + 1, x) for r in ok for k, x in enumerate(r["stall_probe"])]
