@@ -116,13 +116,18 @@ typedef struct interval {
     const char *first, *last; /* what ran at the start and at the end of it */
 } interval;
 
+typedef struct interval_list {
+    interval *v;
+    size_t n, cap;
+} interval_list;
+
 /* A round whose end is marked but whose records may still be coming, or the
  * newest one, still open at its end. Records go to the round their start
  * falls in. */
 typedef struct open_round {
     drk_round r;
-    interval *ivs;
-    size_t nivs, ivs_cap;
+    interval_list ivs; /* the program's kernels and copies */
+    interval_list own; /* drk's own records */
     struct touch {
         entry *e;
         drk_time_hist *h;
@@ -293,54 +298,61 @@ static int by_start(const void *a, const void *b)
     return x->start < y->start ? -1 : x->start > y->start;
 }
 
-/* Sorts and merges an open round's intervals in place: their union. */
-static void merge_intervals(open_round *o)
+/* Sorts and merges a list's intervals in place: their union. */
+static void merge_intervals(interval_list *l)
 {
-    if (o->nivs < 2)
+    if (l->n < 2)
         return;
-    qsort(o->ivs, o->nivs, sizeof *o->ivs, by_start);
+    qsort(l->v, l->n, sizeof *l->v, by_start);
     size_t w = 0;
-    for (size_t r = 1; r < o->nivs; r++) {
-        if (o->ivs[r].start <= o->ivs[w].end) {
-            if (o->ivs[r].end > o->ivs[w].end) {
-                o->ivs[w].end = o->ivs[r].end;
-                o->ivs[w].last = o->ivs[r].last;
+    for (size_t r = 1; r < l->n; r++) {
+        if (l->v[r].start <= l->v[w].end) {
+            if (l->v[r].end > l->v[w].end) {
+                l->v[w].end = l->v[r].end;
+                l->v[w].last = l->v[r].last;
             }
         } else {
-            o->ivs[++w] = o->ivs[r];
+            l->v[++w] = l->v[r];
         }
     }
-    o->nivs = w + 1;
+    l->n = w + 1;
+}
+
+/* [start, end) into `l`, from the round's start (`from`) on. */
+static void add_to(interval_list *l, uint64_t from, uint64_t start, uint64_t end, const char *what)
+{
+    if (start < from)
+        start = from;
+    if (end <= start)
+        return;
+    if (l->n == l->cap) {
+        merge_intervals(l); /* the union needs no more than the merged ones */
+        if (l->n * 2 >= l->cap) {
+            size_t cap = l->cap ? l->cap * 2 : 1024;
+            interval *n = realloc(l->v, cap * sizeof *n);
+            if (!n)
+                return; /* busy time is then short by this interval */
+            l->v = n, l->cap = cap;
+        }
+    }
+    l->v[l->n++] = (interval){start, end, what, what};
 }
 
 static void add_interval(open_round *o, uint64_t start, uint64_t end, const char *what)
 {
-    if (start < o->r.start_ns)
-        start = o->r.start_ns;
-    if (end <= start)
-        return;
-    if (o->nivs == o->ivs_cap) {
-        merge_intervals(o); /* the union needs no more than the merged ones */
-        if (o->nivs * 2 >= o->ivs_cap) {
-            size_t cap = o->ivs_cap ? o->ivs_cap * 2 : 1024;
-            interval *n = realloc(o->ivs, cap * sizeof *n);
-            if (!n)
-                return; /* busy time is then short by this interval */
-            o->ivs = n, o->ivs_cap = cap;
-        }
-    }
-    o->ivs[o->nivs++] = (interval){start, end, what, what};
+    add_to(&o->ivs, o->r.start_ns, start, end, what);
 }
 
 /* Opens a round at `start` as the newest. Locked. */
 static void open_new(uint64_t start)
 {
     open_round *o = &open[nopen++];
-    interval *ivs = o->ivs;
+    interval_list ivs = o->ivs, own = o->own;
     struct touch *t = o->touched;
-    size_t ic = o->ivs_cap, tc = o->touched_cap;
+    size_t tc = o->touched_cap;
     memset(o, 0, sizeof *o);
-    o->ivs = ivs, o->ivs_cap = ic, o->touched = t, o->touched_cap = tc;
+    ivs.n = own.n = 0;
+    o->ivs = ivs, o->own = own, o->touched = t, o->touched_cap = tc;
     o->r.start_ns = start;
     o->r.index = opened++;
 }
@@ -356,7 +368,8 @@ static void free_all(void)
     for (unsigned i = 0; i < OPEN_MAX; i++) {
         for (size_t k = 0; k < open[i].ntouched; k++)
             free(open[i].touched[k].h);
-        free(open[i].ivs);
+        free(open[i].ivs.v);
+        free(open[i].own.v);
         free(open[i].touched);
     }
     while (spare_hists) {
@@ -485,7 +498,7 @@ void drk_gputime_dropped(uint64_t n)
 
 /* ---- Closing a round ---- */
 
-static void keep_gap(drk_round *r, uint64_t ns, const char *after, const char *before)
+static void keep_gap(drk_round *r, uint64_t ns, const char *after, const char *before, uint64_t drk_ns)
 {
     if (!ns)
         return;
@@ -500,30 +513,55 @@ static void keep_gap(drk_round *r, uint64_t ns, const char *after, const char *b
         r->gaps[at] = r->gaps[at - 1];
         at--;
     }
-    r->gaps[at] = (drk_round_gap){ns, after, before};
+    r->gaps[at] = (drk_round_gap){ns, after, before, drk_ns};
 }
 
-/* Busy time and gaps of an open round over [start, end]; what runs past
- * its end is handed to the next open round. */
+/* The union of `l`'s intervals within [from, to), `l` merged; *at: the
+ * first that may reach past `from`, advanced as the calls go forward. */
+static uint64_t overlap(const interval_list *l, size_t *at, uint64_t from, uint64_t to)
+{
+    while (*at < l->n && l->v[*at].end <= from)
+        (*at)++;
+    uint64_t ns = 0;
+    for (size_t i = *at; i < l->n && l->v[i].start < to; i++) {
+        uint64_t s = l->v[i].start > from ? l->v[i].start : from, e = l->v[i].end < to ? l->v[i].end : to;
+        ns += e > s ? e - s : 0;
+    }
+    return ns;
+}
+
+/* Busy time and gaps of an open round over [start, end], and what of
+ * them drk's own records took; what runs past its end is handed to the
+ * next open round. */
 static void busy_and_gaps(open_round *o, open_round *next)
 {
     drk_round *r = &o->r;
-    merge_intervals(o);
+    merge_intervals(&o->ivs);
+    merge_intervals(&o->own);
+    for (size_t i = 0; i < o->own.n && next; i++)
+        if (o->own.v[i].end > r->end_ns)
+            add_to(&next->own, next->r.start_ns, o->own.v[i].start, o->own.v[i].end, NULL);
+    size_t at = 0;
+    r->drk_ns = overlap(&o->own, &at, r->start_ns, r->end_ns);
+    at = 0;
     uint64_t busy = 0, prev_end = r->start_ns;
     const char *prev = NULL;
-    for (size_t i = 0; i < o->nivs; i++) {
-        uint64_t s = o->ivs[i].start, e = o->ivs[i].end < r->end_ns ? o->ivs[i].end : r->end_ns;
-        if (o->ivs[i].end > r->end_ns && next)
-            add_interval(next, s > r->end_ns ? s : r->end_ns, o->ivs[i].end, o->ivs[i].last);
+    for (size_t i = 0; i < o->ivs.n; i++) {
+        const interval *v = &o->ivs.v[i];
+        uint64_t s = v->start, e = v->end < r->end_ns ? v->end : r->end_ns;
+        if (v->end > r->end_ns && next)
+            add_interval(next, s > r->end_ns ? s : r->end_ns, v->end, v->last);
         if (s >= r->end_ns)
             continue;
-        keep_gap(r, s > prev_end ? s - prev_end : 0, prev, o->ivs[i].first);
+        if (s > prev_end)
+            keep_gap(r, s - prev_end, prev, v->first, overlap(&o->own, &at, prev_end, s));
         busy += e - s;
-        prev_end = e, prev = o->ivs[i].last;
+        prev_end = e, prev = v->last;
     }
-    keep_gap(r, r->end_ns > prev_end ? r->end_ns - prev_end : 0, prev, NULL);
+    if (r->end_ns > prev_end)
+        keep_gap(r, r->end_ns - prev_end, prev, NULL, overlap(&o->own, &at, prev_end, r->end_ns));
     r->busy_ns = busy;
-    o->nivs = 0;
+    o->ivs.n = o->own.n = 0;
 }
 
 /* A round's hold on an entry ends: its histogram goes back to the spares. */
@@ -652,6 +690,13 @@ void drk_gputime_own(uint64_t start_ns, uint64_t end_ns)
     pthread_mutex_lock(&lock);
     totals.own++;
     totals.own_ns += end_ns > start_ns ? end_ns - start_ns : 0;
+    /* The open round it started in (not counted late: the program's
+     * records are what `late` is about). */
+    for (unsigned i = nopen; i-- > 0;)
+        if (start_ns >= open[i].r.start_ns || i == 0) {
+            add_to(&open[i].own, open[i].r.start_ns, start_ns, end_ns, NULL);
+            break;
+        }
     pthread_mutex_unlock(&lock);
 }
 

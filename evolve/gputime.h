@@ -90,7 +90,10 @@ void drk_gputime_dropped(uint64_t n);
  * rounds, counted as unsampled. */
 void drk_gputime_sampling(int on, uint64_t at_ns);
 /* A record of drk's own work on the GPU (its trials, on its own stream):
- * counted apart, in no round and no kernel's row. */
+ * counted apart, in no kernel's row and not in a round's busy time; a
+ * round and each of its gaps say how much of them it took (drk_ns), so
+ * that an idle gap drk's trials filled is not laid at the program's door
+ * unsaid. */
 void drk_gputime_own(uint64_t start_ns, uint64_t end_ns);
 
 /* What the caller knows of memory at a boundary. */
@@ -167,6 +170,7 @@ typedef struct drk_time_row {
 typedef struct drk_round_gap {
     uint64_t ns;                    /* idle time */
     const char *after, *before;     /* what ran before and after it: a kernel's name, or "memcpy"/"memset"; NULL at the round's edges */
+    uint64_t drk_ns;                /* of it, drk's own work on the GPU (its trials, in its own context) */
 } drk_round_gap;
 
 typedef struct drk_round {
@@ -174,6 +178,7 @@ typedef struct drk_round {
     const char *why;                /* what ended it */
     uint64_t start_ns, end_ns;
     uint64_t busy_ns;               /* union of kernel and copy intervals, within the round */
+    uint64_t drk_ns;                /* union of drk's own records' intervals (drk_gputime_own) within it, not in busy_ns */
     uint64_t kernel_ns, copy_ns;    /* sums */
     uint64_t kernels, copies;       /* records */
     drk_round_gap gaps[DRK_ROUND_GAPS];

@@ -151,6 +151,7 @@ static void write_round(drk_json *j, const drk_round *r)
     drk_json_u64(j, "end_ns", r->end_ns);
     drk_json_u64(j, "wall_ns", r->end_ns - r->start_ns);
     drk_json_u64(j, "busy_ns", r->busy_ns);
+    drk_json_u64(j, "drk_ns", r->drk_ns);
     drk_json_u64(j, "kernel_ns", r->kernel_ns);
     drk_json_u64(j, "copy_ns", r->copy_ns);
     drk_json_u64(j, "kernels", r->kernels);
@@ -167,6 +168,7 @@ static void write_round(drk_json *j, const drk_round *r)
         drk_json_u64(j, "ns", r->gaps[g].ns);
         drk_json_str(j, "after", r->gaps[g].after);
         drk_json_str(j, "before", r->gaps[g].before);
+        drk_json_u64(j, "drk_ns", r->gaps[g].drk_ns);
         drk_json_close(j, '}');
     }
     drk_json_close(j, ']');

@@ -145,12 +145,14 @@ typedef struct rep_gpu {
 typedef struct rep_gap {
     uint64_t ns;
     const char *after, *before; /* NULL at the round's edges */
+    uint64_t drk_ns;            /* of it, drk's own trials (0 in reports of an older drk) */
 } rep_gap;
 
 typedef struct rep_round {
     uint64_t index;
     const char *ended_by;
     uint64_t start_ns, end_ns, wall_ns, busy_ns, kernel_ns, copy_ns, kernels, copies;
+    uint64_t drk_ns; /* drk's own trials in the round (0 in reports of an older drk) */
     uint64_t live_bytes, reserved_bytes, pages_moved, out_of_memory;
     rep_gap *gaps; /* largest first */
     size_t ngaps;

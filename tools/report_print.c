@@ -327,9 +327,10 @@ static void print_rounds(FILE *f, const rep_rounds *rs, size_t top)
                                          "live / reserved"});
     for (size_t i = rs->nlist - shown; i < rs->nlist; i++) {
         const rep_round *r = &rs->list[i];
-        char idx[32], wall[32], busy[40], kt[32], ct[32], kernels[32], topk[4 * 32 + 320], gap[4 * 64 + 64],
+        char idx[32], wall[32], busy[40], kt[32], ct[32], kernels[32], topk[4 * 32 + 320], gap[4 * 64 + 112],
             mem[80];
-        char pct[32], name[4 * 32 + 1], shape[256], t1[32], t2[32], after[4 * 32 + 1], before[4 * 32 + 1];
+        char pct[32], name[4 * 32 + 1], shape[256], t1[32], t2[32], t3[32], after[4 * 32 + 1],
+            before[4 * 32 + 1];
         if (r->wall_ns)
             snprintf(busy, sizeof busy, "%s%%", percent_text(r->busy_ns, r->wall_ns, 0, pct, sizeof pct));
         else
@@ -341,7 +342,12 @@ static void print_rounds(FILE *f, const rep_rounds *rs, size_t top)
         } else {
             snprintf(topk, sizeof topk, "-");
         }
-        if (r->ngaps)
+        if (r->ngaps && r->gaps[0].drk_ns) /* drk's trials ran in it: said, not laid at the program's door */
+            snprintf(gap, sizeof gap, "%s %s \u2192 %s (drk's trials %s of it)", human_ns(r->gaps[0].ns, t1, sizeof t1),
+                     edge_text(r->gaps[0].after, "(start)", after, sizeof after),
+                     edge_text(r->gaps[0].before, "(end)", before, sizeof before),
+                     human_ns(r->gaps[0].drk_ns, t3, sizeof t3));
+        else if (r->ngaps)
             snprintf(gap, sizeof gap, "%s %s \u2192 %s", human_ns(r->gaps[0].ns, t1, sizeof t1),
                      edge_text(r->gaps[0].after, "(start)", after, sizeof after),
                      edge_text(r->gaps[0].before, "(end)", before, sizeof before));

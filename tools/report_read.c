@@ -647,6 +647,7 @@ static int read_round(ctx *c, const json_value *r, const char *at, rep_round *o)
     get_u64(c, r, at, "end_ns", &o->end_ns);
     get_u64(c, r, at, "wall_ns", &o->wall_ns);
     get_u64(c, r, at, "busy_ns", &o->busy_ns);
+    get_u64_optional(c, r, at, "drk_ns", &o->drk_ns);
     get_u64(c, r, at, "kernel_ns", &o->kernel_ns);
     get_u64(c, r, at, "copy_ns", &o->copy_ns);
     get_u64(c, r, at, "kernels", &o->kernels);
@@ -678,6 +679,7 @@ static int read_round(ctx *c, const json_value *r, const char *at, rep_round *o)
         get_u64(c, g, where, "ns", &x->ns);
         x->after = get_str_or_null(c, g, where, "after"); /* null: the round's edge */
         x->before = get_str_or_null(c, g, where, "before");
+        get_u64_optional(c, g, where, "drk_ns", &x->drk_ns);
         if (c->failed)
             return -1;
     }

@@ -94,9 +94,9 @@ def case_rounds(args, mode="rounds", by="cuProfilerStop"):
         g = lst[1]["gaps"]
         # After the last `empty` (ends at +188000): `hidden` at +300000, the
         # copy at +400000, the set ends at +431000, the round at +1000000.
-        check(len(g) == 4 and g[0] == {"ns": 569000, "after": "memset", "before": None} and
-              g[1] == {"ns": 112000, "after": "empty", "before": "hidden"} and
-              g[2] == {"ns": 90000, "after": "hidden", "before": "memcpy"},
+        check(len(g) == 4 and g[0] == {"ns": 569000, "after": "memset", "before": None, "drk_ns": 0} and
+              g[1] == {"ns": 112000, "after": "empty", "before": "hidden", "drk_ns": 0} and
+              g[2] == {"ns": 90000, "after": "hidden", "before": "memcpy", "drk_ns": 0},
               "largest idle gaps, largest first, and what bounds them", g)
         top = lst[2]["top"][0]
         check(top["name"] == "empty" and tuple(top["grid"]) == (4, 1, 1) and top["total_ns"] == 80000 and

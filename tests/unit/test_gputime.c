@@ -344,6 +344,42 @@ static void test_occupancy(void)
     drk_gputime_reset(0);
 }
 
+/* drk's own records (its trials, in its own context): not the program's
+ * busy time, but each round and each gap says what of it they took, the
+ * one running past a round's end in the next round too, and gpu_idle's
+ * evidence says so. */
+static void test_own(void)
+{
+    drk_round_memory mem = {0};
+    drk_time_key a = key("gemm", 64, 256);
+    drk_gputime_reset(0);
+    /* Round 0, 0-10 ms: gemm 0-1 and 6-7; drk 2-4 and 3-5 (3 ms in all),
+     * and 8-12. Round 1, 10-20 ms: gemm 15-16. */
+    drk_gputime_kernel(&a, 0, 1000000);
+    drk_gputime_own(2000000, 4000000);
+    drk_gputime_own(3000000, 5000000);
+    drk_gputime_kernel(&a, 6000000, 7000000);
+    drk_gputime_own(8000000, 12000000);
+    drk_gputime_round_end(10000000, "nvtx", &mem);
+    drk_gputime_kernel(&a, 15000000, 16000000);
+    drk_gputime_round_end(20000000, "nvtx", &mem);
+    drk_gputime_close(UINT64_MAX);
+    const drk_round *r[DRK_ROUNDS_KEPT];
+    CHECK(drk_gputime_rounds(r, DRK_ROUNDS_KEPT) == 2);
+    CHECK(r[0]->busy_ns == 2000000 && r[0]->drk_ns == 5000000 && r[1]->busy_ns == 1000000 && r[1]->drk_ns == 2000000);
+    CHECK(r[0]->ngaps == 2 && r[0]->gaps[0].ns == 5000000 && r[0]->gaps[0].drk_ns == 3000000 &&
+          r[0]->gaps[1].ns == 3000000 && r[0]->gaps[1].drk_ns == 2000000);
+    CHECK(r[1]->ngaps == 2 && r[1]->gaps[0].ns == 5000000 && r[1]->gaps[0].drk_ns == 2000000 &&
+          r[1]->gaps[1].ns == 4000000 && r[1]->gaps[1].drk_ns == 0);
+    CHECK(drk_gputime_totals_get().own == 3 && drk_gputime_totals_get().own_ns == 8000000);
+    const drk_finding *f = finding("gpu_idle");
+    CHECK(f && f->last_round == 1 &&
+          strstr(f->evidence, "round 1: GPU busy 10.0% of 10.0 ms, and 2.0 ms of drk's own trials; largest gaps: idle "
+                              "5000 us after (round start) before gemm (drk's trials 2000 us of it); idle 4000 us after gemm "
+                              "before (round end)"));
+    drk_gputime_reset(0);
+}
+
 int main(void)
 {
     test_hist();
@@ -351,6 +387,7 @@ int main(void)
     test_rounds();
     test_limits();
     test_findings();
+    test_own();
     test_occupancy();
     return CHECK_DONE();
 }
