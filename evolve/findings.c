@@ -100,8 +100,8 @@ static void gpu_idle(const drk_round *r)
      * kernels wait meanwhile, or the GPU was idle anyway): said, so that
      * the idle is not laid at the program's door unsaid. */
     if (r->drk_ns && n > 0 && (size_t)n < sizeof f->evidence)
-        n += snprintf(f->evidence + n, sizeof f->evidence - (size_t)n, ", and %.1f ms of drk's own trials",
-                      (double)r->drk_ns / 1e6);
+        n += snprintf(f->evidence + n, sizeof f->evidence - (size_t)n, ", and %.0f us of drk's own trials",
+                      (double)r->drk_ns / 1e3);
     for (unsigned g = 0; g < r->ngaps && g < 2 && n > 0 && (size_t)n < sizeof f->evidence; g++) {
         n += snprintf(f->evidence + n, sizeof f->evidence - (size_t)n, "%s idle %.0f us after %.40s before %.40s",
                       g ? ";" : "; largest gaps:", (double)r->gaps[g].ns / 1e3,

@@ -374,7 +374,7 @@ static void test_own(void)
     CHECK(drk_gputime_totals_get().own == 3 && drk_gputime_totals_get().own_ns == 8000000);
     const drk_finding *f = finding("gpu_idle");
     CHECK(f && f->last_round == 1 &&
-          strstr(f->evidence, "round 1: GPU busy 10.0% of 10.0 ms, and 2.0 ms of drk's own trials; largest gaps: idle "
+          strstr(f->evidence, "round 1: GPU busy 10.0% of 10.0 ms, and 2000 us of drk's own trials; largest gaps: idle "
                               "5000 us after (round start) before gemm (drk's trials 2000 us of it); idle 4000 us after gemm "
                               "before (round end)"));
     drk_gputime_reset(0);
