@@ -226,15 +226,21 @@ static entry *find(const drk_time_key *k)
 /* ---- Open rounds ---- */
 
 /* The open round a record starting at `start` belongs to; one that started
- * before every open round counts in the oldest, late. Locked. */
-static open_round *round_of(uint64_t start)
+ * before every open round goes to the oldest. Locked. */
+static open_round *find_round(uint64_t start)
 {
     for (unsigned i = nopen; i-- > 1;)
         if (start >= open[i].r.start_ns)
             return &open[i];
+    return &open[0];
+}
+
+/* find_round for the program's records, counting those late. */
+static open_round *round_of(uint64_t start)
+{
     if (start < open[0].r.start_ns)
         totals.late++;
-    return &open[0];
+    return find_round(start);
 }
 
 static drk_time_hist *hist_new(void)
@@ -690,13 +696,11 @@ void drk_gputime_own(uint64_t start_ns, uint64_t end_ns)
     pthread_mutex_lock(&lock);
     totals.own++;
     totals.own_ns += end_ns > start_ns ? end_ns - start_ns : 0;
-    /* The open round it started in (not counted late: the program's
-     * records are what `late` is about). */
-    for (unsigned i = nopen; i-- > 0;)
-        if (start_ns >= open[i].r.start_ns || i == 0) {
-            add_to(&open[i].own, open[i].r.start_ns, start_ns, end_ns, NULL);
-            break;
-        }
+    /* Not counted late: the program's records are what `late` is about. */
+    if (nopen) {
+        open_round *o = find_round(start_ns);
+        add_to(&o->own, o->r.start_ns, start_ns, end_ns, NULL);
+    }
     pthread_mutex_unlock(&lock);
 }
 

@@ -342,16 +342,15 @@ static void print_rounds(FILE *f, const rep_rounds *rs, size_t top)
         } else {
             snprintf(topk, sizeof topk, "-");
         }
-        if (r->ngaps && r->gaps[0].drk_ns) /* drk's trials ran in it: said, not laid at the program's door */
-            snprintf(gap, sizeof gap, "%s %s \u2192 %s (drk's trials %s of it)", human_ns(r->gaps[0].ns, t1, sizeof t1),
+        if (r->ngaps) {
+            /* drk's trials ran in it: said, not laid at the program's door */
+            char ours[64] = "";
+            if (r->gaps[0].drk_ns)
+                snprintf(ours, sizeof ours, " (drk's trials %s of it)", human_ns(r->gaps[0].drk_ns, t3, sizeof t3));
+            snprintf(gap, sizeof gap, "%s %s \u2192 %s%s", human_ns(r->gaps[0].ns, t1, sizeof t1),
                      edge_text(r->gaps[0].after, "(start)", after, sizeof after),
-                     edge_text(r->gaps[0].before, "(end)", before, sizeof before),
-                     human_ns(r->gaps[0].drk_ns, t3, sizeof t3));
-        else if (r->ngaps)
-            snprintf(gap, sizeof gap, "%s %s \u2192 %s", human_ns(r->gaps[0].ns, t1, sizeof t1),
-                     edge_text(r->gaps[0].after, "(start)", after, sizeof after),
-                     edge_text(r->gaps[0].before, "(end)", before, sizeof before));
-        else
+                     edge_text(r->gaps[0].before, "(end)", before, sizeof before), ours);
+        } else
             snprintf(gap, sizeof gap, "-");
         snprintf(mem, sizeof mem, "%s / %s", human_bytes(r->live_bytes, t1, sizeof t1),
                  human_bytes(r->reserved_bytes, t2, sizeof t2));
