@@ -381,8 +381,15 @@ def main():
                            "quiet_loads": wev.get("quiet_loads", 0),
                            "run_speedup": [k.get("run_speedup", 0) for k in wev.get("by_kernel", [])]}
         rows.append(row)
+        # The rounds too, so that a call cut off by its time limit keeps them
+        # for the kernels it finished (the table comes only at the end).
         print(f"  {name}: native {native_ms:.4f} ms, drk {steady:.4f} ms ({row['speedup']:.3f}x of a possible "
-              f"{possible:.3f}x), serving {row['serving']} ({row['state']})"
+              f"{possible:.3f}x), serving {row['serving']} ({row['state']}); steady from round "
+              f"{row['rounds_to_steady']}"
+              + (f", {row['vs_best_run']:.3f} of its best run, within 2% of it from round "
+                 f"{'-' if to_best is None else to_best}" if best else "")
+              + (f"; warm {row['warm']['speedup']:.3f}x from round {row['warm']['rounds_to_steady']}"
+                 if warm is not None else "")
               + (f"; processes: native {' '.join(f'{x:.4f}' for x in row['processes']['native_ms'])}, drk "
                  f"{' '.join(f'{x:.4f}' for x in steadies)}" if more_drk else ""), flush=True)
 
